@@ -1,0 +1,21 @@
+//! Names shared by manager and agent. Changing any of them is a change of the
+//! contract in `DESIGN.md`.
+
+/// Value of `spec.managedBy` on manager Jobs that jobrelay mirrors.
+pub const MANAGED_BY: &str = "jobrelay.dev/manager";
+
+/// Finalizer on the manager Job, held until the worker reported the mirror gone.
+pub const REMOTE_CLEANUP_FINALIZER: &str = "jobrelay.dev/remote-cleanup";
+
+/// Annotation on the manager Job naming the worker cluster it was sent to;
+/// also a label a user may set to pin a Job to a cluster.
+pub const CLUSTER_KEY: &str = "jobrelay.dev/cluster";
+
+/// Label on mirror Jobs and their Pods: the identity of the manager.
+pub const ORIGIN_LABEL: &str = "jobrelay.dev/origin";
+
+/// Label on mirror Jobs and their Pods: the UID of the manager Job.
+pub const ORIGIN_UID_LABEL: &str = "jobrelay.dev/origin-uid";
+
+/// Media type of the Job and JobStatus bytes carried in messages.
+pub const MANIFEST_ENCODING: &str = "application/json";

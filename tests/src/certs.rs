@@ -1,0 +1,118 @@
+//! The certificates a set of test clusters needs: one CA, a serving
+//! certificate for every API server (all listen on 127.0.0.1), an admin client
+//! certificate in group `system:masters`, and service-account signing keys.
+
+use std::path::{Path, PathBuf};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("generating {what}: {source}")]
+    Generate {
+        what: &'static str,
+        #[source]
+        source: rcgen::Error,
+    },
+    #[error("writing {0}: {1}")]
+    Write(PathBuf, #[source] std::io::Error),
+}
+
+/// Paths of the PEM files written by [`write`].
+#[derive(Debug, Clone)]
+pub struct Pki {
+    pub ca_cert: PathBuf,
+    pub serving_cert: PathBuf,
+    pub serving_key: PathBuf,
+    pub admin_cert: PathBuf,
+    pub admin_key: PathBuf,
+    pub service_account_key: PathBuf,
+    pub service_account_public_key: PathBuf,
+}
+
+/// Generates the PKI into `dir`.
+pub fn write(dir: &Path) -> Result<Pki, Error> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::Write(dir.into(), e))?;
+    let gen_err = |what| move |source| Error::Generate { what, source };
+
+    let ca_key = KeyPair::generate().map_err(gen_err("CA key"))?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(gen_err("CA"))?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.distinguished_name = name("jobrelay test CA", None);
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_cert = ca_params
+        .self_signed(&ca_key)
+        .map_err(gen_err("CA certificate"))?;
+    let issuer = Issuer::new(ca_params, ca_key);
+
+    let serving_key = KeyPair::generate().map_err(gen_err("serving key"))?;
+    let sans = [
+        "127.0.0.1",
+        "localhost",
+        "10.0.0.1",
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+    ];
+    let mut serving =
+        CertificateParams::new(sans.map(String::from).to_vec()).map_err(gen_err("serving"))?;
+    serving.distinguished_name = name("kube-apiserver", None);
+    serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let serving_cert = serving
+        .signed_by(&serving_key, &issuer)
+        .map_err(gen_err("serving certificate"))?;
+
+    let admin_key = KeyPair::generate().map_err(gen_err("admin key"))?;
+    let mut admin = CertificateParams::new(Vec::<String>::new()).map_err(gen_err("admin"))?;
+    admin.distinguished_name = name("jobrelay-admin", Some("system:masters"));
+    admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let admin_cert = admin
+        .signed_by(&admin_key, &issuer)
+        .map_err(gen_err("admin certificate"))?;
+
+    let service_account_key = KeyPair::generate().map_err(gen_err("service-account key"))?;
+
+    let pki = Pki {
+        ca_cert: dir.join("ca.crt"),
+        serving_cert: dir.join("apiserver.crt"),
+        serving_key: dir.join("apiserver.key"),
+        admin_cert: dir.join("admin.crt"),
+        admin_key: dir.join("admin.key"),
+        service_account_key: dir.join("service-account.key"),
+        service_account_public_key: dir.join("service-account.pub"),
+    };
+    for (path, pem) in [
+        (&pki.ca_cert, ca_cert.pem()),
+        (&pki.serving_cert, serving_cert.pem()),
+        (&pki.serving_key, serving_key.serialize_pem()),
+        (&pki.admin_cert, admin_cert.pem()),
+        (&pki.admin_key, admin_key.serialize_pem()),
+        (
+            &pki.service_account_key,
+            service_account_key.serialize_pem(),
+        ),
+        (
+            &pki.service_account_public_key,
+            service_account_key.public_key_pem(),
+        ),
+    ] {
+        std::fs::write(path, pem).map_err(|e| Error::Write(path.clone(), e))?;
+    }
+    Ok(pki)
+}
+
+fn name(common_name: &str, organization: Option<&str>) -> DistinguishedName {
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, common_name);
+    if let Some(org) = organization {
+        dn.push(DnType::OrganizationName, org);
+    }
+    dn
+}

@@ -1,0 +1,578 @@
+//! Real Kubernetes control planes on loopback: one etcd shared by every
+//! cluster (each under its own key prefix) and, per cluster, kube-apiserver
+//! with TLS, kube-controller-manager with the controllers jobrelay relies on,
+//! kube-scheduler, and kwok playing kubelet for one fake Node.
+//!
+//! Every process is started with a parent-death signal, so none survives the
+//! process that started it. Ports are picked free at start.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, ServiceAccount};
+use kube::api::{Api, PostParams};
+use serde::{Deserialize, Serialize};
+
+use crate::certs::{self, Pki};
+use crate::controlplane::Binaries;
+use crate::wait::{self, Seen};
+
+/// Name of the manager cluster in a [`ClusterSet`].
+pub const MANAGER: &str = "manager";
+/// Name of the fake Node kwok runs in every cluster.
+pub const NODE: &str = "kwok-node-0";
+
+const START_TIMEOUT: Duration = Duration::from_secs(180);
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}: {1}")]
+    Io(String, #[source] std::io::Error),
+    #[error(transparent)]
+    Certs(#[from] certs::Error),
+    #[error(transparent)]
+    Wait(#[from] wait::Timeout),
+    #[error("connecting to cluster {cluster}: {source}")]
+    Client {
+        cluster: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("cluster {cluster}: {source}")]
+    Api {
+        cluster: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{component} exited ({status}); the end of {log}:\n{tail}")]
+    Exited {
+        component: String,
+        status: String,
+        log: String,
+        tail: String,
+    },
+    #[error("reading cluster set {0}: {1}")]
+    Load(PathBuf, String),
+}
+
+/// How to reach one running cluster.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClusterInfo {
+    /// `manager`, `worker-1`, `worker-2`, …
+    pub name: String,
+    /// `https://127.0.0.1:<port>`
+    pub server: String,
+    /// An admin kubeconfig (client certificate in `system:masters`).
+    pub kubeconfig: PathBuf,
+}
+
+impl ClusterInfo {
+    /// An admin client for this cluster.
+    pub async fn client(&self) -> Result<kube::Client, Error> {
+        let client_err = |source: Box<dyn std::error::Error + Send + Sync>| Error::Client {
+            cluster: self.name.clone(),
+            source,
+        };
+        let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig)
+            .map_err(|e| client_err(e.into()))?;
+        let options = kube::config::KubeConfigOptions::default();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+            .await
+            .map_err(|e| client_err(e.into()))?;
+        kube::Client::try_from(config).map_err(|e| client_err(e.into()))
+    }
+}
+
+/// A manager cluster and its workers, as written to `clusters.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClusterSet {
+    pub state_dir: PathBuf,
+    /// The manager first, then the workers in order.
+    pub clusters: Vec<ClusterInfo>,
+}
+
+impl ClusterSet {
+    const FILE: &'static str = "clusters.json";
+
+    pub fn manager(&self) -> &ClusterInfo {
+        &self.clusters[0]
+    }
+
+    pub fn workers(&self) -> &[ClusterInfo] {
+        &self.clusters[1..]
+    }
+
+    /// Reads the set a running supervisor wrote into `state_dir`.
+    pub fn load(state_dir: &Path) -> Result<Self, Error> {
+        let path = state_dir.join(Self::FILE);
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| Error::Load(path.clone(), e.to_string()))?;
+        let set: ClusterSet =
+            serde_json::from_str(&text).map_err(|e| Error::Load(path.clone(), e.to_string()))?;
+        if set.clusters.first().map(|c| c.name.as_str()) != Some(MANAGER) {
+            return Err(Error::Load(
+                path,
+                "the first cluster is not the manager".into(),
+            ));
+        }
+        Ok(set)
+    }
+
+    fn save(&self) -> Result<PathBuf, Error> {
+        let path = self.state_dir.join(Self::FILE);
+        let text = serde_json::to_string_pretty(self)
+            .map_err(|e| Error::Io(path.display().to_string(), e.into()))?;
+        std::fs::write(&path, text).map_err(|e| Error::Io(path.display().to_string(), e))?;
+        Ok(path)
+    }
+
+    /// Shell lines that point kubectl and the test kit at these clusters.
+    pub fn export_lines(&self) -> String {
+        let mut lines = vec![format!(
+            "export JOBRELAY_CLUSTERS={}",
+            self.state_dir.display()
+        )];
+        for cluster in &self.clusters {
+            let var = cluster.name.to_uppercase().replace('-', "_");
+            lines.push(format!(
+                "export KUBECONFIG_{var}={}",
+                cluster.kubeconfig.display()
+            ));
+        }
+        lines.push(format!(
+            "export KUBECONFIG={}",
+            self.manager().kubeconfig.display()
+        ));
+        lines.join("\n")
+    }
+}
+
+/// The names of a manager and `workers` worker clusters.
+pub fn cluster_names(workers: usize) -> Vec<String> {
+    std::iter::once(MANAGER.to_string())
+        .chain((1..=workers).map(|i| format!("worker-{i}")))
+        .collect()
+}
+
+struct Process {
+    name: String,
+    child: Child,
+}
+
+/// The processes of a running [`ClusterSet`]; dropping it kills them.
+pub struct Running {
+    set: ClusterSet,
+    processes: Vec<Process>,
+}
+
+impl Running {
+    /// Starts a manager and `workers` worker clusters with their state under
+    /// `state_dir`, and returns once every cluster serves, has a Ready Node and
+    /// a `default` ServiceAccount. Must run on the thread that stays alive as
+    /// long as the clusters should (the parent-death signal is per thread).
+    pub async fn start(
+        binaries: &Binaries,
+        state_dir: &Path,
+        workers: usize,
+    ) -> Result<Self, Error> {
+        let io = |what: &Path| {
+            let what = what.display().to_string();
+            move |e| Error::Io(what, e)
+        };
+        std::fs::create_dir_all(state_dir.join("logs")).map_err(io(state_dir))?;
+        let state_dir = state_dir.canonicalize().map_err(io(state_dir))?;
+        let pki = certs::write(&state_dir.join("pki"))?;
+        let stages = crate::controlplane::source_dir().join("kwok-stages.yaml");
+
+        let mut running = Running {
+            set: ClusterSet {
+                state_dir: state_dir.clone(),
+                clusters: Vec::new(),
+            },
+            processes: Vec::new(),
+        };
+
+        let etcd_port = free_port()?;
+        let etcd_peer = free_port()?;
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        let peer_url = format!("http://127.0.0.1:{etcd_peer}");
+        running.spawn(
+            "etcd",
+            &binaries.path("etcd"),
+            &[
+                "--name=jobrelay".into(),
+                format!("--data-dir={}", state_dir.join("etcd").display()),
+                format!("--listen-client-urls={etcd_url}"),
+                format!("--advertise-client-urls={etcd_url}"),
+                format!("--listen-peer-urls={peer_url}"),
+                format!("--initial-advertise-peer-urls={peer_url}"),
+                format!("--initial-cluster=jobrelay={peer_url}"),
+                "--unsafe-no-fsync=true".into(),
+                "--log-level=warn".into(),
+            ],
+            &[],
+        )?;
+
+        for name in cluster_names(workers) {
+            let dir = state_dir.join(&name);
+            std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+            let port = free_port()?;
+            let server = format!("https://127.0.0.1:{port}");
+            let kubeconfig = dir.join("kubeconfig");
+            write_kubeconfig(&kubeconfig, &name, &server, &pki)?;
+            running.spawn(
+                &format!("{name}-kube-apiserver"),
+                &binaries.path("kube-apiserver"),
+                &apiserver_args(&name, port, &etcd_url, &dir, &pki),
+                &[],
+            )?;
+            running.set.clusters.push(ClusterInfo {
+                name,
+                server,
+                kubeconfig,
+            });
+        }
+
+        let clusters = running.set.clusters.clone();
+        running
+            .unless_one_exits(futures::future::try_join_all(
+                clusters.iter().map(wait_api_ready),
+            ))
+            .await?;
+
+        for cluster in &clusters {
+            let kubeconfig = format!("--kubeconfig={}", cluster.kubeconfig.display());
+            let name = &cluster.name;
+            running.spawn(&format!("{name}-kube-controller-manager"), &binaries.path("kube-controller-manager"), &[
+                kubeconfig.clone(),
+                "--leader-elect=false".into(),
+                "--secure-port=0".into(),
+                "--controllers=job,cronjob,garbagecollector,ttl-after-finished,podgc,namespace,serviceaccount,serviceaccount-token,root-ca-certificate-publisher-controller".into(),
+                format!("--service-account-private-key-file={}", pki.service_account_key.display()),
+                format!("--root-ca-file={}", pki.ca_cert.display()),
+                "--kube-api-qps=200".into(),
+                "--kube-api-burst=400".into(),
+            ], &[])?;
+            running.spawn(
+                &format!("{name}-kube-scheduler"),
+                &binaries.path("kube-scheduler"),
+                &[
+                    kubeconfig.clone(),
+                    "--leader-elect=false".into(),
+                    "--secure-port=0".into(),
+                ],
+                &[],
+            )?;
+            let home = state_dir.join(name).join("kwok-home");
+            std::fs::create_dir_all(&home).map_err(io(&home))?;
+            running.spawn(
+                &format!("{name}-kwok"),
+                &binaries.path("kwok"),
+                &[
+                    kubeconfig,
+                    format!("--config={}", stages.display()),
+                    "--manage-all-nodes=true".into(),
+                    "--node-lease-duration-seconds=40".into(),
+                    "--cidr=10.0.0.1/24".into(),
+                    "--server-address=".into(),
+                ],
+                &[("HOME", home.as_path())],
+            )?;
+        }
+
+        running
+            .unless_one_exits(futures::future::try_join_all(
+                clusters.iter().map(wait_workable),
+            ))
+            .await?;
+        running.set.save()?;
+        Ok(running)
+    }
+
+    pub fn set(&self) -> &ClusterSet {
+        &self.set
+    }
+
+    /// Components that exited, with their exit status.
+    pub fn exited(&mut self) -> Vec<(String, String)> {
+        self.processes
+            .iter_mut()
+            .filter_map(|p| match p.child.try_wait() {
+                Ok(Some(status)) => Some((p.name.clone(), status.to_string())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Runs `step`, failing fast with the component's log when a process
+    /// exits meanwhile.
+    async fn unless_one_exits<T>(
+        &mut self,
+        step: impl std::future::Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        tokio::pin!(step);
+        let mut checks = tokio::time::interval(Duration::from_millis(500));
+        loop {
+            tokio::select! {
+                result = &mut step => return result,
+                _ = checks.tick() => {
+                    if let Some((component, status)) = self.exited().into_iter().next() {
+                        let log = self.set.state_dir.join("logs").join(format!("{component}.log"));
+                        let text = std::fs::read_to_string(&log).unwrap_or_default();
+                        let tail: Vec<&str> = text.lines().rev().take(10).collect();
+                        let tail = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
+                        return Err(Error::Exited { component, status, log: log.display().to_string(), tail });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops every process (SIGTERM, then SIGKILL after a grace period).
+    pub fn stop(mut self) {
+        self.terminate();
+    }
+
+    fn terminate(&mut self) {
+        // Controllers first, etcd last, so nothing logs a storm of connection errors.
+        for p in self.processes.iter().rev() {
+            signal(&p.child, libc::SIGTERM);
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        for p in self.processes.iter_mut().rev() {
+            while matches!(p.child.try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+        }
+        self.processes.clear();
+    }
+
+    fn spawn(
+        &mut self,
+        name: &str,
+        binary: &Path,
+        args: &[String],
+        env: &[(&str, &Path)],
+    ) -> Result<(), Error> {
+        let log_path = self.set.state_dir.join("logs").join(format!("{name}.log"));
+        let log =
+            File::create(&log_path).map_err(|e| Error::Io(log_path.display().to_string(), e))?;
+        let log_err = log
+            .try_clone()
+            .map_err(|e| Error::Io(log_path.display().to_string(), e))?;
+        let mut cmd = Command::new(binary);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err);
+        for (key, value) in env {
+            cmd.env(key, value);
+        }
+        die_with_parent(&mut cmd);
+        let child = cmd
+            .spawn()
+            .map_err(|e| Error::Io(format!("starting {}", binary.display()), e))?;
+        self.processes.push(Process {
+            name: name.into(),
+            child,
+        });
+        Ok(())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.terminate();
+    }
+}
+
+/// Has the kernel kill the child when the spawning thread exits, and closes
+/// the race where the parent died before that was set up.
+#[allow(unsafe_code)]
+fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: getpid, prctl, getppid and _exit are async-signal-safe; the
+    // closure allocates nothing.
+    let parent = unsafe { libc::getpid() };
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+}
+
+#[allow(unsafe_code)]
+fn signal(child: &Child, signal: libc::c_int) {
+    // SAFETY: kill(2) on a pid we spawned and have not reaped yet.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, signal);
+    }
+}
+
+fn apiserver_args(name: &str, port: u16, etcd_url: &str, dir: &Path, pki: &Pki) -> Vec<String> {
+    let sa_key = pki.service_account_key.display();
+    let sa_public = pki.service_account_public_key.display();
+    vec![
+        format!("--etcd-servers={etcd_url}"),
+        format!("--etcd-prefix=/clusters/{name}"),
+        format!("--secure-port={port}"),
+        "--bind-address=127.0.0.1".into(),
+        "--advertise-address=127.0.0.1".into(),
+        "--service-cluster-ip-range=10.0.0.0/24".into(),
+        "--allow-privileged=true".into(),
+        "--authorization-mode=RBAC".into(),
+        format!("--client-ca-file={}", pki.ca_cert.display()),
+        format!("--tls-cert-file={}", pki.serving_cert.display()),
+        format!("--tls-private-key-file={}", pki.serving_key.display()),
+        format!("--service-account-issuer=https://127.0.0.1:{port}"),
+        format!("--service-account-key-file={sa_public}"),
+        format!("--service-account-signing-key-file={sa_key}"),
+        format!("--cert-dir={}", dir.join("certs").display()),
+        "--endpoint-reconciler-type=none".into(),
+        // Without the node-lifecycle controller nothing would lift the
+        // not-ready taint this plugin puts on every new Node.
+        "--disable-admission-plugins=TaintNodesByCondition".into(),
+        "--enable-priority-and-fairness=false".into(),
+        "--profiling=false".into(),
+    ]
+}
+
+fn write_kubeconfig(path: &Path, name: &str, server: &str, pki: &Pki) -> Result<(), Error> {
+    let text = format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: {name}
+  cluster:
+    server: {server}
+    certificate-authority: {ca}
+users:
+- name: {name}-admin
+  user:
+    client-certificate: {cert}
+    client-key: {key}
+contexts:
+- name: {name}
+  context:
+    cluster: {name}
+    user: {name}-admin
+current-context: {name}
+",
+        ca = pki.ca_cert.display(),
+        cert = pki.admin_cert.display(),
+        key = pki.admin_key.display(),
+    );
+    std::fs::write(path, text).map_err(|e| Error::Io(path.display().to_string(), e))
+}
+
+fn free_port() -> Result<u16, Error> {
+    let listener =
+        TcpListener::bind("127.0.0.1:0").map_err(|e| Error::Io("picking a free port".into(), e))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| Error::Io("picking a free port".into(), e))?
+        .port();
+    Ok(port)
+}
+
+async fn wait_api_ready(cluster: &ClusterInfo) -> Result<(), Error> {
+    let client = cluster.client().await?;
+    wait::try_until(
+        format!("{} kube-apiserver /readyz", cluster.name),
+        START_TIMEOUT,
+        || {
+            let client = client.clone();
+            async move {
+                let request = http::Request::get("/readyz")
+                    .body(Vec::new())
+                    .expect("static request");
+                match client.request_text(request).await {
+                    Ok(body) if body.trim() == "ok" => Seen::Ready(()),
+                    Ok(body) => Seen::Waiting(body),
+                    Err(e) => Seen::Waiting(e.to_string()),
+                }
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// Creates the fake Node and waits until Pods can run: Node Ready and the
+/// `default` ServiceAccount present.
+async fn wait_workable(cluster: &ClusterInfo) -> Result<(), Error> {
+    let client = cluster.client().await?;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node: Node = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": NODE,
+            "labels": {"type": "kwok", "kubernetes.io/hostname": NODE},
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+        },
+    }))
+    .expect("static node");
+    if let Err(e) = nodes.create(&PostParams::default(), &node).await {
+        if !matches!(&e, kube::Error::Api(s) if s.code == 409) {
+            return Err(Error::Api {
+                cluster: cluster.name.clone(),
+                source: e,
+            });
+        }
+    }
+    wait::try_until(
+        format!("{} node {NODE} Ready", cluster.name),
+        START_TIMEOUT,
+        || {
+            let nodes = nodes.clone();
+            async move {
+                match nodes.get(NODE).await {
+                    Ok(node) => {
+                        let conditions: BTreeMap<String, String> = node
+                            .status
+                            .and_then(|s| s.conditions)
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(|c| (c.type_, c.status))
+                            .collect();
+                        if conditions.get("Ready").map(String::as_str) == Some("True") {
+                            Seen::Ready(())
+                        } else {
+                            Seen::Waiting(format!("conditions {conditions:?}"))
+                        }
+                    }
+                    Err(e) => Seen::Waiting(e.to_string()),
+                }
+            }
+        },
+    )
+    .await?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client, "default");
+    wait::try_until(
+        format!("{} ServiceAccount default/default", cluster.name),
+        START_TIMEOUT,
+        || {
+            let accounts = accounts.clone();
+            async move {
+                match accounts.get_opt("default").await {
+                    Ok(Some(_)) => Seen::Ready(()),
+                    Ok(None) => Seen::Waiting("not created yet".into()),
+                    Err(e) => Seen::Waiting(e.to_string()),
+                }
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}

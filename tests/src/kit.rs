@@ -1,0 +1,151 @@
+//! What an end-to-end test starts from: the clusters of this test process
+//! (started once, shared by its tests, stopped when the process exits — or the
+//! ones named by `JOBRELAY_CLUSTERS`, started by `cargo xtask cluster up`),
+//! admin clients for them, and a fresh namespace per test.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kube::api::{Api, ObjectMeta, PostParams};
+
+use crate::cluster::{ClusterInfo, ClusterSet};
+use crate::supervisor::Supervisor;
+use crate::wait::{self, Seen};
+
+/// The clusters shared by the tests of this process.
+pub struct Clusters {
+    set: ClusterSet,
+    // Held for the life of the process; its standard input closes when the
+    // process exits, which stops the clusters.
+    _supervisor: Option<Supervisor>,
+}
+
+static CLUSTERS: OnceLock<Clusters> = OnceLock::new();
+
+/// The clusters of this test process, with at least `workers` workers,
+/// started on first use.
+pub fn clusters(workers: usize) -> &'static Clusters {
+    let clusters = CLUSTERS.get_or_init(|| start(workers).unwrap_or_else(|e| panic!("{e:#}")));
+    assert!(
+        clusters.set.workers().len() >= workers,
+        "a test needs {workers} workers, the clusters have {}",
+        clusters.set.workers().len()
+    );
+    clusters
+}
+
+fn start(workers: usize) -> anyhow::Result<Clusters> {
+    if let Some(dir) = std::env::var_os("JOBRELAY_CLUSTERS") {
+        let set = ClusterSet::load(&PathBuf::from(dir))?;
+        return Ok(Clusters {
+            set,
+            _supervisor: None,
+        });
+    }
+    let state_dir = target_dir()
+        .join("jobrelay")
+        .join(format!("test-{}", std::process::id()));
+    let supervisor = Supervisor::start(
+        Command::new(supervisor_binary()),
+        &state_dir,
+        workers,
+        false,
+    )?;
+    Ok(Clusters {
+        set: supervisor.set().clone(),
+        _supervisor: Some(supervisor),
+    })
+}
+
+/// The `jobrelay-cluster` binary cargo built beside this test.
+fn supervisor_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("JOBRELAY_CLUSTER_BIN") {
+        return path.into();
+    }
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> -> target/<profile>/jobrelay-cluster
+    exe.parent()
+        .and_then(|deps| deps.parent())
+        .expect("target folder")
+        .join("jobrelay-cluster")
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join("target")
+        })
+}
+
+impl Clusters {
+    pub fn set(&self) -> &ClusterSet {
+        &self.set
+    }
+
+    pub fn manager(&self) -> &ClusterInfo {
+        self.set.manager()
+    }
+
+    pub fn workers(&self) -> &[ClusterInfo] {
+        self.set.workers()
+    }
+}
+
+/// An admin client for a cluster; panics with the reason if there is none.
+pub async fn client(cluster: &ClusterInfo) -> kube::Client {
+    cluster.client().await.unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Creates a namespace named `<prefix>-<n>` unique in this process and waits
+/// for its `default` ServiceAccount, without which no Pod can be created.
+pub async fn namespace(client: &kube::Client, prefix: &str) -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let name = format!(
+        "{prefix}-{}-{}",
+        std::process::id() % 100_000,
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    create_namespace(client, &name).await;
+    name
+}
+
+/// Creates the namespace `name` (if missing) and waits for its `default`
+/// ServiceAccount.
+pub async fn create_namespace(client: &kube::Client, name: &str) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    match namespaces.create(&PostParams::default(), &ns).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("creating namespace {name}: {e}"),
+    }
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), name);
+    wait::until(
+        format!("ServiceAccount {name}/default"),
+        Duration::from_secs(60),
+        || {
+            let accounts = accounts.clone();
+            async move {
+                match accounts.get_opt("default").await {
+                    Ok(Some(_)) => Seen::Ready(()),
+                    Ok(None) => Seen::Waiting("not created yet".into()),
+                    Err(e) => Seen::Waiting(e.to_string()),
+                }
+            }
+        },
+    )
+    .await
+}

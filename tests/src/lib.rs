@@ -1,0 +1,12 @@
+//! The jobrelay test kit: real Kubernetes control planes on loopback
+//! (built from the upstream Go modules and cached), a supervisor process that
+//! ties their lifetime to the test, wait helpers with deadlines, and Job
+//! fixtures whose Pods kwok runs the way a test asks.
+
+pub mod certs;
+pub mod cluster;
+pub mod controlplane;
+pub mod fixtures;
+pub mod kit;
+pub mod supervisor;
+pub mod wait;

@@ -1,0 +1,142 @@
+//! `cargo xtask`: the project's own set-up and test commands.
+//!
+//! - `k8s`: build the upstream control plane from Go modules (cached).
+//! - `cluster up|down`: local manager and worker clusters on loopback.
+//! - `demo`: the main job, end to end on local clusters.
+//! - `test`: every unit and end-to-end test, clusters included.
+
+mod demo;
+mod test;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+use jobrelay_e2e::controlplane::{self, seconds};
+use jobrelay_e2e::supervisor::{self, SuperviseArgs, Supervisor};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "Build, run and test jobrelay locally")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Build (or reuse) the pinned Kubernetes control plane, etcd, kwok and kubectl.
+    K8s,
+    /// Start or stop local clusters.
+    Cluster {
+        #[command(subcommand)]
+        command: ClusterCmd,
+    },
+    /// Run jobrelay end to end on local clusters.
+    Demo(demo::Args),
+    /// Run every unit and end-to-end test.
+    Test(test::Args),
+}
+
+#[derive(Subcommand)]
+enum ClusterCmd {
+    /// Start one manager and N worker clusters in the background and print `export` lines.
+    Up {
+        #[arg(long, default_value_t = 2)]
+        workers: usize,
+    },
+    /// Stop the clusters started by `up` and remove their state.
+    Down,
+    /// Run a cluster supervisor in the foreground (used by `up` and `demo`).
+    #[command(hide = true)]
+    Supervise(SuperviseArgs),
+}
+
+fn main() {
+    if let Err(e) = run(Cli::parse()) {
+        eprintln!("Error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    match cli.command {
+        Cmd::K8s => {
+            let started = Instant::now();
+            controlplane::ensure_built(&mut log)?;
+            log(&format!("done in {}", seconds(started.elapsed())));
+            Ok(())
+        }
+        Cmd::Cluster {
+            command: ClusterCmd::Up { workers },
+        } => cluster_up(workers),
+        Cmd::Cluster {
+            command: ClusterCmd::Down,
+        } => runtime.block_on(cluster_down()),
+        Cmd::Cluster {
+            command: ClusterCmd::Supervise(args),
+        } => runtime.block_on(supervisor::supervise(args)),
+        Cmd::Demo(args) => runtime.block_on(demo::run(args)),
+        Cmd::Test(args) => test::run(args),
+    }
+}
+
+/// Progress for people, on standard error (standard output is for `export` lines).
+pub fn log(line: &str) {
+    eprintln!("xtask: {line}");
+}
+
+/// The workspace root (xtask lives one level below it).
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+fn cluster_state_dir() -> PathBuf {
+    workspace_root()
+        .join("target")
+        .join("jobrelay")
+        .join("cluster")
+}
+
+/// This program re-run as a cluster supervisor.
+pub fn supervisor_command() -> anyhow::Result<Command> {
+    let mut command = Command::new(std::env::current_exe()?);
+    command.args(["cluster", "supervise"]);
+    Ok(command)
+}
+
+fn cluster_up(workers: usize) -> anyhow::Result<()> {
+    controlplane::ensure_built(&mut log)?;
+    let state_dir = cluster_state_dir();
+    if state_dir.join("clusters.json").exists() {
+        anyhow::bail!(
+            "clusters are already up in {} (run `cargo xtask cluster down` first)",
+            state_dir.display()
+        );
+    }
+    let started = Instant::now();
+    let supervisor = Supervisor::start(supervisor_command()?, &state_dir, workers, true)?;
+    log(&format!(
+        "1 manager + {workers} worker cluster(s) up in {}; logs in {}/logs; stop with `cargo xtask cluster down`",
+        seconds(started.elapsed()),
+        state_dir.display()
+    ));
+    println!("{}", supervisor.set().export_lines());
+    Ok(())
+}
+
+async fn cluster_down() -> anyhow::Result<()> {
+    let state_dir = cluster_state_dir();
+    if supervisor::stop_detached(&state_dir).await? {
+        log("clusters stopped, state removed");
+    } else {
+        log("no clusters were up");
+    }
+    Ok(())
+}

@@ -1,0 +1,52 @@
+//! `cargo xtask test`: unit tests of every crate, then every end-to-end target
+//! against real clusters (each target starts and stops its own).
+
+use std::process::Command;
+use std::time::Instant;
+
+use jobrelay_e2e::controlplane::{self, seconds};
+
+use crate::{log, workspace_root};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Only the unit tests (no clusters).
+    #[arg(long)]
+    unit: bool,
+    /// Arguments passed on to the end-to-end test binaries (e.g. a test name filter).
+    #[arg(last = true)]
+    rest: Vec<String>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let started = Instant::now();
+    cargo(&["test", "--workspace", "--exclude", "jobrelay-e2e"], &[])?;
+    cargo(&["test", "-p", "jobrelay-e2e", "--lib", "--bins"], &[])?;
+    if args.unit {
+        return Ok(());
+    }
+    controlplane::ensure_built(&mut log)?;
+    cargo(&["test", "-p", "jobrelay-e2e", "--tests"], &args.rest)?;
+    log(&format!(
+        "all tests passed in {}",
+        seconds(started.elapsed())
+    ));
+    Ok(())
+}
+
+fn cargo(args: &[&str], test_args: &[String]) -> anyhow::Result<()> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(workspace_root()).args(args);
+    if !test_args.is_empty() {
+        cmd.arg("--").args(test_args);
+    }
+    log(&format!("cargo {}", args.join(" ")));
+    let status = cmd.status()?;
+    anyhow::ensure!(
+        status.success(),
+        "cargo {} failed ({status})",
+        args.join(" ")
+    );
+    Ok(())
+}
