@@ -11,3 +11,51 @@ pub mod v1 {
 }
 
 pub mod wire;
+
+#[cfg(test)]
+mod tests {
+    use prost::Message;
+
+    use super::v1::{
+        AgentMessage, ApplyMirror, Hello, InventoryEntry, ManagerMessage, MirrorPhase,
+        agent_message, manager_message,
+    };
+
+    #[test]
+    fn the_session_is_served_as_jobrelay_v1_relay() {
+        assert_eq!(super::v1::relay_server::SERVICE_NAME, "jobrelay.v1.Relay");
+    }
+
+    #[test]
+    fn messages_survive_the_wire() {
+        let hello = AgentMessage {
+            kind: Some(agent_message::Kind::Hello(Hello {
+                cluster: "worker-a".into(),
+                agent_version: "0.1.0".into(),
+                inventory: vec![InventoryEntry {
+                    origin_uid: "7d0c".into(),
+                    revision: 3,
+                    namespace: "ml".into(),
+                    name: "train".into(),
+                    phase: MirrorPhase::Running as i32,
+                }],
+            })),
+        };
+        assert_eq!(
+            AgentMessage::decode(hello.encode_to_vec().as_slice()).unwrap(),
+            hello
+        );
+
+        let apply = ManagerMessage {
+            kind: Some(manager_message::Kind::ApplyMirror(ApplyMirror {
+                origin_uid: "7d0c".into(),
+                revision: 4,
+                job: br#"{"apiVersion":"batch/v1","kind":"Job"}"#.to_vec(),
+            })),
+        };
+        assert_eq!(
+            ManagerMessage::decode(apply.encode_to_vec().as_slice()).unwrap(),
+            apply
+        );
+    }
+}

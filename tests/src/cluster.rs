@@ -523,12 +523,12 @@ async fn wait_workable(cluster: &ClusterInfo) -> Result<(), Error> {
         },
     }))
     .expect("static node");
-    if let Err(e) = nodes.create(&PostParams::default(), &node).await {
-        if !matches!(&e, kube::Error::Api(s) if s.code == 409) {
-            return Err(Error::Api {
-                cluster: cluster.name.clone(),
-                source: e,
-            });
+    match nodes.create(&PostParams::default(), &node).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(source) => {
+            let cluster = cluster.name.clone();
+            return Err(Error::Api { cluster, source });
         }
     }
     wait::try_until(
@@ -575,4 +575,64 @@ async fn wait_workable(cluster: &ClusterInfo) -> Result<(), Error> {
     )
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(dir: &str, workers: usize) -> ClusterSet {
+        let clusters = cluster_names(workers)
+            .into_iter()
+            .enumerate()
+            .map(|(i, name)| ClusterInfo {
+                server: format!("https://127.0.0.1:{}", 6443 + i),
+                kubeconfig: PathBuf::from(dir).join(&name).join("kubeconfig"),
+                name,
+            })
+            .collect();
+        ClusterSet {
+            state_dir: dir.into(),
+            clusters,
+        }
+    }
+
+    #[test]
+    fn names_the_manager_first_then_numbered_workers() {
+        assert_eq!(cluster_names(2), ["manager", "worker-1", "worker-2"]);
+        assert_eq!(cluster_names(0), ["manager"]);
+    }
+
+    #[test]
+    fn export_lines_point_at_every_kubeconfig() {
+        let lines = set("/state", 2).export_lines();
+        assert!(
+            lines.contains("export JOBRELAY_CLUSTERS=/state\n"),
+            "{lines}"
+        );
+        assert!(
+            lines.contains("export KUBECONFIG_WORKER_2=/state/worker-2/kubeconfig"),
+            "{lines}"
+        );
+        assert!(
+            lines.ends_with("export KUBECONFIG=/state/manager/kubeconfig"),
+            "{lines}"
+        );
+    }
+
+    #[test]
+    fn a_saved_set_loads_back_and_a_broken_one_is_refused() {
+        let dir = std::env::temp_dir().join(format!("jobrelay-set-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let saved = set(dir.to_str().unwrap(), 1);
+        saved.save().unwrap();
+        let loaded = ClusterSet::load(&dir).unwrap();
+        assert_eq!(loaded.workers().len(), 1);
+        assert_eq!(loaded.manager().server, saved.manager().server);
+
+        std::fs::write(dir.join(ClusterSet::FILE), "{\"state_dir\": 1}").unwrap();
+        let err = ClusterSet::load(&dir).unwrap_err().to_string();
+        assert!(err.contains("clusters.json"), "names the file: {err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

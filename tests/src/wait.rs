@@ -68,3 +68,48 @@ where
         Err(timeout) => panic!("{timeout}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn timeout_names_what_was_awaited_and_what_was_seen() {
+        let mut probes = 0;
+        let result: Result<(), Timeout> =
+            try_until("the answer", Duration::from_millis(450), || {
+                probes += 1;
+                let seen = format!("probe {probes}");
+                async move { Seen::Waiting(seen) }
+            })
+            .await;
+        let message = result.expect_err("never ready").to_string();
+        assert!(message.contains("waiting for the answer"), "{message}");
+        assert!(
+            message.contains(&format!("last saw: probe {probes}")),
+            "{message}"
+        );
+        assert!(
+            probes >= 2,
+            "probed repeatedly until the deadline, got {probes}"
+        );
+    }
+
+    #[tokio::test]
+    async fn returns_the_value_once_ready() {
+        let mut probes = 0;
+        let value = until("the third probe", Duration::from_secs(10), || {
+            probes += 1;
+            let n = probes;
+            async move {
+                if n == 3 {
+                    Seen::Ready(n)
+                } else {
+                    Seen::Waiting(format!("probe {n}"))
+                }
+            }
+        })
+        .await;
+        assert_eq!(value, 3);
+    }
+}

@@ -44,10 +44,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         rows.push(health(cluster).await?);
     }
     println!();
-    println!(
-        "{:<10} {:<24} {:<9} {:<14} {}",
-        "CLUSTER", "API SERVER", "VERSION", "NODE", "PROBE JOB"
-    );
+    println!("CLUSTER    API SERVER               VERSION   NODE               PROBE JOB");
     for row in &rows {
         println!("{row}");
     }
@@ -94,7 +91,7 @@ async fn health(cluster: &ClusterInfo) -> anyhow::Result<String> {
     )
     .await?;
     Ok(format!(
-        "{:<10} {:<24} {:<9} {:<14} Complete in {}",
+        "{:<10} {:<24} {:<9} {:<18} Complete in {}",
         cluster.name,
         cluster.server,
         version,

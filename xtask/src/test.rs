@@ -1,5 +1,6 @@
-//! `cargo xtask test`: unit tests of every crate, then every end-to-end target
-//! against real clusters (each target starts and stops its own).
+//! `cargo xtask test`: formatting and lints, unit tests of every crate, then
+//! every end-to-end target against real clusters (each target starts and
+//! stops its own), building the control plane first if it is not cached.
 
 use std::process::Command;
 use std::time::Instant;
@@ -20,6 +21,8 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let started = Instant::now();
+    cargo(&["fmt", "--all", "--", "--check"], &[])?;
+    cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;
     cargo(&["test", "--workspace", "--exclude", "jobrelay-e2e"], &[])?;
     cargo(&["test", "-p", "jobrelay-e2e", "--lib", "--bins"], &[])?;
     if args.unit {
