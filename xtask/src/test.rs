@@ -22,7 +22,17 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let started = Instant::now();
     cargo(&["fmt", "--all", "--", "--check"], &[])?;
-    cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;
+    cargo(
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &[],
+    )?;
     cargo(&["test", "--workspace", "--exclude", "jobrelay-e2e"], &[])?;
     cargo(&["test", "-p", "jobrelay-e2e", "--lib", "--bins"], &[])?;
     if args.unit {
