@@ -2,7 +2,7 @@
 //! the environment.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::time::Duration;
 
 /// Mirrors batch/v1 Jobs from this cluster to worker clusters whose agents dial in.
 #[derive(Debug, clap::Parser)]
@@ -16,11 +16,12 @@ pub struct Args {
     #[arg(long, env = "JOBRELAY_ORIGIN")]
     pub origin: String,
 
-    /// YAML configuration file (retention policies and limits).
-    #[arg(long, env = "JOBRELAY_CONFIG")]
-    pub config: Option<PathBuf>,
+    /// How often each side of a session sends a heartbeat (e.g. 5s); a peer
+    /// silent for three intervals is dropped.
+    #[arg(long, env = "JOBRELAY_HEARTBEAT_INTERVAL", default_value = "5s", value_parser = jobrelay_proto::duration::parse)]
+    pub heartbeat_interval: Duration,
 
     /// Serve without TLS. For local development on loopback only.
-    #[arg(long, env = "JOBRELAY_INSECURE_PLAINTEXT")]
+    #[arg(long, env = "JOBRELAY_INSECURE_PLAINTEXT", value_parser = clap::builder::BoolishValueParser::new())]
     pub insecure_plaintext: bool,
 }

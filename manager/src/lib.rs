@@ -1,5 +1,101 @@
 //! jobrelay manager: runs in the manager cluster, watches Jobs managed by
-//! `jobrelay.dev/manager` and the `WorkerCluster`s, serves the `Relay` gRPC
-//! service that worker agents dial, and writes mirror status back.
+//! `jobrelay.dev/manager`, serves the `Relay` gRPC service that worker agents
+//! dial, and writes mirror status back.
 
 pub mod cli;
+pub mod events;
+pub mod fleet;
+pub mod mirror;
+pub mod placement;
+pub mod reconcile;
+pub mod session;
+pub mod status;
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use jobrelay_proto::v1::relay_server::RelayServer;
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::Api;
+use kube::runtime::{Controller, WatchStreamExt, controller, reflector, watcher};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tracing::info;
+
+use crate::cli::Args;
+use crate::events::Events;
+use crate::fleet::Fleet;
+use crate::reconcile::Context;
+use crate::session::{RelayService, Sessions};
+
+/// Reconciles running at once.
+const CONCURRENCY: u16 = 32;
+
+/// Runs the manager until SIGINT or SIGTERM.
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.insecure_plaintext,
+        "TLS is not configured: this build serves the Relay only with --insecure-plaintext (for loopback development)"
+    );
+    anyhow::ensure!(!args.origin.is_empty(), "--origin must not be empty");
+    let client = kube::Client::try_default().await?;
+    let jobs: Api<Job> = Api::all(client.clone());
+
+    let (triggers, triggered) = mpsc::unbounded_channel();
+    let fleet = Arc::new(Fleet::new(triggers));
+    let events = Events::new(client.clone(), &args.origin);
+    let (store, writer) = reflector::store();
+    let job_events = watcher(jobs, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects();
+
+    let sessions = Arc::new(Sessions {
+        fleet: Arc::clone(&fleet),
+        jobs: store.clone(),
+        events: events.clone(),
+        origin: args.origin.clone(),
+        heartbeat_interval: args.heartbeat_interval,
+    });
+    let listener = tokio::net::TcpListener::bind(args.listen).await?;
+    info!(listen = %listener.local_addr()?, origin = %args.origin, "serving jobrelay.v1.Relay");
+    let server = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(args.heartbeat_interval))
+        .http2_keepalive_timeout(Some(args.heartbeat_interval * 2))
+        .add_service(RelayServer::new(RelayService { sessions }))
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            shutdown_signal(),
+        );
+
+    let ctx = Arc::new(Context {
+        client,
+        fleet,
+        events,
+        origin: args.origin.clone(),
+    });
+    let controller = Controller::for_stream(job_events, store)
+        .with_config(controller::Config::default().concurrency(CONCURRENCY))
+        .reconcile_on(UnboundedReceiverStream::new(triggered))
+        .graceful_shutdown_on(shutdown_signal())
+        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .for_each(|_| futures::future::ready(()));
+
+    tokio::select! {
+        served = server => served?,
+        () = controller => {}
+    }
+    info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(_) => return futures::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

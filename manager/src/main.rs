@@ -1,14 +1,15 @@
 use clap::Parser;
 use jobrelay_manager::cli::Args;
 
-fn main() -> anyhow::Result<()> {
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,kube=warn".into()),
+        )
         .init();
-    let args = Args::parse();
-    tracing::info!(?args, "jobrelay-manager starting");
-    anyhow::bail!(
-        "jobrelay-manager {}: the relay service is not part of this build yet",
-        env!("CARGO_PKG_VERSION")
-    )
+    jobrelay_manager::run(Args::parse()).await
 }

@@ -17,7 +17,12 @@ fn help_documents_every_flag_with_its_environment_variable() {
         .expect("run jobrelay-manager");
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
-    for flag in ["--listen", "--origin", "--config", "--insecure-plaintext"] {
+    for flag in [
+        "--listen",
+        "--origin",
+        "--heartbeat-interval",
+        "--insecure-plaintext",
+    ] {
         assert!(help.contains(flag), "--help lists {flag}:\n{help}");
     }
     assert!(
@@ -44,6 +49,22 @@ fn an_invalid_listen_address_is_named_in_the_error() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("--listen") && stderr.contains("nowhere"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_invalid_heartbeat_interval_is_named_with_its_value() {
+    let out = manager()
+        .args(["--origin=test", "--heartbeat-interval=-5s"])
+        .output()
+        .expect("run jobrelay-manager");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--heartbeat-interval")
+            && stderr.contains("-5s")
+            && stderr.contains("negative"),
         "{stderr}"
     );
 }

@@ -10,6 +10,7 @@ pub mod v1 {
     tonic::include_proto!("jobrelay.v1");
 }
 
+pub mod duration;
 pub mod wire;
 
 #[cfg(test)]

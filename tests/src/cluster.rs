@@ -9,7 +9,6 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::net::TcpListener;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -20,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::certs::{self, Pki};
 use crate::controlplane::Binaries;
+use crate::processes::{die_with_parent, signal};
 use crate::wait::{self, Seen};
 
 /// Name of the manager cluster in a [`ClusterSet`].
@@ -390,32 +390,6 @@ impl Running {
 impl Drop for Running {
     fn drop(&mut self) {
         self.terminate();
-    }
-}
-
-/// Has the kernel kill the child when the spawning thread exits, and closes
-/// the race where the parent died before that was set up.
-#[allow(unsafe_code)]
-fn die_with_parent(cmd: &mut Command) {
-    // SAFETY: getpid, prctl, getppid and _exit are async-signal-safe; the
-    // closure allocates nothing.
-    let parent = unsafe { libc::getpid() };
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            if libc::getppid() != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
-    }
-}
-
-#[allow(unsafe_code)]
-fn signal(child: &Child, signal: libc::c_int) {
-    // SAFETY: kill(2) on a pid we spawned and have not reaped yet.
-    unsafe {
-        libc::kill(child.id() as libc::pid_t, signal);
     }
 }
 

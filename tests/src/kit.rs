@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Api, ObjectMeta, PostParams};
 
 use crate::cluster::{ClusterInfo, ClusterSet};
+use crate::relay::Relay;
 use crate::supervisor::Supervisor;
 use crate::wait::{self, Seen};
 
@@ -96,6 +97,34 @@ impl Clusters {
     pub fn workers(&self) -> &[ClusterInfo] {
         self.set.workers()
     }
+}
+
+static RELAY: tokio::sync::OnceCell<Relay> = tokio::sync::OnceCell::const_new();
+
+/// The clusters (with two workers) and jobrelay running on them: the manager
+/// and one agent per worker, started on first use and shared by the tests of
+/// this process.
+pub async fn relay() -> (&'static Clusters, &'static Relay) {
+    let clusters = clusters(2);
+    let relay = RELAY
+        .get_or_init(|| async {
+            Relay::start(clusters.set())
+                .await
+                .unwrap_or_else(|e| panic!("starting jobrelay: {e:#}"))
+        })
+        .await;
+    (clusters, relay)
+}
+
+/// Creates a namespace of the same unique name in every cluster (jobrelay
+/// mirrors into existing namespaces only) and returns its name.
+pub async fn namespace_everywhere(clusters: &Clusters, prefix: &str) -> String {
+    let manager = client(clusters.manager()).await;
+    let name = namespace(&manager, prefix).await;
+    for worker in clusters.workers() {
+        create_namespace(&client(worker).await, &name).await;
+    }
+    name
 }
 
 /// An admin client for a cluster; panics with the reason if there is none.

@@ -8,5 +8,8 @@ pub mod cluster;
 pub mod controlplane;
 pub mod fixtures;
 pub mod kit;
+pub mod leaks;
+pub mod processes;
+pub mod relay;
 pub mod supervisor;
 pub mod wait;

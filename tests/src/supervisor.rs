@@ -31,7 +31,7 @@ pub struct SuperviseArgs {
     #[arg(long)]
     pub until_signal: bool,
     /// Keep the state folder (logs) after stopping.
-    #[arg(long, env = "JOBRELAY_KEEP_STATE")]
+    #[arg(long, env = "JOBRELAY_KEEP_STATE", value_parser = clap::builder::BoolishValueParser::new())]
     pub keep_state: bool,
 }
 
@@ -117,9 +117,15 @@ impl Supervisor {
         } else {
             command.stdin(Stdio::piped());
         }
-        let mut child = command
-            .spawn()
-            .map_err(|e| anyhow::anyhow!("starting cluster supervisor {command:?}: {e}"))?;
+        let described = format!("{command:?}");
+        // Attached, it dies with this process; detached, it must outlive it.
+        let spawned = if detach {
+            command.spawn()
+        } else {
+            crate::processes::spawn(command)
+        };
+        let mut child =
+            spawned.map_err(|e| anyhow::anyhow!("starting cluster supervisor {described}: {e}"))?;
         let stdout = child
             .stdout
             .take()
@@ -146,11 +152,7 @@ impl Supervisor {
     /// Stops the clusters and waits until they are gone.
     pub fn stop(mut self) -> anyhow::Result<()> {
         drop(self.child.stdin.take());
-        #[allow(unsafe_code)]
-        // SAFETY: kill(2) on our own, not yet reaped child.
-        unsafe {
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
-        }
+        crate::processes::signal(&self.child, libc::SIGTERM);
         self.child.wait()?;
         Ok(())
     }

@@ -1,7 +1,7 @@
 //! Command-line flags of `jobrelay-agent`; every flag can also be set from the
 //! environment.
 
-use std::path::PathBuf;
+use std::time::Duration;
 
 /// Holds the mirror Jobs of one worker cluster on behalf of a jobrelay manager.
 #[derive(Debug, clap::Parser)]
@@ -15,11 +15,17 @@ pub struct Args {
     #[arg(long, env = "JOBRELAY_CLUSTER")]
     pub cluster: String,
 
-    /// YAML configuration file (terminated-Pod lifetime, sweep interval).
-    #[arg(long, env = "JOBRELAY_CONFIG")]
-    pub config: Option<PathBuf>,
+    /// The manager's identity (its `--origin`); the agent touches only objects
+    /// labelled `jobrelay.dev/origin=<this>`.
+    #[arg(long, env = "JOBRELAY_ORIGIN")]
+    pub origin: String,
+
+    /// How long a Pod of a deleted mirror may outlive its Job before the agent
+    /// deletes it itself (e.g. Pods orphaned by an earlier delete).
+    #[arg(long, env = "JOBRELAY_ORPHAN_POD_GRACE", default_value = "10s", value_parser = jobrelay_proto::duration::parse)]
+    pub orphan_pod_grace: Duration,
 
     /// Dial the manager without TLS. For local development on loopback only.
-    #[arg(long, env = "JOBRELAY_INSECURE_PLAINTEXT")]
+    #[arg(long, env = "JOBRELAY_INSECURE_PLAINTEXT", value_parser = clap::builder::BoolishValueParser::new())]
     pub insecure_plaintext: bool,
 }

@@ -1,0 +1,497 @@
+//! What the manager knows about its worker clusters: which are connected
+//! (one session each) and, per cluster, what it has sent and heard about each
+//! mirror. All of it is rebuilt from the agents' Hello on reconnect; nothing
+//! is kept on disk.
+//!
+//! Every change that a reconcile should react to returns or queues the
+//! manager Job's key, which the controller then reconciles.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use jobrelay_proto::v1::{
+    ApplyMirror, DeleteMirror, DeleteReason, DesiredMirror, DesiredSet, InventoryEntry,
+    ManagerMessage, MirrorPhase, RejectReason, manager_message::Kind,
+};
+use k8s_openapi::api::batch::v1::Job;
+use kube::runtime::reflector::ObjectRef;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::placement::Candidate;
+
+/// The messages queued for one connected agent.
+pub type Outbox = mpsc::UnboundedSender<ManagerMessage>;
+
+#[derive(Default)]
+struct Cluster {
+    session: Option<(u64, Outbox)>,
+    mirrors: HashMap<String, MirrorView>,
+}
+
+/// What the manager sent and heard about one mirror on one cluster.
+#[derive(Debug, Clone, Default)]
+pub struct MirrorView {
+    pub key: Option<ObjectRef<Job>>,
+    /// The revision the worker reported holding; `None` when it holds none.
+    pub held_revision: Option<u64>,
+    /// (session, revision) of the last ApplyMirror sent.
+    pub apply_sent: Option<(u64, u64)>,
+    /// Session in which the last DeleteMirror was sent.
+    pub delete_sent: Option<u64>,
+    /// Set by MirrorGone: the mirror and its Pods are gone (with the count of
+    /// Pods the agent had to delete itself).
+    pub gone: Option<u32>,
+    pub phase: MirrorPhase,
+    /// The copied part of the worker's latest JobStatus.
+    pub status: Option<Value>,
+    /// (revision, reason, message) of the last ApplyRejected.
+    pub rejected: Option<(u64, RejectReason, String)>,
+}
+
+/// What became of a request to have a mirror in place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Apply {
+    /// ApplyMirror sent now.
+    Sent,
+    /// Sent before, or the worker already holds this revision.
+    InPlace,
+    /// The worker refused this revision.
+    Rejected(RejectReason, String),
+    /// An earlier deletion of the mirror is not confirmed yet.
+    AwaitingGone,
+    /// The cluster has no session now.
+    Disconnected,
+}
+
+/// What became of a request to have a mirror gone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cleanup {
+    /// The agent confirmed the Job and every Pod gone.
+    Gone {
+        pods_deleted: u32,
+    },
+    /// DeleteMirror sent now; `first` is false on a resend after reconnect.
+    Started {
+        first: bool,
+    },
+    /// Sent in this session; waiting for MirrorGone.
+    Waiting,
+    Disconnected,
+}
+
+pub struct Fleet {
+    clusters: Mutex<BTreeMap<String, Cluster>>,
+    triggers: mpsc::UnboundedSender<ObjectRef<Job>>,
+    next_session: AtomicU64,
+}
+
+impl Fleet {
+    /// A fleet that asks for reconciles through `triggers`.
+    pub fn new(triggers: mpsc::UnboundedSender<ObjectRef<Job>>) -> Self {
+        Fleet {
+            clusters: Mutex::default(),
+            triggers,
+            next_session: AtomicU64::new(1),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Cluster>> {
+        self.clusters
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Starts a session: takes the agent's inventory as the truth about what
+    /// the worker holds, queues the DesiredSet ahead of anything else, and
+    /// asks for a reconcile of every mirror of the cluster. Returns the
+    /// session id. A previous session of the same cluster is replaced.
+    pub fn connect(
+        &self,
+        cluster: &str,
+        inventory: &[InventoryEntry],
+        desired: Vec<(DesiredMirror, ObjectRef<Job>)>,
+        outbox: Outbox,
+    ) -> u64 {
+        let id = self.next_session.fetch_add(1, Ordering::Relaxed);
+        let mut clusters = self.lock();
+        let state = clusters.entry(cluster.to_string()).or_default();
+        for view in state.mirrors.values_mut() {
+            view.held_revision = None;
+            view.phase = MirrorPhase::Unspecified;
+        }
+        for entry in inventory {
+            let view = state.mirrors.entry(entry.origin_uid.clone()).or_default();
+            view.held_revision = Some(entry.revision);
+            view.phase = entry.phase();
+        }
+        let mut keys: Vec<ObjectRef<Job>> = Vec::new();
+        for (mirror, key) in &desired {
+            state
+                .mirrors
+                .entry(mirror.origin_uid.clone())
+                .or_default()
+                .key = Some(key.clone());
+        }
+        keys.extend(state.mirrors.values().filter_map(|v| v.key.clone()));
+        let mirrors = desired.into_iter().map(|(m, _)| m).collect();
+        let _ = outbox.send(message(Kind::DesiredSet(DesiredSet { mirrors })));
+        state.session = Some((id, outbox));
+        drop(clusters);
+        for key in keys {
+            let _ = self.triggers.send(key);
+        }
+        id
+    }
+
+    /// Ends a session, unless a newer one replaced it already.
+    pub fn disconnect(&self, cluster: &str, session: u64) {
+        let mut clusters = self.lock();
+        if let Some(state) = clusters.get_mut(cluster)
+            && state.session.as_ref().map(|(id, _)| *id) == Some(session)
+        {
+            state.session = None;
+        }
+    }
+
+    pub fn is_connected(&self, cluster: &str) -> bool {
+        self.lock()
+            .get(cluster)
+            .is_some_and(|c| c.session.is_some())
+    }
+
+    /// Connected clusters with the number of mirrors each holds or is being sent.
+    pub fn candidates(&self) -> Vec<Candidate> {
+        self.lock()
+            .iter()
+            .filter(|(_, c)| c.session.is_some())
+            .map(|(name, c)| Candidate {
+                name: name.clone(),
+                active_mirrors: c
+                    .mirrors
+                    .values()
+                    .filter(|v| v.gone.is_none() && v.key.is_some())
+                    .count(),
+            })
+            .collect()
+    }
+
+    pub fn view(&self, cluster: &str, uid: &str) -> Option<MirrorView> {
+        self.lock().get(cluster)?.mirrors.get(uid).cloned()
+    }
+
+    /// Makes sure the cluster holds `revision` of the mirror, sending it if needed.
+    pub fn ensure_applied(
+        &self,
+        cluster: &str,
+        uid: &str,
+        key: &ObjectRef<Job>,
+        revision: u64,
+        job: impl FnOnce() -> Vec<u8>,
+    ) -> Apply {
+        let mut clusters = self.lock();
+        let state = clusters.entry(cluster.to_string()).or_default();
+        let view = state.mirrors.entry(uid.to_string()).or_default();
+        view.key = Some(key.clone());
+        match view.gone {
+            Some(_) => {
+                // Deleted before (suspension); this is a new mirror.
+                *view = MirrorView {
+                    key: Some(key.clone()),
+                    ..Default::default()
+                };
+            }
+            None if view.delete_sent.is_some() => return Apply::AwaitingGone,
+            None => {}
+        }
+        if let Some((rejected, reason, message)) = &view.rejected
+            && *rejected == revision
+        {
+            return Apply::Rejected(*reason, message.clone());
+        }
+        let Some((session, outbox)) = &state.session else {
+            return Apply::Disconnected;
+        };
+        if view.held_revision.is_some_and(|held| held >= revision)
+            || view.apply_sent == Some((*session, revision))
+        {
+            return Apply::InPlace;
+        }
+        let apply = ApplyMirror {
+            origin_uid: uid.to_string(),
+            revision,
+            job: job(),
+        };
+        let _ = outbox.send(message(Kind::ApplyMirror(apply)));
+        view.apply_sent = Some((*session, revision));
+        Apply::Sent
+    }
+
+    /// Makes sure the mirror is being deleted, and tells whether it is gone.
+    pub fn cleanup(
+        &self,
+        cluster: &str,
+        uid: &str,
+        key: &ObjectRef<Job>,
+        reason: DeleteReason,
+    ) -> Cleanup {
+        let mut clusters = self.lock();
+        let state = clusters.entry(cluster.to_string()).or_default();
+        let view = state.mirrors.entry(uid.to_string()).or_default();
+        view.key = Some(key.clone());
+        if let Some(pods_deleted) = view.gone {
+            return Cleanup::Gone { pods_deleted };
+        }
+        let Some((session, outbox)) = &state.session else {
+            return Cleanup::Disconnected;
+        };
+        if view.delete_sent == Some(*session) {
+            return Cleanup::Waiting;
+        }
+        let first = view.delete_sent.is_none();
+        let delete = DeleteMirror {
+            origin_uid: uid.to_string(),
+            namespace: key.namespace.clone().unwrap_or_default(),
+            name: key.name.clone(),
+            reason: reason as i32,
+        };
+        let _ = outbox.send(message(Kind::DeleteMirror(delete)));
+        view.delete_sent = Some(*session);
+        Cleanup::Started { first }
+    }
+
+    /// Drops what is known about a mirror whose manager Job needs it no more.
+    pub fn forget(&self, cluster: &str, uid: &str) {
+        if let Some(state) = self.lock().get_mut(cluster) {
+            state.mirrors.remove(uid);
+        }
+    }
+
+    /// Records a MirrorStatus; returns the previous phase.
+    pub fn record_status(
+        &self,
+        cluster: &str,
+        uid: &str,
+        revision: u64,
+        phase: MirrorPhase,
+        status: Option<Value>,
+    ) -> MirrorPhase {
+        self.update(cluster, uid, |view| {
+            let previous = view.phase;
+            view.held_revision = Some(revision);
+            view.phase = phase;
+            if status.is_some() {
+                view.status = status;
+            }
+            previous
+        })
+    }
+
+    pub fn record_gone(&self, cluster: &str, uid: &str, pods_deleted: u32) {
+        self.update(cluster, uid, |view| {
+            view.gone = Some(pods_deleted);
+            view.held_revision = None;
+            view.phase = MirrorPhase::Unspecified;
+        })
+    }
+
+    pub fn record_rejected(
+        &self,
+        cluster: &str,
+        uid: &str,
+        revision: u64,
+        reason: RejectReason,
+        text: String,
+    ) {
+        self.update(cluster, uid, |view| {
+            view.rejected = Some((revision, reason, text))
+        })
+    }
+
+    /// The manager Job a mirror belongs to, if known.
+    pub fn key_of(&self, cluster: &str, uid: &str) -> Option<ObjectRef<Job>> {
+        self.lock().get(cluster)?.mirrors.get(uid)?.key.clone()
+    }
+
+    fn update<T>(&self, cluster: &str, uid: &str, change: impl FnOnce(&mut MirrorView) -> T) -> T {
+        let mut clusters = self.lock();
+        let view = clusters
+            .entry(cluster.to_string())
+            .or_default()
+            .mirrors
+            .entry(uid.to_string())
+            .or_default();
+        let result = change(view);
+        let key = view.key.clone();
+        drop(clusters);
+        if let Some(key) = key {
+            let _ = self.triggers.send(key);
+        }
+        result
+    }
+
+    /// Heartbeat payload: the mirrors this cluster is known to hold.
+    pub fn active_mirrors(&self, cluster: &str) -> u32 {
+        self.lock().get(cluster).map_or(0, |c| {
+            c.mirrors
+                .values()
+                .filter(|v| v.held_revision.is_some())
+                .count() as u32
+        })
+    }
+}
+
+pub fn message(kind: Kind) -> ManagerMessage {
+    ManagerMessage { kind: Some(kind) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fleet() -> (Fleet, mpsc::UnboundedReceiver<ObjectRef<Job>>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Fleet::new(tx), rx)
+    }
+
+    fn key(name: &str) -> ObjectRef<Job> {
+        ObjectRef::new(name).within("ns")
+    }
+
+    fn kinds(rx: &mut mpsc::UnboundedReceiver<ManagerMessage>) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Ok(m) = rx.try_recv() {
+            out.push(match m.kind.unwrap() {
+                Kind::DesiredSet(d) => format!("desired {}", d.mirrors.len()),
+                Kind::ApplyMirror(a) => format!("apply {} r{}", a.origin_uid, a.revision),
+                Kind::DeleteMirror(d) => format!("delete {}", d.origin_uid),
+                other => format!("{other:?}"),
+            });
+        }
+        out
+    }
+
+    #[test]
+    fn the_desired_set_goes_first_and_applies_are_sent_once_per_session_and_revision() {
+        let (fleet, _) = fleet();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        fleet.connect("w1", &[], vec![], tx);
+        assert_eq!(
+            fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new),
+            Apply::Sent
+        );
+        assert_eq!(
+            fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new),
+            Apply::InPlace
+        );
+        assert_eq!(
+            fleet.ensure_applied("w1", "u1", &key("a"), 2, Vec::new),
+            Apply::Sent
+        );
+        assert_eq!(kinds(&mut rx), ["desired 0", "apply u1 r1", "apply u1 r2"]);
+
+        // A reconnect whose inventory lacks the mirror sends it again.
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        fleet.connect("w1", &[], vec![], tx);
+        assert_eq!(
+            fleet.ensure_applied("w1", "u1", &key("a"), 2, Vec::new),
+            Apply::Sent
+        );
+        assert_eq!(kinds(&mut rx), ["desired 0", "apply u1 r2"]);
+    }
+
+    #[test]
+    fn a_mirror_in_the_inventory_is_not_sent_again() {
+        let (fleet, _) = fleet();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let held = InventoryEntry {
+            origin_uid: "u1".into(),
+            revision: 3,
+            ..Default::default()
+        };
+        fleet.connect("w1", &[held], vec![], tx);
+        assert_eq!(
+            fleet.ensure_applied("w1", "u1", &key("a"), 3, Vec::new),
+            Apply::InPlace
+        );
+        assert_eq!(kinds(&mut rx), ["desired 0"]);
+    }
+
+    #[test]
+    fn cleanup_waits_for_gone_and_resends_the_delete_in_a_new_session() {
+        let (fleet, _) = fleet();
+        assert_eq!(
+            fleet.cleanup("w1", "u1", &key("a"), DeleteReason::ManagerJobDeleted),
+            Cleanup::Disconnected
+        );
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let s1 = fleet.connect("w1", &[], vec![], tx);
+        assert_eq!(
+            fleet.cleanup("w1", "u1", &key("a"), DeleteReason::ManagerJobDeleted),
+            Cleanup::Started { first: true }
+        );
+        assert_eq!(
+            fleet.cleanup("w1", "u1", &key("a"), DeleteReason::ManagerJobDeleted),
+            Cleanup::Waiting
+        );
+        fleet.disconnect("w1", s1);
+        let (tx, mut rx2) = mpsc::unbounded_channel();
+        fleet.connect("w1", &[], vec![], tx);
+        assert_eq!(
+            fleet.cleanup("w1", "u1", &key("a"), DeleteReason::ManagerJobDeleted),
+            Cleanup::Started { first: false }
+        );
+        fleet.record_gone("w1", "u1", 2);
+        assert_eq!(
+            fleet.cleanup("w1", "u1", &key("a"), DeleteReason::ManagerJobDeleted),
+            Cleanup::Gone { pods_deleted: 2 }
+        );
+        assert_eq!(kinds(&mut rx), ["desired 0", "delete u1"]);
+        assert_eq!(kinds(&mut rx2), ["desired 0", "delete u1"]);
+    }
+
+    #[test]
+    fn a_resumed_job_is_applied_only_after_its_old_mirror_is_gone() {
+        let (fleet, _) = fleet();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        fleet.connect("w1", &[], vec![], tx);
+        fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
+        fleet.cleanup("w1", "u1", &key("a"), DeleteReason::Suspended);
+        assert_eq!(
+            fleet.ensure_applied("w1", "u1", &key("a"), 3, Vec::new),
+            Apply::AwaitingGone
+        );
+        fleet.record_gone("w1", "u1", 0);
+        assert_eq!(
+            fleet.ensure_applied("w1", "u1", &key("a"), 3, Vec::new),
+            Apply::Sent
+        );
+        assert_eq!(
+            kinds(&mut rx),
+            ["desired 0", "apply u1 r1", "delete u1", "apply u1 r3"]
+        );
+    }
+
+    #[test]
+    fn a_rejected_revision_is_not_resent_and_least_loaded_counts_live_mirrors() {
+        let (fleet, mut triggers) = fleet();
+        let (tx, _rx) = mpsc::unbounded_channel();
+        fleet.connect("w1", &[], vec![], tx);
+        let (tx2, _rx2) = mpsc::unbounded_channel();
+        fleet.connect("w2", &[], vec![], tx2);
+        fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
+        fleet.record_rejected("w1", "u1", 1, RejectReason::Conflict, "foreign Job".into());
+        assert_eq!(triggers.try_recv().unwrap(), key("a"));
+        assert_eq!(
+            fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new),
+            Apply::Rejected(RejectReason::Conflict, "foreign Job".into())
+        );
+        let counts: Vec<(String, usize)> = fleet
+            .candidates()
+            .into_iter()
+            .map(|c| (c.name, c.active_mirrors))
+            .collect();
+        assert_eq!(counts, [("w1".to_string(), 1), ("w2".to_string(), 0)]);
+    }
+}

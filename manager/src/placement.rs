@@ -1,0 +1,84 @@
+//! Which worker cluster a Job goes to.
+
+use jobrelay_proto::wire::CLUSTER_KEY;
+use k8s_openapi::api::batch::v1::Job;
+
+/// A connected cluster and how many mirrors it holds now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub name: String,
+    pub active_mirrors: usize,
+}
+
+/// The cluster a Job was already sent to (annotation), if any.
+pub fn assigned_cluster(job: &Job) -> Option<&str> {
+    job.metadata
+        .annotations
+        .as_ref()?
+        .get(CLUSTER_KEY)
+        .map(String::as_str)
+}
+
+/// The cluster a user pinned the Job to (label), if any.
+pub fn pinned_cluster(job: &Job) -> Option<&str> {
+    job.metadata
+        .labels
+        .as_ref()?
+        .get(CLUSTER_KEY)
+        .map(String::as_str)
+}
+
+/// The pinned cluster if there is one, else the candidate with the fewest
+/// active mirrors (ties broken by name, so the choice is stable). `None` when
+/// nothing is pinned and no cluster is connected.
+pub fn choose_cluster(pinned: Option<&str>, candidates: &[Candidate]) -> Option<String> {
+    if let Some(pinned) = pinned {
+        return Some(pinned.to_string());
+    }
+    candidates
+        .iter()
+        .min_by(|a, b| {
+            a.active_mirrors
+                .cmp(&b.active_mirrors)
+                .then_with(|| a.name.cmp(&b.name))
+        })
+        .map(|c| c.name.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn candidates(counts: &[(&str, usize)]) -> Vec<Candidate> {
+        counts
+            .iter()
+            .map(|(n, c)| Candidate {
+                name: n.to_string(),
+                active_mirrors: *c,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_pinned_job_goes_where_it_is_pinned_even_if_that_cluster_is_away() {
+        assert_eq!(
+            choose_cluster(Some("worker-b"), &candidates(&[("worker-a", 0)])),
+            Some("worker-b".into())
+        );
+    }
+
+    #[test]
+    fn an_unpinned_job_goes_to_the_least_loaded_cluster() {
+        let fleet = candidates(&[("worker-a", 5), ("worker-b", 2), ("worker-c", 9)]);
+        assert_eq!(choose_cluster(None, &fleet), Some("worker-b".into()));
+    }
+
+    #[test]
+    fn ties_break_by_name_and_no_cluster_means_no_choice() {
+        assert_eq!(
+            choose_cluster(None, &candidates(&[("worker-b", 1), ("worker-a", 1)])),
+            Some("worker-a".into())
+        );
+        assert_eq!(choose_cluster(None, &[]), None);
+    }
+}

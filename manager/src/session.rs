@@ -1,0 +1,252 @@
+//! The `jobrelay.v1.Relay` service: one session per connected agent. The
+//! session answers Hello with Welcome, sends the DesiredSet once the Job cache
+//! is synced, then feeds what the agent reports into the [`Fleet`] and sends
+//! heartbeats. A silent agent is dropped after a few heartbeat intervals.
+//! Each session runs in its own task, so a slow agent holds up no other.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::Stream;
+use jobrelay_proto::v1::relay_server::Relay;
+use jobrelay_proto::v1::{
+    AgentMessage, DesiredMirror, Heartbeat, Hello, ManagerMessage, MirrorPhase, Welcome,
+    agent_message, manager_message::Kind,
+};
+use k8s_openapi::api::batch::v1::Job;
+use kube::ResourceExt;
+use kube::runtime::reflector::{ObjectRef, Store};
+use tokio::sync::mpsc;
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+use tracing::{Instrument, info, info_span, warn};
+
+use crate::events::{Events, Reason, job_reference};
+use crate::fleet::{Fleet, Outbox, message};
+use crate::mirror::{Lifecycle, is_relayed, lifecycle, revision};
+use crate::placement::assigned_cluster;
+use crate::status;
+
+/// Heartbeats missed before a session is dropped.
+const MISSED_HEARTBEATS: u32 = 3;
+
+/// The gRPC service; cheap to clone, all sessions share one [`Sessions`].
+#[derive(Clone)]
+pub struct RelayService {
+    pub sessions: Arc<Sessions>,
+}
+
+/// What every session needs.
+pub struct Sessions {
+    pub fleet: Arc<Fleet>,
+    pub jobs: Store<Job>,
+    pub events: Events,
+    pub origin: String,
+    pub heartbeat_interval: Duration,
+}
+
+type ManagerStream = Pin<Box<dyn Stream<Item = Result<ManagerMessage, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Relay for RelayService {
+    type ConnectStream = ManagerStream;
+
+    async fn connect(
+        &self,
+        request: Request<Streaming<AgentMessage>>,
+    ) -> Result<Response<ManagerStream>, Status> {
+        let mut inbound = request.into_inner();
+        let hello = match inbound.message().await? {
+            Some(AgentMessage {
+                kind: Some(agent_message::Kind::Hello(hello)),
+            }) => hello,
+            _ => {
+                return Err(Status::invalid_argument(
+                    "the first message of a session must be Hello",
+                ));
+            }
+        };
+        if hello.cluster.is_empty() {
+            return Err(Status::invalid_argument("Hello.cluster is empty"));
+        }
+        let (outbox, queued) = mpsc::unbounded_channel();
+        let welcome = Welcome {
+            heartbeat_interval: prost_types::Duration::try_from(self.sessions.heartbeat_interval)
+                .ok(),
+            manager_version: env!("CARGO_PKG_VERSION").into(),
+            origin: self.sessions.origin.clone(),
+        };
+        let _ = outbox.send(message(Kind::Welcome(welcome)));
+        let span =
+            info_span!("session", cluster = %hello.cluster, agent_version = %hello.agent_version);
+        tokio::spawn(
+            Arc::clone(&self.sessions)
+                .serve(hello, inbound, outbox)
+                .instrument(span),
+        );
+        Ok(Response::new(Box::pin(
+            UnboundedReceiverStream::new(queued).map(Ok),
+        )))
+    }
+}
+
+impl Sessions {
+    async fn serve(
+        self: Arc<Self>,
+        hello: Hello,
+        mut inbound: Streaming<AgentMessage>,
+        outbox: Outbox,
+    ) {
+        let cluster = hello.cluster.clone();
+        // An empty DesiredSet from a cold cache would read as "delete all".
+        self.jobs.wait_until_ready().await.ok();
+        let desired = desired_set(&self.jobs, &cluster);
+        info!(
+            inventory = hello.inventory.len(),
+            desired = desired.len(),
+            "agent connected"
+        );
+        let session = self
+            .fleet
+            .connect(&cluster, &hello.inventory, desired, outbox.clone());
+        let heartbeats = tokio::spawn(send_heartbeats(
+            Arc::clone(&self.fleet),
+            cluster.clone(),
+            outbox,
+            self.heartbeat_interval,
+        ));
+
+        let silence = self.heartbeat_interval * MISSED_HEARTBEATS;
+        let reason = loop {
+            match tokio::time::timeout(silence, inbound.message()).await {
+                Err(_) => break format!("silent for {silence:?}"),
+                Ok(Err(status)) => break format!("stream error: {status}"),
+                Ok(Ok(None)) => break "agent closed the session".to_string(),
+                Ok(Ok(Some(AgentMessage { kind: Some(kind) }))) => {
+                    if let Err(why) = self.receive(&cluster, kind).await {
+                        break why;
+                    }
+                }
+                Ok(Ok(Some(_))) => {}
+            }
+        };
+        heartbeats.abort();
+        self.fleet.disconnect(&cluster, session);
+        warn!(%reason, "agent disconnected");
+    }
+
+    async fn receive(&self, cluster: &str, kind: agent_message::Kind) -> Result<(), String> {
+        use agent_message::Kind as K;
+        match kind {
+            K::Hello(_) => return Err("a second Hello in one session".into()),
+            K::Heartbeat(_) => {}
+            K::MirrorStatus(report) => {
+                let copied = match status::copied(&report.status) {
+                    Ok(copied) => Some(copied),
+                    Err(error) => {
+                        warn!(uid = %report.origin_uid, %error, "unreadable JobStatus from agent");
+                        None
+                    }
+                };
+                let phase = report.phase();
+                let before = self.fleet.record_status(
+                    cluster,
+                    &report.origin_uid,
+                    report.revision,
+                    phase,
+                    copied,
+                );
+                if before != phase {
+                    let reason = match phase {
+                        MirrorPhase::Running => Some((
+                            Reason::RemoteRunning,
+                            format!("Pods running on cluster {cluster}"),
+                        )),
+                        MirrorPhase::Succeeded => Some((
+                            Reason::RemoteFinished,
+                            format!("Job complete on cluster {cluster}"),
+                        )),
+                        MirrorPhase::Failed => Some((
+                            Reason::RemoteFinished,
+                            format!("Job failed on cluster {cluster}"),
+                        )),
+                        _ => None,
+                    };
+                    if let Some((reason, note)) = reason {
+                        self.publish(cluster, &report.origin_uid, reason, note)
+                            .await;
+                    }
+                }
+            }
+            K::MirrorGone(gone) => {
+                self.fleet
+                    .record_gone(cluster, &gone.origin_uid, gone.pods_deleted)
+            }
+            K::ApplyRejected(rejected) => {
+                let reason = rejected.reason();
+                let note = format!(
+                    "cluster {cluster} refused the Job ({}): {}",
+                    reason.as_str_name(),
+                    rejected.message
+                );
+                warn!(uid = %rejected.origin_uid, %note, "apply rejected");
+                self.fleet.record_rejected(
+                    cluster,
+                    &rejected.origin_uid,
+                    rejected.revision,
+                    reason,
+                    rejected.message,
+                );
+                self.publish(cluster, &rejected.origin_uid, Reason::ApplyRejected, note)
+                    .await;
+            }
+        }
+        Ok(())
+    }
+
+    async fn publish(&self, cluster: &str, uid: &str, reason: Reason, note: String) {
+        if let Some(key) = self.fleet.key_of(cluster, uid) {
+            let namespace = key.namespace.as_deref().unwrap_or_default();
+            self.events
+                .publish(&job_reference(namespace, &key.name, uid), reason, note)
+                .await;
+        }
+    }
+}
+
+/// The mirrors `cluster` should hold: its active Jobs.
+fn desired_set(jobs: &Store<Job>, cluster: &str) -> Vec<(DesiredMirror, ObjectRef<Job>)> {
+    jobs.state()
+        .iter()
+        .filter(|job| {
+            is_relayed(job)
+                && assigned_cluster(job) == Some(cluster)
+                && lifecycle(job) == Lifecycle::Active
+        })
+        .filter_map(|job| {
+            let mirror = DesiredMirror {
+                origin_uid: job.uid()?,
+                revision: revision(job),
+                namespace: job.namespace()?,
+                name: job.name_any(),
+            };
+            Some((mirror, ObjectRef::from_obj(job.as_ref())))
+        })
+        .collect()
+}
+
+async fn send_heartbeats(fleet: Arc<Fleet>, cluster: String, outbox: Outbox, interval: Duration) {
+    let mut ticks = tokio::time::interval(interval);
+    loop {
+        ticks.tick().await;
+        let heartbeat = Heartbeat {
+            sent_at: Some(prost_types::Timestamp::from(std::time::SystemTime::now())),
+            active_mirrors: fleet.active_mirrors(&cluster),
+        };
+        if outbox.send(message(Kind::Heartbeat(heartbeat))).is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! Copying a worker Job's status onto its manager Job. The manager Job's
+//! status is written with server-side apply, owning exactly the fields copied
+//! here, so a field the worker dropped is dropped on the manager too.
+
+use k8s_openapi::api::batch::v1::JobStatus;
+use serde_json::{Map, Value};
+
+/// The JobStatus fields that mirror what happens on the worker. The worker's
+/// condition order is kept (`SuccessCriteriaMet` before `Complete`,
+/// `FailureTarget` before `Failed`), as the API server requires.
+/// `uncountedTerminatedPods` is the worker Job controller's bookkeeping and
+/// stays there.
+const COPIED: [&str; 10] = [
+    "conditions",
+    "startTime",
+    "completionTime",
+    "active",
+    "ready",
+    "succeeded",
+    "failed",
+    "terminating",
+    "completedIndexes",
+    "failedIndexes",
+];
+
+/// The copied part of a worker JobStatus (its JSON, as the agent sent it).
+pub fn copied(worker_status: &[u8]) -> Result<Value, serde_json::Error> {
+    let status: Value = serde_json::from_slice(worker_status)?;
+    Ok(pick(&status))
+}
+
+/// The status to write, given the manager Job's current one: the API server
+/// refuses to let `succeeded` or `failed` decrease or `startTime` change on a
+/// running Job, so a mirror that started over (after a suspension) keeps the
+/// counts and start time the manager Job already shows.
+pub fn reconciled(current: Option<&JobStatus>, desired: &Value) -> Value {
+    let mut status = desired.as_object().cloned().unwrap_or_default();
+    let Some(current) = current else {
+        return Value::Object(status);
+    };
+    if let Some(start) = &current.start_time
+        && let Ok(start) = serde_json::to_value(start)
+    {
+        status.insert("startTime".into(), start);
+    }
+    for (field, shown) in [("succeeded", current.succeeded), ("failed", current.failed)] {
+        let reported = status.get(field).and_then(Value::as_i64).unwrap_or(0);
+        let shown = i64::from(shown.unwrap_or(0));
+        if shown > reported {
+            status.insert(field.into(), Value::from(shown));
+        }
+    }
+    Value::Object(status)
+}
+
+/// The copied part of a status whose mirror was removed by suspension:
+/// nothing runs any more, the counts of what ran stay.
+pub fn after_suspension(last: &Value) -> Value {
+    let mut status = last.as_object().cloned().unwrap_or_default();
+    for field in ["active", "ready", "terminating"] {
+        status.insert(field.into(), Value::from(0));
+    }
+    Value::Object(status)
+}
+
+/// Whether the manager Job's status differs from `desired` in a copied field.
+pub fn differs(current: Option<&JobStatus>, desired: &Value) -> bool {
+    let current = current
+        .and_then(|s| serde_json::to_value(s).ok())
+        .unwrap_or(Value::Null);
+    normalized(&pick(&current)) != normalized(desired)
+}
+
+/// The server-side apply body for the status subresource.
+pub fn apply_body(status: &Value) -> Value {
+    serde_json::json!({"apiVersion": "batch/v1", "kind": "Job", "status": status})
+}
+
+fn pick(status: &Value) -> Value {
+    let mut picked = Map::new();
+    for field in COPIED {
+        if let Some(value) = status.get(field).filter(|v| !v.is_null()) {
+            picked.insert(field.into(), value.clone());
+        }
+    }
+    Value::Object(picked)
+}
+
+/// Zero counts and absent counts mean the same to the API server.
+fn normalized(status: &Value) -> Value {
+    let mut status = status.as_object().cloned().unwrap_or_default();
+    status.retain(|_, v| v != &Value::from(0));
+    Value::Object(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const WORKER: &str = r#"{
+        "active": 0, "ready": 0, "succeeded": 10, "failed": 1, "terminating": 0,
+        "startTime": "2026-11-22T10:00:00Z", "completionTime": "2026-11-22T10:05:00Z",
+        "uncountedTerminatedPods": {"succeeded": ["p1"]},
+        "conditions": [
+            {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": "2026-11-22T10:05:00Z"},
+            {"type": "Complete", "status": "True", "lastTransitionTime": "2026-11-22T10:05:00Z"}
+        ]
+    }"#;
+
+    #[test]
+    fn copies_counts_times_and_conditions_in_the_workers_order() {
+        let status = copied(WORKER.as_bytes()).unwrap();
+        assert_eq!(status["succeeded"], 10);
+        assert_eq!(status["completionTime"], "2026-11-22T10:05:00Z");
+        let types: Vec<&str> = status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(types, ["SuccessCriteriaMet", "Complete"]);
+        assert!(status.get("uncountedTerminatedPods").is_none());
+    }
+
+    #[test]
+    fn an_unchanged_status_is_not_written_again() {
+        let desired = copied(WORKER.as_bytes()).unwrap();
+        let current: JobStatus = serde_json::from_str(WORKER).unwrap();
+        assert!(!differs(Some(&current), &desired));
+        assert!(differs(None, &desired));
+        let running = copied(br#"{"active": 1, "startTime": "2026-11-22T10:00:00Z"}"#).unwrap();
+        assert!(differs(Some(&current), &running));
+    }
+
+    #[test]
+    fn a_mirror_that_started_over_keeps_the_counts_and_start_time_already_shown() {
+        let shown: JobStatus = serde_json::from_value(json!({
+            "startTime": "2026-11-22T09:00:00Z", "succeeded": 3, "failed": 1, "active": 0
+        }))
+        .unwrap();
+        let restarted = json!({"active": 2, "succeeded": 1});
+        let status = reconciled(Some(&shown), &restarted);
+        assert_eq!(status["startTime"], "2026-11-22T09:00:00Z");
+        assert_eq!(
+            (status["succeeded"].as_i64(), status["failed"].as_i64()),
+            (Some(3), Some(1))
+        );
+        assert_eq!(status["active"], 2);
+        assert_eq!(reconciled(None, &restarted), restarted);
+    }
+
+    #[test]
+    fn suspension_zeroes_what_runs_and_keeps_what_ran() {
+        let status = after_suspension(&json!({"active": 3, "ready": 2, "succeeded": 4}));
+        assert_eq!(
+            status,
+            json!({"active": 0, "ready": 0, "terminating": 0, "succeeded": 4})
+        );
+        assert_eq!(apply_body(&status)["kind"], "Job");
+    }
+}

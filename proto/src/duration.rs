@@ -1,0 +1,100 @@
+//! Durations as Kubernetes users write them: `90s`, `15m`, `1h30m`, `500ms`.
+//! Both binaries parse their flags and configuration with this, so a bad value
+//! is refused the same way everywhere.
+
+use std::time::Duration;
+
+/// Why a duration was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("{0:?} is empty; write a duration such as 90s, 15m or 1h30m")]
+    Empty(String),
+    #[error("{0:?} is negative; a duration must be zero or more")]
+    Negative(String),
+    #[error(
+        "{0:?} is not a duration; write a number and a unit (ms, s, m, h), such as 90s, 15m or 1h30m"
+    )]
+    Malformed(String),
+    #[error("{0:?} is longer than a year, which is surely a mistake")]
+    Absurd(String),
+}
+
+const UNITS: [(&str, u64); 4] = [("ms", 1), ("s", 1_000), ("m", 60_000), ("h", 3_600_000)];
+const LONGEST: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// Parses a Go-style duration (units `ms`, `s`, `m`, `h`; `0` alone is zero).
+pub fn parse(text: &str) -> Result<Duration, DurationError> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Err(DurationError::Empty(text.into()));
+    }
+    if trimmed.starts_with('-') {
+        return Err(DurationError::Negative(text.into()));
+    }
+    if trimmed == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let malformed = || DurationError::Malformed(text.into());
+    let mut rest = trimmed;
+    let mut millis: u64 = 0;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .ok_or_else(malformed)?;
+        if digits == 0 {
+            return Err(malformed());
+        }
+        let number: u64 = rest[..digits].parse().map_err(|_| malformed())?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let (_, scale) = UNITS
+            .iter()
+            .find(|(unit, _)| *unit == &rest[..unit_len])
+            .ok_or_else(malformed)?;
+        millis = number
+            .checked_mul(*scale)
+            .and_then(|m| millis.checked_add(m))
+            .ok_or_else(|| DurationError::Absurd(text.into()))?;
+        rest = &rest[unit_len..];
+    }
+    let duration = Duration::from_millis(millis);
+    if duration > LONGEST {
+        return Err(DurationError::Absurd(text.into()));
+    }
+    Ok(duration)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_what_kubernetes_users_write() {
+        assert_eq!(parse("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse("15m"), Ok(Duration::from_secs(900)));
+        assert_eq!(parse("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse("0"), Ok(Duration::ZERO));
+        assert_eq!(parse("0s"), Ok(Duration::ZERO));
+    }
+
+    #[test]
+    fn refuses_negative_unparseable_and_absurd_values_saying_why() {
+        assert!(matches!(parse("-5s"), Err(DurationError::Negative(_))));
+        assert!(matches!(parse(""), Err(DurationError::Empty(_))));
+        for bad in ["5", "s", "5x", "1h30", "1.5h", "five minutes"] {
+            assert!(
+                matches!(parse(bad), Err(DurationError::Malformed(_))),
+                "{bad}"
+            );
+        }
+        assert!(matches!(parse("9000h"), Err(DurationError::Absurd(_))));
+        assert!(matches!(
+            parse("99999999999999999h"),
+            Err(DurationError::Absurd(_))
+        ));
+        assert!(parse("5x").unwrap_err().to_string().contains("\"5x\""));
+    }
+}

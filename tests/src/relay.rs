@@ -1,0 +1,149 @@
+//! jobrelay itself in a test: the manager and one agent per worker cluster,
+//! run as their real binaries (built by cargo on first use) against a
+//! [`ClusterSet`], talking over loopback.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::cluster::ClusterSet;
+use crate::processes;
+use crate::wait::{self, Seen};
+
+/// The manager identity the tests run with.
+pub const ORIGIN: &str = "e2e";
+
+/// A running manager and its agents; the processes die with the test process.
+pub struct Relay {
+    pub origin: String,
+    pub manager_url: String,
+    logs: PathBuf,
+    _manager: Child,
+    _agents: Vec<Child>,
+}
+
+/// Builds `jobrelay-manager` and `jobrelay-agent` and returns their paths.
+pub fn binaries() -> anyhow::Result<(PathBuf, PathBuf)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(&root)
+        // The same package set as `cargo test -p jobrelay-e2e`, so both share every artifact.
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "jobrelay-e2e",
+            "-p",
+            "jobrelay-manager",
+            "-p",
+            "jobrelay-agent",
+            "--bins",
+        ])
+        .status()?;
+    anyhow::ensure!(
+        status.success(),
+        "building jobrelay-manager and jobrelay-agent failed ({status})"
+    );
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let bin = target.join("debug");
+    Ok((bin.join("jobrelay-manager"), bin.join("jobrelay-agent")))
+}
+
+impl Relay {
+    /// Starts the manager on the set's manager cluster and one agent per
+    /// worker, and waits until every agent has a session.
+    pub async fn start(set: &ClusterSet) -> anyhow::Result<Relay> {
+        let (manager_bin, agent_bin) = binaries()?;
+        let logs = set.state_dir.join("logs");
+        std::fs::create_dir_all(&logs)?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let manager_url = format!("http://127.0.0.1:{port}");
+
+        let mut manager = Command::new(&manager_bin);
+        manager.env("KUBECONFIG", &set.manager().kubeconfig).args([
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--origin",
+            ORIGIN,
+            "--heartbeat-interval",
+            "1s",
+            "--insecure-plaintext",
+        ]);
+        let manager = start_logged(manager, &logs.join("jobrelay-manager.log"))?;
+
+        let mut agents = Vec::new();
+        for worker in set.workers() {
+            let mut agent = Command::new(&agent_bin);
+            agent.env("KUBECONFIG", &worker.kubeconfig).args([
+                "--manager-url",
+                &manager_url,
+                "--cluster",
+                &worker.name,
+                "--origin",
+                ORIGIN,
+                "--orphan-pod-grace",
+                "3s",
+                "--insecure-plaintext",
+            ]);
+            agents.push(start_logged(
+                agent,
+                &logs.join(format!("jobrelay-agent-{}.log", worker.name)),
+            )?);
+        }
+        let relay = Relay {
+            origin: ORIGIN.into(),
+            manager_url,
+            logs,
+            _manager: manager,
+            _agents: agents,
+        };
+        for worker in set.workers() {
+            relay.wait_connected(&worker.name).await?;
+        }
+        Ok(relay)
+    }
+
+    /// Waits until the manager logged a session for `cluster`.
+    async fn wait_connected(&self, cluster: &str) -> anyhow::Result<()> {
+        let log = self.logs.join("jobrelay-manager.log");
+        let marker = format!("cluster={cluster}");
+        wait::try_until(
+            format!("agent {cluster} connected to the manager"),
+            Duration::from_secs(60),
+            || {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                let connected = text
+                    .lines()
+                    .any(|l| l.contains(&marker) && l.contains("agent connected"));
+                let last = text.lines().last().unwrap_or("(empty log)").to_string();
+                async move {
+                    if connected {
+                        Seen::Ready(())
+                    } else {
+                        Seen::Waiting(format!("manager log ends with: {last}"))
+                    }
+                }
+            },
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+fn start_logged(mut command: Command, log: &Path) -> anyhow::Result<Child> {
+    let file = std::fs::File::create(log)?;
+    command
+        .env(
+            "RUST_LOG",
+            "info,jobrelay_manager=debug,jobrelay_agent=debug,kube=warn",
+        )
+        .stdin(Stdio::null())
+        .stdout(file.try_clone()?)
+        .stderr(file);
+    Ok(processes::spawn(command)?)
+}

@@ -1,0 +1,477 @@
+//! The mirrors of one worker cluster: applying them, reporting their status,
+//! deleting them with Background propagation and confirming every Pod gone,
+//! and sweeping what the manager no longer wants.
+//!
+//! The agent sees only objects carrying its manager's `jobrelay.dev/origin`
+//! label (its watches select on it), and never touches anything else: a
+//! same-named Job without that label is a conflict, reported and left alone.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use jobrelay_proto::v1::{
+    AgentMessage, ApplyMirror, ApplyRejected, DeleteMirror, InventoryEntry, MirrorGone,
+    MirrorPhase, MirrorStatus, RejectReason, agent_message::Kind,
+};
+use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy,
+};
+use kube::runtime::reflector::Store;
+use kube::{Resource, ResourceExt};
+use tracing::{debug, info, warn};
+
+use crate::report::{ApplyFailure, apply_failure, phase_of, revision_of};
+
+/// Field manager of everything the agent writes.
+pub const FIELD_MANAGER: &str = "jobrelay-agent";
+
+/// How often a delete that has not taken effect is sent again.
+const DELETE_RETRY: Duration = Duration::from_secs(5);
+
+/// A mirror being deleted.
+#[derive(Debug)]
+struct Deletion {
+    namespace: String,
+    name: String,
+    /// When the agent first saw no Job of this origin UID.
+    job_gone_since: Option<Instant>,
+    last_delete: Option<Instant>,
+    pods_deleted: u32,
+}
+
+/// The last status sent for a mirror (compared to send only changes).
+#[derive(Debug, PartialEq)]
+struct Sent {
+    revision: u64,
+    phase: MirrorPhase,
+    status: Vec<u8>,
+    pods: u32,
+}
+
+pub struct Mirrors {
+    client: kube::Client,
+    origin: String,
+    orphan_pod_grace: Duration,
+    jobs: Store<Job>,
+    pods: Store<Pod>,
+    /// Origin UIDs the manager wants here (DesiredSet, then applies and deletes).
+    desired: Option<HashSet<String>>,
+    deleting: HashMap<String, Deletion>,
+    /// Applies that must wait (an older mirror of that name is still going, or
+    /// the API server had passing trouble).
+    pending: HashMap<String, ApplyMirror>,
+    sent: HashMap<String, Sent>,
+}
+
+impl Mirrors {
+    pub fn new(
+        client: kube::Client,
+        origin: String,
+        orphan_pod_grace: Duration,
+        jobs: Store<Job>,
+        pods: Store<Pod>,
+    ) -> Self {
+        Mirrors {
+            client,
+            origin,
+            orphan_pod_grace,
+            jobs,
+            pods,
+            desired: None,
+            deleting: HashMap::new(),
+            pending: HashMap::new(),
+            sent: HashMap::new(),
+        }
+    }
+
+    /// Waits until both watches have listed everything once.
+    pub async fn wait_ready(&self) {
+        let _ = self.jobs.wait_until_ready().await;
+        let _ = self.pods.wait_until_ready().await;
+    }
+
+    /// A new session: what was sent before must be sent again, and the
+    /// manager's DesiredSet is awaited before anything is swept.
+    pub fn new_session(&mut self) {
+        self.sent.clear();
+        self.desired = None;
+    }
+
+    /// Every mirror found on the worker: Jobs of this origin, and origin UIDs
+    /// that only Pods still carry.
+    pub fn inventory(&self) -> Vec<InventoryEntry> {
+        let mut entries: HashMap<String, InventoryEntry> = HashMap::new();
+        for job in self.jobs.state() {
+            let Some(uid) = origin_uid(job.meta()) else {
+                continue;
+            };
+            entries.insert(
+                uid.clone(),
+                InventoryEntry {
+                    origin_uid: uid,
+                    revision: revision_of(&job),
+                    namespace: job.namespace().unwrap_or_default(),
+                    name: job.name_any(),
+                    phase: self.phase(&job) as i32,
+                },
+            );
+        }
+        for pod in self.pods.state() {
+            let Some(uid) = origin_uid(pod.meta()) else {
+                continue;
+            };
+            entries
+                .entry(uid.clone())
+                .or_insert_with(|| InventoryEntry {
+                    origin_uid: uid,
+                    revision: 0,
+                    namespace: pod.namespace().unwrap_or_default(),
+                    name: String::new(),
+                    phase: MirrorPhase::Deleting as i32,
+                });
+        }
+        entries.into_values().collect()
+    }
+
+    fn phase(&self, job: &Job) -> MirrorPhase {
+        match origin_uid(job.meta()) {
+            Some(uid) if self.deleting.contains_key(&uid) => MirrorPhase::Deleting,
+            _ => phase_of(job),
+        }
+    }
+
+    /// The manager's complete list: anything else of this origin goes.
+    pub fn set_desired(&mut self, desired: impl IntoIterator<Item = String>) {
+        self.desired = Some(desired.into_iter().collect());
+        self.sweep();
+    }
+
+    /// Starts deleting every mirror whose origin UID is not desired.
+    fn sweep(&mut self) {
+        let Some(desired) = &self.desired else { return };
+        let mut orphans: Vec<(String, String, String)> = Vec::new();
+        for job in self.jobs.state() {
+            if let Some(uid) = origin_uid(job.meta()) {
+                orphans.push((uid, job.namespace().unwrap_or_default(), job.name_any()));
+            }
+        }
+        for pod in self.pods.state() {
+            if let Some(uid) = origin_uid(pod.meta()) {
+                orphans.push((uid, pod.namespace().unwrap_or_default(), String::new()));
+            }
+        }
+        orphans.retain(|(uid, _, _)| !desired.contains(uid) && !self.deleting.contains_key(uid));
+        for (uid, namespace, name) in orphans {
+            info!(%uid, %namespace, %name, "not desired by the manager; deleting");
+            self.begin_delete(uid, namespace, name);
+        }
+    }
+
+    /// Applies a mirror, or reports why it cannot be held.
+    pub async fn apply(&mut self, apply: ApplyMirror, out: &mut Vec<AgentMessage>) {
+        let uid = apply.origin_uid.clone();
+        if let Some(desired) = &mut self.desired {
+            desired.insert(uid.clone());
+        }
+        if self.deleting.contains_key(&uid) {
+            debug!(%uid, "apply waits for the previous mirror to be gone");
+            self.pending.insert(uid, apply);
+            return;
+        }
+        match self.try_apply(&apply).await {
+            Ok(()) => {
+                self.pending.remove(&uid);
+            }
+            Err(ApplyFailure::Retry(message)) => {
+                debug!(%uid, %message, "apply will be retried");
+                self.pending.insert(uid, apply);
+            }
+            Err(ApplyFailure::Rejected(reason, message)) => {
+                warn!(%uid, reason = reason.as_str_name(), %message, "apply rejected");
+                self.pending.remove(&uid);
+                out.push(agent_message(Kind::ApplyRejected(ApplyRejected {
+                    origin_uid: uid,
+                    revision: apply.revision,
+                    reason: reason as i32,
+                    message,
+                })));
+            }
+        }
+    }
+
+    async fn try_apply(&self, apply: &ApplyMirror) -> Result<(), ApplyFailure> {
+        let rejected = |reason, message: String| Err(ApplyFailure::Rejected(reason, message));
+        let job: Job = match serde_json::from_slice(&apply.job) {
+            Ok(job) => job,
+            Err(e) => return rejected(RejectReason::Invalid, format!("unreadable Job: {e}")),
+        };
+        let labels = job.metadata.labels.clone().unwrap_or_default();
+        if labels.get(ORIGIN_LABEL) != Some(&self.origin)
+            || labels.get(ORIGIN_UID_LABEL) != Some(&apply.origin_uid)
+        {
+            return rejected(
+                RejectReason::Invalid,
+                format!(
+                    "the Job does not carry {ORIGIN_LABEL}={} and {ORIGIN_UID_LABEL}={}",
+                    self.origin, apply.origin_uid
+                ),
+            );
+        }
+        let (Some(namespace), name) = (job.namespace(), job.name_any()) else {
+            return rejected(RejectReason::Invalid, "the Job has no namespace".into());
+        };
+        let api: Api<Job> = Api::namespaced(self.client.clone(), &namespace);
+        let create = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        let existing = match api.create(&create, &job).await {
+            Ok(_) => {
+                info!(uid = %apply.origin_uid, %namespace, %name, revision = apply.revision, "mirror created");
+                return Ok(());
+            }
+            Err(kube::Error::Api(s)) if s.is_already_exists() => match api.get_opt(&name).await {
+                Ok(Some(existing)) => existing,
+                Ok(None) => {
+                    return Err(ApplyFailure::Retry(
+                        "the existing Job vanished; trying again".into(),
+                    ));
+                }
+                Err(e) => return Err(apply_failure(&e)),
+            },
+            Err(e) => return Err(apply_failure(&e)),
+        };
+        let existing_labels = existing.metadata.labels.clone().unwrap_or_default();
+        if existing_labels.get(ORIGIN_LABEL) != Some(&self.origin) {
+            return rejected(
+                RejectReason::Conflict,
+                format!(
+                    "Job {namespace}/{name} already exists on this cluster and was not created by jobrelay for origin {} (no matching {ORIGIN_LABEL} label); it is left untouched",
+                    self.origin
+                ),
+            );
+        }
+        if existing_labels.get(ORIGIN_UID_LABEL) != Some(&apply.origin_uid)
+            || existing.metadata.deletion_timestamp.is_some()
+        {
+            return Err(ApplyFailure::Retry(format!(
+                "an older mirror of {namespace}/{name} is still being deleted"
+            )));
+        }
+        if revision_of(&existing) >= apply.revision {
+            return Ok(());
+        }
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        api.patch(&name, &params, &Patch::Apply(&job))
+            .await
+            .map_err(|e| apply_failure(&e))?;
+        info!(uid = %apply.origin_uid, %namespace, %name, revision = apply.revision, "mirror updated");
+        Ok(())
+    }
+
+    /// Starts deleting a mirror at the manager's request.
+    pub fn delete(&mut self, delete: DeleteMirror) {
+        if let Some(desired) = &mut self.desired {
+            desired.remove(&delete.origin_uid);
+        }
+        self.pending.remove(&delete.origin_uid);
+        info!(uid = %delete.origin_uid, namespace = %delete.namespace, name = %delete.name, reason = delete.reason().as_str_name(), "deleting mirror");
+        self.begin_delete(delete.origin_uid, delete.namespace, delete.name);
+    }
+
+    fn begin_delete(&mut self, uid: String, namespace: String, name: String) {
+        self.deleting.entry(uid).or_insert(Deletion {
+            namespace,
+            name,
+            job_gone_since: None,
+            last_delete: None,
+            pods_deleted: 0,
+        });
+    }
+
+    /// Moves everything forward: deletions (and their confirmation), pending
+    /// applies, and status changes. Messages for the manager go to `out`.
+    pub async fn sync(&mut self, out: &mut Vec<AgentMessage>) {
+        self.drive_deletions(out).await;
+        let pending: Vec<ApplyMirror> = self
+            .pending
+            .values()
+            .filter(|a| !self.deleting.contains_key(&a.origin_uid))
+            .cloned()
+            .collect();
+        for apply in pending {
+            self.apply(apply, out).await;
+        }
+        self.report_status(out);
+    }
+
+    async fn drive_deletions(&mut self, out: &mut Vec<AgentMessage>) {
+        let now = Instant::now();
+        let jobs = by_origin_uid(self.jobs.state());
+        let pods = by_origin_uid(self.pods.state());
+        let mut gone = Vec::new();
+        for (uid, deletion) in &mut self.deleting {
+            let live_jobs = jobs.get(uid).map(Vec::as_slice).unwrap_or_default();
+            let live_pods = pods.get(uid).map(Vec::as_slice).unwrap_or_default();
+            if live_jobs.is_empty() {
+                deletion.job_gone_since.get_or_insert(now);
+            } else if deletion
+                .last_delete
+                .is_none_or(|at| now - at >= DELETE_RETRY)
+            {
+                deletion.last_delete = Some(now);
+                for job in live_jobs
+                    .iter()
+                    .filter(|j| j.metadata.deletion_timestamp.is_none())
+                {
+                    delete_object::<Job>(&self.client, job.as_ref()).await;
+                }
+            }
+            if let Some(since) = deletion.job_gone_since
+                && now - since >= self.orphan_pod_grace
+            {
+                for pod in live_pods
+                    .iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                {
+                    info!(%uid, pod = %pod.name_any(), "Pod outlived its Job; deleting it");
+                    if delete_object::<Pod>(&self.client, pod.as_ref()).await {
+                        deletion.pods_deleted += 1;
+                    }
+                }
+            }
+            if live_jobs.is_empty() && live_pods.is_empty() {
+                gone.push(uid.clone());
+            }
+        }
+        for uid in gone {
+            // The caches said so; the API server must say so too.
+            match self.confirm_gone(&uid).await {
+                Ok(true) => {
+                    let Some(deletion) = self.deleting.remove(&uid) else {
+                        continue;
+                    };
+                    info!(%uid, namespace = %deletion.namespace, name = %deletion.name, pods_deleted = deletion.pods_deleted, "mirror and every Pod gone");
+                    self.sent.remove(&uid);
+                    out.push(agent_message(Kind::MirrorGone(MirrorGone {
+                        origin_uid: uid,
+                        pods_deleted: deletion.pods_deleted,
+                    })));
+                }
+                Ok(false) => {}
+                Err(error) => warn!(%uid, %error, "could not confirm the mirror gone"),
+            }
+        }
+    }
+
+    async fn confirm_gone(&self, uid: &str) -> Result<bool, kube::Error> {
+        let selector = ListParams::default()
+            .labels(&format!(
+                "{ORIGIN_LABEL}={},{ORIGIN_UID_LABEL}={uid}",
+                self.origin
+            ))
+            .limit(1);
+        let jobs = Api::<Job>::all(self.client.clone())
+            .list_metadata(&selector)
+            .await?;
+        if !jobs.items.is_empty() {
+            return Ok(false);
+        }
+        let pods = Api::<Pod>::all(self.client.clone())
+            .list_metadata(&selector)
+            .await?;
+        Ok(pods.items.is_empty())
+    }
+
+    fn report_status(&mut self, out: &mut Vec<AgentMessage>) {
+        let pods = by_origin_uid(self.pods.state());
+        for job in self.jobs.state() {
+            let Some(uid) = origin_uid(job.meta()) else {
+                continue;
+            };
+            if self.deleting.contains_key(&uid) {
+                continue;
+            }
+            let sent = Sent {
+                revision: revision_of(&job),
+                phase: phase_of(&job),
+                status: job
+                    .status
+                    .as_ref()
+                    .and_then(|s| serde_json::to_vec(s).ok())
+                    .unwrap_or_default(),
+                pods: pods.get(&uid).map_or(0, |p| p.len() as u32),
+            };
+            if self.sent.get(&uid) == Some(&sent) {
+                continue;
+            }
+            out.push(agent_message(Kind::MirrorStatus(MirrorStatus {
+                origin_uid: uid.clone(),
+                revision: sent.revision,
+                phase: sent.phase as i32,
+                status: sent.status.clone(),
+                pods: sent.pods,
+            })));
+            self.sent.insert(uid, sent);
+        }
+    }
+
+    /// Mirrors held now (for heartbeats).
+    pub fn active(&self) -> u32 {
+        self.jobs.state().len() as u32
+    }
+}
+
+pub fn agent_message(kind: Kind) -> AgentMessage {
+    AgentMessage { kind: Some(kind) }
+}
+
+fn origin_uid(meta: &kube::api::ObjectMeta) -> Option<String> {
+    meta.labels.as_ref()?.get(ORIGIN_UID_LABEL).cloned()
+}
+
+fn by_origin_uid<K: Resource>(
+    objects: Vec<std::sync::Arc<K>>,
+) -> HashMap<String, Vec<std::sync::Arc<K>>> {
+    let mut grouped: HashMap<String, Vec<std::sync::Arc<K>>> = HashMap::new();
+    for object in objects {
+        if let Some(uid) = origin_uid(object.meta()) {
+            grouped.entry(uid).or_default().push(object);
+        }
+    }
+    grouped
+}
+
+/// Deletes one object with Background propagation and a UID precondition.
+/// Returns whether this call deleted it.
+async fn delete_object<K>(client: &kube::Client, object: &K) -> bool
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let (Some(namespace), name) = (object.meta().namespace.clone(), object.name_any()) else {
+        return false;
+    };
+    let api: Api<K> = Api::namespaced(client.clone(), &namespace);
+    let params = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        preconditions: Some(Preconditions {
+            uid: object.meta().uid.clone(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match api.delete(&name, &params).await {
+        Ok(_) => true,
+        Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => false,
+        Err(error) => {
+            warn!(%namespace, %name, %error, "delete failed; will retry");
+            false
+        }
+    }
+}

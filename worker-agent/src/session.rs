@@ -1,0 +1,140 @@
+//! The agent's side of the Relay session: dial the manager, say Hello with the
+//! inventory, then apply, delete and report until the session breaks; dial
+//! again with exponential backoff and jitter.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use jobrelay_proto::v1::relay_client::RelayClient;
+use jobrelay_proto::v1::{
+    AgentMessage, Heartbeat, Hello, ManagerMessage, agent_message, manager_message,
+};
+use tokio::sync::{Notify, mpsc};
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tonic::transport::{Channel, Endpoint};
+use tracing::{info, warn};
+
+use crate::mirrors::{Mirrors, agent_message};
+
+/// Heartbeats missed before the manager counts as gone.
+const MISSED_HEARTBEATS: u32 = 3;
+/// Heartbeat interval until the manager's Welcome says otherwise.
+const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
+/// A session that lasted this long resets the backoff.
+const STABLE_SESSION: Duration = Duration::from_secs(30);
+/// Periodic sync, on top of the one every watch event triggers.
+const SYNC_INTERVAL: Duration = Duration::from_secs(1);
+
+pub struct Agent {
+    pub endpoint: Endpoint,
+    pub cluster: String,
+    pub origin: String,
+    pub mirrors: Mirrors,
+    /// Signalled by the Job and Pod watches on every change.
+    pub changed: Arc<Notify>,
+}
+
+impl Agent {
+    /// Holds a session to the manager forever, reconnecting with backoff.
+    pub async fn run(mut self) {
+        self.mirrors.wait_ready().await;
+        let backoff = ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(200))
+            .with_max_delay(Duration::from_secs(30))
+            .with_jitter()
+            .without_max_times();
+        let mut delays = backoff.build();
+        loop {
+            let started = Instant::now();
+            let ended = match self.endpoint.connect().await {
+                Ok(channel) => self.session(channel).await,
+                Err(error) => format!("cannot reach the manager: {error}"),
+            };
+            if started.elapsed() >= STABLE_SESSION {
+                delays = backoff.build();
+            }
+            let delay = delays.next().unwrap_or(Duration::from_secs(30));
+            warn!(reason = %ended, retry_in = ?delay, "session ended");
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// One session; returns why it ended.
+    async fn session(&mut self, channel: Channel) -> String {
+        self.mirrors.new_session();
+        let (outbox, queued) = mpsc::unbounded_channel::<AgentMessage>();
+        let hello = Hello {
+            cluster: self.cluster.clone(),
+            agent_version: env!("CARGO_PKG_VERSION").into(),
+            inventory: self.mirrors.inventory(),
+        };
+        let inventory = hello.inventory.len();
+        let _ = outbox.send(agent_message(agent_message::Kind::Hello(hello)));
+        let mut inbound = match RelayClient::new(channel)
+            .connect(UnboundedReceiverStream::new(queued))
+            .await
+        {
+            Ok(response) => response.into_inner(),
+            Err(status) => return format!("the manager refused the session: {status}"),
+        };
+        let mut heartbeat = DEFAULT_HEARTBEAT;
+        let mut heartbeats = tokio::time::interval(heartbeat);
+        let mut syncs = tokio::time::interval(SYNC_INTERVAL);
+        let mut last_heard = Instant::now();
+        let mut out = Vec::new();
+        info!(inventory, "session open");
+        loop {
+            tokio::select! {
+                received = inbound.message() => {
+                    let kind = match received {
+                        Ok(Some(ManagerMessage { kind: Some(kind) })) => kind,
+                        Ok(Some(_)) => continue,
+                        Ok(None) => return "the manager closed the session".into(),
+                        Err(status) => return format!("stream error: {status}"),
+                    };
+                    last_heard = Instant::now();
+                    use manager_message::Kind as K;
+                    match kind {
+                        K::Welcome(welcome) => {
+                            if welcome.origin != self.origin {
+                                return format!("the manager's origin is {:?}, this agent serves {:?}", welcome.origin, self.origin);
+                            }
+                            if let Some(interval) = welcome.heartbeat_interval.and_then(|d| Duration::try_from(d).ok()).filter(|d| !d.is_zero()) {
+                                heartbeat = interval;
+                                heartbeats = tokio::time::interval(heartbeat);
+                            }
+                        }
+                        K::DesiredSet(set) => {
+                            info!(mirrors = set.mirrors.len(), "desired set received");
+                            self.mirrors.set_desired(set.mirrors.into_iter().map(|m| m.origin_uid));
+                        }
+                        K::ApplyMirror(apply) => self.mirrors.apply(apply, &mut out).await,
+                        K::DeleteMirror(delete) => self.mirrors.delete(delete),
+                        K::Heartbeat(_) => {}
+                    }
+                    self.mirrors.sync(&mut out).await;
+                }
+                () = self.changed.notified() => self.mirrors.sync(&mut out).await,
+                _ = syncs.tick() => {
+                    if last_heard.elapsed() > heartbeat * MISSED_HEARTBEATS {
+                        return format!("the manager was silent for {:?}", last_heard.elapsed());
+                    }
+                    self.mirrors.sync(&mut out).await;
+                }
+                _ = heartbeats.tick() => {
+                    let beat = Heartbeat {
+                        sent_at: Some(prost_types::Timestamp::from(std::time::SystemTime::now())),
+                        active_mirrors: self.mirrors.active(),
+                    };
+                    out.push(agent_message(agent_message::Kind::Heartbeat(beat)));
+                }
+            }
+            for message in out.drain(..) {
+                if outbox.send(message).is_err() {
+                    return "the outbound stream closed".into();
+                }
+            }
+        }
+    }
+}
