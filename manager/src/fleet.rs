@@ -19,7 +19,7 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::placement::Candidate;
+use crate::placement::{Candidate, choose_cluster};
 
 /// The messages queued for one connected agent.
 pub type Outbox = mpsc::UnboundedSender<ManagerMessage>;
@@ -161,22 +161,30 @@ impl Fleet {
             .is_some_and(|c| c.session.is_some())
     }
 
-    /// Connected clusters with the number of mirrors each holds or is being sent.
-    pub fn candidates(&self) -> Vec<Candidate> {
-        self.lock()
-            .iter()
-            .filter(|(_, c)| c.session.is_some())
-            .map(|(name, c)| Candidate {
-                name: name.clone(),
-                active_mirrors: c
-                    .mirrors
-                    .values()
-                    .filter(|v| v.gone.is_none() && v.key.is_some())
-                    .count(),
-            })
-            .collect()
+    /// Chooses the cluster for a Job that has none yet — the pinned one, else
+    /// the connected cluster with the fewest mirrors — and counts the Job
+    /// there at once, so Jobs created together spread. Asked again for the
+    /// same Job, it gives the same answer.
+    pub fn place(&self, uid: &str, key: &ObjectRef<Job>, pinned: Option<&str>) -> Option<String> {
+        let mut clusters = self.lock();
+        if let Some((name, _)) = clusters.iter().find(|(_, c)| c.mirrors.contains_key(uid)) {
+            return Some(name.clone());
+        }
+        let choice = choose_cluster(pinned, &candidates(&clusters))?;
+        let view = clusters
+            .entry(choice.clone())
+            .or_default()
+            .mirrors
+            .entry(uid.to_string())
+            .or_default();
+        view.key = Some(key.clone());
+        Some(choice)
     }
 
+    /// Connected clusters with the number of mirrors each holds or is being sent.
+    pub fn candidates(&self) -> Vec<Candidate> {
+        candidates(&self.lock())
+    }
     pub fn view(&self, cluster: &str, uid: &str) -> Option<MirrorView> {
         self.lock().get(cluster)?.mirrors.get(uid).cloned()
     }
@@ -342,6 +350,21 @@ impl Fleet {
     }
 }
 
+fn candidates(clusters: &BTreeMap<String, Cluster>) -> Vec<Candidate> {
+    clusters
+        .iter()
+        .filter(|(_, c)| c.session.is_some())
+        .map(|(name, c)| Candidate {
+            name: name.clone(),
+            active_mirrors: c
+                .mirrors
+                .values()
+                .filter(|v| v.gone.is_none() && v.key.is_some())
+                .count(),
+        })
+        .collect()
+}
+
 pub fn message(kind: Kind) -> ManagerMessage {
     ManagerMessage { kind: Some(kind) }
 }
@@ -493,5 +516,30 @@ mod tests {
             .map(|c| (c.name, c.active_mirrors))
             .collect();
         assert_eq!(counts, [("w1".to_string(), 1), ("w2".to_string(), 0)]);
+    }
+
+    #[test]
+    fn jobs_placed_together_spread_and_a_placement_is_stable() {
+        let (fleet, _) = fleet();
+        assert_eq!(
+            fleet.place("u0", &key("z"), None),
+            None,
+            "no cluster connected"
+        );
+        let mut outboxes = Vec::new();
+        for cluster in ["w1", "w2"] {
+            let (tx, rx) = mpsc::unbounded_channel();
+            outboxes.push(rx);
+            fleet.connect(cluster, &[], vec![], tx);
+        }
+        let placed: Vec<String> = (0..4)
+            .map(|i| fleet.place(&format!("u{i}"), &key("a"), None).unwrap())
+            .collect();
+        assert_eq!(placed, ["w1", "w2", "w1", "w2"]);
+        assert_eq!(fleet.place("u1", &key("a"), None).as_deref(), Some("w2"));
+        assert_eq!(
+            fleet.place("u9", &key("b"), Some("w7")).as_deref(),
+            Some("w7")
+        );
     }
 }

@@ -22,7 +22,7 @@ use tracing::{debug, info, instrument, warn};
 use crate::events::{Events, Reason};
 use crate::fleet::{Apply, Cleanup, Fleet};
 use crate::mirror::{Lifecycle, is_relayed, lifecycle, mirror_job, revision};
-use crate::placement::{assigned_cluster, choose_cluster, pinned_cluster};
+use crate::placement::{assigned_cluster, pinned_cluster};
 use crate::status;
 
 /// Field manager of everything the manager writes.
@@ -155,7 +155,7 @@ async fn dispatch(
 ) -> Result<Action, kube::Error> {
     let cluster = match &assigned {
         Some(cluster) => cluster.clone(),
-        None => match choose_cluster(pinned_cluster(job), &ctx.fleet.candidates()) {
+        None => match ctx.fleet.place(uid, key, pinned_cluster(job)) {
             Some(cluster) => cluster,
             None => {
                 debug!("no worker cluster connected; waiting");

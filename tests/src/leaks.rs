@@ -3,6 +3,7 @@
 //! the origin label — and no Pod whose owning Job is gone.
 
 use std::collections::HashSet;
+use std::fmt;
 
 use jobrelay_proto::wire::ORIGIN_LABEL;
 use k8s_openapi::api::batch::v1::Job;
@@ -12,32 +13,48 @@ use kube::api::{Api, ListParams};
 
 use crate::cluster::ClusterSet;
 
-/// Everything left behind, one line each; empty when clean.
+/// One object left behind on a worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leak {
+    pub cluster: String,
+    /// `Job` or `Pod`.
+    pub kind: &'static str,
+    pub namespace: String,
+    pub name: String,
+    pub why: String,
+}
+
+impl fmt::Display for Leak {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} {}/{} ({})",
+            self.cluster, self.kind, self.namespace, self.name, self.why
+        )
+    }
+}
+
+/// Everything left behind in `namespace` on any worker; empty when clean.
 pub async fn leaks(
     clusters: &ClusterSet,
     origin: &str,
     namespace: &str,
-) -> anyhow::Result<Vec<String>> {
+) -> anyhow::Result<Vec<Leak>> {
     let mut found = Vec::new();
     let labelled = ListParams::default().labels(&format!("{ORIGIN_LABEL}={origin}"));
     for worker in clusters.workers() {
         let client = worker.client().await?;
         let jobs: Api<Job> = Api::namespaced(client.clone(), namespace);
         let pods: Api<Pod> = Api::namespaced(client, namespace);
+        let leak = |kind, name: String, why: String| Leak {
+            cluster: worker.name.clone(),
+            kind,
+            namespace: namespace.into(),
+            name,
+            why,
+        };
         for job in jobs.list(&labelled).await? {
-            found.push(format!(
-                "{}: Job {namespace}/{} of origin {origin}",
-                worker.name,
-                job.name_any()
-            ));
-        }
-        for pod in pods.list(&labelled).await? {
-            found.push(format!(
-                "{}: Pod {namespace}/{} ({}) of origin {origin}",
-                worker.name,
-                pod.name_any(),
-                describe(&pod)
-            ));
+            found.push(leak("Job", job.name_any(), format!("origin {origin}")));
         }
         let live_jobs: HashSet<String> = jobs
             .list(&ListParams::default())
@@ -46,16 +63,21 @@ pub async fn leaks(
             .filter_map(|j| j.uid())
             .collect();
         for pod in pods.list(&ListParams::default()).await? {
+            let ours = pod.labels().get(ORIGIN_LABEL).map(String::as_str) == Some(origin);
             let orphaned = pod
                 .owner_references()
                 .iter()
                 .any(|o| o.kind == "Job" && !live_jobs.contains(&o.uid));
-            if orphaned {
-                found.push(format!(
-                    "{}: Pod {namespace}/{} ({}) whose Job is gone",
-                    worker.name,
+            if ours || orphaned {
+                let why = if ours {
+                    format!("origin {origin}")
+                } else {
+                    "its Job is gone".into()
+                };
+                found.push(leak(
+                    "Pod",
                     pod.name_any(),
-                    describe(&pod)
+                    format!("{}, {why}", describe(&pod)),
                 ));
             }
         }
@@ -68,10 +90,11 @@ pub async fn assert_no_leaks(clusters: &ClusterSet, origin: &str, namespace: &st
     let found = leaks(clusters, origin, namespace)
         .await
         .unwrap_or_else(|e| panic!("leak check failed to run: {e:#}"));
+    let lines: Vec<String> = found.iter().map(Leak::to_string).collect();
     assert!(
         found.is_empty(),
         "leak check of namespace {namespace} found:\n  {}",
-        found.join("\n  ")
+        lines.join("\n  ")
     );
 }
 

@@ -1,28 +1,64 @@
-//! `cargo xtask demo`: builds what is needed, starts a manager and two worker
-//! clusters, and shows each of them healthy by running a real Job on it.
+//! `cargo xtask demo`: the main job on local clusters. One manager and two
+//! worker control planes, `jobrelay-manager` and an agent per worker, and a
+//! handful of Jobs — short, long, parallel, failing, and one deleted while it
+//! runs — shown live, then a leak report counted on every worker.
 
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-use jobrelay_e2e::cluster::{ClusterInfo, NODE};
+use jobrelay_e2e::cluster::{ClusterInfo, ClusterSet};
 use jobrelay_e2e::controlplane::{self, seconds};
 use jobrelay_e2e::fixtures::TestJob;
 use jobrelay_e2e::kit;
+use jobrelay_e2e::leaks::leaks;
+use jobrelay_e2e::relay::Relay;
 use jobrelay_e2e::supervisor::Supervisor;
-use jobrelay_e2e::wait::{self, Seen};
+use jobrelay_proto::wire::{CLUSTER_KEY, MANAGED_BY, ORIGIN_UID_LABEL, REMOTE_CLEANUP_FINALIZER};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
 use crate::{log, supervisor_command, workspace_root};
 
+const NAMESPACE: &str = "demo";
+/// The demo stops waiting for its Jobs after this long.
+const DEADLINE: Duration = Duration::from_secs(180);
+
 #[derive(clap::Args)]
 pub struct Args {
-    /// Number of worker clusters.
-    #[arg(long, default_value_t = 2)]
-    workers: usize,
-    /// Keep the clusters running until Ctrl-C.
+    /// Keep the clusters and jobrelay running until Ctrl-C.
     #[arg(long)]
     keep: bool,
+}
+
+/// The demo's Jobs, and when (seconds after start) the one marked so is deleted.
+fn workload() -> Vec<(TestJob, Option<u64>)> {
+    let job = |name: &str| TestJob::new(NAMESPACE, name).managed_by(MANAGED_BY);
+    vec![
+        (job("short").run_for("3s").terminate_after("1s"), None),
+        (
+            job("long")
+                .run_for("20s")
+                .parallelism(2, 2)
+                .terminate_after("2s"),
+            None,
+        ),
+        (job("wide").run_for("2s").parallelism(3, 6), None),
+        (job("failing").run_for("4s").failing(), None),
+        (
+            job("pinned").run_for("6s").label(CLUSTER_KEY, "worker-2"),
+            None,
+        ),
+        (
+            job("doomed")
+                .run_for("1h")
+                .parallelism(2, 2)
+                .terminate_after("4s"),
+            Some(8),
+        ),
+    ]
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -32,70 +68,243 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .join("target")
         .join("jobrelay")
         .join(format!("demo-{}", std::process::id()));
-    let supervisor = Supervisor::start(supervisor_command()?, &state_dir, args.workers, false)?;
+    let supervisor = Supervisor::start(supervisor_command()?, &state_dir, 2, false)?;
     log(&format!(
-        "1 manager + {} worker cluster(s) up in {}",
-        args.workers,
+        "1 manager + 2 worker clusters up in {}",
         seconds(started.elapsed())
     ));
+    let set = supervisor.set().clone();
+    let relay = Relay::start(&set).await?;
+    log(&format!(
+        "jobrelay-manager and 2 agents connected; logs in {}/logs",
+        set.state_dir.display()
+    ));
 
-    let mut rows = Vec::new();
-    for cluster in &supervisor.set().clusters {
-        rows.push(health(cluster).await?);
+    let manager = set.manager().client().await?;
+    for cluster in &set.clusters {
+        kit::create_namespace(&cluster.client().await?, NAMESPACE).await;
     }
-    println!();
-    println!("CLUSTER    API SERVER               VERSION   NODE               PROBE JOB");
-    for row in &rows {
-        println!("{row}");
+    let jobs: Api<Job> = Api::namespaced(manager, NAMESPACE);
+    let mut deletions = BTreeMap::new();
+    for (job, delete_after) in workload() {
+        let created = jobs.create(&PostParams::default(), &job.build()).await?;
+        if let Some(after) = delete_after {
+            deletions.insert(created.name_any(), Duration::from_secs(after));
+        }
     }
-    println!();
-    println!("Every cluster runs the real kube-apiserver, controller manager (Job, CronJob and");
-    println!("garbage-collector controllers) and scheduler, with kwok playing kubelet.");
-    println!("Next: the jobrelay manager and agents relaying Jobs between them.");
-    if args.keep {
-        println!();
-        println!("{}", supervisor.set().export_lines());
-        log("clusters kept; Ctrl-C stops them");
-        tokio::signal::ctrl_c().await?;
-    }
-    supervisor.stop()
-}
 
-async fn health(cluster: &ClusterInfo) -> anyhow::Result<String> {
-    let client = cluster.client().await?;
-    let version = client.apiserver_version().await?.git_version;
-    let node = Api::<Node>::all(client.clone()).get(NODE).await?;
-    let ready = node
-        .status
-        .and_then(|s| s.conditions)
-        .unwrap_or_default()
-        .into_iter()
-        .any(|c| c.type_ == "Ready" && c.status == "True");
-    let ns = kit::namespace(&client, "demo").await;
-    let jobs: Api<Job> = Api::namespaced(client, &ns);
-    jobs.create(&PostParams::default(), &TestJob::new(&ns, "probe").build())
-        .await?;
-    let started = Instant::now();
-    wait::try_until(
-        format!("probe Job on {} Complete", cluster.name),
+    let workers = Workers::connect(&set).await?;
+    let shown = Instant::now();
+    loop {
+        for (name, after) in &deletions {
+            if shown.elapsed() >= *after
+                && jobs
+                    .get_opt(name)
+                    .await?
+                    .is_some_and(|j| j.metadata.deletion_timestamp.is_none())
+            {
+                jobs.delete(name, &DeleteParams::default()).await?;
+            }
+        }
+        let rows = table(&jobs, &workers).await?;
+        draw(&rows, shown.elapsed());
+        if rows.iter().all(|r| r.settled) || shown.elapsed() > DEADLINE {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+
+    println!();
+    println!("Deleting the finished manager Jobs, then counting what is left on the workers…");
+    for job in jobs.list(&ListParams::default()).await? {
+        jobs.delete(&job.name_any(), &DeleteParams::default())
+            .await?;
+    }
+    jobrelay_e2e::wait::try_until(
+        "every demo Job gone from the manager",
         Duration::from_secs(60),
         || async {
-            match jobs.get("probe").await {
-                Ok(job) if job.status.as_ref().and_then(|s| s.succeeded) == Some(1) => {
-                    Seen::Ready(())
-                }
-                Ok(job) => Seen::Waiting(format!("{:?}", job.status)),
-                Err(e) => Seen::Waiting(e.to_string()),
+            match jobs.list(&ListParams::default()).await {
+                Ok(list) if list.items.is_empty() => jobrelay_e2e::wait::Seen::Ready(()),
+                Ok(list) => jobrelay_e2e::wait::Seen::Waiting(format!("{} left", list.items.len())),
+                Err(e) => jobrelay_e2e::wait::Seen::Waiting(e.to_string()),
             }
         },
     )
     .await?;
-    Ok(format!(
-        "{:<10} {:<24} {:<9} {:<18} Complete in {}",
-        cluster.name,
-        cluster.server,
-        version,
-        format!("{NODE} {}", if ready { "Ready" } else { "NotReady" }),
-        seconds(started.elapsed())
-    ))
+    let found = leaks(&set, &relay.origin, NAMESPACE).await?;
+    let leaked = |kind| found.iter().filter(|l| l.kind == kind).count();
+    println!(
+        "Leak report over {} workers: {} leaked Jobs, {} leaked Pods",
+        set.workers().len(),
+        leaked("Job"),
+        leaked("Pod")
+    );
+    for leak in &found {
+        println!("  {leak}");
+    }
+    if args.keep {
+        println!("\n{}", set.export_lines());
+        log("clusters and jobrelay kept; Ctrl-C stops them");
+        tokio::signal::ctrl_c().await?;
+    }
+    drop(relay);
+    supervisor.stop()?;
+    anyhow::ensure!(
+        found.is_empty(),
+        "the demo left {} objects behind",
+        found.len()
+    );
+    Ok(())
+}
+
+struct Workers {
+    clusters: Vec<(ClusterInfo, Api<Job>, Api<Pod>)>,
+}
+
+impl Workers {
+    async fn connect(set: &ClusterSet) -> anyhow::Result<Self> {
+        let mut clusters = Vec::new();
+        for worker in set.workers() {
+            let client = worker.client().await?;
+            clusters.push((
+                worker.clone(),
+                Api::namespaced(client.clone(), NAMESPACE),
+                Api::namespaced(client, NAMESPACE),
+            ));
+        }
+        Ok(Workers { clusters })
+    }
+
+    /// The worker Job's state and the number of Pods of `uid` on `cluster`.
+    async fn remote(
+        &self,
+        cluster: &str,
+        name: &str,
+        uid: &str,
+    ) -> anyhow::Result<(String, String)> {
+        let Some((_, jobs, pods)) = self.clusters.iter().find(|(c, _, _)| c.name == cluster) else {
+            return Ok(("unknown cluster".into(), "-".into()));
+        };
+        let selector = ListParams::default().labels(&format!("{ORIGIN_UID_LABEL}={uid}"));
+        let pods = pods.list(&selector).await?.items;
+        let terminating = pods
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_some())
+            .count();
+        let pods = match terminating {
+            0 => pods.len().to_string(),
+            n => format!("{} ({n} terminating)", pods.len()),
+        };
+        let state = match jobs.get_opt(name).await? {
+            None => "Job gone".to_string(),
+            Some(job) => describe(&job),
+        };
+        Ok((state, pods))
+    }
+}
+
+struct Row {
+    name: String,
+    cluster: String,
+    remote: String,
+    pods: String,
+    manager: String,
+    held: bool,
+    settled: bool,
+}
+
+async fn table(jobs: &Api<Job>, workers: &Workers) -> anyhow::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for (job, _) in workload() {
+        let name = job.build().name_any();
+        let Some(manager_job) = jobs.get_opt(&name).await? else {
+            rows.push(Row {
+                name,
+                cluster: "-".into(),
+                remote: "-".into(),
+                pods: "-".into(),
+                manager: "deleted".into(),
+                held: false,
+                settled: true,
+            });
+            continue;
+        };
+        let cluster = manager_job
+            .annotations()
+            .get(CLUSTER_KEY)
+            .cloned()
+            .unwrap_or_else(|| "-".into());
+        let uid = manager_job.uid().unwrap_or_default();
+        let (remote, pods) = if cluster == "-" {
+            ("-".into(), "-".into())
+        } else {
+            workers.remote(&cluster, &name, &uid).await?
+        };
+        let held = manager_job
+            .finalizers()
+            .iter()
+            .any(|f| f == REMOTE_CLEANUP_FINALIZER);
+        let finished = describe(&manager_job);
+        let settled = !held && (finished.starts_with("Complete") || finished.starts_with("Failed"));
+        let manager = if manager_job.metadata.deletion_timestamp.is_some() {
+            format!("deleting, {finished}")
+        } else {
+            finished
+        };
+        rows.push(Row {
+            name,
+            cluster,
+            remote,
+            pods,
+            manager,
+            held,
+            settled,
+        });
+    }
+    Ok(rows)
+}
+
+fn describe(job: &Job) -> String {
+    let status = job.status.clone().unwrap_or_default();
+    let condition = status
+        .conditions
+        .iter()
+        .flatten()
+        .filter(|c| c.status == "True" && (c.type_ == "Complete" || c.type_ == "Failed"))
+        .map(|c| c.type_.clone())
+        .next_back();
+    let counts = format!(
+        "active {} ok {} failed {}",
+        status.active.unwrap_or(0),
+        status.succeeded.unwrap_or(0),
+        status.failed.unwrap_or(0)
+    );
+    match condition {
+        Some(condition) => format!("{condition} ({counts})"),
+        None => format!("Running ({counts})"),
+    }
+}
+
+fn draw(rows: &[Row], elapsed: Duration) {
+    if std::io::stdout().is_terminal() {
+        print!("\x1b[2J\x1b[H");
+    } else {
+        println!();
+    }
+    println!(
+        "jobrelay demo — {} since the Jobs were created",
+        seconds(elapsed)
+    );
+    println!(
+        "{:<9} {:<9} {:<36} {:<18} {:<46} {}",
+        "JOB", "CLUSTER", "ON THE WORKER", "WORKER PODS", "ON THE MANAGER", "FINALIZER"
+    );
+    for r in rows {
+        let finalizer = if r.held { "held" } else { "released" };
+        println!(
+            "{:<9} {:<9} {:<36} {:<18} {:<46} {}",
+            r.name, r.cluster, r.remote, r.pods, r.manager, finalizer
+        );
+    }
 }
