@@ -296,10 +296,16 @@ fn draw(rows: &[Row], elapsed: Duration) {
         "jobrelay demo — {} since the Jobs were created",
         seconds(elapsed)
     );
-    println!(
-        "{:<9} {:<9} {:<36} {:<18} {:<46} {}",
-        "JOB", "CLUSTER", "ON THE WORKER", "WORKER PODS", "ON THE MANAGER", "FINALIZER"
-    );
+    let header = [
+        "JOB",
+        "CLUSTER",
+        "ON THE WORKER",
+        "WORKER PODS",
+        "ON THE MANAGER",
+        "FINALIZER",
+    ];
+    let [job, cluster, worker, pods, manager, finalizer] = header;
+    println!("{job:<9} {cluster:<9} {worker:<36} {pods:<18} {manager:<46} {finalizer}");
     for r in rows {
         let finalizer = if r.held { "held" } else { "released" };
         println!(
