@@ -18,8 +18,8 @@ pub struct Relay {
     pub origin: String,
     pub manager_url: String,
     logs: PathBuf,
-    _manager: Child,
-    _agents: Vec<Child>,
+    manager: Child,
+    agents: Vec<Child>,
 }
 
 /// Builds `jobrelay-manager` and `jobrelay-agent` and returns their paths.
@@ -99,13 +99,21 @@ impl Relay {
             origin: ORIGIN.into(),
             manager_url,
             logs,
-            _manager: manager,
-            _agents: agents,
+            manager,
+            agents,
         };
         for worker in set.workers() {
             relay.wait_connected(&worker.name).await?;
         }
         Ok(relay)
+    }
+
+    /// Process ids: the manager first, then the agents in worker order.
+    pub fn pids(&self) -> Vec<u32> {
+        std::iter::once(&self.manager)
+            .chain(&self.agents)
+            .map(Child::id)
+            .collect()
     }
 
     /// Waits until the manager logged a session for `cluster`.

@@ -4,7 +4,9 @@
 //! - `cluster up|down`: local manager and worker clusters on loopback.
 //! - `demo`: the main job, end to end on local clusters.
 //! - `test`: every unit and end-to-end test, clusters included.
+//! - `bench`: latency and memory of jobrelay on local clusters.
 
+mod bench;
 mod demo;
 mod test;
 
@@ -36,6 +38,8 @@ enum Cmd {
     Demo(demo::Args),
     /// Run every unit and end-to-end test.
     Test(test::Args),
+    /// Measure jobrelay on local clusters.
+    Bench(bench::Args),
 }
 
 #[derive(Subcommand)]
@@ -81,6 +85,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => runtime.block_on(supervisor::supervise(args)),
         Cmd::Demo(args) => runtime.block_on(demo::run(args)),
         Cmd::Test(args) => test::run(args),
+        Cmd::Bench(args) => runtime.block_on(bench::run(args)),
     }
 }
 
