@@ -16,6 +16,11 @@ pub struct Args {
     #[arg(long, env = "JOBRELAY_ORIGIN")]
     pub origin: String,
 
+    /// YAML configuration file (retention policies, deletion pace); see
+    /// docs/operations.md. Without it, the defaults apply.
+    #[arg(long, env = "JOBRELAY_CONFIG")]
+    pub config: Option<std::path::PathBuf>,
+
     /// How often each side of a session sends a heartbeat (e.g. 5s); a peer
     /// silent for three intervals is dropped.
     #[arg(long, env = "JOBRELAY_HEARTBEAT_INTERVAL", default_value = "5s", value_parser = jobrelay_proto::duration::parse)]

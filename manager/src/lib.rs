@@ -3,11 +3,14 @@
 //! dial, and writes mirror status back.
 
 pub mod cli;
+pub mod config;
 pub mod events;
 pub mod fleet;
 pub mod mirror;
+pub mod pace;
 pub mod placement;
 pub mod reconcile;
+pub mod retention;
 pub mod session;
 pub mod status;
 
@@ -23,8 +26,10 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tracing::info;
 
 use crate::cli::Args;
+use crate::config::Config;
 use crate::events::Events;
 use crate::fleet::Fleet;
+use crate::pace::Pace;
 use crate::reconcile::Context;
 use crate::session::{RelayService, Sessions};
 
@@ -38,6 +43,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         "TLS is not configured: this build serves the Relay only with --insecure-plaintext (for loopback development)"
     );
     anyhow::ensure!(!args.origin.is_empty(), "--origin must not be empty");
+    let config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    info!(?config, "configuration");
     let client = kube::Client::try_default().await?;
     let jobs: Api<Job> = Api::all(client.clone());
 
@@ -56,6 +66,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         events: events.clone(),
         origin: args.origin.clone(),
         heartbeat_interval: args.heartbeat_interval,
+        remote_retention: config.retention.remote_after_finished,
     });
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     info!(listen = %listener.local_addr()?, origin = %args.origin, "serving jobrelay.v1.Relay");
@@ -68,11 +79,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             shutdown_signal(),
         );
 
+    let deletions = Pace::per_second(config.deletions_per_second);
     let ctx = Arc::new(Context {
         client,
         fleet,
         events,
         origin: args.origin.clone(),
+        config,
+        deletions,
     });
     let controller = Controller::for_stream(job_events, store)
         .with_config(controller::Config::default().concurrency(CONCURRENCY))

@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use jobrelay_proto::wire::{MANAGED_BY, ORIGIN_LABEL, ORIGIN_UID_LABEL, REVISION_ANNOTATION};
+use jobrelay_proto::wire::{
+    MANAGED_BY, ORIGIN_LABEL, ORIGIN_UID_LABEL, OWNER_ANNOTATION, REVISION_ANNOTATION,
+};
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::ObjectMeta;
 
@@ -44,6 +46,15 @@ pub fn lifecycle(job: &Job) -> Lifecycle {
     } else {
         Lifecycle::Active
     }
+}
+
+/// Held by jobrelay's remote-cleanup finalizer.
+pub fn has_finalizer(job: &Job) -> bool {
+    job.metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == jobrelay_proto::wire::REMOTE_CLEANUP_FINALIZER)
 }
 
 /// Complete or Failed.
@@ -97,6 +108,18 @@ pub fn mirror_job(job: &Job, origin: &str) -> Result<Job, MirrorError> {
     let mut annotations = job.metadata.annotations.clone().unwrap_or_default();
     annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
     annotations.insert(REVISION_ANNOTATION.into(), revision(job).to_string());
+    if let Some(owner) = job
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+    {
+        annotations.insert(
+            OWNER_ANNOTATION.into(),
+            format!("{}/{}", owner.kind, owner.name),
+        );
+    }
 
     spec.selector = None;
     spec.manual_selector = None;
@@ -139,7 +162,7 @@ mod tests {
                 "name": "train", "namespace": "ml", "uid": "uid-1", "resourceVersion": "42", "generation": 3,
                 "labels": {"team": "vision"},
                 "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "note": "kept"},
-                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": "cj"}],
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": "cj", "controller": true}],
                 "managedFields": [{"manager": "kubectl"}],
                 "finalizers": ["jobrelay.dev/remote-cleanup"],
             },
@@ -184,6 +207,10 @@ mod tests {
         let annotations = meta.annotations.as_ref().unwrap();
         assert_eq!(annotations[REVISION_ANNOTATION], "3");
         assert_eq!(annotations["note"], "kept");
+        assert_eq!(
+            annotations[OWNER_ANNOTATION], "CronJob/nightly",
+            "the owner is recorded, not referenced"
+        );
         assert!(!annotations.contains_key("kubectl.kubernetes.io/last-applied-configuration"));
 
         let spec = mirror.spec.as_ref().unwrap();

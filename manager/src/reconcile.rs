@@ -4,25 +4,34 @@
 //! - Active: hold the finalizer and the chosen cluster (both recorded before
 //!   anything is sent), have the mirror applied there, copy its status back.
 //! - Suspended: have the mirror deleted; resuming applies it again.
-//! - Finished or being deleted: have the mirror deleted and, once the agent
-//!   confirmed every Pod gone, release the finalizer.
+//! - Finished: keep the mirror for `retention.remoteAfterFinished` (or the
+//!   Job's annotation), then have it deleted and release the finalizer; delete
+//!   the manager Job itself after `retention.managerAfterFinished`.
+//! - Being deleted: have the mirror deleted and, once the agent confirmed
+//!   every Pod gone, release the finalizer.
+//! - Deactivated (the worker refused the mirror): never dispatched again;
+//!   deleted after `retention.afterDeactivated`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use jobrelay_proto::v1::{DeleteReason, MirrorPhase};
-use jobrelay_proto::wire::{CLUSTER_KEY, REMOTE_CLEANUP_FINALIZER};
+use jobrelay_proto::wire::{CLUSTER_KEY, DEACTIVATED_ANNOTATION, REMOTE_CLEANUP_FINALIZER};
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::{Api, Patch, PatchParams};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions, PropagationPolicy};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use tracing::{debug, info, instrument, warn};
 
+use crate::config::Config;
 use crate::events::{Events, Reason};
 use crate::fleet::{Apply, Cleanup, Fleet};
-use crate::mirror::{Lifecycle, is_relayed, lifecycle, mirror_job, revision};
+use crate::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle, mirror_job, revision};
+use crate::pace::Pace;
 use crate::placement::{assigned_cluster, pinned_cluster};
+use crate::retention::{deactivated_at, finished_at, remaining, remote_retention};
 use crate::status;
 
 /// Field manager of everything the manager writes.
@@ -52,6 +61,9 @@ pub struct Context {
     pub fleet: Arc<Fleet>,
     pub events: Events,
     pub origin: String,
+    pub config: Config,
+    /// Paces deletions of manager Jobs by retention.
+    pub deletions: Pace,
 }
 
 #[instrument(skip_all, fields(job = %ObjectRef::from_obj(job.as_ref())))]
@@ -74,6 +86,12 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error
     let assigned = assigned_cluster(&job).map(str::to_string);
 
     match lifecycle(&job) {
+        Lifecycle::Active if deactivated_at(&job).is_some() => {
+            let keep = ctx.config.retention.after_deactivated;
+            expire(&job, deactivated_at(&job), keep, "deactivated", &jobs, &ctx)
+                .await
+                .map_err(kube_err)
+        }
         Lifecycle::Active => dispatch(&job, &key, &uid, assigned, &jobs, &ctx)
             .await
             .map_err(kube_err),
@@ -96,39 +114,125 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error
                 outcome => Ok(awaiting_cleanup(&ctx, &job, &cluster, outcome).await),
             }
         }
-        Lifecycle::Finished | Lifecycle::Deleting => {
-            if !has_finalizer(&job) {
-                if let Some(cluster) = &assigned {
-                    ctx.fleet.forget(cluster, &uid);
-                }
-                return Ok(Action::await_change());
+        Lifecycle::Finished if has_finalizer(&job) => {
+            let (keep, warning) =
+                remote_retention(&job, ctx.config.retention.remote_after_finished);
+            if let Some(warning) = warning {
+                warn!(%warning, "invalid retention annotation");
             }
-            let Some(cluster) = assigned else {
-                remove_finalizer(&jobs, &job).await.map_err(kube_err)?;
-                return Ok(Action::await_change());
-            };
-            let reason = if job.meta().deletion_timestamp.is_some() {
-                DeleteReason::ManagerJobDeleted
-            } else {
-                DeleteReason::RetentionExpired
-            };
-            match ctx.fleet.cleanup(&cluster, &uid, &key, reason) {
-                Cleanup::Gone { pods_deleted } => {
-                    remove_finalizer(&jobs, &job).await.map_err(kube_err)?;
-                    ctx.fleet.forget(&cluster, &uid);
-                    let note = format!(
-                        "mirror Job and every Pod gone from cluster {cluster} ({pods_deleted} Pods deleted by the agent)"
-                    );
-                    info!(%cluster, pods_deleted, "remote cleanup confirmed");
-                    ctx.events
-                        .publish(&job.object_ref(&()), Reason::RemotePodsGone, note)
-                        .await;
-                    Ok(Action::await_change())
-                }
-                outcome => Ok(awaiting_cleanup(&ctx, &job, &cluster, outcome).await),
+            if let Some(left) =
+                finished_at(&job).and_then(|at| remaining(Timestamp::now(), at, keep))
+            {
+                debug!(?left, "keeping the finished Job's mirror for its logs");
+                return Ok(Action::requeue(left));
             }
+            release(
+                &job,
+                &key,
+                &uid,
+                assigned,
+                DeleteReason::RetentionExpired,
+                &jobs,
+                &ctx,
+            )
+            .await
+            .map_err(kube_err)
+        }
+        Lifecycle::Finished => {
+            if let Some(cluster) = &assigned {
+                ctx.fleet.forget(cluster, &uid);
+            }
+            let keep = ctx.config.retention.manager_after_finished;
+            expire(&job, finished_at(&job), keep, "finished", &jobs, &ctx)
+                .await
+                .map_err(kube_err)
+        }
+        Lifecycle::Deleting if has_finalizer(&job) => release(
+            &job,
+            &key,
+            &uid,
+            assigned,
+            DeleteReason::ManagerJobDeleted,
+            &jobs,
+            &ctx,
+        )
+        .await
+        .map_err(kube_err),
+        Lifecycle::Deleting => {
+            if let Some(cluster) = &assigned {
+                ctx.fleet.forget(cluster, &uid);
+            }
+            Ok(Action::await_change())
         }
     }
+}
+
+/// Has the mirror deleted and, once the agent confirmed it and every Pod
+/// gone, releases the manager Job.
+async fn release(
+    job: &Job,
+    key: &ObjectRef<Job>,
+    uid: &str,
+    assigned: Option<String>,
+    reason: DeleteReason,
+    jobs: &Api<Job>,
+    ctx: &Context,
+) -> Result<Action, kube::Error> {
+    let Some(cluster) = assigned else {
+        remove_finalizer(jobs, job).await?;
+        return Ok(Action::await_change());
+    };
+    match ctx.fleet.cleanup(&cluster, uid, key, reason) {
+        Cleanup::Gone { pods_deleted } => {
+            remove_finalizer(jobs, job).await?;
+            ctx.fleet.forget(&cluster, uid);
+            let note = format!(
+                "mirror Job and every Pod gone from cluster {cluster} ({pods_deleted} Pods deleted by the agent)"
+            );
+            info!(%cluster, pods_deleted, "remote cleanup confirmed");
+            ctx.events
+                .publish(&job.object_ref(&()), Reason::RemotePodsGone, note)
+                .await;
+            Ok(Action::await_change())
+        }
+        outcome => Ok(awaiting_cleanup(ctx, job, &cluster, outcome).await),
+    }
+}
+
+/// Deletes the manager Job once `keep` has passed since `since` (paced, so a
+/// backlog is worked off gradually); `None` keeps it for good.
+async fn expire(
+    job: &Job,
+    since: Option<Timestamp>,
+    keep: Option<Duration>,
+    what: &str,
+    jobs: &Api<Job>,
+    ctx: &Context,
+) -> Result<Action, kube::Error> {
+    let (Some(keep), Some(since)) = (keep, since) else {
+        return Ok(Action::await_change());
+    };
+    if let Some(left) = remaining(Timestamp::now(), since, keep) {
+        return Ok(Action::requeue(left));
+    }
+    ctx.deletions.wait().await;
+    let params = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        preconditions: Some(Preconditions {
+            uid: job.uid(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match jobs.delete(&job.name_any(), &params).await {
+        Ok(_) => {
+            info!(after = ?keep, "deleting the manager Job: {what} and its retention ran out");
+            ctx.deletions.done();
+        }
+        Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => {}
+        Err(e) => return Err(e),
+    }
+    Ok(Action::await_change())
 }
 
 async fn awaiting_cleanup(ctx: &Context, job: &Job, cluster: &str, outcome: Cleanup) -> Action {
@@ -188,7 +292,11 @@ async fn dispatch(
                 .await;
             Action::requeue(RESYNC)
         }
-        Apply::InPlace | Apply::Rejected(..) => Action::requeue(RESYNC),
+        Apply::Rejected(..) => {
+            deactivate(jobs, job).await?;
+            Action::await_change()
+        }
+        Apply::InPlace => Action::requeue(RESYNC),
         Apply::AwaitingGone => Action::requeue(AWAIT_AGENT),
         Apply::Disconnected => Action::requeue(AWAIT_CLUSTER),
     };
@@ -227,10 +335,19 @@ async fn hold(jobs: &Api<Job>, job: &Job, cluster: &str) -> Result<(), kube::Err
     Ok(())
 }
 
-fn has_finalizer(job: &Job) -> bool {
-    job.finalizers()
-        .iter()
-        .any(|f| f == REMOTE_CLEANUP_FINALIZER)
+/// Marks a Job whose mirror the worker refused: it is not dispatched again,
+/// and `retention.afterDeactivated` counts from now.
+async fn deactivate(jobs: &Api<Job>, job: &Job) -> Result<(), kube::Error> {
+    let now = Timestamp::now().to_string();
+    let patch = serde_json::json!({"metadata": {"annotations": {DEACTIVATED_ANNOTATION: now}}});
+    jobs.patch(
+        &job.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    info!("deactivated: the worker refused the mirror");
+    Ok(())
 }
 
 /// Removes the finalizer by index, with a test so a concurrent change fails

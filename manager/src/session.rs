@@ -25,9 +25,11 @@ use tracing::{Instrument, info, info_span, warn};
 
 use crate::events::{Events, Reason, job_reference};
 use crate::fleet::{Fleet, Outbox, message};
-use crate::mirror::{Lifecycle, is_relayed, lifecycle, revision};
+use crate::mirror::{is_relayed, revision};
 use crate::placement::assigned_cluster;
+use crate::retention::keeps_mirror;
 use crate::status;
+use k8s_openapi::jiff::Timestamp;
 
 /// Heartbeats missed before a session is dropped.
 const MISSED_HEARTBEATS: u32 = 3;
@@ -45,6 +47,8 @@ pub struct Sessions {
     pub events: Events,
     pub origin: String,
     pub heartbeat_interval: Duration,
+    /// `retention.remoteAfterFinished`: finished Jobs keep their mirror this long.
+    pub remote_retention: Duration,
 }
 
 type ManagerStream = Pin<Box<dyn Stream<Item = Result<ManagerMessage, Status>> + Send>>;
@@ -100,9 +104,17 @@ impl Sessions {
         outbox: Outbox,
     ) {
         let cluster = hello.cluster.clone();
+        // Heartbeats start at once: the agent must not count the manager as
+        // silent while its cache is still filling.
+        let heartbeats = tokio::spawn(send_heartbeats(
+            Arc::clone(&self.fleet),
+            cluster.clone(),
+            outbox.clone(),
+            self.heartbeat_interval,
+        ));
         // An empty DesiredSet from a cold cache would read as "delete all".
         self.jobs.wait_until_ready().await.ok();
-        let desired = desired_set(&self.jobs, &cluster);
+        let desired = desired_set(&self.jobs, &cluster, self.remote_retention);
         info!(
             inventory = hello.inventory.len(),
             desired = desired.len(),
@@ -110,13 +122,7 @@ impl Sessions {
         );
         let session = self
             .fleet
-            .connect(&cluster, &hello.inventory, desired, outbox.clone());
-        let heartbeats = tokio::spawn(send_heartbeats(
-            Arc::clone(&self.fleet),
-            cluster.clone(),
-            outbox,
-            self.heartbeat_interval,
-        ));
+            .connect(&cluster, &hello.inventory, desired, outbox);
 
         let silence = self.heartbeat_interval * MISSED_HEARTBEATS;
         let reason = loop {
@@ -216,14 +222,20 @@ impl Sessions {
     }
 }
 
-/// The mirrors `cluster` should hold: its active Jobs.
-fn desired_set(jobs: &Store<Job>, cluster: &str) -> Vec<(DesiredMirror, ObjectRef<Job>)> {
+/// The mirrors `cluster` should hold: its active Jobs, and finished ones
+/// whose remote retention has not run out.
+fn desired_set(
+    jobs: &Store<Job>,
+    cluster: &str,
+    remote_retention: Duration,
+) -> Vec<(DesiredMirror, ObjectRef<Job>)> {
+    let now = Timestamp::now();
     jobs.state()
         .iter()
         .filter(|job| {
             is_relayed(job)
                 && assigned_cluster(job) == Some(cluster)
-                && lifecycle(job) == Lifecycle::Active
+                && keeps_mirror(job, now, remote_retention)
         })
         .filter_map(|job| {
             let mirror = DesiredMirror {

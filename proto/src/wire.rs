@@ -22,3 +22,15 @@ pub const MANIFEST_ENCODING: &str = "application/json";
 
 /// Annotation on mirror Jobs: the manager Job revision they were applied from.
 pub const REVISION_ANNOTATION: &str = "jobrelay.dev/revision";
+
+/// Annotation a user may set on a manager Job: how long to keep its worker Job
+/// and Pods after it finished (a duration such as `10m`), overriding
+/// `retention.remoteAfterFinished`.
+pub const REMOTE_RETENTION_ANNOTATION: &str = "jobrelay.dev/remote-after-finished";
+
+/// Annotation on a manager Job that jobrelay deactivated: when (RFC 3339).
+pub const DEACTIVATED_ANNOTATION: &str = "jobrelay.dev/deactivated-at";
+
+/// Annotation on mirror Jobs: the owner of the manager Job (`CronJob/<name>`),
+/// kept as a record since owner references do not cross clusters.
+pub const OWNER_ANNOTATION: &str = "jobrelay.dev/manager-owner";

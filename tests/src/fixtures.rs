@@ -23,6 +23,7 @@ pub struct TestJob {
     namespace: String,
     pod_annotations: BTreeMap<String, String>,
     labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
     parallelism: i32,
     completions: i32,
     backoff_limit: i32,
@@ -38,6 +39,7 @@ impl TestJob {
             namespace: namespace.into(),
             pod_annotations: BTreeMap::from([(RUN_FOR.to_string(), "1s".to_string())]),
             labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
             parallelism: 1,
             completions: 1,
             backoff_limit: 0,
@@ -81,6 +83,12 @@ impl TestJob {
         self
     }
 
+    /// An annotation on the Job itself (not its Pods).
+    pub fn annotate(mut self, key: &str, value: &str) -> Self {
+        self.annotations.insert(key.into(), value.into());
+        self
+    }
+
     /// Sets `spec.managedBy`, e.g. to `jobrelay.dev/manager`.
     pub fn managed_by(mut self, manager: &str) -> Self {
         self.managed_by = Some(manager.into());
@@ -98,6 +106,7 @@ impl TestJob {
                 name: Some(self.name),
                 namespace: Some(self.namespace),
                 labels: (!self.labels.is_empty()).then_some(self.labels),
+                annotations: (!self.annotations.is_empty()).then_some(self.annotations),
                 ..Default::default()
             },
             spec: Some(JobSpec {

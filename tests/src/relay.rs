@@ -52,10 +52,25 @@ pub fn binaries() -> anyhow::Result<(PathBuf, PathBuf)> {
     Ok((bin.join("jobrelay-manager"), bin.join("jobrelay-agent")))
 }
 
+/// How a test wants jobrelay configured.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The manager's configuration file, as YAML text.
+    pub manager_config: Option<String>,
+    /// The agents' configuration file, as YAML text.
+    pub agent_config: Option<String>,
+}
+
 impl Relay {
     /// Starts the manager on the set's manager cluster and one agent per
-    /// worker, and waits until every agent has a session.
+    /// worker, with the default configuration, and waits until every agent
+    /// has a session.
     pub async fn start(set: &ClusterSet) -> anyhow::Result<Relay> {
+        Relay::start_with(set, Options::default()).await
+    }
+
+    /// Like [`Relay::start`], configured by `options`.
+    pub async fn start_with(set: &ClusterSet, options: Options) -> anyhow::Result<Relay> {
         let (manager_bin, agent_bin) = binaries()?;
         let logs = set.state_dir.join("logs");
         std::fs::create_dir_all(&logs)?;
@@ -74,6 +89,11 @@ impl Relay {
             "1s",
             "--insecure-plaintext",
         ]);
+        if let Some(config) = &options.manager_config {
+            let path = set.state_dir.join("jobrelay-manager.yaml");
+            std::fs::write(&path, config)?;
+            manager.arg("--config").arg(path);
+        }
         let manager = start_logged(manager, &logs.join("jobrelay-manager.log"))?;
 
         let mut agents = Vec::new();
@@ -90,6 +110,11 @@ impl Relay {
                 "3s",
                 "--insecure-plaintext",
             ]);
+            if let Some(config) = &options.agent_config {
+                let path = set.state_dir.join("jobrelay-agent.yaml");
+                std::fs::write(&path, config)?;
+                agent.arg("--config").arg(path);
+            }
             agents.push(start_logged(
                 agent,
                 &logs.join(format!("jobrelay-agent-{}.log", worker.name)),
@@ -114,6 +139,11 @@ impl Relay {
             .chain(&self.agents)
             .map(Child::id)
             .collect()
+    }
+
+    /// The manager's log so far.
+    pub fn manager_log(&self) -> String {
+        std::fs::read_to_string(self.logs.join("jobrelay-manager.log")).unwrap_or_default()
     }
 
     /// Waits until the manager logged a session for `cluster`.

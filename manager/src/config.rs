@@ -1,0 +1,224 @@
+//! The manager's configuration file (YAML), read and validated once at start
+//! into typed values. A bad value stops the process with a message naming the
+//! field and the value.
+
+use std::path::Path;
+use std::time::Duration;
+
+use jobrelay_proto::duration;
+use serde::Deserialize;
+
+/// Validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub retention: Retention,
+    /// Manager Jobs deleted per second by retention, at most (a backlog at
+    /// start is worked off at this pace, not in one burst).
+    pub deletions_per_second: f64,
+}
+
+/// How long finished and deactivated Jobs are kept.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retention {
+    /// Keep the worker Job and its Pods this long after the Job finished.
+    pub remote_after_finished: Duration,
+    /// Delete the manager Job this long after it finished; `None`: never.
+    pub manager_after_finished: Option<Duration>,
+    /// Delete a manager Job this long after jobrelay deactivated it; `None`: never.
+    pub after_deactivated: Option<Duration>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            retention: Retention {
+                remote_after_finished: Duration::ZERO,
+                manager_after_finished: None,
+                after_deactivated: None,
+            },
+            deletions_per_second: 20.0,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Syntax { path: String, message: String },
+    #[error("{path}: {field}: {source}")]
+    Duration {
+        path: String,
+        field: &'static str,
+        #[source]
+        source: duration::DurationError,
+    },
+    #[error("{path}: {field}: {value} is not a positive number")]
+    NotPositive {
+        path: String,
+        field: &'static str,
+        value: f64,
+    },
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawConfig {
+    #[serde(default)]
+    retention: RawRetention,
+    deletions_per_second: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawRetention {
+    remote_after_finished: Option<String>,
+    manager_after_finished: Option<String>,
+    after_deactivated: Option<String>,
+}
+
+impl Config {
+    /// Reads and validates a configuration file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Config::parse(&path.display().to_string(), &text)
+    }
+
+    /// Validates configuration text; `path` names it in errors.
+    pub fn parse(path: &str, text: &str) -> Result<Config, ConfigError> {
+        let raw: RawConfig = if text.trim().is_empty() {
+            RawConfig::default()
+        } else {
+            serde_yaml_ng::from_str(text).map_err(|e| ConfigError::Syntax {
+                path: path.into(),
+                message: e.to_string(),
+            })?
+        };
+        let defaults = Config::default();
+        let duration = |field: &'static str,
+                        value: &Option<String>|
+         -> Result<Option<Duration>, ConfigError> {
+            value
+                .as_deref()
+                .map(|v| {
+                    duration::parse(v).map_err(|source| ConfigError::Duration {
+                        path: path.into(),
+                        field,
+                        source,
+                    })
+                })
+                .transpose()
+        };
+        let retention = Retention {
+            remote_after_finished: duration(
+                "retention.remoteAfterFinished",
+                &raw.retention.remote_after_finished,
+            )?
+            .unwrap_or(defaults.retention.remote_after_finished),
+            manager_after_finished: duration(
+                "retention.managerAfterFinished",
+                &raw.retention.manager_after_finished,
+            )?,
+            after_deactivated: duration(
+                "retention.afterDeactivated",
+                &raw.retention.after_deactivated,
+            )?,
+        };
+        let deletions_per_second = raw
+            .deletions_per_second
+            .unwrap_or(defaults.deletions_per_second);
+        if !(deletions_per_second.is_finite() && deletions_per_second > 0.0) {
+            return Err(ConfigError::NotPositive {
+                path: path.into(),
+                field: "deletionsPerSecond",
+                value: deletions_per_second,
+            });
+        }
+        Ok(Config {
+            retention,
+            deletions_per_second,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_file_means_the_defaults() {
+        assert_eq!(Config::parse("c.yaml", "").unwrap(), Config::default());
+        let defaults = Config::default();
+        assert_eq!(defaults.retention.remote_after_finished, Duration::ZERO);
+        assert_eq!(defaults.retention.manager_after_finished, None);
+    }
+
+    #[test]
+    fn reads_durations_as_kubernetes_users_write_them() {
+        let config = Config::parse(
+            "c.yaml",
+            "retention:\n  remoteAfterFinished: 15m\n  managerAfterFinished: 1h30m\n  afterDeactivated: 90s\ndeletionsPerSecond: 5\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.retention.remote_after_finished,
+            Duration::from_secs(900)
+        );
+        assert_eq!(
+            config.retention.manager_after_finished,
+            Some(Duration::from_secs(5400))
+        );
+        assert_eq!(
+            config.retention.after_deactivated,
+            Some(Duration::from_secs(90))
+        );
+        assert_eq!(config.deletions_per_second, 5.0);
+    }
+
+    #[test]
+    fn a_bad_value_names_the_field_and_the_value() {
+        let err = Config::parse("c.yaml", "retention:\n  managerAfterFinished: -1h\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("retention.managerAfterFinished")
+                && err.contains("-1h")
+                && err.contains("negative"),
+            "{err}"
+        );
+        let err = Config::parse("c.yaml", "retention:\n  remoteAfterFinished: soon\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("retention.remoteAfterFinished") && err.contains("soon"),
+            "{err}"
+        );
+        let err = Config::parse("c.yaml", "retention:\n  afterDeactivated: 100000h\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("retention.afterDeactivated") && err.contains("longer than a year"),
+            "{err}"
+        );
+        let err = Config::parse("c.yaml", "deletionsPerSecond: 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("deletionsPerSecond"), "{err}");
+    }
+
+    #[test]
+    fn an_unknown_field_is_refused_by_name() {
+        let err = Config::parse("c.yaml", "retention:\n  remoteAfterFinishd: 5m\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("remoteAfterFinishd"), "{err}");
+    }
+}

@@ -1,0 +1,313 @@
+//! Retention policies on real clusters: a finished Job's mirror kept for its
+//! logs and then removed (Pods confirmed gone), a Job's own annotation
+//! overriding that, the manager Job deleted after it finished or after it was
+//! deactivated, and a backlog of expired Jobs at start worked off at a pace.
+
+use std::time::Duration;
+
+use jobrelay_e2e::fixtures::TestJob;
+use jobrelay_e2e::kit::{self, Clusters};
+use jobrelay_e2e::leaks::assert_no_leaks;
+use jobrelay_e2e::relay::{Options, Relay};
+use jobrelay_e2e::wait::{self, Seen};
+use jobrelay_proto::wire::{
+    CLUSTER_KEY, DEACTIVATED_ANNOTATION, MANAGED_BY, REMOTE_CLEANUP_FINALIZER,
+    REMOTE_RETENTION_ANNOTATION,
+};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::jiff::{Timestamp, ToSpan};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use tokio::sync::OnceCell;
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+const REMOTE_AFTER_FINISHED: Duration = Duration::from_secs(8);
+const MANAGER_AFTER_FINISHED: Duration = Duration::from_secs(15);
+const BACKLOG: usize = 120;
+const BACKLOG_NAMESPACE: &str = "backlog";
+
+const CONFIG: &str = "
+retention:
+  remoteAfterFinished: 8s
+  managerAfterFinished: 15s
+  afterDeactivated: 5s
+deletionsPerSecond: 20
+";
+
+static RELAY: OnceCell<Relay> = OnceCell::const_new();
+
+/// The clusters, a backlog of long-expired finished Jobs created before the
+/// manager started, and the manager with the retention configuration above.
+async fn relay() -> (&'static Clusters, &'static Relay) {
+    let clusters = kit::clusters(2);
+    let relay = RELAY
+        .get_or_init(|| async {
+            create_backlog(clusters).await;
+            let options = Options {
+                manager_config: Some(CONFIG.into()),
+                ..Default::default()
+            };
+            Relay::start_with(clusters.set(), options)
+                .await
+                .unwrap_or_else(|e| panic!("starting jobrelay: {e:#}"))
+        })
+        .await;
+    (clusters, relay)
+}
+
+/// Manager Jobs that finished two hours ago, long past `managerAfterFinished`.
+async fn create_backlog(clusters: &Clusters) {
+    let client = kit::client(clusters.manager()).await;
+    kit::create_namespace(&client, BACKLOG_NAMESPACE).await;
+    let jobs: Api<Job> = Api::namespaced(client, BACKLOG_NAMESPACE);
+    let started = Timestamp::now() - 3.hours();
+    let finished = Timestamp::now() - 2.hours();
+    for i in 0..BACKLOG {
+        let name = format!("old-{i}");
+        let job = TestJob::new(BACKLOG_NAMESPACE, &name)
+            .managed_by(MANAGED_BY)
+            .build();
+        jobs.create(&PostParams::default(), &job)
+            .await
+            .expect("create backlog Job");
+        let condition = |type_: &str| {
+            serde_json::json!({"type": type_, "status": "True", "lastTransitionTime": finished.to_string(),
+                "reason": "CompletionsReached", "message": "Reached expected number of succeeded pods"})
+        };
+        let status = serde_json::json!({"status": {
+            "startTime": started.to_string(), "completionTime": finished.to_string(), "succeeded": 1,
+            "conditions": [condition("SuccessCriteriaMet"), condition("Complete")],
+        }});
+        jobs.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .expect("finish backlog Job");
+    }
+}
+
+struct Scenario {
+    clusters: &'static Clusters,
+    relay: &'static Relay,
+    ns: String,
+    jobs: Api<Job>,
+}
+
+impl Scenario {
+    async fn new(prefix: &str) -> Scenario {
+        let (clusters, relay) = relay().await;
+        let ns = kit::namespace_everywhere(clusters, prefix).await;
+        let jobs = Api::namespaced(kit::client(clusters.manager()).await, &ns);
+        Scenario {
+            clusters,
+            relay,
+            ns,
+            jobs,
+        }
+    }
+
+    async fn create(&self, job: TestJob) -> Job {
+        self.jobs
+            .create(&PostParams::default(), &job.managed_by(MANAGED_BY).build())
+            .await
+            .expect("create Job")
+    }
+
+    /// Polls the manager Job until `check` accepts it.
+    async fn wait_job<T>(
+        &self,
+        name: &str,
+        what: &str,
+        check: impl Fn(Option<Job>) -> Result<T, String>,
+    ) -> T {
+        wait::until(format!("Job {name}: {what}"), TIMEOUT, || async {
+            match self.jobs.get_opt(name).await {
+                Ok(job) => match check(job) {
+                    Ok(value) => Seen::Ready(value),
+                    Err(seen) => Seen::Waiting(seen),
+                },
+                Err(e) => Seen::Waiting(e.to_string()),
+            }
+        })
+        .await
+    }
+
+    async fn wait_finished(&self, name: &str) -> Timestamp {
+        self.wait_job(name, "finished", |job| {
+            let job = job.ok_or("gone")?;
+            job.status
+                .iter()
+                .flat_map(|s| s.conditions.iter().flatten())
+                .find(|c| c.type_ == "Complete" && c.status == "True")
+                .and_then(|c| c.last_transition_time.as_ref().map(|t| t.0))
+                .ok_or_else(|| format!("status {:?}", job.status))
+        })
+        .await
+    }
+
+    async fn wait_released(&self, name: &str) {
+        self.wait_job(name, "released", |job| match job {
+            Some(job)
+                if job
+                    .finalizers()
+                    .iter()
+                    .any(|f| f == REMOTE_CLEANUP_FINALIZER) =>
+            {
+                Err("held".into())
+            }
+            _ => Ok(()),
+        })
+        .await
+    }
+
+    async fn wait_gone(&self, name: &str) -> Timestamp {
+        self.wait_job(name, "deleted", |job| match job {
+            None => Ok(Timestamp::now()),
+            Some(job) => Err(format!("still there, finalizers {:?}", job.finalizers())),
+        })
+        .await
+    }
+
+    async fn mirror_exists(&self, name: &str) -> bool {
+        for worker in self.clusters.workers() {
+            let jobs: Api<Job> = Api::namespaced(kit::client(worker).await, &self.ns);
+            if jobs.get_opt(name).await.expect("get mirror").is_some() {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+fn seconds_between(from: Timestamp, to: Timestamp) -> f64 {
+    to.duration_since(from).as_secs_f64()
+}
+
+#[tokio::test]
+async fn a_finished_jobs_mirror_stays_for_its_logs_then_both_go_in_turn() {
+    let s = Scenario::new("keep").await;
+    s.create(TestJob::new(&s.ns, "logs").run_for("1s")).await;
+    let finished = s.wait_finished("logs").await;
+    assert!(
+        s.mirror_exists("logs").await,
+        "the mirror is kept after the Job finished"
+    );
+
+    s.wait_released("logs").await;
+    let released = Timestamp::now();
+    assert!(
+        !s.mirror_exists("logs").await,
+        "the mirror is gone once the Job is released"
+    );
+    assert_no_leaks(s.clusters.set(), &s.relay.origin, &s.ns).await;
+    let kept = seconds_between(finished, released);
+    assert!(
+        kept >= REMOTE_AFTER_FINISHED.as_secs_f64() - 1.0,
+        "mirror kept {kept:.1}s, retention is 8s"
+    );
+
+    let deleted = s.wait_gone("logs").await;
+    let lived = seconds_between(finished, deleted);
+    assert!(
+        lived >= MANAGER_AFTER_FINISHED.as_secs_f64() - 1.0,
+        "manager Job deleted {lived:.1}s after it finished, retention is 15s"
+    );
+}
+
+#[tokio::test]
+async fn a_jobs_annotation_keeps_its_mirror_longer() {
+    let s = Scenario::new("override").await;
+    s.create(TestJob::new(&s.ns, "default").run_for("1s")).await;
+    s.create(
+        TestJob::new(&s.ns, "longer")
+            .run_for("1s")
+            .annotate(REMOTE_RETENTION_ANNOTATION, "1h"),
+    )
+    .await;
+
+    s.wait_finished("longer").await;
+    s.wait_released("default").await;
+    assert!(
+        s.mirror_exists("longer").await,
+        "the 1h annotation keeps the mirror after the default ran out"
+    );
+    let held = s.jobs.get("longer").await.expect("get");
+    assert!(
+        held.finalizers()
+            .iter()
+            .any(|f| f == REMOTE_CLEANUP_FINALIZER)
+    );
+
+    s.jobs
+        .delete("longer", &Default::default())
+        .await
+        .expect("delete");
+    s.wait_gone("longer").await;
+    assert_no_leaks(s.clusters.set(), &s.relay.origin, &s.ns).await;
+}
+
+#[tokio::test]
+async fn a_deactivated_job_is_deleted_after_its_retention() {
+    let (clusters, relay) = relay().await;
+    // A namespace on the manager only: the worker refuses the mirror.
+    let client = kit::client(clusters.manager()).await;
+    let ns = kit::namespace(&client, "nowhere").await;
+    let jobs: Api<Job> = Api::namespaced(client, &ns);
+    let job = TestJob::new(&ns, "refused")
+        .managed_by(MANAGED_BY)
+        .label(CLUSTER_KEY, "worker-1")
+        .build();
+    jobs.create(&PostParams::default(), &job)
+        .await
+        .expect("create Job");
+
+    let deactivated = wait::until("Job refused deactivated", TIMEOUT, || async {
+        match jobs.get_opt("refused").await {
+            Ok(Some(job)) => match job.annotations().get(DEACTIVATED_ANNOTATION) {
+                Some(at) => Seen::Ready(at.parse::<Timestamp>().expect("RFC 3339")),
+                None => Seen::Waiting(format!("annotations {:?}", job.annotations())),
+            },
+            Ok(None) => Seen::Waiting("gone before it was seen deactivated".into()),
+            Err(e) => Seen::Waiting(e.to_string()),
+        }
+    })
+    .await;
+    wait::until("deactivated Job refused deleted", TIMEOUT, || async {
+        match jobs.get_opt("refused").await {
+            Ok(None) => Seen::Ready(()),
+            Ok(Some(job)) => Seen::Waiting(format!("finalizers {:?}", job.finalizers())),
+            Err(e) => Seen::Waiting(e.to_string()),
+        }
+    })
+    .await;
+    assert!(
+        seconds_between(deactivated, Timestamp::now()) >= 4.0,
+        "deleted after afterDeactivated (5s)"
+    );
+    assert_no_leaks(clusters.set(), &relay.origin, &ns).await;
+}
+
+#[tokio::test]
+async fn a_backlog_of_expired_jobs_is_worked_off_at_a_pace() {
+    let (clusters, relay) = relay().await;
+    let jobs: Api<Job> = Api::namespaced(kit::client(clusters.manager()).await, BACKLOG_NAMESPACE);
+    wait::until(
+        format!("all {BACKLOG} expired Jobs deleted"),
+        TIMEOUT,
+        || async {
+            match jobs.list(&ListParams::default()).await {
+                Ok(list) if list.items.is_empty() => Seen::Ready(()),
+                Ok(list) => Seen::Waiting(format!("{} left", list.items.len())),
+                Err(e) => Seen::Waiting(e.to_string()),
+            }
+        },
+    )
+    .await;
+    let log = relay.manager_log();
+    let progress = log
+        .lines()
+        .filter(|l| l.contains("retention: manager Jobs deleted so far"))
+        .count();
+    assert!(
+        progress >= 2,
+        "the backlog's progress is logged as it goes; {progress} progress lines"
+    );
+}
