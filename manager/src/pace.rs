@@ -46,7 +46,7 @@ impl Pace {
     pub fn done(&self) {
         let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
         let waiting = self.waiting.load(Ordering::Relaxed);
-        if done % LOG_EVERY == 0 || waiting == 0 {
+        if done.is_multiple_of(LOG_EVERY) || waiting == 0 {
             info!(
                 deleted = done,
                 waiting, "retention: manager Jobs deleted so far"
