@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Api, ObjectMeta, PostParams};
 
 use crate::cluster::{ClusterInfo, ClusterSet};
-use crate::relay::Relay;
+use crate::relay::{Options, Relay};
 use crate::supervisor::Supervisor;
 use crate::wait::{self, Seen};
 
@@ -105,10 +105,16 @@ static RELAY: tokio::sync::OnceCell<Relay> = tokio::sync::OnceCell::const_new();
 /// and one agent per worker, started on first use and shared by the tests of
 /// this process.
 pub async fn relay() -> (&'static Clusters, &'static Relay) {
-    let clusters = clusters(2);
+    relay_with(2, Options::default()).await
+}
+
+/// Like [`relay`], with `workers` workers and jobrelay configured by
+/// `options` (the first call in a process decides).
+pub async fn relay_with(workers: usize, options: Options) -> (&'static Clusters, &'static Relay) {
+    let clusters = clusters(workers);
     let relay = RELAY
         .get_or_init(|| async {
-            Relay::start(clusters.set())
+            Relay::start_with(clusters.set(), options)
                 .await
                 .unwrap_or_else(|e| panic!("starting jobrelay: {e:#}"))
         })

@@ -57,8 +57,8 @@ pub fn binaries() -> anyhow::Result<(PathBuf, PathBuf)> {
 pub struct Options {
     /// The manager's configuration file, as YAML text.
     pub manager_config: Option<String>,
-    /// The agents' configuration file, as YAML text.
-    pub agent_config: Option<String>,
+    /// The agents' configuration file, as YAML text, by worker name.
+    pub agent_configs: std::collections::BTreeMap<String, String>,
 }
 
 impl Relay {
@@ -110,8 +110,10 @@ impl Relay {
                 "3s",
                 "--insecure-plaintext",
             ]);
-            if let Some(config) = &options.agent_config {
-                let path = set.state_dir.join("jobrelay-agent.yaml");
+            if let Some(config) = options.agent_configs.get(&worker.name) {
+                let path = set
+                    .state_dir
+                    .join(format!("jobrelay-agent-{}.yaml", worker.name));
                 std::fs::write(&path, config)?;
                 agent.arg("--config").arg(path);
             }
@@ -144,6 +146,12 @@ impl Relay {
     /// The manager's log so far.
     pub fn manager_log(&self) -> String {
         std::fs::read_to_string(self.logs.join("jobrelay-manager.log")).unwrap_or_default()
+    }
+
+    /// The log of the agent of `worker` so far.
+    pub fn agent_log(&self, worker: &str) -> String {
+        std::fs::read_to_string(self.logs.join(format!("jobrelay-agent-{worker}.log")))
+            .unwrap_or_default()
     }
 
     /// Waits until the manager logged a session for `cluster`.

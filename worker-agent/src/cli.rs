@@ -20,6 +20,11 @@ pub struct Args {
     #[arg(long, env = "JOBRELAY_ORIGIN")]
     pub origin: String,
 
+    /// YAML configuration file (terminated-Pod lifetime); see
+    /// docs/operations.md. Without it, the defaults apply.
+    #[arg(long, env = "JOBRELAY_CONFIG")]
+    pub config: Option<std::path::PathBuf>,
+
     /// How long a Pod of a deleted mirror may outlive its Job before the agent
     /// deletes it itself (e.g. Pods orphaned by an earlier delete).
     #[arg(long, env = "JOBRELAY_ORPHAN_POD_GRACE", default_value = "10s", value_parser = jobrelay_proto::duration::parse)]

@@ -2,9 +2,11 @@
 //! and deletes mirror Jobs, reports their status, and confirms every Pod gone.
 
 pub mod cli;
+pub mod config;
 pub mod mirrors;
 pub mod report;
 pub mod session;
+pub mod terminated_pods;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +22,7 @@ use tonic::transport::Endpoint;
 use tracing::info;
 
 use crate::cli::Args;
+use crate::config::Config;
 use crate::mirrors::Mirrors;
 use crate::session::Agent;
 
@@ -38,7 +41,23 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .keep_alive_timeout(Duration::from_secs(10))
         .keep_alive_while_idle(true);
 
+    let config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    info!(?config, "configuration");
     let client = kube::Client::try_default().await?;
+    let terminated = match config.terminated_pods {
+        Some(policy) => {
+            terminated_pods::check(&client, &policy, &args.origin).await?;
+            tokio::spawn(terminated_pods::run(
+                client.clone(),
+                policy,
+                args.origin.clone(),
+            ))
+        }
+        None => tokio::spawn(futures::future::pending()),
+    };
     let changed = Arc::new(Notify::new());
     let selector = watcher::Config::default().labels(&format!("{ORIGIN_LABEL}={}", args.origin));
     let (jobs, job_writer) = reflector::store::<Job>();
@@ -78,6 +97,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         () = pod_watch => {}
         () = shutdown_signal() => info!("stopping"),
     }
+    terminated.abort();
     Ok(())
 }
 

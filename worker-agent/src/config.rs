@@ -1,0 +1,217 @@
+//! The agent's configuration file (YAML), read and validated once at start
+//! into typed values. A bad value stops the process with a message naming the
+//! field and the value.
+
+use std::path::Path;
+use std::time::Duration;
+
+use jobrelay_proto::duration;
+use serde::Deserialize;
+
+/// Validated configuration.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Config {
+    /// Lifetime of Succeeded and Failed Pods; `None`: Pods are left alone.
+    pub terminated_pods: Option<TerminatedPods>,
+}
+
+/// Which terminated Pods to delete, and when.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TerminatedPods {
+    /// Delete Succeeded Pods this long after they finished; `None`: keep them.
+    pub succeeded_after: Option<Duration>,
+    /// Delete Failed Pods this long after they finished; `None`: keep them.
+    pub failed_after: Option<Duration>,
+    /// Only these namespaces; empty: every namespace.
+    pub namespaces: Vec<String>,
+    /// Only Pods matching this label selector.
+    pub label_selector: Option<String>,
+    /// Also Pods jobrelay did not create (no origin label). Off unless the
+    /// operator asks for it.
+    pub include_unmirrored: bool,
+    /// Log what would be deleted, delete nothing.
+    pub dry_run: bool,
+    /// How often Pods are looked at.
+    pub interval: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Syntax { path: String, message: String },
+    #[error("{path}: {field}: {source}")]
+    Duration {
+        path: String,
+        field: &'static str,
+        #[source]
+        source: duration::DurationError,
+    },
+    #[error("{path}: {field}: {message}")]
+    Invalid {
+        path: String,
+        field: &'static str,
+        message: String,
+    },
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawConfig {
+    terminated_pods: Option<RawTerminatedPods>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawTerminatedPods {
+    succeeded_after: Option<String>,
+    failed_after: Option<String>,
+    #[serde(default)]
+    namespaces: Vec<String>,
+    label_selector: Option<String>,
+    #[serde(default)]
+    include_unmirrored: bool,
+    #[serde(default)]
+    dry_run: bool,
+    interval: Option<String>,
+}
+
+impl Config {
+    /// Reads and validates a configuration file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Config::parse(&path.display().to_string(), &text)
+    }
+
+    /// Validates configuration text; `path` names it in errors.
+    pub fn parse(path: &str, text: &str) -> Result<Config, ConfigError> {
+        let raw: RawConfig = if text.trim().is_empty() {
+            RawConfig::default()
+        } else {
+            serde_yaml_ng::from_str(text).map_err(|e| ConfigError::Syntax {
+                path: path.into(),
+                message: e.to_string(),
+            })?
+        };
+        let Some(pods) = raw.terminated_pods else {
+            return Ok(Config::default());
+        };
+        let duration = |field: &'static str,
+                        value: &Option<String>|
+         -> Result<Option<Duration>, ConfigError> {
+            value
+                .as_deref()
+                .map(|v| {
+                    duration::parse(v).map_err(|source| ConfigError::Duration {
+                        path: path.into(),
+                        field,
+                        source,
+                    })
+                })
+                .transpose()
+        };
+        let succeeded_after = duration("terminatedPods.succeededAfter", &pods.succeeded_after)?;
+        let failed_after = duration("terminatedPods.failedAfter", &pods.failed_after)?;
+        if succeeded_after.is_none() && failed_after.is_none() {
+            return Err(ConfigError::Invalid {
+                path: path.into(),
+                field: "terminatedPods",
+                message: "set succeededAfter, failedAfter or both".into(),
+            });
+        }
+        let interval =
+            duration("terminatedPods.interval", &pods.interval)?.unwrap_or(Duration::from_secs(30));
+        if interval.is_zero() {
+            return Err(ConfigError::Invalid {
+                path: path.into(),
+                field: "terminatedPods.interval",
+                message: format!(
+                    "{:?} must be longer than zero",
+                    pods.interval.unwrap_or_default()
+                ),
+            });
+        }
+        if let Some(empty) = pods.namespaces.iter().find(|n| n.trim().is_empty()) {
+            return Err(ConfigError::Invalid {
+                path: path.into(),
+                field: "terminatedPods.namespaces",
+                message: format!("{empty:?} is not a namespace name"),
+            });
+        }
+        Ok(Config {
+            terminated_pods: Some(TerminatedPods {
+                succeeded_after,
+                failed_after,
+                namespaces: pods.namespaces,
+                label_selector: pods.label_selector.filter(|s| !s.trim().is_empty()),
+                include_unmirrored: pods.include_unmirrored,
+                dry_run: pods.dry_run,
+                interval,
+            }),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_section_means_terminated_pods_are_left_alone() {
+        assert_eq!(Config::parse("a.yaml", "").unwrap(), Config::default());
+        assert!(Config::default().terminated_pods.is_none());
+    }
+
+    #[test]
+    fn reads_the_lifetimes_and_scope_with_safe_defaults() {
+        let config = Config::parse("a.yaml", "terminatedPods:\n  succeededAfter: 1h\n  failedAfter: 24h\n  namespaces: [ml]\n  labelSelector: team=vision\n").unwrap();
+        let pods = config.terminated_pods.unwrap();
+        assert_eq!(pods.succeeded_after, Some(Duration::from_secs(3600)));
+        assert_eq!(pods.failed_after, Some(Duration::from_secs(86400)));
+        assert_eq!(pods.namespaces, ["ml"]);
+        assert_eq!(pods.label_selector.as_deref(), Some("team=vision"));
+        assert!(
+            !pods.include_unmirrored,
+            "Pods jobrelay did not create are out of scope unless asked"
+        );
+        assert!(!pods.dry_run);
+        assert_eq!(pods.interval, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn bad_values_name_the_field_and_the_value() {
+        let err = Config::parse("a.yaml", "terminatedPods:\n  succeededAfter: -1h\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("terminatedPods.succeededAfter") && err.contains("-1h"),
+            "{err}"
+        );
+        let err = Config::parse("a.yaml", "terminatedPods:\n  dryRun: true\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("succeededAfter, failedAfter"), "{err}");
+        let err = Config::parse(
+            "a.yaml",
+            "terminatedPods:\n  failedAfter: 1m\n  interval: 0s\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("terminatedPods.interval"), "{err}");
+        let err = Config::parse(
+            "a.yaml",
+            "terminatedPods:\n  failedAfter: 1m\n  includeUnmirored: true\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("includeUnmirored"), "{err}");
+    }
+}
