@@ -12,6 +12,10 @@ pub struct Args {
     #[arg(long, env = "JOBRELAY_LISTEN", default_value = "0.0.0.0:8443")]
     pub listen: SocketAddr,
 
+    /// Address of the Prometheus `/metrics` endpoint.
+    #[arg(long, env = "JOBRELAY_METRICS_LISTEN", default_value = "0.0.0.0:9090")]
+    pub metrics_listen: SocketAddr,
+
     /// This manager's identity, written into the `jobrelay.dev/origin` label of every mirror.
     #[arg(long, env = "JOBRELAY_ORIGIN")]
     pub origin: String,

@@ -6,6 +6,7 @@ pub mod cli;
 pub mod config;
 pub mod events;
 pub mod fleet;
+pub mod metrics;
 pub mod mirror;
 pub mod pace;
 pub mod placement;
@@ -20,15 +21,17 @@ use futures::StreamExt;
 use jobrelay_proto::v1::relay_server::RelayServer;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::Api;
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, WatchStreamExt, controller, reflector, watcher};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::cli::Args;
 use crate::config::Config;
 use crate::events::Events;
 use crate::fleet::Fleet;
+use crate::metrics::Metrics;
 use crate::pace::Pace;
 use crate::reconcile::Context;
 use crate::session::{RelayService, Sessions};
@@ -52,15 +55,37 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let jobs: Api<Job> = Api::all(client.clone());
 
     let (triggers, triggered) = mpsc::unbounded_channel();
+    let triggers_for_jobs = triggers.clone();
     let fleet = Arc::new(Fleet::new(triggers));
     let events = Events::new(client.clone(), &args.origin);
+    // The Job cache is fed by a task of its own, never held back by busy
+    // reconciles. Sessions read it for their DesiredSet once it has listed
+    // every Job (`synced`; the store's own readiness future wakes only one of
+    // several waiters, and the controller is one already).
     let (store, writer) = reflector::store();
+    let (synced_tx, synced) = tokio::sync::watch::channel(false);
     let job_events = watcher(jobs, watcher::Config::default())
         .default_backoff()
-        .reflect(writer)
-        .touched_objects();
-
+        .reflect(writer);
+    let job_triggers = triggers_for_jobs.clone();
+    let cache = tokio::spawn(job_events.for_each(move |event| {
+        match event {
+            Ok(watcher::Event::Apply(job) | watcher::Event::InitApply(job)) => {
+                let _ = job_triggers.send(ObjectRef::from_obj(&job));
+            }
+            Ok(watcher::Event::InitDone) => {
+                if !*synced_tx.borrow() {
+                    info!("Job cache synced");
+                }
+                let _ = synced_tx.send(true);
+            }
+            Ok(watcher::Event::Delete(_) | watcher::Event::Init) => {}
+            Err(error) => warn!(%error, "Job watch error; retrying"),
+        }
+        futures::future::ready(())
+    }));
     let sessions = Arc::new(Sessions {
+        synced,
         fleet: Arc::clone(&fleet),
         jobs: store.clone(),
         events: events.clone(),
@@ -79,7 +104,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             shutdown_signal(),
         );
 
-    let deletions = Pace::per_second(config.deletions_per_second);
+    let deletions = Arc::new(Pace::per_second(config.deletions_per_second));
+    let metrics = Arc::new(Metrics {
+        fleet: Arc::clone(&fleet),
+        deletions: Arc::clone(&deletions),
+    });
     let ctx = Arc::new(Context {
         client,
         fleet,
@@ -88,7 +117,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         config,
         deletions,
     });
-    let controller = Controller::for_stream(job_events, store)
+    // Every reconcile is triggered through one channel: by Job changes and by
+    // what agents report.
+    let no_primary_stream = futures::stream::pending::<Result<Job, watcher::Error>>();
+    let controller = Controller::for_stream(no_primary_stream, store)
         .with_config(controller::Config::default().concurrency(CONCURRENCY))
         .reconcile_on(UnboundedReceiverStream::new(triggered))
         .graceful_shutdown_on(shutdown_signal())
@@ -97,8 +129,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     tokio::select! {
         served = server => served?,
+        served = metrics::serve(args.metrics_listen, metrics) => served?,
         () = controller => {}
     }
+    cache.abort();
     info!("stopped");
     Ok(())
 }

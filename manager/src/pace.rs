@@ -54,6 +54,11 @@ impl Pace {
         }
     }
 
+    /// Callers waiting for their turn now.
+    pub fn waiting(&self) -> u64 {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
     /// Deletions done since start.
     pub fn total(&self) -> u64 {
         self.done.load(Ordering::Relaxed)

@@ -63,7 +63,7 @@ pub struct Context {
     pub origin: String,
     pub config: Config,
     /// Paces deletions of manager Jobs by retention.
-    pub deletions: Pace,
+    pub deletions: Arc<Pace>,
 }
 
 #[instrument(skip_all, fields(job = %ObjectRef::from_obj(job.as_ref())))]

@@ -44,6 +44,8 @@ pub struct RelayService {
 pub struct Sessions {
     pub fleet: Arc<Fleet>,
     pub jobs: Store<Job>,
+    /// Turns true once `jobs` has listed every Job.
+    pub synced: tokio::sync::watch::Receiver<bool>,
     pub events: Events,
     pub origin: String,
     pub heartbeat_interval: Duration,
@@ -113,7 +115,8 @@ impl Sessions {
             self.heartbeat_interval,
         ));
         // An empty DesiredSet from a cold cache would read as "delete all".
-        self.jobs.wait_until_ready().await.ok();
+        let mut synced = self.synced.clone();
+        let _ = synced.wait_for(|synced| *synced).await;
         let desired = desired_set(&self.jobs, &cluster, self.remote_retention);
         info!(
             inventory = hello.inventory.len(),

@@ -17,6 +17,8 @@ pub const ORIGIN: &str = "e2e";
 pub struct Relay {
     pub origin: String,
     pub manager_url: String,
+    /// `127.0.0.1:<port>` of the manager's `/metrics`.
+    pub metrics_addr: String,
     logs: PathBuf,
     manager: Child,
     agents: Vec<Child>,
@@ -78,6 +80,10 @@ impl Relay {
             .local_addr()?
             .port();
         let manager_url = format!("http://127.0.0.1:{port}");
+        let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let metrics_addr = format!("127.0.0.1:{metrics_port}");
 
         let mut manager = Command::new(&manager_bin);
         manager.env("KUBECONFIG", &set.manager().kubeconfig).args([
@@ -89,6 +95,7 @@ impl Relay {
             "1s",
             "--insecure-plaintext",
         ]);
+        manager.args(["--metrics-listen", &metrics_addr]);
         if let Some(config) = &options.manager_config {
             let path = set.state_dir.join("jobrelay-manager.yaml");
             std::fs::write(&path, config)?;
@@ -125,6 +132,7 @@ impl Relay {
         let relay = Relay {
             origin: ORIGIN.into(),
             manager_url,
+            metrics_addr,
             logs,
             manager,
             agents,
@@ -141,6 +149,30 @@ impl Relay {
             .chain(&self.agents)
             .map(Child::id)
             .collect()
+    }
+
+    /// The manager's `/metrics` text.
+    pub async fn metrics(&self) -> anyhow::Result<String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(&self.metrics_addr).await?;
+        stream
+            .write_all(b"GET /metrics HTTP/1.0\r\nHost: jobrelay\r\n\r\n")
+            .await?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await?;
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, body)| body.to_string());
+        body.ok_or_else(|| anyhow::anyhow!("no HTTP body from {}: {response:?}", self.metrics_addr))
+    }
+
+    /// The value of one metric without labels, if present.
+    pub async fn metric(&self, name: &str) -> anyhow::Result<Option<f64>> {
+        let text = self.metrics().await?;
+        Ok(text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok()))
     }
 
     /// The manager's log so far.
@@ -178,6 +210,17 @@ impl Relay {
         )
         .await?;
         Ok(())
+    }
+}
+
+impl Drop for Relay {
+    /// Stops the manager and the agents (a Relay that failed to start must
+    /// not leave them running beside the next one).
+    fn drop(&mut self) {
+        for child in std::iter::once(&mut self.manager).chain(self.agents.iter_mut()) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 

@@ -1,0 +1,110 @@
+//! Prometheus metrics of the manager, served as text on `/metrics`.
+
+use std::convert::Infallible;
+use std::fmt::Write;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tracing::{info, warn};
+
+use crate::fleet::Fleet;
+use crate::pace::Pace;
+
+/// What the metrics are read from.
+pub struct Metrics {
+    pub fleet: Arc<Fleet>,
+    pub deletions: Arc<Pace>,
+}
+
+impl Metrics {
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let mut metric = |name: &str, kind: &str, help: &str, value: u64| {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+            );
+        };
+        metric(
+            "jobrelay_retention_deleted_total",
+            "counter",
+            "Manager Jobs deleted because their retention ran out.",
+            self.deletions.total(),
+        );
+        metric(
+            "jobrelay_retention_waiting",
+            "gauge",
+            "Manager Jobs due for deletion, waiting for their turn.",
+            self.deletions.waiting(),
+        );
+        metric(
+            "jobrelay_connected_clusters",
+            "gauge",
+            "Worker clusters with an open session.",
+            self.fleet.candidates().len() as u64,
+        );
+        out
+    }
+}
+
+/// Serves `/metrics` on `addr` until the process ends.
+pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    info!(listen = %listener.local_addr()?, "serving /metrics");
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let metrics = Arc::clone(&metrics);
+        tokio::spawn(async move {
+            let service =
+                hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
+                    let metrics = Arc::clone(&metrics);
+                    async move { Ok::<_, Infallible>(respond(&request, &metrics)) }
+                });
+            if let Err(error) = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                warn!(%error, "metrics connection failed");
+            }
+        });
+    }
+}
+
+fn respond(request: &Request<hyper::body::Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {
+    let (status, body) = if request.uri().path() == "/metrics" {
+        (200, metrics.render())
+    } else {
+        (404, "not found; metrics are on /metrics\n".to_string())
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or_default();
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_every_metric_in_prometheus_text() {
+        let (triggers, _) = tokio::sync::mpsc::unbounded_channel();
+        let metrics = Metrics {
+            fleet: Arc::new(Fleet::new(triggers)),
+            deletions: Arc::new(Pace::per_second(1.0)),
+        };
+        metrics.deletions.done();
+        let text = metrics.render();
+        assert!(text.contains("# TYPE jobrelay_retention_deleted_total counter\njobrelay_retention_deleted_total 1\n"), "{text}");
+        assert!(text.contains("jobrelay_retention_waiting 0\n"), "{text}");
+        assert!(text.contains("jobrelay_connected_clusters 0\n"), "{text}");
+    }
+}
