@@ -51,12 +51,11 @@ pub enum ConfigError {
     },
     #[error("{path}: {message}")]
     Syntax { path: String, message: String },
-    #[error("{path}: {field}: {source}")]
+    #[error("{path}: {source}")]
     Duration {
         path: String,
-        field: &'static str,
         #[source]
-        source: duration::DurationError,
+        source: duration::FieldError,
     },
     #[error("{path}: {field}: {value} is not a positive number")]
     NotPositive {
@@ -103,19 +102,11 @@ impl Config {
             })?
         };
         let defaults = Config::default();
-        let duration = |field: &'static str,
-                        value: &Option<String>|
-         -> Result<Option<Duration>, ConfigError> {
-            value
-                .as_deref()
-                .map(|v| {
-                    duration::parse(v).map_err(|source| ConfigError::Duration {
-                        path: path.into(),
-                        field,
-                        source,
-                    })
-                })
-                .transpose()
+        let duration = |field: &'static str, value: &Option<String>| {
+            duration::parse_field(field, value.as_deref()).map_err(|source| ConfigError::Duration {
+                path: path.into(),
+                source,
+            })
         };
         let retention = Retention {
             remote_after_finished: duration(

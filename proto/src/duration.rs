@@ -19,6 +19,26 @@ pub enum DurationError {
     Absurd(String),
 }
 
+/// A duration field of a configuration file that was refused, by name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {source}")]
+pub struct FieldError {
+    /// The field as the file spells it, e.g. `retention.remoteAfterFinished`.
+    pub field: &'static str,
+    #[source]
+    pub source: DurationError,
+}
+
+/// Parses an optional duration field of a configuration file.
+pub fn parse_field(
+    field: &'static str,
+    value: Option<&str>,
+) -> Result<Option<Duration>, FieldError> {
+    value
+        .map(|v| parse(v).map_err(|source| FieldError { field, source }))
+        .transpose()
+}
+
 const UNITS: [(&str, u64); 4] = [("ms", 1), ("s", 1_000), ("m", 60_000), ("h", 3_600_000)];
 const LONGEST: Duration = Duration::from_secs(366 * 24 * 3600);
 
@@ -96,5 +116,13 @@ mod tests {
             Err(DurationError::Absurd(_))
         ));
         assert!(parse("5x").unwrap_err().to_string().contains("\"5x\""));
+        let field = parse_field("retention.afterDeactivated", Some("-1h"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            field.starts_with("retention.afterDeactivated: \"-1h\" is negative"),
+            "{field}"
+        );
+        assert_eq!(parse_field("x", None), Ok(None));
     }
 }

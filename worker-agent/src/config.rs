@@ -45,12 +45,11 @@ pub enum ConfigError {
     },
     #[error("{path}: {message}")]
     Syntax { path: String, message: String },
-    #[error("{path}: {field}: {source}")]
+    #[error("{path}: {source}")]
     Duration {
         path: String,
-        field: &'static str,
         #[source]
-        source: duration::DurationError,
+        source: duration::FieldError,
     },
     #[error("{path}: {field}: {message}")]
     Invalid {
@@ -104,19 +103,11 @@ impl Config {
         let Some(pods) = raw.terminated_pods else {
             return Ok(Config::default());
         };
-        let duration = |field: &'static str,
-                        value: &Option<String>|
-         -> Result<Option<Duration>, ConfigError> {
-            value
-                .as_deref()
-                .map(|v| {
-                    duration::parse(v).map_err(|source| ConfigError::Duration {
-                        path: path.into(),
-                        field,
-                        source,
-                    })
-                })
-                .transpose()
+        let duration = |field: &'static str, value: &Option<String>| {
+            duration::parse_field(field, value.as_deref()).map_err(|source| ConfigError::Duration {
+                path: path.into(),
+                source,
+            })
         };
         let succeeded_after = duration("terminatedPods.succeededAfter", &pods.succeeded_after)?;
         let failed_after = duration("terminatedPods.failedAfter", &pods.failed_after)?;
