@@ -95,7 +95,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let workers = Workers::connect(&set).await?;
     let shown = Instant::now();
+    let mut refresh = tokio::time::interval(Duration::from_secs(1));
     loop {
+        refresh.tick().await;
         for (name, after) in &deletions {
             if shown.elapsed() >= *after
                 && jobs
@@ -111,7 +113,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         if rows.iter().all(|r| r.settled) || shown.elapsed() > DEADLINE {
             break;
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 
     println!();
