@@ -13,6 +13,8 @@ pub enum Reason {
     RemotePodsGone,
     ApplyRejected,
     ClusterLost,
+    /// No registered cluster can take the Job as it is pinned.
+    Unplaceable,
 }
 
 impl Reason {
@@ -25,12 +27,13 @@ impl Reason {
             Reason::RemotePodsGone => "RemotePodsGone",
             Reason::ApplyRejected => "ApplyRejected",
             Reason::ClusterLost => "ClusterLost",
+            Reason::Unplaceable => "Unplaceable",
         }
     }
 
     fn event_type(self) -> EventType {
         match self {
-            Reason::ApplyRejected | Reason::ClusterLost => EventType::Warning,
+            Reason::ApplyRejected | Reason::ClusterLost | Reason::Unplaceable => EventType::Warning,
             _ => EventType::Normal,
         }
     }

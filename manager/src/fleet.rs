@@ -15,6 +15,7 @@ use jobrelay_proto::v1::{
     ManagerMessage, MirrorPhase, RejectReason, manager_message::Kind,
 };
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::jiff::Timestamp;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -28,6 +29,23 @@ pub type Outbox = mpsc::UnboundedSender<ManagerMessage>;
 struct Cluster {
     session: Option<(u64, Outbox)>,
     mirrors: HashMap<String, MirrorView>,
+    /// When the last session opened or closed; `None` before the first.
+    since: Option<Timestamp>,
+    agent_version: String,
+    last_heard: Option<Timestamp>,
+    /// Disconnected for longer than its `lostAfter`.
+    lost: bool,
+}
+
+/// The state of one cluster's link, for its WorkerCluster status.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Link {
+    pub connected: bool,
+    /// When the last session opened or closed; `None` if none did since start.
+    pub since: Option<Timestamp>,
+    pub agent_version: String,
+    pub last_heard: Option<Timestamp>,
+    pub active_mirrors: u32,
 }
 
 /// What the manager sent and heard about one mirror on one cluster.
@@ -110,6 +128,7 @@ impl Fleet {
     pub fn connect(
         &self,
         cluster: &str,
+        agent_version: &str,
         inventory: &[InventoryEntry],
         desired: Vec<(DesiredMirror, ObjectRef<Job>)>,
         outbox: Outbox,
@@ -138,6 +157,10 @@ impl Fleet {
         let mirrors = desired.into_iter().map(|(m, _)| m).collect();
         let _ = outbox.send(message(Kind::DesiredSet(DesiredSet { mirrors })));
         state.session = Some((id, outbox));
+        state.since = Some(Timestamp::now());
+        state.last_heard = state.since;
+        state.agent_version = agent_version.to_string();
+        state.lost = false;
         drop(clusters);
         for key in keys {
             let _ = self.triggers.send(key);
@@ -152,7 +175,40 @@ impl Fleet {
             && state.session.as_ref().map(|(id, _)| *id) == Some(session)
         {
             state.session = None;
+            state.since = Some(Timestamp::now());
         }
+    }
+
+    /// Notes that the agent was heard from just now.
+    pub fn heard(&self, cluster: &str) {
+        if let Some(state) = self.lock().get_mut(cluster) {
+            state.last_heard = Some(Timestamp::now());
+        }
+    }
+
+    /// The state of a cluster's link.
+    pub fn link(&self, cluster: &str) -> Link {
+        self.lock()
+            .get(cluster)
+            .map_or_else(Link::default, |c| Link {
+                connected: c.session.is_some(),
+                since: c.since,
+                agent_version: c.agent_version.clone(),
+                last_heard: c.last_heard,
+                active_mirrors: held(c),
+            })
+    }
+
+    /// Marks a disconnected cluster Lost (or not); says whether that changed.
+    pub fn set_lost(&self, cluster: &str, lost: bool) -> bool {
+        let mut clusters = self.lock();
+        let state = clusters.entry(cluster.to_string()).or_default();
+        let lost = lost && state.session.is_none();
+        std::mem::replace(&mut state.lost, lost) != lost
+    }
+
+    pub fn is_lost(&self, cluster: &str) -> bool {
+        self.lock().get(cluster).is_some_and(|c| c.lost)
     }
 
     pub fn is_connected(&self, cluster: &str) -> bool {
@@ -162,15 +218,23 @@ impl Fleet {
     }
 
     /// Chooses the cluster for a Job that has none yet — the pinned one, else
-    /// the connected cluster with the fewest mirrors — and counts the Job
-    /// there at once, so Jobs created together spread. Asked again for the
-    /// same Job, it gives the same answer.
-    pub fn place(&self, uid: &str, key: &ObjectRef<Job>, pinned: Option<&str>) -> Option<String> {
+    /// the connected cluster with the fewest mirrors among those `eligible`
+    /// says may take it — and counts the Job there at once, so Jobs created
+    /// together spread. Asked again for the same Job, it gives the same answer.
+    pub fn place(
+        &self,
+        uid: &str,
+        key: &ObjectRef<Job>,
+        pinned: Option<&str>,
+        eligible: impl Fn(&str) -> bool,
+    ) -> Option<String> {
         let mut clusters = self.lock();
         if let Some((name, _)) = clusters.iter().find(|(_, c)| c.mirrors.contains_key(uid)) {
             return Some(name.clone());
         }
-        let choice = choose_cluster(pinned, &candidates(&clusters))?;
+        let mut candidates = candidates(&clusters);
+        candidates.retain(|c| eligible(&c.name));
+        let choice = choose_cluster(pinned, &candidates)?;
         let view = clusters
             .entry(choice.clone())
             .or_default()
@@ -341,13 +405,16 @@ impl Fleet {
 
     /// Heartbeat payload: the mirrors this cluster is known to hold.
     pub fn active_mirrors(&self, cluster: &str) -> u32 {
-        self.lock().get(cluster).map_or(0, |c| {
-            c.mirrors
-                .values()
-                .filter(|v| v.held_revision.is_some())
-                .count() as u32
-        })
+        self.lock().get(cluster).map_or(0, held)
     }
+}
+
+fn held(cluster: &Cluster) -> u32 {
+    cluster
+        .mirrors
+        .values()
+        .filter(|v| v.held_revision.is_some())
+        .count() as u32
 }
 
 fn candidates(clusters: &BTreeMap<String, Cluster>) -> Vec<Candidate> {
@@ -399,7 +466,7 @@ mod tests {
     fn the_desired_set_goes_first_and_applies_are_sent_once_per_session_and_revision() {
         let (fleet, _) = fleet();
         let (tx, mut rx) = mpsc::unbounded_channel();
-        fleet.connect("w1", &[], vec![], tx);
+        fleet.connect("w1", "test", &[], vec![], tx);
         assert_eq!(
             fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new),
             Apply::Sent
@@ -416,7 +483,7 @@ mod tests {
 
         // A reconnect whose inventory lacks the mirror sends it again.
         let (tx, mut rx) = mpsc::unbounded_channel();
-        fleet.connect("w1", &[], vec![], tx);
+        fleet.connect("w1", "test", &[], vec![], tx);
         assert_eq!(
             fleet.ensure_applied("w1", "u1", &key("a"), 2, Vec::new),
             Apply::Sent
@@ -433,7 +500,7 @@ mod tests {
             revision: 3,
             ..Default::default()
         };
-        fleet.connect("w1", &[held], vec![], tx);
+        fleet.connect("w1", "test", &[held], vec![], tx);
         assert_eq!(
             fleet.ensure_applied("w1", "u1", &key("a"), 3, Vec::new),
             Apply::InPlace
@@ -449,7 +516,7 @@ mod tests {
             Cleanup::Disconnected
         );
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let s1 = fleet.connect("w1", &[], vec![], tx);
+        let s1 = fleet.connect("w1", "test", &[], vec![], tx);
         assert_eq!(
             fleet.cleanup("w1", "u1", &key("a"), DeleteReason::ManagerJobDeleted),
             Cleanup::Started { first: true }
@@ -460,7 +527,7 @@ mod tests {
         );
         fleet.disconnect("w1", s1);
         let (tx, mut rx2) = mpsc::unbounded_channel();
-        fleet.connect("w1", &[], vec![], tx);
+        fleet.connect("w1", "test", &[], vec![], tx);
         assert_eq!(
             fleet.cleanup("w1", "u1", &key("a"), DeleteReason::ManagerJobDeleted),
             Cleanup::Started { first: false }
@@ -478,7 +545,7 @@ mod tests {
     fn a_resumed_job_is_applied_only_after_its_old_mirror_is_gone() {
         let (fleet, _) = fleet();
         let (tx, mut rx) = mpsc::unbounded_channel();
-        fleet.connect("w1", &[], vec![], tx);
+        fleet.connect("w1", "test", &[], vec![], tx);
         fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
         fleet.cleanup("w1", "u1", &key("a"), DeleteReason::Suspended);
         assert_eq!(
@@ -500,9 +567,9 @@ mod tests {
     fn a_rejected_revision_is_not_resent_and_least_loaded_counts_live_mirrors() {
         let (fleet, mut triggers) = fleet();
         let (tx, _rx) = mpsc::unbounded_channel();
-        fleet.connect("w1", &[], vec![], tx);
+        fleet.connect("w1", "test", &[], vec![], tx);
         let (tx2, _rx2) = mpsc::unbounded_channel();
-        fleet.connect("w2", &[], vec![], tx2);
+        fleet.connect("w2", "test", &[], vec![], tx2);
         fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
         fleet.record_rejected("w1", "u1", 1, RejectReason::Conflict, "foreign Job".into());
         assert_eq!(triggers.try_recv().unwrap(), key("a"));
@@ -522,7 +589,7 @@ mod tests {
     fn jobs_placed_together_spread_and_a_placement_is_stable() {
         let (fleet, _) = fleet();
         assert_eq!(
-            fleet.place("u0", &key("z"), None),
+            fleet.place("u0", &key("z"), None, |_| true),
             None,
             "no cluster connected"
         );
@@ -530,16 +597,51 @@ mod tests {
         for cluster in ["w1", "w2"] {
             let (tx, rx) = mpsc::unbounded_channel();
             outboxes.push(rx);
-            fleet.connect(cluster, &[], vec![], tx);
+            fleet.connect(cluster, "test", &[], vec![], tx);
         }
         let placed: Vec<String> = (0..4)
-            .map(|i| fleet.place(&format!("u{i}"), &key("a"), None).unwrap())
+            .map(|i| {
+                fleet
+                    .place(&format!("u{i}"), &key("a"), None, |_| true)
+                    .unwrap()
+            })
             .collect();
         assert_eq!(placed, ["w1", "w2", "w1", "w2"]);
-        assert_eq!(fleet.place("u1", &key("a"), None).as_deref(), Some("w2"));
         assert_eq!(
-            fleet.place("u9", &key("b"), Some("w7")).as_deref(),
+            fleet.place("u1", &key("a"), None, |_| true).as_deref(),
+            Some("w2")
+        );
+        assert_eq!(
+            fleet
+                .place("u9", &key("b"), Some("w7"), |_| true)
+                .as_deref(),
             Some("w7")
         );
+        assert_eq!(
+            fleet
+                .place("u5", &key("c"), None, |name| name == "w1")
+                .as_deref(),
+            Some("w1"),
+            "only eligible clusters are candidates"
+        );
+    }
+
+    #[test]
+    fn only_a_disconnected_cluster_can_be_lost_and_a_session_ends_it() {
+        let (fleet, _) = fleet();
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let session = fleet.connect("w1", "0.1.0", &[], vec![], tx);
+        assert!(
+            !fleet.set_lost("w1", true),
+            "a connected cluster is not lost"
+        );
+        fleet.disconnect("w1", session);
+        let link = fleet.link("w1");
+        assert!(!link.connected && link.since.is_some() && link.agent_version == "0.1.0");
+        assert!(fleet.set_lost("w1", true));
+        assert!(fleet.is_lost("w1"));
+        let (tx, _rx) = mpsc::unbounded_channel();
+        fleet.connect("w1", "0.1.0", &[], vec![], tx);
+        assert!(!fleet.is_lost("w1"));
     }
 }

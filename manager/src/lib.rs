@@ -3,6 +3,7 @@
 //! dial, and writes mirror status back.
 
 pub mod cli;
+pub mod cluster_status;
 pub mod config;
 pub mod events;
 pub mod fleet;
@@ -11,116 +12,187 @@ pub mod mirror;
 pub mod pace;
 pub mod placement;
 pub mod reconcile;
+pub mod registry;
 pub mod retention;
 pub mod session;
 pub mod status;
+pub mod worker_cluster;
 
 use std::sync::Arc;
 
 use futures::StreamExt;
+use jobrelay_link::{PemFiles, ServerTls, shutdown_signal};
 use jobrelay_proto::v1::relay_server::RelayServer;
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::Api;
-use kube::runtime::reflector::ObjectRef;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, ListParams};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, controller, reflector, watcher};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tracing::{info, warn};
 
-use crate::cli::Args;
+use crate::cli::{Args, Cli, Command};
+use crate::cluster_status::StatusWriter;
 use crate::config::Config;
 use crate::events::Events;
 use crate::fleet::Fleet;
 use crate::metrics::Metrics;
 use crate::pace::Pace;
 use crate::reconcile::Context;
+use crate::registry::Registry;
 use crate::session::{RelayService, Sessions};
+use crate::worker_cluster::WorkerCluster;
 
 /// Reconciles running at once.
 const CONCURRENCY: u16 = 32;
 
+/// Runs what the command line asks for.
+pub async fn main(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Some(Command::Crd) => {
+            print!("{}", worker_cluster::crd_yaml());
+            Ok(())
+        }
+        None => run(cli.run).await,
+    }
+}
+
 /// Runs the manager until SIGINT or SIGTERM.
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    let origin = args.origin.clone().unwrap_or_default();
     anyhow::ensure!(
-        args.insecure_plaintext,
-        "TLS is not configured: this build serves the Relay only with --insecure-plaintext (for loopback development)"
+        !origin.is_empty(),
+        "--origin (JOBRELAY_ORIGIN) must not be empty"
     );
-    anyhow::ensure!(!args.origin.is_empty(), "--origin must not be empty");
+    let tls = match (&args.tls_cert, &args.tls_key, &args.client_ca) {
+        _ if args.insecure_plaintext => {
+            warn!(
+                "--insecure-plaintext: agents are not authenticated; for loopback development only"
+            );
+            None
+        }
+        (Some(cert), Some(key), Some(ca)) => Some(PemFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            ca: ca.clone(),
+            ca_flag: "--client-ca",
+        }),
+        _ => anyhow::bail!(
+            "--tls-cert, --tls-key and --client-ca are required (or --insecure-plaintext for loopback development)"
+        ),
+    };
     let config = match &args.config {
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
     info!(?config, "configuration");
+    let (readiness, health) = jobrelay_link::health::serve(args.health_listen).await?;
+    let health = tokio::spawn(health);
     let client = kube::Client::try_default().await?;
-    let jobs: Api<Job> = Api::all(client.clone());
+    let worker_clusters: Api<WorkerCluster> = Api::all(client.clone());
+    if let Err(error) = worker_clusters.list(&ListParams::default().limit(1)).await {
+        match error {
+            kube::Error::Api(status) if status.code == 404 => anyhow::bail!(
+                "the WorkerCluster CRD (workerclusters.jobrelay.dev) is not installed in this cluster; install it with `jobrelay-manager crd | kubectl apply -f -` or the Helm chart"
+            ),
+            error => anyhow::bail!("cannot list WorkerClusters: {error}"),
+        }
+    }
 
     let (triggers, triggered) = mpsc::unbounded_channel();
-    let triggers_for_jobs = triggers.clone();
-    let fleet = Arc::new(Fleet::new(triggers));
-    let events = Events::new(client.clone(), &args.origin);
-    // The Job cache is fed by a task of its own, never held back by busy
-    // reconciles. Sessions read it for their DesiredSet once it has listed
-    // every Job (`synced`; the store's own readiness future wakes only one of
-    // several waiters, and the controller is one already).
-    let (store, writer) = reflector::store();
-    let (synced_tx, synced) = tokio::sync::watch::channel(false);
-    let job_events = watcher(jobs, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer);
-    let job_triggers = triggers_for_jobs.clone();
-    let cache = tokio::spawn(job_events.for_each(move |event| {
-        match event {
-            Ok(watcher::Event::Apply(job) | watcher::Event::InitApply(job)) => {
-                let _ = job_triggers.send(ObjectRef::from_obj(&job));
-            }
-            Ok(watcher::Event::InitDone) => {
-                if !*synced_tx.borrow() {
-                    info!("Job cache synced");
-                }
-                let _ = synced_tx.send(true);
-            }
-            Ok(watcher::Event::Delete(_) | watcher::Event::Init) => {}
-            Err(error) => warn!(%error, "Job watch error; retrying"),
-        }
-        futures::future::ready(())
-    }));
+    let fleet = Arc::new(Fleet::new(triggers.clone()));
+    let events = Events::new(client.clone(), &origin);
+    // Each cache is fed by a task of its own, never held back by busy
+    // reconciles. Sessions read them once every one has listed its objects
+    // (the store's own readiness future wakes only one of several waiters).
+    let job_triggers = triggers.clone();
+    let (jobs, jobs_synced, job_cache) = cache(Api::<Job>::all(client.clone()), move |job| {
+        let _ = job_triggers.send(ObjectRef::from_obj(job));
+    });
+    let (clusters, clusters_synced, cluster_cache) = cache(worker_clusters.clone(), |_| {});
+    let (namespaces, namespaces_synced, namespace_cache) =
+        cache(Api::<Namespace>::all(client.clone()), |_| {});
+    let synced = all_synced([jobs_synced, clusters_synced, namespaces_synced]);
+    let registry = Registry {
+        clusters: clusters.clone(),
+        namespaces,
+    };
+    let deletions = Arc::new(Pace::per_second(config.deletions_per_second));
+    let metrics = Arc::new(Metrics::new(Arc::clone(&fleet), Arc::clone(&deletions)));
     let sessions = Arc::new(Sessions {
-        synced,
+        registry: registry.clone(),
+        tls: tls.is_some(),
+        metrics: Arc::clone(&metrics),
+        synced: synced.clone(),
         fleet: Arc::clone(&fleet),
-        jobs: store.clone(),
+        jobs: jobs.clone(),
         events: events.clone(),
-        origin: args.origin.clone(),
+        origin: origin.clone(),
         heartbeat_interval: args.heartbeat_interval,
         remote_retention: config.retention.remote_after_finished,
     });
-    let listener = tokio::net::TcpListener::bind(args.listen).await?;
-    info!(listen = %listener.local_addr()?, origin = %args.origin, "serving jobrelay.v1.Relay");
-    let server = tonic::transport::Server::builder()
+    let relay = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(args.heartbeat_interval))
         .http2_keepalive_timeout(Some(args.heartbeat_interval * 2))
-        .add_service(RelayServer::new(RelayService { sessions }))
-        .serve_with_incoming_shutdown(
+        .add_service(RelayServer::new(RelayService { sessions }));
+    let listener = tokio::net::TcpListener::bind(args.listen).await?;
+    info!(listen = %listener.local_addr()?, %origin, tls = tls.is_some(), "serving jobrelay.v1.Relay");
+    let server = match tls {
+        Some(files) => {
+            let pem = files.read()?;
+            let server_tls = Arc::new(ServerTls::new(&pem)?);
+            tokio::spawn(
+                Arc::clone(&server_tls).follow(files.watch(pem, args.certificate_reload_interval)),
+            );
+            let failed = Arc::clone(&metrics);
+            let incoming = server_tls.incoming(
+                listener,
+                Arc::new(move |addr, error: &str| {
+                    warn!(%addr, %error, "TLS handshake failed");
+                    failed.refused("tls_handshake_failed");
+                }),
+            );
+            tokio::spawn(relay.serve_with_incoming_shutdown(incoming, shutdown_signal()))
+        }
+        None => tokio::spawn(relay.serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(listener),
             shutdown_signal(),
-        );
-
-    let deletions = Arc::new(Pace::per_second(config.deletions_per_second));
-    let metrics = Arc::new(Metrics {
-        fleet: Arc::clone(&fleet),
-        deletions: Arc::clone(&deletions),
+        )),
+    };
+    let mut ready = synced.clone();
+    let ready_readiness = readiness.clone();
+    tokio::spawn(async move {
+        if ready.wait_for(|synced| *synced).await.is_ok() {
+            info!("caches synced; ready");
+            ready_readiness.set(true).await;
+        }
     });
+    let status_writer = tokio::spawn(
+        StatusWriter {
+            api: worker_clusters,
+            clusters,
+            fleet: Arc::clone(&fleet),
+            jobs: jobs.clone(),
+            triggers,
+            interval: args.cluster_status_interval,
+        }
+        .run(),
+    );
+
     let ctx = Arc::new(Context {
         client,
         fleet,
+        registry,
         events,
-        origin: args.origin.clone(),
+        origin,
         config,
         deletions,
     });
     // Every reconcile is triggered through one channel: by Job changes and by
     // what agents report.
     let no_primary_stream = futures::stream::pending::<Result<Job, watcher::Error>>();
-    let controller = Controller::for_stream(no_primary_stream, store)
+    let controller = Controller::for_stream(no_primary_stream, jobs)
         .with_config(controller::Config::default().concurrency(CONCURRENCY))
         .reconcile_on(UnboundedReceiverStream::new(triggered))
         .graceful_shutdown_on(shutdown_signal())
@@ -128,22 +200,69 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .for_each(|_| futures::future::ready(()));
 
     tokio::select! {
-        served = server => served?,
+        served = server => served??,
         served = metrics::serve(args.metrics_listen, metrics) => served?,
         () = controller => {}
     }
-    cache.abort();
+    readiness.set(false).await;
+    for task in [job_cache, cluster_cache, namespace_cache, status_writer] {
+        task.abort();
+    }
+    health.abort();
     info!("stopped");
     Ok(())
 }
 
-async fn shutdown_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(term) => term,
-        Err(_) => return futures::future::pending().await,
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
+/// A cache of every `K`, fed by a task of its own; `on_apply` sees each
+/// object as it arrives. The receiver turns true once the first list is in.
+fn cache<K>(
+    api: Api<K>,
+    on_apply: impl Fn(&K) + Send + 'static,
+) -> (Store<K>, watch::Receiver<bool>, tokio::task::JoinHandle<()>)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let kind = K::kind(&()).to_string();
+    let (store, writer) = reflector::store();
+    let (synced_tx, synced) = watch::channel(false);
+    let events = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer);
+    let task = tokio::spawn(events.for_each(move |event| {
+        match event {
+            Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => {
+                on_apply(&object)
+            }
+            Ok(watcher::Event::InitDone) => {
+                if !*synced_tx.borrow() {
+                    info!("{kind} cache synced");
+                }
+                let _ = synced_tx.send(true);
+            }
+            Ok(watcher::Event::Delete(_) | watcher::Event::Init) => {}
+            Err(error) => warn!(%error, "{kind} watch error; retrying"),
+        }
+        futures::future::ready(())
+    }));
+    (store, synced, task)
+}
+
+/// True once every one of `each` is.
+fn all_synced<const N: usize>(each: [watch::Receiver<bool>; N]) -> watch::Receiver<bool> {
+    let (all_tx, all) = watch::channel(false);
+    tokio::spawn(async move {
+        for mut synced in each {
+            if synced.wait_for(|s| *s).await.is_err() {
+                return;
+            }
+        }
+        let _ = all_tx.send(true);
+    });
+    all
 }

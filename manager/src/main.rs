@@ -1,5 +1,5 @@
 use clap::Parser;
-use jobrelay_manager::cli::Args;
+use jobrelay_manager::cli::Cli;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -11,5 +11,5 @@ async fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| "info,kube=warn".into()),
         )
         .init();
-    jobrelay_manager::run(Args::parse()).await
+    jobrelay_manager::main(Cli::parse()).await
 }

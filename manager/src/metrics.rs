@@ -1,9 +1,10 @@
 //! Prometheus metrics of the manager, served as text on `/metrics`.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::fmt::Write;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use http_body_util::Full;
 use hyper::body::Bytes;
@@ -18,9 +19,29 @@ use crate::pace::Pace;
 pub struct Metrics {
     pub fleet: Arc<Fleet>,
     pub deletions: Arc<Pace>,
+    /// Refused sessions and failed handshakes, by reason.
+    pub refusals: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 impl Metrics {
+    pub fn new(fleet: Arc<Fleet>, deletions: Arc<Pace>) -> Self {
+        Metrics {
+            fleet,
+            deletions,
+            refusals: Mutex::default(),
+        }
+    }
+
+    /// Counts a refused session or connection.
+    pub fn refused(&self, reason: &'static str) {
+        *self
+            .refusals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(reason)
+            .or_default() += 1;
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -48,6 +69,21 @@ impl Metrics {
             "Worker clusters with an open session.",
             self.fleet.candidates().len() as u64,
         );
+        let _ = writeln!(
+            out,
+            "# HELP jobrelay_sessions_refused_total Agent connections refused, by reason.\n# TYPE jobrelay_sessions_refused_total counter"
+        );
+        for (reason, count) in self
+            .refusals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            let _ = writeln!(
+                out,
+                "jobrelay_sessions_refused_total{{reason=\"{reason}\"}} {count}"
+            );
+        }
         out
     }
 }
@@ -97,14 +133,20 @@ mod tests {
     #[test]
     fn renders_every_metric_in_prometheus_text() {
         let (triggers, _) = tokio::sync::mpsc::unbounded_channel();
-        let metrics = Metrics {
-            fleet: Arc::new(Fleet::new(triggers)),
-            deletions: Arc::new(Pace::per_second(1.0)),
-        };
+        let metrics = Metrics::new(
+            Arc::new(Fleet::new(triggers)),
+            Arc::new(Pace::per_second(1.0)),
+        );
         metrics.deletions.done();
+        metrics.refused("unknown_cluster");
+        metrics.refused("unknown_cluster");
         let text = metrics.render();
         assert!(text.contains("# TYPE jobrelay_retention_deleted_total counter\njobrelay_retention_deleted_total 1\n"), "{text}");
         assert!(text.contains("jobrelay_retention_waiting 0\n"), "{text}");
         assert!(text.contains("jobrelay_connected_clusters 0\n"), "{text}");
+        assert!(
+            text.contains("jobrelay_sessions_refused_total{reason=\"unknown_cluster\"} 2\n"),
+            "{text}"
+        );
     }
 }

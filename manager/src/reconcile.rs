@@ -31,6 +31,7 @@ use crate::fleet::{Apply, Cleanup, Fleet};
 use crate::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle, mirror_job, revision};
 use crate::pace::Pace;
 use crate::placement::{assigned_cluster, pinned_cluster};
+use crate::registry::{Refusal, Registry};
 use crate::retention::{deactivated_at, finished_at, remaining, remote_retention};
 use crate::status;
 
@@ -59,6 +60,7 @@ pub enum Error {
 pub struct Context {
     pub client: kube::Client,
     pub fleet: Arc<Fleet>,
+    pub registry: Registry,
     pub events: Events,
     pub origin: String,
     pub config: Config,
@@ -195,6 +197,18 @@ async fn release(
                 .await;
             Ok(Action::await_change())
         }
+        Cleanup::Disconnected if ctx.fleet.is_lost(&cluster) => {
+            remove_finalizer(jobs, job).await?;
+            ctx.fleet.forget(&cluster, uid);
+            let note = format!(
+                "cluster {cluster} is Lost: the finalizer is released without its confirmation; its agent deletes the mirror and its Pods when it returns"
+            );
+            warn!(%cluster, "releasing a Job whose mirror sits on a Lost cluster");
+            ctx.events
+                .publish(&job.object_ref(&()), Reason::ClusterLost, note)
+                .await;
+            Ok(Action::await_change())
+        }
         outcome => Ok(awaiting_cleanup(ctx, job, &cluster, outcome).await),
     }
 }
@@ -257,15 +271,42 @@ async fn dispatch(
     jobs: &Api<Job>,
     ctx: &Context,
 ) -> Result<Action, kube::Error> {
+    let namespace = job.namespace().unwrap_or_default();
     let cluster = match &assigned {
         Some(cluster) => cluster.clone(),
-        None => match ctx.fleet.place(uid, key, pinned_cluster(job)) {
-            Some(cluster) => cluster,
-            None => {
-                debug!("no worker cluster connected; waiting");
-                return Ok(Action::requeue(AWAIT_CLUSTER));
+        None => {
+            let pinned = pinned_cluster(job);
+            if let Some(pinned) = pinned {
+                let refusal = match ctx.registry.admits(pinned, &namespace) {
+                    Ok(()) if ctx.fleet.is_lost(pinned) => Some(Refusal::Lost),
+                    Ok(()) => None,
+                    Err(refusal) => Some(refusal),
+                };
+                if let Some(refusal) = refusal {
+                    let note = refusal.explain(pinned, &namespace);
+                    warn!(%note, "cannot place the Job");
+                    if refusal == Refusal::Lost {
+                        deactivate(jobs, job, "its pinned cluster is Lost").await?;
+                        ctx.events
+                            .publish(&job.object_ref(&()), Reason::ClusterLost, note)
+                            .await;
+                        return Ok(Action::await_change());
+                    }
+                    ctx.events
+                        .publish(&job.object_ref(&()), Reason::Unplaceable, note)
+                        .await;
+                    return Ok(Action::requeue(AWAIT_CLUSTER));
+                }
             }
-        },
+            let eligible = |cluster: &str| ctx.registry.admits(cluster, &namespace).is_ok();
+            match ctx.fleet.place(uid, key, pinned, eligible) {
+                Some(cluster) => cluster,
+                None => {
+                    debug!("no connected worker cluster admits the Job's namespace; waiting");
+                    return Ok(Action::requeue(AWAIT_CLUSTER));
+                }
+            }
+        }
     };
     if assigned.is_none() || !has_finalizer(job) {
         // Both are recorded before anything is sent; the change triggers the next step.
@@ -293,7 +334,7 @@ async fn dispatch(
             Action::requeue(RESYNC)
         }
         Apply::Rejected(..) => {
-            deactivate(jobs, job).await?;
+            deactivate(jobs, job, "the worker refused the mirror").await?;
             Action::await_change()
         }
         Apply::InPlace => Action::requeue(RESYNC),
@@ -337,7 +378,7 @@ async fn hold(jobs: &Api<Job>, job: &Job, cluster: &str) -> Result<(), kube::Err
 
 /// Marks a Job whose mirror the worker refused: it is not dispatched again,
 /// and `retention.afterDeactivated` counts from now.
-async fn deactivate(jobs: &Api<Job>, job: &Job) -> Result<(), kube::Error> {
+async fn deactivate(jobs: &Api<Job>, job: &Job, why: &str) -> Result<(), kube::Error> {
     let now = Timestamp::now().to_string();
     let patch = serde_json::json!({"metadata": {"annotations": {DEACTIVATED_ANNOTATION: now}}});
     jobs.patch(
@@ -346,7 +387,7 @@ async fn deactivate(jobs: &Api<Job>, job: &Job) -> Result<(), kube::Error> {
         &Patch::Merge(&patch),
     )
     .await?;
-    info!("deactivated: the worker refused the mirror");
+    info!("deactivated: {why}");
     Ok(())
 }
 

@@ -25,10 +25,13 @@ use tracing::{Instrument, info, info_span, warn};
 
 use crate::events::{Events, Reason, job_reference};
 use crate::fleet::{Fleet, Outbox, message};
+use crate::metrics::Metrics;
 use crate::mirror::{is_relayed, revision};
 use crate::placement::assigned_cluster;
+use crate::registry::Registry;
 use crate::retention::keeps_mirror;
 use crate::status;
+use jobrelay_link::{Peer, PeerIdentity};
 use k8s_openapi::jiff::Timestamp;
 
 /// Heartbeats missed before a session is dropped.
@@ -42,6 +45,11 @@ pub struct RelayService {
 
 /// What every session needs.
 pub struct Sessions {
+    pub registry: Registry,
+    /// Agents must present a client certificate (false only with
+    /// `--insecure-plaintext`).
+    pub tls: bool,
+    pub metrics: Arc<Metrics>,
     pub fleet: Arc<Fleet>,
     pub jobs: Store<Job>,
     /// Turns true once `jobs` has listed every Job.
@@ -63,6 +71,7 @@ impl Relay for RelayService {
         &self,
         request: Request<Streaming<AgentMessage>>,
     ) -> Result<Response<ManagerStream>, Status> {
+        let peer = request.extensions().get::<Peer>().cloned();
         let mut inbound = request.into_inner();
         let hello = match inbound.message().await? {
             Some(AgentMessage {
@@ -74,8 +83,11 @@ impl Relay for RelayService {
                 ));
             }
         };
-        if hello.cluster.is_empty() {
-            return Err(Status::invalid_argument("Hello.cluster is empty"));
+        if let Err((reason, status)) = self.sessions.admit(peer.as_ref(), &hello.cluster) {
+            let addr = peer.map(|p| p.addr.to_string()).unwrap_or_default();
+            warn!(%addr, cluster = %hello.cluster, reason, message = status.message(), "session refused");
+            self.sessions.metrics.refused(reason);
+            return Err(status);
         }
         let (outbox, queued) = mpsc::unbounded_channel();
         let welcome = Welcome {
@@ -99,6 +111,59 @@ impl Relay for RelayService {
 }
 
 impl Sessions {
+    /// Decides whether an agent may open a session as `cluster`: its
+    /// certificate must be trusted and name `cluster`, and `cluster` must be
+    /// a registered WorkerCluster. A refusal comes with a metric label.
+    fn admit(&self, peer: Option<&Peer>, cluster: &str) -> Result<(), (&'static str, Status)> {
+        if cluster.is_empty() {
+            return Err((
+                "invalid_hello",
+                Status::invalid_argument("Hello.cluster is empty"),
+            ));
+        }
+        if self.tls {
+            match peer.map(|p| &p.identity) {
+                None => {
+                    return Err((
+                        "no_certificate",
+                        Status::unauthenticated("no verified client certificate"),
+                    ));
+                }
+                Some(PeerIdentity::Refused(refusal, detail)) => {
+                    return Err((
+                        refusal.as_str(),
+                        Status::unauthenticated(format!("client certificate refused: {detail}")),
+                    ));
+                }
+                Some(PeerIdentity::Verified(names)) if !names.iter().any(|n| n == cluster) => {
+                    return Err((
+                        "cluster_mismatch",
+                        Status::permission_denied(format!(
+                            "the Hello claims cluster {cluster}, but the client certificate names {}",
+                            names.join(", ")
+                        )),
+                    ));
+                }
+                Some(PeerIdentity::Verified(_)) => {}
+            }
+        }
+        if !*self.synced.borrow() {
+            return Err((
+                "not_ready",
+                Status::unavailable("the manager is starting; its caches are not synced yet"),
+            ));
+        }
+        if self.registry.get(cluster).is_none() {
+            return Err((
+                "unknown_cluster",
+                Status::permission_denied(format!(
+                    "no WorkerCluster named {cluster} is registered with this manager"
+                )),
+            ));
+        }
+        Ok(())
+    }
+
     async fn serve(
         self: Arc<Self>,
         hello: Hello,
@@ -123,9 +188,13 @@ impl Sessions {
             desired = desired.len(),
             "agent connected"
         );
-        let session = self
-            .fleet
-            .connect(&cluster, &hello.inventory, desired, outbox);
+        let session = self.fleet.connect(
+            &cluster,
+            &hello.agent_version,
+            &hello.inventory,
+            desired,
+            outbox,
+        );
 
         let silence = self.heartbeat_interval * MISSED_HEARTBEATS;
         let reason = loop {
@@ -134,6 +203,7 @@ impl Sessions {
                 Ok(Err(status)) => break format!("stream error: {status}"),
                 Ok(Ok(None)) => break "agent closed the session".to_string(),
                 Ok(Ok(Some(AgentMessage { kind: Some(kind) }))) => {
+                    self.fleet.heard(&cluster);
                     if let Err(why) = self.receive(&cluster, kind).await {
                         break why;
                     }

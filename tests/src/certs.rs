@@ -116,3 +116,115 @@ fn name(common_name: &str, organization: Option<&str>) -> DistinguishedName {
     }
     dn
 }
+
+/// The relay's own PKI: a CA that signs the manager's server certificate and
+/// each agent's client certificate (whose DNS SAN is the cluster's name).
+pub struct RelayCa {
+    issuer: Issuer<'static, KeyPair>,
+    /// The CA certificate, PEM.
+    pub ca_pem: String,
+}
+
+/// A certificate and its key, PEM.
+#[derive(Debug, Clone)]
+pub struct Issued {
+    pub cert: String,
+    pub key: String,
+}
+
+impl RelayCa {
+    /// A new CA named `common_name`.
+    pub fn new(common_name: &str) -> Result<RelayCa, Error> {
+        let gen_err = |what| move |source| Error::Generate { what, source };
+        let key = KeyPair::generate().map_err(gen_err("relay CA key"))?;
+        let mut params =
+            CertificateParams::new(Vec::<String>::new()).map_err(gen_err("relay CA"))?;
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name = name(common_name, None);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let cert = params
+            .self_signed(&key)
+            .map_err(gen_err("relay CA certificate"))?;
+        Ok(RelayCa {
+            issuer: Issuer::new(params, key),
+            ca_pem: cert.pem(),
+        })
+    }
+
+    /// The manager's serving certificate, for 127.0.0.1 and localhost.
+    pub fn server(&self) -> Result<Issued, Error> {
+        self.issue(
+            vec!["127.0.0.1".into(), "localhost".into()],
+            ExtendedKeyUsagePurpose::ServerAuth,
+            false,
+        )
+    }
+
+    /// An agent's client certificate naming `cluster`.
+    pub fn client(&self, cluster: &str) -> Result<Issued, Error> {
+        self.issue(
+            vec![cluster.into()],
+            ExtendedKeyUsagePurpose::ClientAuth,
+            false,
+        )
+    }
+
+    /// A client certificate naming `cluster` that expired in 2021.
+    pub fn expired_client(&self, cluster: &str) -> Result<Issued, Error> {
+        self.issue(
+            vec![cluster.into()],
+            ExtendedKeyUsagePurpose::ClientAuth,
+            true,
+        )
+    }
+
+    fn issue(
+        &self,
+        sans: Vec<String>,
+        usage: ExtendedKeyUsagePurpose,
+        expired: bool,
+    ) -> Result<Issued, Error> {
+        let gen_err = |what| move |source| Error::Generate { what, source };
+        let key = KeyPair::generate().map_err(gen_err("relay key"))?;
+        let common_name = sans.first().cloned().unwrap_or_default();
+        let mut params = CertificateParams::new(sans).map_err(gen_err("relay certificate"))?;
+        params.distinguished_name = name(&common_name, None);
+        params.extended_key_usages = vec![usage];
+        if expired {
+            params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+            params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+        }
+        let cert = params
+            .signed_by(&key, &self.issuer)
+            .map_err(gen_err("relay certificate"))?;
+        Ok(Issued {
+            cert: cert.pem(),
+            key: key.serialize_pem(),
+        })
+    }
+}
+
+impl Issued {
+    /// Writes `<stem>.crt` and `<stem>.key` into `dir`; returns their paths.
+    pub fn write(&self, dir: &Path, stem: &str) -> Result<(PathBuf, PathBuf), Error> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::Write(dir.into(), e))?;
+        let cert = dir.join(format!("{stem}.crt"));
+        let key = dir.join(format!("{stem}.key"));
+        for (path, pem) in [(&cert, &self.cert), (&key, &self.key)] {
+            write_atomically(path, pem)?;
+        }
+        Ok((cert, key))
+    }
+}
+
+/// Writes through a temporary file and a rename, as a Secret update does, so
+/// a reader never sees half a file.
+pub fn write_atomically(path: &Path, text: &str) -> Result<(), Error> {
+    let partial = path.with_extension("partial");
+    std::fs::write(&partial, text).map_err(|e| Error::Write(partial.clone(), e))?;
+    std::fs::rename(&partial, path).map_err(|e| Error::Write(path.into(), e))
+}

@@ -1,10 +1,13 @@
-//! The upstream Kubernetes binaries the test clusters run: which versions are
-//! pinned, where they are cached, and how they are built from Go modules.
+//! The upstream Kubernetes binaries the test clusters run, and the helm that
+//! renders the chart: which versions are pinned, where they are cached, and
+//! how they are built from Go modules.
 //!
-//! The pins live in `tests/controlplane/go.mod` (Kubernetes and etcd) and
-//! `tests/controlplane/kwok/go.mod` (kwok), with their `go.sum`. The cache key
-//! is a digest of those files, the etcd main and the Go version, so changing a
-//! pin builds anew and everything else reuses what is there.
+//! The pins live in `tests/controlplane/go.mod` (Kubernetes and etcd),
+//! `tests/controlplane/kwok/go.mod` (kwok) and `tests/controlplane/helm/go.mod`
+//! (helm), with their `go.sum`. The control plane's cache key is a digest of
+//! its files, the etcd main and the Go version, so changing a pin builds anew
+//! and everything else reuses what is there. helm has a cache folder and a key
+//! of its own: moving helm never rebuilds Kubernetes, and the other way round.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -18,6 +21,9 @@ pub const KUBERNETES_VERSION: &str = "v1.34.4";
 pub const ETCD_VERSION: &str = "v3.6.4";
 /// The kwok release that plays kubelet.
 pub const KWOK_VERSION: &str = "v0.8.0";
+/// The helm release that lints and renders the chart: the newest v3 built on
+/// the same Kubernetes libraries (0.34) as the clusters the tests run.
+pub const HELM_VERSION: &str = "v3.19.5";
 
 /// Every binary a cluster needs, by file name.
 pub const BINARIES: [&str; 6] = [
@@ -53,6 +59,8 @@ pub enum Error {
         "the Kubernetes control plane {KUBERNETES_VERSION} is not built yet (looked in {0}); run `cargo xtask k8s`"
     )]
     NotBuilt(PathBuf),
+    #[error("helm {HELM_VERSION} is not built yet (looked in {0}); run `cargo xtask k8s`")]
+    HelmNotBuilt(PathBuf),
     #[error("{binary} reports version {found:?}, expected it to mention {expected}")]
     WrongVersion {
         binary: String,
@@ -107,48 +115,85 @@ pub fn cached() -> Result<Binaries, Error> {
     }
 }
 
-/// Returns the cached binaries, building them first when they are missing.
-/// `log` receives one line per step.
+/// Returns the cached binaries, building them first when they are missing;
+/// helm is built (or found) too, so a fresh machine gets everything the tests
+/// use. `log` receives one line per step.
 pub fn ensure_built(log: &mut dyn FnMut(&str)) -> Result<Binaries, Error> {
-    if let Ok(binaries) = cached() {
-        log(&format!(
-            "control plane {KUBERNETES_VERSION} cached in {}",
-            binaries.dir.display()
-        ));
-        return Ok(binaries);
+    let binaries = match cached() {
+        Ok(binaries) => {
+            log(&format!(
+                "control plane {KUBERNETES_VERSION} cached in {}",
+                binaries.dir.display()
+            ));
+            binaries
+        }
+        Err(_) => build(log)?,
+    };
+    ensure_helm_built(log)?;
+    Ok(binaries)
+}
+
+/// The cached helm binary of the current pin, if it was built before.
+pub fn helm() -> Result<PathBuf, Error> {
+    let dir = helm_dir()?;
+    if dir.join(STAMP).is_file() {
+        Ok(dir.join("helm"))
+    } else {
+        Err(Error::HelmNotBuilt(dir))
     }
-    build(log)
+}
+
+/// Returns the cached helm binary, building it first when it is missing.
+pub fn ensure_helm_built(log: &mut dyn FnMut(&str)) -> Result<PathBuf, Error> {
+    if let Ok(helm) = helm() {
+        log(&format!("helm {HELM_VERSION} cached in {}", helm.display()));
+        return Ok(helm);
+    }
+    build_helm(log)
 }
 
 fn binary_dir() -> Result<PathBuf, Error> {
     Ok(cache_root().join("k8s").join(cache_key()?).join("bin"))
 }
 
+fn helm_dir() -> Result<PathBuf, Error> {
+    let key = format!(
+        "{HELM_VERSION}-{}",
+        digest(&["helm/go.mod", "helm/go.sum"])?
+    );
+    Ok(cache_root().join("helm").join(key).join("bin"))
+}
+
 fn cache_key() -> Result<String, Error> {
-    let src = source_dir();
-    let mut digest = Sha256::new();
-    for file in [
+    let hex = digest(&[
         "go.mod",
         "go.sum",
         "kwok/go.mod",
         "kwok/go.sum",
         "etcd/main.go",
-    ] {
+    ])?;
+    Ok(format!(
+        "{KUBERNETES_VERSION}-etcd{ETCD_VERSION}-kwok{KWOK_VERSION}-{hex}"
+    ))
+}
+
+/// A short digest of `files` (under [`source_dir`]) and the Go version.
+fn digest(files: &[&str]) -> Result<String, Error> {
+    let src = source_dir();
+    let mut digest = Sha256::new();
+    for file in files {
         let path = src.join(file);
         let bytes = std::fs::read(&path).map_err(|e| Error::Io(path.display().to_string(), e))?;
         digest.update(file.as_bytes());
         digest.update(&bytes);
     }
     digest.update(go_version()?.as_bytes());
-    let hex: String = digest
+    Ok(digest
         .finalize()
         .iter()
         .take(6)
         .map(|b| format!("{b:02x}"))
-        .collect();
-    Ok(format!(
-        "{KUBERNETES_VERSION}-etcd{ETCD_VERSION}-kwok{KWOK_VERSION}-{hex}"
-    ))
+        .collect())
 }
 
 fn go_version() -> Result<String, Error> {
@@ -183,11 +228,7 @@ fn build(log: &mut dyn FnMut(&str)) -> Result<Binaries, Error> {
     std::fs::create_dir_all(&partial).map_err(|e| Error::Io(partial.display().to_string(), e))?;
     let src = source_dir();
 
-    let minor = KUBERNETES_VERSION
-        .trim_start_matches('v')
-        .split('.')
-        .nth(1)
-        .unwrap_or("0");
+    let minor = kubernetes_minor();
     let mut ldflags = String::from("-s -w");
     for package in [
         "k8s.io/component-base/version",
@@ -233,6 +274,56 @@ fn build(log: &mut dyn FnMut(&str)) -> Result<Binaries, Error> {
     Ok(Binaries { dir })
 }
 
+/// `34` of `v1.34.4`.
+fn kubernetes_minor() -> &'static str {
+    KUBERNETES_VERSION
+        .trim_start_matches('v')
+        .split('.')
+        .nth(1)
+        .unwrap_or("0")
+}
+
+fn build_helm(log: &mut dyn FnMut(&str)) -> Result<PathBuf, Error> {
+    let dir = helm_dir()?;
+    let partial = dir.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&partial);
+    std::fs::create_dir_all(&partial).map_err(|e| Error::Io(partial.display().to_string(), e))?;
+
+    // helm's release build stamps its version, and the Kubernetes version it
+    // assumes when no cluster is asked (`.Capabilities.KubeVersion` in
+    // `helm template`, deprecation checks in `helm lint`): that of the test
+    // clusters.
+    let minor = kubernetes_minor();
+    let mut ldflags = format!(
+        "-s -w -X helm.sh/helm/v3/internal/version.version={HELM_VERSION} -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+    );
+    for package in [
+        "helm.sh/helm/v3/pkg/lint/rules",
+        "helm.sh/helm/v3/pkg/chartutil",
+    ] {
+        ldflags.push_str(&format!(
+            " -X {package}.k8sVersionMajor=1 -X {package}.k8sVersionMinor={minor}"
+        ));
+    }
+    let args = go_build_args(
+        &format!("{}/", partial.display()),
+        &ldflags,
+        &["helm.sh/helm/v3/cmd/helm"],
+    );
+    log(&format!("building helm (go {})", args.join(" ")));
+    let started = Instant::now();
+    run(go_command(&source_dir().join("helm")).args(&args))?;
+    log(&format!("built helm in {}", seconds(started.elapsed())));
+
+    check_version(&partial, "helm", HELM_VERSION)?;
+    std::fs::write(partial.join(STAMP), HELM_VERSION)
+        .map_err(|e| Error::Io("writing stamp".into(), e))?;
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::rename(&partial, &dir).map_err(|e| Error::Io(dir.display().to_string(), e))?;
+    log(&format!("helm {HELM_VERSION} cached in {}", dir.display()));
+    Ok(dir.join("helm"))
+}
+
 fn go_build_args(out: &str, ldflags: &str, packages: &[&str]) -> Vec<String> {
     let mut args = vec![
         "build".into(),
@@ -249,11 +340,11 @@ fn go_build_args(out: &str, ldflags: &str, packages: &[&str]) -> Vec<String> {
 fn check_version(dir: &Path, binary: &str, expected: &str) -> Result<(), Error> {
     let path = dir.join(binary);
     let mut cmd = Command::new(&path);
-    if binary == "kubectl" {
-        cmd.args(["version", "--client"]);
-    } else {
-        cmd.arg("--version");
-    }
+    match binary {
+        "kubectl" => cmd.args(["version", "--client"]),
+        "helm" => cmd.args(["version", "--short"]),
+        _ => cmd.arg("--version"),
+    };
     let out = cmd
         .output()
         .map_err(|e| Error::Io(path.display().to_string(), e))?;

@@ -2,10 +2,18 @@
 //! run as their real binaries (built by cargo on first use) against a
 //! [`ClusterSet`], talking over loopback.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::Duration;
 
+use jobrelay_manager::worker_cluster::{WorkerCluster, WorkerClusterSpec};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{CustomResourceExt, ResourceExt};
+
+use crate::certs::RelayCa;
 use crate::cluster::ClusterSet;
 use crate::processes;
 use crate::wait::{self, Seen};
@@ -13,15 +21,25 @@ use crate::wait::{self, Seen};
 /// The manager identity the tests run with.
 pub const ORIGIN: &str = "e2e";
 
-/// A running manager and its agents; the processes die with the test process.
+/// A running manager and its agents; the processes die with the test
+/// process. Either can be killed and started again.
 pub struct Relay {
     pub origin: String,
+    /// `https://127.0.0.1:<port>` of the manager's Relay service.
     pub manager_url: String,
     /// `127.0.0.1:<port>` of the manager's `/metrics`.
     pub metrics_addr: String,
+    /// `127.0.0.1:<port>` of the manager's health service.
+    pub health_addr: String,
+    ca: RelayCa,
+    ca_path: PathBuf,
+    tls_dir: PathBuf,
     logs: PathBuf,
-    manager: Child,
-    agents: Vec<Child>,
+    agent_bin: PathBuf,
+    manager_launch: Launch,
+    manager: Mutex<Option<Child>>,
+    agent_setups: BTreeMap<String, AgentSetup>,
+    agents: Mutex<BTreeMap<String, Child>>,
 }
 
 /// Builds `jobrelay-manager` and `jobrelay-agent` and returns their paths.
@@ -63,6 +81,15 @@ pub struct Options {
     pub agent_configs: std::collections::BTreeMap<String, String>,
 }
 
+/// Where a worker's agent listens and finds its files.
+struct AgentSetup {
+    kubeconfig: PathBuf,
+    health_addr: String,
+    config: Option<PathBuf>,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
 impl Relay {
     /// Starts the manager on the set's manager cluster and one agent per
     /// worker, with the default configuration, and waits until every agent
@@ -71,84 +98,209 @@ impl Relay {
         Relay::start_with(set, Options::default()).await
     }
 
-    /// Like [`Relay::start`], configured by `options`.
+    /// Like [`Relay::start`], configured by `options`. Installs the
+    /// WorkerCluster CRD and registers every worker first; manager and agents
+    /// speak mutual TLS with certificates of a CA made for this relay.
     pub async fn start_with(set: &ClusterSet, options: Options) -> anyhow::Result<Relay> {
         let (manager_bin, agent_bin) = binaries()?;
         let logs = set.state_dir.join("logs");
         std::fs::create_dir_all(&logs)?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let manager_url = format!("http://127.0.0.1:{port}");
-        let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let metrics_addr = format!("127.0.0.1:{metrics_port}");
+        register(set).await?;
 
-        let mut manager = Command::new(&manager_bin);
-        manager.env("KUBECONFIG", &set.manager().kubeconfig).args([
+        let tls_dir = set.state_dir.join("relay-tls");
+        let ca = RelayCa::new("jobrelay relay CA")?;
+        std::fs::create_dir_all(&tls_dir)?;
+        let ca_path = tls_dir.join("ca.crt");
+        crate::certs::write_atomically(&ca_path, &ca.ca_pem)?;
+        let (server_cert, server_key) = ca.server()?.write(&tls_dir, "manager")?;
+
+        let manager_url = format!("https://127.0.0.1:{}", free_port()?);
+        let metrics_addr = format!("127.0.0.1:{}", free_port()?);
+        let health_addr = format!("127.0.0.1:{}", free_port()?);
+        let mut manager = Launch {
+            bin: manager_bin,
+            kubeconfig: set.manager().kubeconfig.clone(),
+            args: Vec::new(),
+        };
+        manager.args([
             "--listen",
-            &format!("127.0.0.1:{port}"),
+            manager_url.trim_start_matches("https://"),
             "--origin",
             ORIGIN,
             "--heartbeat-interval",
             "1s",
-            "--insecure-plaintext",
+            "--cluster-status-interval",
+            "2s",
+            "--certificate-reload-interval",
+            "1s",
+            "--metrics-listen",
+            &metrics_addr,
+            "--health-listen",
+            &health_addr,
         ]);
-        manager.args(["--metrics-listen", &metrics_addr]);
+        manager.path("--tls-cert", &server_cert);
+        manager.path("--tls-key", &server_key);
+        manager.path("--client-ca", &ca_path);
         if let Some(config) = &options.manager_config {
             let path = set.state_dir.join("jobrelay-manager.yaml");
             std::fs::write(&path, config)?;
-            manager.arg("--config").arg(path);
+            manager.path("--config", &path);
         }
-        let manager = start_logged(manager, &logs.join("jobrelay-manager.log"))?;
 
-        let mut agents = Vec::new();
+        let mut agents = BTreeMap::new();
         for worker in set.workers() {
-            let mut agent = Command::new(&agent_bin);
-            agent.env("KUBECONFIG", &worker.kubeconfig).args([
-                "--manager-url",
-                &manager_url,
-                "--cluster",
-                &worker.name,
-                "--origin",
-                ORIGIN,
-                "--orphan-pod-grace",
-                "3s",
-                "--insecure-plaintext",
-            ]);
-            if let Some(config) = options.agent_configs.get(&worker.name) {
-                let path = set
-                    .state_dir
-                    .join(format!("jobrelay-agent-{}.yaml", worker.name));
-                std::fs::write(&path, config)?;
-                agent.arg("--config").arg(path);
-            }
-            agents.push(start_logged(
-                agent,
-                &logs.join(format!("jobrelay-agent-{}.log", worker.name)),
-            )?);
+            let config = match options.agent_configs.get(&worker.name) {
+                Some(config) => {
+                    let path = set
+                        .state_dir
+                        .join(format!("jobrelay-agent-{}.yaml", worker.name));
+                    std::fs::write(&path, config)?;
+                    Some(path)
+                }
+                None => None,
+            };
+            let (cert, key) = ca.client(&worker.name)?.write(&tls_dir, &worker.name)?;
+            agents.insert(
+                worker.name.clone(),
+                AgentSetup {
+                    kubeconfig: worker.kubeconfig.clone(),
+                    health_addr: format!("127.0.0.1:{}", free_port()?),
+                    config,
+                    cert,
+                    key,
+                },
+            );
         }
         let relay = Relay {
             origin: ORIGIN.into(),
             manager_url,
             metrics_addr,
+            health_addr,
+            ca,
+            ca_path,
+            tls_dir,
             logs,
-            manager,
-            agents,
+            agent_bin,
+            manager_launch: manager,
+            manager: Mutex::new(None),
+            agent_setups: agents,
+            agents: Mutex::new(BTreeMap::new()),
         };
+        relay.start_manager()?;
         for worker in set.workers() {
-            relay.wait_connected(&worker.name).await?;
+            relay.start_agent(&worker.name)?;
+        }
+        for worker in set.workers() {
+            relay.wait_sessions(&worker.name, 1).await?;
         }
         Ok(relay)
     }
 
+    /// Starts the manager (again), appending to its log.
+    pub fn start_manager(&self) -> anyhow::Result<()> {
+        let child = start_logged(
+            self.manager_launch.command(),
+            &self.logs.join("jobrelay-manager.log"),
+        )?;
+        *lock(&self.manager) = Some(child);
+        Ok(())
+    }
+
+    /// Kills the manager with SIGKILL, as a crash or an OOM kill would.
+    pub fn kill_manager(&self) {
+        if let Some(mut child) = lock(&self.manager).take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the agent of `worker` (again), appending to its log.
+    pub fn start_agent(&self, worker: &str) -> anyhow::Result<()> {
+        let command = self.agent_command(worker)?;
+        let child = start_logged(
+            command,
+            &self.logs.join(format!("jobrelay-agent-{worker}.log")),
+        )?;
+        lock(&self.agents).insert(worker.to_string(), child);
+        Ok(())
+    }
+
+    /// Kills the agent of `worker` with SIGKILL.
+    pub fn kill_agent(&self, worker: &str) {
+        if let Some(mut child) = lock(&self.agents).remove(worker) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// The agent of `worker` as a command, ready to start.
+    pub fn agent_command(&self, worker: &str) -> anyhow::Result<Command> {
+        let setup = self
+            .agent_setups
+            .get(worker)
+            .ok_or_else(|| anyhow::anyhow!("no agent for worker {worker}"))?;
+        let mut agent = Command::new(&self.agent_bin);
+        agent.env("KUBECONFIG", &setup.kubeconfig).args([
+            "--manager-url",
+            &self.manager_url,
+            "--cluster",
+            worker,
+            "--origin",
+            ORIGIN,
+            "--orphan-pod-grace",
+            "3s",
+            "--certificate-reload-interval",
+            "1s",
+            "--health-listen",
+            &setup.health_addr,
+        ]);
+        agent
+            .arg("--tls-cert")
+            .arg(&setup.cert)
+            .arg("--tls-key")
+            .arg(&setup.key)
+            .arg("--manager-ca")
+            .arg(&self.ca_path);
+        if let Some(config) = &setup.config {
+            agent.arg("--config").arg(config);
+        }
+        Ok(agent)
+    }
+
+    /// `127.0.0.1:<port>` of the health service of the agent of `worker`.
+    pub fn agent_health_addr(&self, worker: &str) -> Option<&str> {
+        self.agent_setups
+            .get(worker)
+            .map(|s| s.health_addr.as_str())
+    }
+
+    /// Where the client certificate and key of `worker`'s agent are read from.
+    pub fn agent_certificate_files(&self, worker: &str) -> Option<(&Path, &Path)> {
+        self.agent_setups
+            .get(worker)
+            .map(|s| (s.cert.as_path(), s.key.as_path()))
+    }
+
+    /// The CA that signed the relay's certificates.
+    pub fn ca(&self) -> &RelayCa {
+        &self.ca
+    }
+
+    /// The manager's `--client-ca` file (the agents' `--manager-ca` too).
+    pub fn ca_path(&self) -> &Path {
+        &self.ca_path
+    }
+
+    /// A folder for a test's own certificate files.
+    pub fn tls_dir(&self) -> &Path {
+        &self.tls_dir
+    }
+
     /// Process ids: the manager first, then the agents in worker order.
     pub fn pids(&self) -> Vec<u32> {
-        std::iter::once(&self.manager)
-            .chain(&self.agents)
-            .map(Child::id)
-            .collect()
+        let manager = lock(&self.manager).as_ref().map(Child::id);
+        let agents: Vec<u32> = lock(&self.agents).values().map(Child::id).collect();
+        manager.into_iter().chain(agents).collect()
     }
 
     /// The manager's `/metrics` text.
@@ -166,7 +318,8 @@ impl Relay {
         body.ok_or_else(|| anyhow::anyhow!("no HTTP body from {}: {response:?}", self.metrics_addr))
     }
 
-    /// The value of one metric without labels, if present.
+    /// The value of one metric (with its labels, e.g.
+    /// `name{reason="x"}`), if present.
     pub async fn metric(&self, name: &str) -> anyhow::Result<Option<f64>> {
         let text = self.metrics().await?;
         Ok(text
@@ -186,24 +339,29 @@ impl Relay {
             .unwrap_or_default()
     }
 
-    /// Waits until the manager logged a session for `cluster`.
-    async fn wait_connected(&self, cluster: &str) -> anyhow::Result<()> {
-        let log = self.logs.join("jobrelay-manager.log");
+    /// Sessions of `cluster` the manager has logged as connected so far.
+    pub fn sessions_opened(&self, cluster: &str) -> usize {
         let marker = format!("cluster={cluster}");
+        self.manager_log()
+            .lines()
+            .filter(|l| l.contains(&marker) && l.contains("agent connected"))
+            .count()
+    }
+
+    /// Waits until the manager logged `count` sessions of `cluster` in all.
+    pub async fn wait_sessions(&self, cluster: &str, count: usize) -> anyhow::Result<()> {
         wait::try_until(
-            format!("agent {cluster} connected to the manager"),
+            format!("session {count} of agent {cluster} with the manager"),
             Duration::from_secs(60),
             || {
-                let text = std::fs::read_to_string(&log).unwrap_or_default();
-                let connected = text
-                    .lines()
-                    .any(|l| l.contains(&marker) && l.contains("agent connected"));
-                let last = text.lines().last().unwrap_or("(empty log)").to_string();
+                let opened = self.sessions_opened(cluster);
+                let log = self.manager_log();
+                let last = log.lines().last().unwrap_or("(empty log)").to_string();
                 async move {
-                    if connected {
+                    if opened >= count {
                         Seen::Ready(())
                     } else {
-                        Seen::Waiting(format!("manager log ends with: {last}"))
+                        Seen::Waiting(format!("{opened} sessions; manager log ends with: {last}"))
                     }
                 }
             },
@@ -217,15 +375,106 @@ impl Drop for Relay {
     /// Stops the manager and the agents (a Relay that failed to start must
     /// not leave them running beside the next one).
     fn drop(&mut self) {
-        for child in std::iter::once(&mut self.manager).chain(self.agents.iter_mut()) {
-            let _ = child.kill();
-            let _ = child.wait();
+        self.kill_manager();
+        let workers: Vec<String> = lock(&self.agents).keys().cloned().collect();
+        for worker in workers {
+            self.kill_agent(&worker);
         }
     }
 }
 
+/// Installs the WorkerCluster CRD on the manager cluster, waits until it is
+/// served, and registers every worker of the set.
+pub async fn register(set: &ClusterSet) -> anyhow::Result<()> {
+    let client = set.manager().client().await?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = WorkerCluster::crd();
+    let name = crd.name_any();
+    let apply = PatchParams::apply("jobrelay-e2e").force();
+    crds.patch(&name, &apply, &Patch::Apply(&crd)).await?;
+    wait::try_until(
+        format!("CRD {name} established"),
+        Duration::from_secs(30),
+        || async {
+            match crds.get(&name).await {
+                Ok(crd) => {
+                    let established = crd
+                        .status
+                        .and_then(|s| s.conditions)
+                        .unwrap_or_default()
+                        .iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True");
+                    if established {
+                        Seen::Ready(())
+                    } else {
+                        Seen::Waiting("not established yet".into())
+                    }
+                }
+                Err(error) => Seen::Waiting(error.to_string()),
+            }
+        },
+    )
+    .await?;
+    let clusters: Api<WorkerCluster> = Api::all(client);
+    for worker in set.workers() {
+        let registration = WorkerCluster::new(&worker.name, WorkerClusterSpec::default());
+        wait::try_until(
+            format!("WorkerCluster {} registered", worker.name),
+            Duration::from_secs(30),
+            || async {
+                match clusters
+                    .patch(&worker.name, &apply, &Patch::Apply(&registration))
+                    .await
+                {
+                    Ok(_) => Seen::Ready(()),
+                    Err(error) => Seen::Waiting(error.to_string()),
+                }
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// How the manager is started, kept to start it again.
+struct Launch {
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+    args: Vec<std::ffi::OsString>,
+}
+
+impl Launch {
+    fn args<const N: usize>(&mut self, args: [&str; N]) {
+        self.args.extend(args.map(Into::into));
+    }
+
+    fn path(&mut self, flag: &str, path: &Path) {
+        self.args.push(flag.into());
+        self.args.push(path.into());
+    }
+
+    fn command(&self) -> Command {
+        let mut command = Command::new(&self.bin);
+        command.env("KUBECONFIG", &self.kubeconfig).args(&self.args);
+        command
+    }
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn start_logged(mut command: Command, log: &Path) -> anyhow::Result<Child> {
-    let file = std::fs::File::create(log)?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)?;
     command
         .env(
             "RUST_LOG",

@@ -1,6 +1,8 @@
 //! Command-line flags of `jobrelay-agent`; every flag can also be set from the
 //! environment.
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Holds the mirror Jobs of one worker cluster on behalf of a jobrelay manager.
@@ -29,6 +31,43 @@ pub struct Args {
     /// deletes it itself (e.g. Pods orphaned by an earlier delete).
     #[arg(long, env = "JOBRELAY_ORPHAN_POD_GRACE", default_value = "10s", value_parser = jobrelay_proto::duration::parse)]
     pub orphan_pod_grace: Duration,
+
+    /// The agent's client certificate (PEM); its DNS subject alternative name
+    /// must be `--cluster`.
+    #[arg(
+        long,
+        env = "JOBRELAY_TLS_CERT",
+        required_unless_present = "insecure_plaintext"
+    )]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The private key of `--tls-cert` (PEM).
+    #[arg(
+        long,
+        env = "JOBRELAY_TLS_KEY",
+        required_unless_present = "insecure_plaintext"
+    )]
+    pub tls_key: Option<PathBuf>,
+
+    /// The CA (PEM) that signed the manager's server certificate.
+    #[arg(
+        long,
+        env = "JOBRELAY_MANAGER_CA",
+        required_unless_present = "insecure_plaintext"
+    )]
+    pub manager_ca: Option<PathBuf>,
+
+    /// How often the certificate files are checked for changes; a change
+    /// ends the session, and the next one uses the new files.
+    #[arg(long, env = "JOBRELAY_CERTIFICATE_RELOAD_INTERVAL", default_value = "10s", value_parser = jobrelay_proto::duration::parse)]
+    pub certificate_reload_interval: Duration,
+
+    /// Address of the plaintext `grpc.health.v1.Health` service for
+    /// Kubernetes `grpc:` probes: service "" is SERVING while the process
+    /// runs, "jobrelay.v1.Relay" while the agent holds a session with the
+    /// manager and reaches its own API server.
+    #[arg(long, env = "JOBRELAY_HEALTH_LISTEN", default_value = "0.0.0.0:8081")]
+    pub health_listen: SocketAddr,
 
     /// Dial the manager without TLS. For local development on loopback only.
     #[arg(long, env = "JOBRELAY_INSECURE_PLAINTEXT", value_parser = clap::builder::BoolishValueParser::new())]

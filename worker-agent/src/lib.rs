@@ -12,34 +12,58 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use jobrelay_link::PemFiles;
+use jobrelay_link::health::Readiness;
+use jobrelay_link::shutdown_signal;
 use jobrelay_proto::wire::ORIGIN_LABEL;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use tokio::sync::Notify;
-use tonic::transport::Endpoint;
+use tokio::sync::watch;
 use tracing::info;
 
 use crate::cli::Args;
 use crate::config::Config;
 use crate::mirrors::Mirrors;
-use crate::session::Agent;
+use crate::session::{Agent, Dial};
+
+/// How often the agent checks that its own API server answers.
+const API_PROBE_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Runs the agent until SIGINT or SIGTERM.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        args.insecure_plaintext,
-        "TLS is not configured: this build dials the manager only with --insecure-plaintext (for loopback development)"
-    );
     anyhow::ensure!(!args.origin.is_empty(), "--origin must not be empty");
     anyhow::ensure!(!args.cluster.is_empty(), "--cluster must not be empty");
-    let endpoint = Endpoint::from_shared(args.manager_url.clone())
-        .map_err(|e| anyhow::anyhow!("--manager-url {:?} is not a URL: {e}", args.manager_url))?
-        .connect_timeout(Duration::from_secs(5))
-        .http2_keep_alive_interval(Duration::from_secs(5))
-        .keep_alive_timeout(Duration::from_secs(10))
-        .keep_alive_while_idle(true);
+    let tls = match (&args.tls_cert, &args.tls_key, &args.manager_ca) {
+        _ if args.insecure_plaintext => {
+            tracing::warn!(
+                "--insecure-plaintext: the manager is not authenticated; for loopback development only"
+            );
+            None
+        }
+        (Some(cert), Some(key), Some(ca)) => {
+            let files = PemFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                ca: ca.clone(),
+                ca_flag: "--manager-ca",
+            };
+            let pem = files.read()?;
+            Some(files.watch(pem, args.certificate_reload_interval))
+        }
+        _ => anyhow::bail!(
+            "--tls-cert, --tls-key and --manager-ca are required (or --insecure-plaintext for loopback development)"
+        ),
+    };
+    let mut dial = Dial {
+        url: args.manager_url.clone(),
+        tls,
+    };
+    dial.endpoint().map_err(anyhow::Error::msg)?;
+    let (readiness, health) = jobrelay_link::health::serve(args.health_listen).await?;
+    let health = tokio::spawn(health);
 
     let config = match &args.config {
         Some(path) => Config::load(path)?,
@@ -77,8 +101,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         Arc::clone(&changed),
     );
 
+    let (connected, link_up) = watch::channel(false);
+    tokio::spawn(report_readiness(client.clone(), link_up, readiness));
     let agent = Agent {
-        endpoint,
+        dial,
+        connected,
         cluster: args.cluster.clone(),
         origin: args.origin.clone(),
         mirrors: Mirrors::new(
@@ -98,6 +125,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         () = shutdown_signal() => info!("stopping"),
     }
     terminated.abort();
+    health.abort();
     Ok(())
 }
 
@@ -118,13 +146,31 @@ where
         .await;
 }
 
-async fn shutdown_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(term) => term,
-        Err(_) => return futures::future::pending().await,
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+/// Ready while a session is open and the worker's API server answers.
+async fn report_readiness(
+    client: kube::Client,
+    mut link_up: watch::Receiver<bool>,
+    readiness: Readiness,
+) {
+    let mut probes = tokio::time::interval(API_PROBE_INTERVAL);
+    let mut api_up = false;
+    let mut ready = None;
+    loop {
+        tokio::select! {
+            _ = probes.tick() => {
+                let answered = tokio::time::timeout(API_PROBE_INTERVAL, client.apiserver_version()).await;
+                let up = matches!(answered, Ok(Ok(_)));
+                if up != api_up && !up {
+                    tracing::warn!("the worker's API server does not answer");
+                }
+                api_up = up;
+            }
+            changed = link_up.changed() => if changed.is_err() { return },
+        }
+        let now = api_up && *link_up.borrow();
+        if ready != Some(now) {
+            readiness.set(now).await;
+            ready = Some(now);
+        }
     }
 }

@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use backon::{BackoffBuilder, ExponentialBuilder};
+use jobrelay_link::Pem;
 use jobrelay_proto::v1::relay_client::RelayClient;
 use jobrelay_proto::v1::{
     AgentMessage, Heartbeat, Hello, ManagerMessage, agent_message, manager_message,
 };
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::transport::{Channel, Endpoint};
 use tracing::{info, warn};
@@ -26,8 +27,46 @@ const STABLE_SESSION: Duration = Duration::from_secs(30);
 /// Periodic sync, on top of the one every watch event triggers.
 const SYNC_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How to reach the manager.
+pub struct Dial {
+    pub url: String,
+    /// The current certificate files; `None` dials without TLS.
+    pub tls: Option<watch::Receiver<Arc<Pem>>>,
+}
+
+impl Dial {
+    /// The endpoint with the certificates loaded now.
+    pub fn endpoint(&mut self) -> Result<Endpoint, String> {
+        let endpoint = Endpoint::from_shared(self.url.clone())
+            .map_err(|e| format!("--manager-url {:?} is not a URL: {e}", self.url))?
+            .connect_timeout(Duration::from_secs(5))
+            .http2_keep_alive_interval(Duration::from_secs(5))
+            .keep_alive_timeout(Duration::from_secs(10))
+            .keep_alive_while_idle(true);
+        let Some(tls) = &mut self.tls else {
+            return Ok(endpoint);
+        };
+        let pem = Arc::clone(&tls.borrow_and_update());
+        endpoint
+            .tls_config(jobrelay_link::client::client_config(&pem))
+            .map_err(|e| format!("TLS configuration: {e}"))
+    }
+
+    /// Resolves when the certificate files change (never without TLS).
+    async fn certificates_changed(&mut self) {
+        if let Some(tls) = &mut self.tls
+            && tls.changed().await.is_ok()
+        {
+            return;
+        }
+        futures::future::pending().await
+    }
+}
+
 pub struct Agent {
-    pub endpoint: Endpoint,
+    pub dial: Dial,
+    /// True while a session is open (for the readiness probe).
+    pub connected: watch::Sender<bool>,
     pub cluster: String,
     pub origin: String,
     pub mirrors: Mirrors,
@@ -47,9 +86,16 @@ impl Agent {
         let mut delays = backoff.build();
         loop {
             let started = Instant::now();
-            let ended = match self.endpoint.connect().await {
-                Ok(channel) => self.session(channel).await,
-                Err(error) => format!("cannot reach the manager: {error}"),
+            let ended = match self.dial.endpoint() {
+                Err(error) => error,
+                Ok(endpoint) => match endpoint.connect().await {
+                    Ok(channel) => {
+                        let ended = self.session(channel).await;
+                        self.connected.send_replace(false);
+                        ended
+                    }
+                    Err(error) => format!("cannot reach the manager: {}", chain(&error)),
+                },
             };
             if started.elapsed() >= STABLE_SESSION {
                 delays = backoff.build();
@@ -76,7 +122,13 @@ impl Agent {
             .await
         {
             Ok(response) => response.into_inner(),
-            Err(status) => return format!("the manager refused the session: {status}"),
+            Err(status) => {
+                return format!(
+                    "the manager refused the session: {:?}: {}",
+                    status.code(),
+                    status.message()
+                );
+            }
         };
         let mut heartbeat = DEFAULT_HEARTBEAT;
         let mut heartbeats = tokio::time::interval(heartbeat);
@@ -100,6 +152,7 @@ impl Agent {
                             if welcome.origin != self.origin {
                                 return format!("the manager's origin is {:?}, this agent serves {:?}", welcome.origin, self.origin);
                             }
+                            self.connected.send_replace(true);
                             if let Some(interval) = welcome.heartbeat_interval.and_then(|d| Duration::try_from(d).ok()).filter(|d| !d.is_zero()) {
                                 heartbeat = interval;
                                 heartbeats = tokio::time::interval(heartbeat);
@@ -116,6 +169,9 @@ impl Agent {
                     self.mirrors.sync(&mut out).await;
                 }
                 () = self.changed.notified() => self.mirrors.sync(&mut out).await,
+                () = self.dial.certificates_changed() => {
+                    return "the certificate files changed; reconnecting with them".into();
+                }
                 _ = syncs.tick() => {
                     if last_heard.elapsed() > heartbeat * MISSED_HEARTBEATS {
                         return format!("the manager was silent for {:?}", last_heard.elapsed());
@@ -137,4 +193,17 @@ impl Agent {
             }
         }
     }
+}
+
+/// An error with its sources, which is where TLS and connection errors say
+/// what went wrong.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }

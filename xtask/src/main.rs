@@ -27,7 +27,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Build (or reuse) the pinned Kubernetes control plane, etcd, kwok and kubectl.
+    /// Build (or reuse) the pinned Kubernetes control plane, etcd, kwok, kubectl and helm.
     K8s,
     /// Start or stop local clusters.
     Cluster {

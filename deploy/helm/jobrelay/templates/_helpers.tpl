@@ -1,0 +1,68 @@
+{{/* Names and labels shared by the manager's and the agent's objects. */}}
+
+{{/* The chart name, or nameOverride. */}}
+{{- define "jobrelay.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The base name of every object: fullnameOverride, else the release name when it
+already contains the chart name, else <release>-<chart>. Kept short enough for
+the "-manager" and "-agent" suffixes.
+*/}}
+{{- define "jobrelay.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 55 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 55 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 55 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Labels of every object; call with (dict "ctx" $ "component" "manager"). */}}
+{{- define "jobrelay.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "jobrelay.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: jobrelay
+{{- with .ctx.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Labels that select one component's Pods; never change after install. */}}
+{{- define "jobrelay.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "jobrelay.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* The ServiceAccount of a component; call like jobrelay.labels. */}}
+{{- define "jobrelay.serviceAccountName" -}}
+{{- $values := index .ctx.Values .component }}
+{{- if $values.serviceAccount.create }}
+{{- default (printf "%s-%s" (include "jobrelay.fullname" .ctx) .component) $values.serviceAccount.name }}
+{{- else }}
+{{- default "default" $values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The image reference of a component; the tag defaults to appVersion. */}}
+{{- define "jobrelay.image" -}}
+{{- $image := (index .ctx.Values .component).image }}
+{{- printf "%s:%s" $image.repository (default .ctx.Chart.AppVersion $image.tag) }}
+{{- end }}
+
+{{/* The origin, which both components need. */}}
+{{- define "jobrelay.origin" -}}
+{{- required "origin is required: the manager's identity, the same in the manager's and every agent's release" .Values.origin }}
+{{- end }}
+
+{{/* Where the TLS Secret and the configuration file are mounted. */}}
+{{- define "jobrelay.tlsDir" -}}/etc/jobrelay/tls{{- end }}
+{{- define "jobrelay.configDir" -}}/etc/jobrelay/config{{- end }}

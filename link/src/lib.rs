@@ -1,0 +1,36 @@
+//! What both ends of the Relay share beyond the wire.
+//!
+//! Mutual TLS: the manager accepts only agents whose client certificate
+//! chains to its CA and learns each agent's identity from the certificate's
+//! subject alternative names; the agent verifies the manager's certificate
+//! against the CA it was given. Both read their certificates from PEM files
+//! and load them again when the files change, so a mounted Secret can be
+//! rotated without a restart.
+//!
+//! Also the plaintext `grpc.health.v1.Health` endpoint for Kubernetes probes
+//! and the shutdown signal.
+
+pub mod client;
+pub mod files;
+pub mod health;
+pub mod server;
+
+pub use files::{Error, Pem, PemFiles};
+pub use server::{CertificateRefusal, Peer, PeerIdentity, ServerTls};
+
+/// The cryptography every TLS configuration of jobrelay uses.
+fn provider() -> std::sync::Arc<rustls::crypto::CryptoProvider> {
+    std::sync::Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(_) => return futures::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

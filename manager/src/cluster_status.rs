@@ -1,0 +1,388 @@
+//! Keeps every WorkerCluster's status in step with its link: `Connected` and
+//! `Lost` conditions are written as soon as they change; `lastHeartbeatTime`,
+//! `activeMirrors` and `agentVersion` at most once per status interval per
+//! cluster, so a thousand clusters heartbeating every few seconds cost the
+//! API server a few writes a second, not hundreds.
+//!
+//! A cluster disconnected for its `spec.lostAfter` becomes Lost here; every
+//! Job placed there is then reconciled, so Jobs being deleted are released.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::{ObjectRef, Store};
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use crate::fleet::{Fleet, Link};
+use crate::placement::assigned_cluster;
+use crate::reconcile::FIELD_MANAGER;
+use crate::worker_cluster::{CONNECTED, LOST, WorkerCluster, WorkerClusterStatus};
+
+/// How often links are looked at; the resolution of `lostAfter`.
+const TICK: Duration = Duration::from_secs(1);
+
+pub struct StatusWriter {
+    pub api: Api<WorkerCluster>,
+    pub clusters: Store<WorkerCluster>,
+    pub fleet: Arc<Fleet>,
+    pub jobs: Store<Job>,
+    pub triggers: mpsc::UnboundedSender<ObjectRef<Job>>,
+    /// Least time between writes that only refresh heartbeat and counts.
+    pub interval: Duration,
+}
+
+impl StatusWriter {
+    pub async fn run(self) {
+        let started = Timestamp::now();
+        let mut last_write: HashMap<String, Instant> = HashMap::new();
+        let mut ticks = tokio::time::interval(TICK);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            for cluster in self.clusters.state() {
+                let name = cluster.name_any();
+                let lost_after = cluster.lost_after().unwrap_or_else(|error| {
+                    debug!(%error, "using the default lostAfter");
+                    crate::worker_cluster::DEFAULT_LOST_AFTER
+                });
+                let link = self.fleet.link(&name);
+                let now = Timestamp::now();
+                let desired = desired_status(&cluster, &link, lost_after, now, started);
+                let lost = condition_is(&desired, LOST, "True");
+                if self.fleet.set_lost(&name, lost) && lost {
+                    warn!(cluster = %name, ?lost_after, "cluster Lost: disconnected for longer than lostAfter");
+                    self.reconcile_jobs_on(&name);
+                }
+                let previous = last_write.get(&name).map(Instant::elapsed);
+                if !due(cluster.status.as_ref(), &desired, previous, self.interval) {
+                    continue;
+                }
+                match self.write(&name, &desired).await {
+                    Ok(()) => {
+                        last_write.insert(name, Instant::now());
+                    }
+                    Err(error) => {
+                        warn!(cluster = %name, %error, "could not write WorkerCluster status")
+                    }
+                }
+            }
+        }
+    }
+
+    fn reconcile_jobs_on(&self, cluster: &str) {
+        for job in self.jobs.state() {
+            if assigned_cluster(&job) == Some(cluster) {
+                let _ = self.triggers.send(ObjectRef::from_obj(job.as_ref()));
+            }
+        }
+    }
+
+    async fn write(&self, name: &str, status: &WorkerClusterStatus) -> Result<(), kube::Error> {
+        let body = serde_json::json!({
+            "apiVersion": "jobrelay.dev/v1alpha1",
+            "kind": "WorkerCluster",
+            "status": status,
+        });
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        self.api
+            .patch_status(name, &params, &Patch::Apply(&body))
+            .await?;
+        info!(cluster = %name, connected = condition_is(status, CONNECTED, "True"), lost = condition_is(status, LOST, "True"), "WorkerCluster status written");
+        Ok(())
+    }
+}
+
+/// The status a cluster should show now. A cluster that has not connected
+/// since the manager started counts as disconnected since whichever is
+/// later known: the `Connected=False` transition recorded before, or the
+/// manager's start.
+pub fn desired_status(
+    cluster: &WorkerCluster,
+    link: &Link,
+    lost_after: Duration,
+    now: Timestamp,
+    started: Timestamp,
+) -> WorkerClusterStatus {
+    let current = cluster.status.clone().unwrap_or_default();
+    let since = link.since.unwrap_or_else(|| {
+        cluster
+            .condition(CONNECTED)
+            .filter(|c| c.status == "False")
+            .map_or(started, |c| c.last_transition_time.0)
+    });
+    let disconnected_for = now.duration_since(since);
+    let lost = !link.connected
+        && disconnected_for >= SignedDuration::try_from(lost_after).unwrap_or(SignedDuration::MAX);
+    let generation = cluster.metadata.generation;
+    let connected = if link.connected {
+        condition(
+            &current,
+            CONNECTED,
+            true,
+            "SessionOpen",
+            "the agent holds a session".into(),
+            since,
+            generation,
+        )
+    } else {
+        let message = match link.since {
+            Some(_) => format!("the agent's session closed at {since}"),
+            None => "no session since the manager started".into(),
+        };
+        condition(
+            &current,
+            CONNECTED,
+            false,
+            "Disconnected",
+            message,
+            since,
+            generation,
+        )
+    };
+    let lost = if lost {
+        let message = format!(
+            "disconnected since {since}, longer than lostAfter ({lost_after:?}); no Job is sent here, and Jobs being deleted are released"
+        );
+        condition(
+            &current,
+            LOST,
+            true,
+            "DisconnectedTooLong",
+            message,
+            now,
+            generation,
+        )
+    } else {
+        condition(
+            &current,
+            LOST,
+            false,
+            "WithinLostAfter",
+            format!("lostAfter is {lost_after:?}"),
+            now,
+            generation,
+        )
+    };
+    WorkerClusterStatus {
+        conditions: vec![connected, lost],
+        agent_version: Some(link.agent_version.clone())
+            .filter(|v| !v.is_empty())
+            .or(current.agent_version),
+        last_heartbeat_time: link.last_heard.map(Time).or(current.last_heartbeat_time),
+        active_mirrors: link.active_mirrors,
+    }
+}
+
+/// A condition that keeps its transition time while its status holds.
+fn condition(
+    current: &WorkerClusterStatus,
+    kind: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    changed_at: Timestamp,
+    generation: Option<i64>,
+) -> Condition {
+    let status = if status { "True" } else { "False" };
+    let last_transition_time = current
+        .conditions
+        .iter()
+        .find(|c| c.type_ == kind && c.status == status)
+        .map_or(Time(changed_at), |c| c.last_transition_time.clone());
+    Condition {
+        type_: kind.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message,
+        last_transition_time,
+        observed_generation: generation,
+    }
+}
+
+fn condition_is(status: &WorkerClusterStatus, kind: &str, value: &str) -> bool {
+    status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == kind && c.status == value)
+}
+
+/// Is a write due? At once when a condition changed; otherwise only when
+/// something else changed and the last write is `interval` old.
+pub fn due(
+    current: Option<&WorkerClusterStatus>,
+    desired: &WorkerClusterStatus,
+    since_last_write: Option<Duration>,
+    interval: Duration,
+) -> bool {
+    let Some(current) = current else {
+        return true;
+    };
+    let key = |c: &Condition| (c.type_.clone(), c.status.clone(), c.reason.clone());
+    let conditions_changed = current
+        .conditions
+        .iter()
+        .map(key)
+        .ne(desired.conditions.iter().map(key));
+    if conditions_changed {
+        return true;
+    }
+    current != desired && since_last_write.is_none_or(|elapsed| elapsed >= interval)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(status: Option<WorkerClusterStatus>) -> WorkerCluster {
+        let mut cluster = WorkerCluster::new("worker-a", Default::default());
+        cluster.status = status;
+        cluster
+    }
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + seconds).unwrap()
+    }
+
+    const LOST_AFTER: Duration = Duration::from_secs(60);
+
+    fn statuses(status: &WorkerClusterStatus) -> Vec<(String, String)> {
+        status
+            .conditions
+            .iter()
+            .map(|c| (c.type_.clone(), c.status.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn a_connected_cluster_is_connected_and_not_lost() {
+        let link = Link {
+            connected: true,
+            since: Some(at(0)),
+            agent_version: "0.1.0".into(),
+            last_heard: Some(at(5)),
+            active_mirrors: 3,
+        };
+        let status = desired_status(&cluster(None), &link, LOST_AFTER, at(500), at(0));
+        assert_eq!(
+            statuses(&status),
+            [
+                ("Connected".into(), "True".into()),
+                ("Lost".into(), "False".into())
+            ]
+        );
+        assert_eq!(status.active_mirrors, 3);
+        assert_eq!(status.agent_version.as_deref(), Some("0.1.0"));
+        assert_eq!(status.last_heartbeat_time, Some(Time(at(5))));
+    }
+
+    #[test]
+    fn a_cluster_is_lost_once_disconnected_for_lost_after() {
+        let link = Link {
+            connected: false,
+            since: Some(at(100)),
+            ..Default::default()
+        };
+        let early = desired_status(&cluster(None), &link, LOST_AFTER, at(159), at(0));
+        assert!(!condition_is(&early, LOST, "True"));
+        let late = desired_status(&cluster(None), &link, LOST_AFTER, at(160), at(0));
+        assert!(condition_is(&late, LOST, "True"));
+        assert!(condition_is(&late, CONNECTED, "False"));
+    }
+
+    #[test]
+    fn after_a_manager_restart_the_recorded_disconnection_counts() {
+        let before = desired_status(
+            &cluster(None),
+            &Link {
+                since: Some(at(0)),
+                ..Default::default()
+            },
+            LOST_AFTER,
+            at(10),
+            at(-100),
+        );
+        // The manager restarts at 30; the agent never came back.
+        let restarted = desired_status(
+            &cluster(Some(before)),
+            &Link::default(),
+            LOST_AFTER,
+            at(61),
+            at(30),
+        );
+        assert!(
+            condition_is(&restarted, LOST, "True"),
+            "lost 60s after the recorded disconnection, not after the restart"
+        );
+        // A cluster never seen counts from the manager's start.
+        let never = desired_status(&cluster(None), &Link::default(), LOST_AFTER, at(61), at(30));
+        assert!(!condition_is(&never, LOST, "True"));
+    }
+
+    #[test]
+    fn heartbeat_only_changes_are_written_at_most_once_per_interval() {
+        let link = Link {
+            connected: true,
+            since: Some(at(0)),
+            last_heard: Some(at(1)),
+            ..Default::default()
+        };
+        let first = desired_status(&cluster(None), &link, LOST_AFTER, at(1), at(0));
+        assert!(due(None, &first, None, Duration::from_secs(30)));
+        let later = desired_status(
+            &cluster(Some(first.clone())),
+            &Link {
+                last_heard: Some(at(6)),
+                ..link.clone()
+            },
+            LOST_AFTER,
+            at(6),
+            at(0),
+        );
+        assert_eq!(later.conditions, first.conditions, "transition times kept");
+        assert!(!due(
+            Some(&first),
+            &later,
+            Some(Duration::from_secs(5)),
+            Duration::from_secs(30)
+        ));
+        assert!(due(
+            Some(&first),
+            &later,
+            Some(Duration::from_secs(30)),
+            Duration::from_secs(30)
+        ));
+        assert!(!due(
+            Some(&first),
+            &first,
+            Some(Duration::from_secs(99)),
+            Duration::from_secs(30)
+        ));
+        let gone = desired_status(
+            &cluster(Some(first.clone())),
+            &Link {
+                connected: false,
+                since: Some(at(7)),
+                ..link
+            },
+            LOST_AFTER,
+            at(7),
+            at(0),
+        );
+        assert!(
+            due(
+                Some(&first),
+                &gone,
+                Some(Duration::from_secs(1)),
+                Duration::from_secs(30)
+            ),
+            "a condition change is written at once"
+        );
+    }
+}

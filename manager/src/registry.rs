@@ -1,0 +1,67 @@
+//! The registered worker clusters and the namespaces of the manager cluster,
+//! as cached from the API server: who may connect, and where a Job may go.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::runtime::reflector::{ObjectRef, Store};
+
+use crate::worker_cluster::WorkerCluster;
+
+/// Why a cluster cannot take a Job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    Unregistered,
+    NamespaceNotAdmitted,
+    Lost,
+}
+
+#[derive(Clone)]
+pub struct Registry {
+    pub clusters: Store<WorkerCluster>,
+    pub namespaces: Store<Namespace>,
+}
+
+impl Registry {
+    pub fn get(&self, cluster: &str) -> Option<std::sync::Arc<WorkerCluster>> {
+        self.clusters.get(&ObjectRef::new(cluster))
+    }
+
+    /// The labels of a namespace of the manager cluster.
+    pub fn namespace_labels(&self, namespace: &str) -> BTreeMap<String, String> {
+        self.namespaces
+            .get(&ObjectRef::new(namespace))
+            .and_then(|ns| ns.metadata.labels.clone())
+            .unwrap_or_default()
+    }
+
+    /// May `cluster` run Jobs of `namespace` (lost or not)?
+    pub fn admits(&self, cluster: &str, namespace: &str) -> Result<(), Refusal> {
+        let registered = self.get(cluster).ok_or(Refusal::Unregistered)?;
+        match registered.admits(&self.namespace_labels(namespace)) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Refusal::NamespaceNotAdmitted),
+            Err(error) => {
+                tracing::warn!(%error, "invalid WorkerCluster");
+                Err(Refusal::NamespaceNotAdmitted)
+            }
+        }
+    }
+}
+
+impl Refusal {
+    /// Why, in words, for an Event on the Job.
+    pub fn explain(&self, cluster: &str, namespace: &str) -> String {
+        match self {
+            Refusal::Unregistered => format!(
+                "label jobrelay.dev/cluster names cluster {cluster}, which has no WorkerCluster"
+            ),
+            Refusal::NamespaceNotAdmitted => format!(
+                "label jobrelay.dev/cluster names cluster {cluster}, whose spec.namespaceSelector does not admit namespace {namespace}"
+            ),
+            Refusal::Lost => format!(
+                "label jobrelay.dev/cluster names cluster {cluster}, which is Lost; the Job is deactivated"
+            ),
+        }
+    }
+}

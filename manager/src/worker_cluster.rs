@@ -1,0 +1,219 @@
+//! The `WorkerCluster` custom resource: one per worker cluster allowed to
+//! connect. Its name is the agent's identity (the SAN of its client
+//! certificate); its spec says which manager namespaces may run there and how
+//! long a disconnected cluster is waited for; its status is what the manager
+//! knows of the link.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
+use kube::CustomResource;
+use kube::core::{Selector, SelectorExt};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// How long a cluster may stay disconnected before it is Lost, unless its
+/// `spec.lostAfter` says otherwise.
+pub const DEFAULT_LOST_AFTER: Duration = Duration::from_secs(15 * 60);
+
+/// Condition type: the agent holds a session with the manager now.
+pub const CONNECTED: &str = "Connected";
+/// Condition type: the cluster has been disconnected for `lostAfter`.
+pub const LOST: &str = "Lost";
+
+/// A worker cluster whose agent may connect to this manager.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "jobrelay.dev",
+    version = "v1alpha1",
+    kind = "WorkerCluster",
+    shortname = "wc",
+    status = "WorkerClusterStatus",
+    printcolumn = r#"{"name":"Connected","type":"string","jsonPath":".status.conditions[?(@.type==\"Connected\")].status"}"#,
+    printcolumn = r#"{"name":"Mirrors","type":"integer","jsonPath":".status.activeMirrors"}"#,
+    printcolumn = r#"{"name":"Last-Heartbeat","type":"date","jsonPath":".status.lastHeartbeatTime"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerClusterSpec {
+    /// Which namespaces of the manager cluster may run Jobs here; empty or
+    /// absent means every namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<LabelSelector>,
+    /// How long the cluster may be disconnected before it is Lost (a Go-style
+    /// duration such as `15m`; default 15m). A Lost cluster gets no new Jobs,
+    /// and manager Jobs being deleted whose mirrors sit there are released.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
+    pub lost_after: Option<String>,
+}
+
+/// What the manager knows of the cluster's link.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerClusterStatus {
+    /// `Connected` and `Lost`.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    /// The version the agent reported in its last Hello.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_version: Option<String>,
+    /// When the manager last heard from the agent (written at most once per
+    /// status interval, so many clusters do not flood the API server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_heartbeat_time: Option<Time>,
+    /// Mirrors the agent holds.
+    #[serde(default)]
+    pub active_mirrors: u32,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    #[error("WorkerCluster {cluster}: spec.lostAfter: {source}")]
+    LostAfter {
+        cluster: String,
+        source: jobrelay_proto::duration::DurationError,
+    },
+    #[error("WorkerCluster {cluster}: spec.namespaceSelector: {message}")]
+    NamespaceSelector { cluster: String, message: String },
+}
+
+impl WorkerCluster {
+    /// `spec.lostAfter`, or the default when it is absent.
+    pub fn lost_after(&self) -> Result<Duration, SpecError> {
+        match &self.spec.lost_after {
+            None => Ok(DEFAULT_LOST_AFTER),
+            Some(text) => {
+                jobrelay_proto::duration::parse(text).map_err(|source| SpecError::LostAfter {
+                    cluster: kube::ResourceExt::name_any(self),
+                    source,
+                })
+            }
+        }
+    }
+
+    /// Does `spec.namespaceSelector` admit a namespace with these labels?
+    pub fn admits(
+        &self,
+        namespace_labels: &std::collections::BTreeMap<String, String>,
+    ) -> Result<bool, SpecError> {
+        let Some(selector) = &self.spec.namespace_selector else {
+            return Ok(true);
+        };
+        let selector =
+            Selector::try_from(selector.clone()).map_err(|e| SpecError::NamespaceSelector {
+                cluster: kube::ResourceExt::name_any(self),
+                message: e.to_string(),
+            })?;
+        Ok(selector.matches(namespace_labels))
+    }
+
+    /// The status of condition `kind`, if set.
+    pub fn condition(&self, kind: &str) -> Option<&Condition> {
+        self.status
+            .as_ref()?
+            .conditions
+            .iter()
+            .find(|c| c.type_ == kind)
+    }
+}
+
+/// The CRD as YAML, as `jobrelay-manager crd` prints it and the chart ships it.
+pub fn crd_yaml() -> String {
+    use kube::CustomResourceExt;
+    let crd = WorkerCluster::crd();
+    let yaml = serde_yaml_ng::to_string(&crd).unwrap_or_default();
+    format!("# Generated by `jobrelay-manager crd`; do not edit.\n{yaml}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn cluster(spec: serde_json::Value) -> WorkerCluster {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "jobrelay.dev/v1alpha1",
+            "kind": "WorkerCluster",
+            "metadata": {"name": "worker-a"},
+            "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_checked_in_crd_is_the_generated_one() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/helm/jobrelay/crds/workercluster.yaml"
+        );
+        let checked_in = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            checked_in == crd_yaml(),
+            "{path} differs from the generated CRD; run `cargo run -p jobrelay-manager -- crd > {path}`"
+        );
+    }
+
+    #[test]
+    fn the_crd_is_cluster_scoped_with_a_short_name_status_and_columns() {
+        use kube::CustomResourceExt;
+        let crd = WorkerCluster::crd();
+        assert_eq!(crd.spec.scope, "Cluster");
+        assert_eq!(crd.spec.names.short_names, Some(vec!["wc".to_string()]));
+        let version = &crd.spec.versions[0];
+        assert!(version.subresources.as_ref().unwrap().status.is_some());
+        let columns: Vec<String> = version
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| c.name.to_uppercase())
+            .collect();
+        assert_eq!(columns, ["CONNECTED", "MIRRORS", "LAST-HEARTBEAT", "AGE"]);
+    }
+
+    #[test]
+    fn lost_after_defaults_to_fifteen_minutes_and_a_bad_value_names_the_field() {
+        assert_eq!(
+            cluster(serde_json::json!({})).lost_after().unwrap(),
+            DEFAULT_LOST_AFTER
+        );
+        assert_eq!(
+            cluster(serde_json::json!({"lostAfter": "90s"}))
+                .lost_after()
+                .unwrap(),
+            Duration::from_secs(90)
+        );
+        let error = cluster(serde_json::json!({"lostAfter": "soon"}))
+            .lost_after()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("WorkerCluster worker-a: spec.lostAfter"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_namespace_selector_admits_matching_namespaces_only() {
+        let any = cluster(serde_json::json!({}));
+        assert!(any.admits(&labels(&[])).unwrap());
+        let team_a = cluster(serde_json::json!({"namespaceSelector": {
+            "matchLabels": {"team": "a"},
+            "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["frozen"]}],
+        }}));
+        assert!(team_a.admits(&labels(&[("team", "a")])).unwrap());
+        assert!(!team_a.admits(&labels(&[("team", "b")])).unwrap());
+        assert!(
+            !team_a
+                .admits(&labels(&[("team", "a"), ("tier", "frozen")]))
+                .unwrap()
+        );
+    }
+}

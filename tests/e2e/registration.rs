@@ -1,0 +1,694 @@
+//! Cluster registration end to end: WorkerCluster status, mutual TLS
+//! identity and the connections it refuses, certificate rotation, the gRPC
+//! health service, liveness of the link, Lost clusters, and placement by
+//! namespace selector. These tests kill and restart processes, so they run
+//! one at a time.
+
+use std::time::{Duration, Instant};
+
+use jobrelay_e2e::certs::{Issued, RelayCa};
+use jobrelay_e2e::fixtures::TestJob;
+use jobrelay_e2e::kit::{self, Clusters};
+use jobrelay_e2e::leaks::assert_no_leaks;
+use jobrelay_e2e::relay::Relay;
+use jobrelay_e2e::wait::{self, Seen};
+use jobrelay_link::Pem;
+use jobrelay_manager::worker_cluster::WorkerCluster;
+use jobrelay_proto::v1::relay_client::RelayClient;
+use jobrelay_proto::v1::{AgentMessage, Hello, agent_message};
+use jobrelay_proto::wire::{
+    CLUSTER_KEY, DEACTIVATED_ANNOTATION, MANAGED_BY, ORIGIN_UID_LABEL, REMOTE_CLEANUP_FINALIZER,
+};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use tonic::Code;
+use tonic::transport::Endpoint;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+const WORKER_A: &str = "worker-1";
+const WORKER_B: &str = "worker-2";
+
+/// Only one test at a time kills processes or changes registrations.
+static EXCLUSIVE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn setup() -> (&'static Clusters, &'static Relay, Api<WorkerCluster>) {
+    let (clusters, relay) = kit::relay().await;
+    let registrations = Api::all(kit::client(clusters.manager()).await);
+    (clusters, relay, registrations)
+}
+
+/// The status of condition `kind` on `cluster`'s WorkerCluster ("" if unset).
+async fn condition(registrations: &Api<WorkerCluster>, cluster: &str, kind: &str) -> String {
+    match registrations.get(cluster).await {
+        Ok(wc) => wc
+            .condition(kind)
+            .map(|c| c.status.clone())
+            .unwrap_or_default(),
+        Err(error) => format!("error: {error}"),
+    }
+}
+
+async fn wait_condition(
+    registrations: &Api<WorkerCluster>,
+    cluster: &str,
+    kind: &str,
+    status: &str,
+) -> Duration {
+    let started = Instant::now();
+    wait::until(
+        format!("WorkerCluster {cluster} {kind}={status}"),
+        TIMEOUT,
+        || async {
+            let seen = condition(registrations, cluster, kind).await;
+            if seen == status {
+                Seen::Ready(started.elapsed())
+            } else {
+                Seen::Waiting(format!("{kind}={seen:?}"))
+            }
+        },
+    )
+    .await
+}
+
+async fn set_spec(registrations: &Api<WorkerCluster>, cluster: &str, spec: serde_json::Value) {
+    let patch = serde_json::json!({ "spec": spec });
+    registrations
+        .patch(cluster, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap_or_else(|e| panic!("patching WorkerCluster {cluster}: {e}"));
+}
+
+/// The serving status of `service` at `addr`, or what went wrong.
+async fn health(addr: &str, service: &str) -> Result<ServingStatus, String> {
+    let channel = Endpoint::from_shared(format!("http://{addr}"))
+        .map_err(|e| e.to_string())?
+        .connect_timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .map_err(|e| format!("unreachable: {e}"))?;
+    let response = HealthClient::new(channel)
+        .check(HealthCheckRequest {
+            service: service.into(),
+        })
+        .await
+        .map_err(|status| format!("{:?}: {}", status.code(), status.message()))?;
+    ServingStatus::try_from(response.into_inner().status).map_err(|e| e.to_string())
+}
+
+async fn wait_health(addr: &str, service: &str, expected: ServingStatus) {
+    wait::until(
+        format!("health of {service:?} at {addr} to be {expected:?}"),
+        TIMEOUT,
+        || async {
+            match health(addr, service).await {
+                Ok(status) if status == expected => Seen::Ready(()),
+                other => Seen::Waiting(format!("{other:?}")),
+            }
+        },
+    )
+    .await
+}
+
+/// Opens a session the way an agent does, with `identity`'s certificate,
+/// saying Hello as `cluster`; returns the manager's answer.
+async fn hello(
+    relay: &Relay,
+    identity: Option<&Issued>,
+    cluster: &str,
+) -> Result<(), tonic::Status> {
+    let ca = std::fs::read(relay.ca_path()).expect("read the relay CA");
+    let mut endpoint = Endpoint::from_shared(relay.manager_url.clone())
+        .expect("manager URL")
+        .connect_timeout(Duration::from_secs(5));
+    let tls = match identity {
+        Some(identity) => jobrelay_link::client::client_config(&Pem {
+            cert: identity.cert.clone().into_bytes(),
+            key: identity.key.clone().into_bytes(),
+            ca,
+        }),
+        None => tonic::transport::ClientTlsConfig::new()
+            .ca_certificate(tonic::transport::Certificate::from_pem(ca)),
+    };
+    endpoint = endpoint.tls_config(tls).expect("TLS configuration");
+    let channel = endpoint
+        .connect()
+        .await
+        .map_err(|e| tonic::Status::unavailable(format!("connect: {e:?}")))?;
+    let hello = AgentMessage {
+        kind: Some(agent_message::Kind::Hello(Hello {
+            cluster: cluster.into(),
+            agent_version: "test".into(),
+            inventory: Vec::new(),
+        })),
+    };
+    let mut stream = RelayClient::new(channel)
+        .connect(futures::stream::iter([hello]).chain(futures::stream::pending()))
+        .await?
+        .into_inner();
+    // Accepted: the manager's Welcome arrives.
+    stream.message().await?;
+    Ok(())
+}
+
+async fn refused_count(relay: &Relay, reason: &str) -> f64 {
+    relay
+        .metric(&format!(
+            "jobrelay_sessions_refused_total{{reason=\"{reason}\"}}"
+        ))
+        .await
+        .expect("read metrics")
+        .unwrap_or(0.0)
+}
+
+use futures::StreamExt;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn worker_clusters_show_their_agents_and_a_killed_agent_shows_disconnected() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let (clusters, relay, registrations) = setup().await;
+    for worker in clusters.workers() {
+        wait_condition(&registrations, &worker.name, "Connected", "True").await;
+        wait_condition(&registrations, &worker.name, "Lost", "False").await;
+        let wc = registrations.get(&worker.name).await.unwrap();
+        let status = wc.status.unwrap();
+        assert_eq!(
+            status.agent_version.as_deref(),
+            Some(env!("CARGO_PKG_VERSION"))
+        );
+        assert!(status.last_heartbeat_time.is_some(), "{status:?}");
+    }
+
+    // `kubectl get wc` reads as the columns promise.
+    let kubectl = jobrelay_e2e::controlplane::cached()
+        .unwrap()
+        .path("kubectl");
+    let output = std::process::Command::new(kubectl)
+        .env("KUBECONFIG", &clusters.manager().kubeconfig)
+        .args(["get", "wc"])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&output.stdout);
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "CONNECTED", "MIRRORS", "LAST-HEARTBEAT", "AGE"],
+        "{table}"
+    );
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with(WORKER_A) && l.contains("True")),
+        "{table}"
+    );
+
+    relay.kill_agent(WORKER_A);
+    let shown = wait_condition(&registrations, WORKER_A, "Connected", "False").await;
+    println!("killed agent shown Connected=False after {shown:?} (heartbeat interval 1s)");
+    assert_eq!(
+        condition(&registrations, WORKER_B, "Connected").await,
+        "True"
+    );
+
+    let sessions = relay.sessions_opened(WORKER_A);
+    relay.start_agent(WORKER_A).unwrap();
+    relay.wait_sessions(WORKER_A, sessions + 1).await.unwrap();
+    wait_condition(&registrations, WORKER_A, "Connected", "True").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn connections_without_a_valid_identity_are_refused_and_change_nothing() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let (_clusters, relay, registrations) = setup().await;
+    let sessions_before = relay.sessions_opened(WORKER_A);
+
+    let cases: [(&str, Result<Issued, _>, &str, Code, &str); 4] = [
+        (
+            "a certificate naming no registered cluster",
+            relay.ca().client("ghost"),
+            "ghost",
+            Code::PermissionDenied,
+            "unknown_cluster",
+        ),
+        (
+            "a certificate from another CA",
+            RelayCa::new("another CA").and_then(|ca| ca.client(WORKER_A)),
+            WORKER_A,
+            Code::Unauthenticated,
+            "certificate_untrusted",
+        ),
+        (
+            "an expired certificate",
+            relay.ca().expired_client(WORKER_A),
+            WORKER_A,
+            Code::Unauthenticated,
+            "certificate_expired",
+        ),
+        (
+            "a Hello claiming another cluster than the certificate",
+            relay.ca().client(WORKER_B),
+            WORKER_A,
+            Code::PermissionDenied,
+            "cluster_mismatch",
+        ),
+    ];
+    for (what, identity, claimed, code, reason) in cases {
+        let counted = refused_count(relay, reason).await;
+        let identity = identity.unwrap();
+        let refused = hello(relay, Some(&identity), claimed)
+            .await
+            .expect_err(what);
+        assert_eq!(refused.code(), code, "{what}: {refused:?}");
+        println!(
+            "{what}: refused with {:?}: {}",
+            refused.code(),
+            refused.message()
+        );
+        assert_eq!(
+            refused_count(relay, reason).await,
+            counted + 1.0,
+            "{what} is counted"
+        );
+        assert!(
+            relay
+                .manager_log()
+                .contains(&format!("reason=\"{reason}\"")),
+            "{what} is logged with its reason"
+        );
+    }
+
+    // No client certificate at all: the handshake itself fails.
+    let counted = refused_count(relay, "tls_handshake_failed").await;
+    let refused = hello(relay, None, WORKER_A)
+        .await
+        .expect_err("no certificate");
+    println!(
+        "no client certificate: {:?}: {}",
+        refused.code(),
+        refused.message()
+    );
+    wait::until("the failed handshake counted", TIMEOUT, || async {
+        let now = refused_count(relay, "tls_handshake_failed").await;
+        if now > counted {
+            Seen::Ready(())
+        } else {
+            Seen::Waiting(format!("{now}"))
+        }
+    })
+    .await;
+
+    // The real agent of worker-1 kept its session: nothing was replaced.
+    assert_eq!(relay.sessions_opened(WORKER_A), sessions_before);
+    assert_eq!(
+        condition(&registrations, WORKER_A, "Connected").await,
+        "True"
+    );
+    assert!(
+        registrations.get_opt("ghost").await.unwrap().is_none(),
+        "a refused identity registers nothing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn health_follows_readiness_and_every_agent_rejoins_a_restarted_manager() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let (clusters, relay, _registrations) = setup().await;
+    let agent = relay.agent_health_addr(WORKER_A).unwrap().to_string();
+    wait_health(&relay.health_addr, "", ServingStatus::Serving).await;
+    wait_health(
+        &relay.health_addr,
+        "jobrelay.v1.Relay",
+        ServingStatus::Serving,
+    )
+    .await;
+    wait_health(&agent, "jobrelay.v1.Relay", ServingStatus::Serving).await;
+
+    let sessions: Vec<usize> = clusters
+        .workers()
+        .iter()
+        .map(|w| relay.sessions_opened(&w.name))
+        .collect();
+    relay.kill_manager();
+    // Without its manager the agent is alive but not ready.
+    wait_health(&agent, "jobrelay.v1.Relay", ServingStatus::NotServing).await;
+    wait_health(&agent, "", ServingStatus::Serving).await;
+
+    let restarted = Instant::now();
+    relay.start_manager().unwrap();
+    for (worker, before) in clusters.workers().iter().zip(sessions) {
+        relay.wait_sessions(&worker.name, before + 1).await.unwrap();
+    }
+    println!(
+        "all {} agents rejoined the restarted manager within {:?}",
+        clusters.workers().len(),
+        restarted.elapsed()
+    );
+    wait_health(
+        &relay.health_addr,
+        "jobrelay.v1.Relay",
+        ServingStatus::Serving,
+    )
+    .await;
+    wait_health(&agent, "jobrelay.v1.Relay", ServingStatus::Serving).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn certificates_are_rotated_without_a_restart() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let (_clusters, relay, registrations) = setup().await;
+    let (cert, key) = relay.agent_certificate_files(WORKER_A).unwrap();
+    let original = (
+        std::fs::read_to_string(cert).unwrap(),
+        std::fs::read_to_string(key).unwrap(),
+    );
+    let ca_bundle = std::fs::read_to_string(relay.ca_path()).unwrap();
+
+    // The agent gets a certificate of a CA the manager does not trust yet:
+    // it picks the files up, reconnects, and is refused.
+    let next_ca = RelayCa::new("next relay CA").unwrap();
+    let untrusted = refused_count(relay, "certificate_untrusted").await;
+    next_ca
+        .client(WORKER_A)
+        .unwrap()
+        .write(cert.parent().unwrap(), WORKER_A)
+        .unwrap();
+    wait::until(
+        "the agent refused with its new certificate",
+        TIMEOUT,
+        || async {
+            let now = refused_count(relay, "certificate_untrusted").await;
+            if now > untrusted {
+                Seen::Ready(())
+            } else {
+                Seen::Waiting(format!("{now} untrusted refusals"))
+            }
+        },
+    )
+    .await;
+    wait_condition(&registrations, WORKER_A, "Connected", "False").await;
+
+    // The manager's CA bundle gains the new CA: the agent gets in.
+    let sessions = relay.sessions_opened(WORKER_A);
+    jobrelay_e2e::certs::write_atomically(
+        relay.ca_path(),
+        &format!("{ca_bundle}{}", next_ca.ca_pem),
+    )
+    .unwrap();
+    relay.wait_sessions(WORKER_A, sessions + 1).await.unwrap();
+    wait_condition(&registrations, WORKER_A, "Connected", "True").await;
+
+    // Back to the original files.
+    let sessions = relay.sessions_opened(WORKER_A);
+    jobrelay_e2e::certs::write_atomically(relay.ca_path(), &ca_bundle).unwrap();
+    jobrelay_e2e::certs::write_atomically(key, &original.1).unwrap();
+    jobrelay_e2e::certs::write_atomically(cert, &original.0).unwrap();
+    relay.wait_sessions(WORKER_A, sessions + 1).await.unwrap();
+    wait_condition(&registrations, WORKER_A, "Connected", "True").await;
+}
+
+/// The mirror Job of `uid` on a worker, with its Pods.
+async fn mirror_objects(worker: &kube::Client, ns: &str, uid: &str) -> (usize, usize) {
+    let selector = ListParams::default().labels(&format!("{ORIGIN_UID_LABEL}={uid}"));
+    let jobs: Api<Job> = Api::namespaced(worker.clone(), ns);
+    let pods: Api<Pod> = Api::namespaced(worker.clone(), ns);
+    let jobs = jobs
+        .list(&selector)
+        .await
+        .map(|l| l.items.len())
+        .unwrap_or(usize::MAX);
+    let pods = pods
+        .list(&selector)
+        .await
+        .map(|l| l.items.len())
+        .unwrap_or(usize::MAX);
+    (jobs, pods)
+}
+
+async fn events_with_reason(manager: &kube::Client, ns: &str, name: &str, reason: &str) -> usize {
+    let events: Api<Event> = Api::namespaced(manager.clone(), ns);
+    events
+        .list(&ListParams::default())
+        .await
+        .map(|list| {
+            list.items
+                .iter()
+                .filter(|e| {
+                    e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                        && e.reason.as_deref() == Some(reason)
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lost_cluster_releases_deleted_jobs_and_its_returning_agent_cleans_up() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let (clusters, relay, registrations) = setup().await;
+    let ns = kit::namespace_everywhere(clusters, "lost").await;
+    let manager = kit::client(clusters.manager()).await;
+    let jobs: Api<Job> = Api::namespaced(manager.clone(), &ns);
+    let worker_a = clusters
+        .workers()
+        .iter()
+        .find(|w| w.name == WORKER_A)
+        .unwrap();
+    let worker_a_client = kit::client(worker_a).await;
+
+    // A long Job running on worker-1.
+    let job = TestJob::new(&ns, "stranded")
+        .managed_by(MANAGED_BY)
+        .label(CLUSTER_KEY, WORKER_A)
+        .run_for("600s")
+        .build();
+    let uid = jobs
+        .create(&PostParams::default(), &job)
+        .await
+        .unwrap()
+        .uid()
+        .unwrap();
+    wait::until("the mirror's Pod on worker-1", TIMEOUT, || async {
+        match mirror_objects(&worker_a_client, &ns, &uid).await {
+            (1, pods) if pods >= 1 && pods != usize::MAX => Seen::Ready(()),
+            seen => Seen::Waiting(format!("{seen:?} (Jobs, Pods)")),
+        }
+    })
+    .await;
+
+    // The agent goes away; the Job is deleted while it is away.
+    set_spec(
+        &registrations,
+        WORKER_A,
+        serde_json::json!({"lostAfter": "3s"}),
+    )
+    .await;
+    relay.kill_agent(WORKER_A);
+    jobs.delete("stranded", &DeleteParams::default())
+        .await
+        .unwrap();
+    let lost = wait_condition(&registrations, WORKER_A, "Lost", "True").await;
+    println!("worker-1 Lost {lost:?} after the agent was killed (lostAfter 3s)");
+
+    // The finalizer is released so the namespace could go, with a warning.
+    wait::until("the manager Job released and gone", TIMEOUT, || async {
+        match jobs.get_opt("stranded").await {
+            Ok(None) => Seen::Ready(()),
+            Ok(Some(job)) => Seen::Waiting(format!("finalizers {:?}", job.finalizers())),
+            Err(e) => Seen::Waiting(e.to_string()),
+        }
+    })
+    .await;
+    assert!(events_with_reason(&manager, &ns, "stranded", "ClusterLost").await >= 1);
+    let (left_jobs, _) = mirror_objects(&worker_a_client, &ns, &uid).await;
+    assert_eq!(
+        left_jobs, 1,
+        "with its agent away, the mirror is still on worker-1"
+    );
+
+    // While worker-1 is Lost, an unpinned Job goes elsewhere and a Job
+    // pinned to it is deactivated.
+    let elsewhere = TestJob::new(&ns, "elsewhere")
+        .managed_by(MANAGED_BY)
+        .run_for("1s")
+        .build();
+    jobs.create(&PostParams::default(), &elsewhere)
+        .await
+        .unwrap();
+    let pinned = TestJob::new(&ns, "pinned-to-lost")
+        .managed_by(MANAGED_BY)
+        .label(CLUSTER_KEY, WORKER_A)
+        .build();
+    jobs.create(&PostParams::default(), &pinned).await.unwrap();
+    wait::until("placement around the Lost cluster", TIMEOUT, || async {
+        let elsewhere = jobs.get("elsewhere").await.ok();
+        let pinned = jobs.get("pinned-to-lost").await.ok();
+        let placed = elsewhere
+            .as_ref()
+            .and_then(|j| j.annotations().get(CLUSTER_KEY).cloned());
+        let deactivated = pinned
+            .as_ref()
+            .is_some_and(|j| j.annotations().contains_key(DEACTIVATED_ANNOTATION));
+        if placed.as_deref() == Some(WORKER_B) && deactivated {
+            Seen::Ready(())
+        } else {
+            Seen::Waiting(format!(
+                "elsewhere on {placed:?}, pinned deactivated {deactivated}"
+            ))
+        }
+    })
+    .await;
+    let pinned = jobs.get("pinned-to-lost").await.unwrap();
+    assert!(
+        pinned.annotations().get(CLUSTER_KEY).is_none(),
+        "nothing was sent to the Lost cluster"
+    );
+
+    // The agent returns: its DesiredSet no longer lists the mirror, and the
+    // sweep deletes it and its Pods.
+    let sessions = relay.sessions_opened(WORKER_A);
+    relay.start_agent(WORKER_A).unwrap();
+    relay.wait_sessions(WORKER_A, sessions + 1).await.unwrap();
+    wait_condition(&registrations, WORKER_A, "Lost", "False").await;
+    wait::until(
+        "the stranded mirror and its Pods gone from worker-1",
+        TIMEOUT,
+        || async {
+            match mirror_objects(&worker_a_client, &ns, &uid).await {
+                (0, 0) => Seen::Ready(()),
+                seen => Seen::Waiting(format!("{seen:?} (Jobs, Pods)")),
+            }
+        },
+    )
+    .await;
+    set_spec(
+        &registrations,
+        WORKER_A,
+        serde_json::json!({"lostAfter": null}),
+    )
+    .await;
+
+    for name in ["elsewhere", "pinned-to-lost"] {
+        let _ = jobs.delete(name, &DeleteParams::default()).await;
+    }
+    wait::until("the namespace's manager Jobs gone", TIMEOUT, || async {
+        match jobs.list(&ListParams::default()).await {
+            Ok(list) if list.items.is_empty() => Seen::Ready(()),
+            Ok(list) => Seen::Waiting(format!(
+                "{:?}",
+                list.items
+                    .iter()
+                    .map(|j| (
+                        j.name_any(),
+                        j.finalizers()
+                            .contains(&REMOTE_CLEANUP_FINALIZER.to_string())
+                    ))
+                    .collect::<Vec<_>>()
+            )),
+            Err(e) => Seen::Waiting(e.to_string()),
+        }
+    })
+    .await;
+    assert_no_leaks(clusters.set(), &relay.origin, &ns).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn placement_honours_the_namespace_selector() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let (clusters, relay, registrations) = setup().await;
+    let ns = kit::namespace_everywhere(clusters, "selector").await;
+    let manager = kit::client(clusters.manager()).await;
+    let jobs: Api<Job> = Api::namespaced(manager.clone(), &ns);
+    // worker-1 takes only namespaces of team b; this one is team a.
+    let namespaces: Api<Namespace> = Api::all(manager.clone());
+    let label = serde_json::json!({"metadata": {"labels": {"team": "a"}}});
+    namespaces
+        .patch(&ns, &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .unwrap();
+    set_spec(
+        &registrations,
+        WORKER_A,
+        serde_json::json!({"namespaceSelector": {"matchLabels": {"team": "b"}}}),
+    )
+    .await;
+    // The manager's caches see both changes before the Jobs arrive.
+    wait::until(
+        "the manager's cache sees the new selector",
+        TIMEOUT,
+        || async {
+            let probe = TestJob::new(&ns, "probe")
+                .managed_by(MANAGED_BY)
+                .label(CLUSTER_KEY, WORKER_A)
+                .build();
+            let _ = jobs.create(&PostParams::default(), &probe).await;
+            if events_with_reason(&manager, &ns, "probe", "Unplaceable").await > 0 {
+                Seen::Ready(())
+            } else {
+                Seen::Waiting("no Unplaceable Event on the pinned probe yet".into())
+            }
+        },
+    )
+    .await;
+    let probe = jobs.get("probe").await.unwrap();
+    assert!(
+        probe.annotations().get(CLUSTER_KEY).is_none(),
+        "the pinned probe was not sent"
+    );
+
+    for i in 0..4 {
+        let job = TestJob::new(&ns, &format!("spread-{i}"))
+            .managed_by(MANAGED_BY)
+            .run_for("1s")
+            .build();
+        jobs.create(&PostParams::default(), &job).await.unwrap();
+    }
+    let placed = wait::until("every Job placed", TIMEOUT, || async {
+        let mut placed = Vec::new();
+        for i in 0..4 {
+            match jobs
+                .get(&format!("spread-{i}"))
+                .await
+                .ok()
+                .and_then(|j| j.annotations().get(CLUSTER_KEY).cloned())
+            {
+                Some(cluster) => placed.push(cluster),
+                None => return Seen::Waiting(format!("{} placed", placed.len())),
+            }
+        }
+        Seen::Ready(placed)
+    })
+    .await;
+    assert!(
+        placed.iter().all(|c| c == WORKER_B),
+        "team a runs only where admitted: {placed:?}"
+    );
+
+    set_spec(
+        &registrations,
+        WORKER_A,
+        serde_json::json!({"namespaceSelector": null}),
+    )
+    .await;
+    for job in jobs.list(&ListParams::default()).await.unwrap() {
+        let _ = jobs.delete(&job.name_any(), &DeleteParams::default()).await;
+    }
+    wait::until("the namespace's manager Jobs gone", TIMEOUT, || async {
+        match jobs.list(&ListParams::default()).await {
+            Ok(list) if list.items.is_empty() => Seen::Ready(()),
+            Ok(list) => Seen::Waiting(format!("{} left", list.items.len())),
+            Err(e) => Seen::Waiting(e.to_string()),
+        }
+    })
+    .await;
+    assert_no_leaks(clusters.set(), &relay.origin, &ns).await;
+}
