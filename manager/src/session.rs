@@ -203,6 +203,9 @@ impl Sessions {
                 Ok(Err(status)) => break format!("stream error: {status}"),
                 Ok(Ok(None)) => break "agent closed the session".to_string(),
                 Ok(Ok(Some(AgentMessage { kind: Some(kind) }))) => {
+                    if self.registry.get(&cluster).is_none() {
+                        break "its WorkerCluster was deleted".to_string();
+                    }
                     self.fleet.heard(&cluster);
                     if let Err(why) = self.receive(&cluster, kind).await {
                         break why;
