@@ -10,6 +10,8 @@ pub mod fixtures;
 pub mod kit;
 pub mod leaks;
 pub mod processes;
+pub mod proxy;
 pub mod relay;
+pub mod scenario;
 pub mod supervisor;
 pub mod wait;

@@ -16,6 +16,7 @@ use kube::{CustomResourceExt, ResourceExt};
 use crate::certs::RelayCa;
 use crate::cluster::ClusterSet;
 use crate::processes;
+use crate::proxy::Proxy;
 use crate::wait::{self, Seen};
 
 /// The manager identity the tests run with.
@@ -79,11 +80,15 @@ pub struct Options {
     pub manager_config: Option<String>,
     /// The agents' configuration file, as YAML text, by worker name.
     pub agent_configs: std::collections::BTreeMap<String, String>,
+    /// Each agent dials the manager through a [`Proxy`] the test can cut.
+    pub proxied: bool,
 }
 
 /// Where a worker's agent listens and finds its files.
 struct AgentSetup {
     kubeconfig: PathBuf,
+    manager_url: String,
+    proxy: Option<Proxy>,
     health_addr: String,
     config: Option<PathBuf>,
     cert: PathBuf,
@@ -160,10 +165,20 @@ impl Relay {
                 None => None,
             };
             let (cert, key) = ca.client(&worker.name)?.write(&tls_dir, &worker.name)?;
+            let proxy = match options.proxied {
+                true => Some(Proxy::start(
+                    manager_url.trim_start_matches("https://").parse()?,
+                )?),
+                false => None,
+            };
             agents.insert(
                 worker.name.clone(),
                 AgentSetup {
                     kubeconfig: worker.kubeconfig.clone(),
+                    manager_url: proxy
+                        .as_ref()
+                        .map_or_else(|| manager_url.clone(), |p| format!("https://{}", p.addr)),
+                    proxy,
                     health_addr: format!("127.0.0.1:{}", free_port()?),
                     config,
                     cert,
@@ -242,13 +257,15 @@ impl Relay {
         let mut agent = Command::new(&self.agent_bin);
         agent.env("KUBECONFIG", &setup.kubeconfig).args([
             "--manager-url",
-            &self.manager_url,
+            &setup.manager_url,
             "--cluster",
             worker,
             "--origin",
             ORIGIN,
             "--orphan-pod-grace",
             "3s",
+            "--orphan-sweep-interval",
+            "5s",
             "--certificate-reload-interval",
             "1s",
             "--health-listen",
@@ -265,6 +282,12 @@ impl Relay {
             agent.arg("--config").arg(config);
         }
         Ok(agent)
+    }
+
+    /// The proxy between `worker`'s agent and the manager (with
+    /// [`Options::proxied`]).
+    pub fn link(&self, worker: &str) -> Option<&Proxy> {
+        self.agent_setups.get(worker)?.proxy.as_ref()
     }
 
     /// `127.0.0.1:<port>` of the health service of the agent of `worker`.

@@ -32,6 +32,16 @@ pub struct Args {
     #[arg(long, env = "JOBRELAY_ORPHAN_POD_GRACE", default_value = "10s", value_parser = jobrelay_proto::duration::parse)]
     pub orphan_pod_grace: Duration,
 
+    /// How often everything of this origin that the manager does not want is
+    /// looked for and deleted (also done on every DesiredSet).
+    #[arg(long, env = "JOBRELAY_ORPHAN_SWEEP_INTERVAL", default_value = "60s", value_parser = jobrelay_proto::duration::parse)]
+    pub orphan_sweep_interval: Duration,
+
+    /// Deletions (of Jobs and Pods) the agent sends per second at most; a
+    /// backlog is worked off at this pace, with progress in the log.
+    #[arg(long, env = "JOBRELAY_DELETIONS_PER_SECOND", default_value_t = 50)]
+    pub deletions_per_second: u32,
+
     /// The agent's client certificate (PEM); its DNS subject alternative name
     /// must be `--cluster`.
     #[arg(

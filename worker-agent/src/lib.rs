@@ -1,6 +1,7 @@
 //! jobrelay worker agent: runs in a worker cluster, dials the manager, applies
 //! and deletes mirror Jobs, reports their status, and confirms every Pod gone.
 
+pub mod budget;
 pub mod cli;
 pub mod config;
 pub mod mirrors;
@@ -106,12 +107,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let agent = Agent {
         dial,
         connected,
+        orphan_sweep_interval: args.orphan_sweep_interval,
         cluster: args.cluster.clone(),
         origin: args.origin.clone(),
         mirrors: Mirrors::new(
             client,
             args.origin.clone(),
             args.orphan_pod_grace,
+            args.deletions_per_second,
             jobs,
             pods,
         ),

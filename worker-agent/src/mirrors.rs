@@ -23,6 +23,7 @@ use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 use tracing::{debug, info, warn};
 
+use crate::budget::Budget;
 use crate::report::{ApplyFailure, apply_failure, phase_of, revision_of};
 
 /// Field manager of everything the agent writes.
@@ -30,6 +31,12 @@ pub const FIELD_MANAGER: &str = "jobrelay-agent";
 
 /// How often a delete that has not taken effect is sent again.
 const DELETE_RETRY: Duration = Duration::from_secs(5);
+/// Deletions in flight above which progress is logged.
+const BACKLOG: usize = 100;
+/// How often progress on a backlog is logged.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+/// Orphans found in one sweep above which each is logged at debug only.
+const LOG_EACH_UP_TO: usize = 20;
 
 /// A mirror being deleted.
 #[derive(Debug)]
@@ -64,6 +71,10 @@ pub struct Mirrors {
     /// the API server had passing trouble).
     pending: HashMap<String, ApplyMirror>,
     sent: HashMap<String, Sent>,
+    budget: Budget,
+    /// Mirrors confirmed gone since start, and when progress was last logged.
+    confirmed_gone: u64,
+    progress_logged: Option<Instant>,
 }
 
 impl Mirrors {
@@ -71,6 +82,7 @@ impl Mirrors {
         client: kube::Client,
         origin: String,
         orphan_pod_grace: Duration,
+        deletions_per_second: u32,
         jobs: Store<Job>,
         pods: Store<Pod>,
     ) -> Self {
@@ -84,6 +96,9 @@ impl Mirrors {
             deleting: HashMap::new(),
             pending: HashMap::new(),
             sent: HashMap::new(),
+            budget: Budget::per_second(deletions_per_second),
+            confirmed_gone: 0,
+            progress_logged: None,
         }
     }
 
@@ -146,11 +161,12 @@ impl Mirrors {
     /// The manager's complete list: anything else of this origin goes.
     pub fn set_desired(&mut self, desired: impl IntoIterator<Item = String>) {
         self.desired = Some(desired.into_iter().collect());
-        self.sweep();
+        self.sweep_orphans();
     }
 
-    /// Starts deleting every mirror whose origin UID is not desired.
-    fn sweep(&mut self) {
+    /// Starts deleting every Job and Pod of this origin whose origin UID the
+    /// manager does not want (nothing before the first DesiredSet of a session).
+    pub fn sweep_orphans(&mut self) {
         let Some(desired) = &self.desired else { return };
         let mut orphans: Vec<(String, String, String)> = Vec::new();
         for job in self.jobs.state() {
@@ -164,8 +180,20 @@ impl Mirrors {
             }
         }
         orphans.retain(|(uid, _, _)| !desired.contains(uid) && !self.deleting.contains_key(uid));
+        orphans.sort();
+        orphans.dedup_by(|a, b| a.0 == b.0);
+        if orphans.len() > LOG_EACH_UP_TO {
+            info!(
+                orphans = orphans.len(),
+                "orphan sweep: deleting what the manager does not want"
+            );
+        }
         for (uid, namespace, name) in orphans {
-            info!(%uid, %namespace, %name, "not desired by the manager; deleting");
+            if self.deleting.len() < LOG_EACH_UP_TO {
+                info!(%uid, %namespace, %name, "not desired by the manager; deleting");
+            } else {
+                debug!(%uid, %namespace, %name, "not desired by the manager; deleting");
+            }
             self.begin_delete(uid, namespace, name);
         }
     }
@@ -296,6 +324,7 @@ impl Mirrors {
     /// applies, and status changes. Messages for the manager go to `out`.
     pub async fn sync(&mut self, out: &mut Vec<AgentMessage>) {
         self.drive_deletions(out).await;
+        self.log_progress();
         let pending: Vec<ApplyMirror> = self
             .pending
             .values()
@@ -322,12 +351,15 @@ impl Mirrors {
                 .last_delete
                 .is_none_or(|at| now - at >= DELETE_RETRY)
             {
-                deletion.last_delete = Some(now);
-                for job in live_jobs
+                let due: Vec<_> = live_jobs
                     .iter()
                     .filter(|j| j.metadata.deletion_timestamp.is_none())
-                {
-                    delete_object::<Job>(&self.client, job.as_ref()).await;
+                    .collect();
+                if due.iter().all(|_| self.budget.try_take()) {
+                    deletion.last_delete = Some(now);
+                    for job in due {
+                        delete_object::<Job>(&self.client, job.as_ref()).await;
+                    }
                 }
             }
             if let Some(since) = deletion.job_gone_since
@@ -337,6 +369,9 @@ impl Mirrors {
                     .iter()
                     .filter(|p| p.metadata.deletion_timestamp.is_none())
                 {
+                    if !self.budget.try_take() {
+                        break;
+                    }
                     info!(%uid, pod = %pod.name_any(), "Pod outlived its Job; deleting it");
                     if delete_object::<Pod>(&self.client, pod.as_ref()).await {
                         deletion.pods_deleted += 1;
@@ -356,6 +391,7 @@ impl Mirrors {
                     };
                     info!(%uid, namespace = %deletion.namespace, name = %deletion.name, pods_deleted = deletion.pods_deleted, "mirror and every Pod gone");
                     self.sent.remove(&uid);
+                    self.confirmed_gone += 1;
                     out.push(agent_message(Kind::MirrorGone(MirrorGone {
                         origin_uid: uid,
                         pods_deleted: deletion.pods_deleted,
@@ -365,6 +401,22 @@ impl Mirrors {
                 Err(error) => warn!(%uid, %error, "could not confirm the mirror gone"),
             }
         }
+    }
+
+    fn log_progress(&mut self) {
+        if self.deleting.len() <= BACKLOG
+            || self
+                .progress_logged
+                .is_some_and(|at| at.elapsed() < PROGRESS_EVERY)
+        {
+            return;
+        }
+        self.progress_logged = Some(Instant::now());
+        info!(
+            in_progress = self.deleting.len(),
+            gone_so_far = self.confirmed_gone,
+            "deletions: working off a backlog"
+        );
     }
 
     async fn confirm_gone(&self, uid: &str) -> Result<bool, kube::Error> {

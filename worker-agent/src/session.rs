@@ -67,6 +67,7 @@ pub struct Agent {
     pub dial: Dial,
     /// True while a session is open (for the readiness probe).
     pub connected: watch::Sender<bool>,
+    pub orphan_sweep_interval: Duration,
     pub cluster: String,
     pub origin: String,
     pub mirrors: Mirrors,
@@ -133,6 +134,7 @@ impl Agent {
         let mut heartbeat = DEFAULT_HEARTBEAT;
         let mut heartbeats = tokio::time::interval(heartbeat);
         let mut syncs = tokio::time::interval(SYNC_INTERVAL);
+        let mut sweeps = tokio::time::interval(self.orphan_sweep_interval);
         let mut last_heard = Instant::now();
         let mut out = Vec::new();
         info!(inventory, "session open");
@@ -176,6 +178,10 @@ impl Agent {
                     if last_heard.elapsed() > heartbeat * MISSED_HEARTBEATS {
                         return format!("the manager was silent for {:?}", last_heard.elapsed());
                     }
+                    self.mirrors.sync(&mut out).await;
+                }
+                _ = sweeps.tick() => {
+                    self.mirrors.sweep_orphans();
                     self.mirrors.sync(&mut out).await;
                 }
                 _ = heartbeats.tick() => {

@@ -1,0 +1,443 @@
+//! Restart safety: the agent and the manager killed with SIGKILL at the worst
+//! moments, and the link between them cut, end with every manager Job in its
+//! right final state, no mirror created twice, and a clean leak check. Also
+//! the agent's orphan sweep. These tests kill processes, so they run one at
+//! a time.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use jobrelay_e2e::kit::{self, Clusters};
+use jobrelay_e2e::proxy::Mode;
+use jobrelay_e2e::relay::{Options, Relay};
+use jobrelay_e2e::scenario::Scenario;
+use jobrelay_e2e::wait::{self, Seen};
+use jobrelay_manager::worker_cluster::WorkerCluster;
+use jobrelay_proto::wire::{CLUSTER_KEY, ORIGIN_LABEL, ORIGIN_UID_LABEL};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+const WORKER_A: &str = "worker-1";
+
+/// Only one test at a time kills processes or cuts links.
+static EXCLUSIVE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn setup(prefix: &str) -> Scenario {
+    let (clusters, relay) = relay().await;
+    Scenario::new(clusters, relay, prefix).await
+}
+
+async fn relay() -> (&'static Clusters, &'static Relay) {
+    let options = Options {
+        proxied: true,
+        ..Default::default()
+    };
+    kit::relay_with(2, options).await
+}
+
+/// Creates `n` Jobs named `<prefix>-<i>` running `run_for`; returns the
+/// outcome each must reach.
+async fn create_jobs(
+    scenario: &Scenario,
+    prefix: &str,
+    n: usize,
+    run_for: &str,
+) -> BTreeMap<String, &'static str> {
+    let mut expected = BTreeMap::new();
+    for i in 0..n {
+        let name = format!("{prefix}-{i}");
+        let failing = i % 5 == 4;
+        let mut job = scenario.job(&name).run_for(run_for);
+        if failing {
+            job = job.failing();
+        }
+        scenario.create(job).await;
+        expected.insert(name, if failing { "Failed" } else { "Complete" });
+    }
+    expected
+}
+
+/// Restarts a killed agent and waits for its new session.
+async fn restart_agent(relay: &Relay, worker: &str) {
+    let sessions = relay.sessions_opened(worker);
+    relay.start_agent(worker).unwrap();
+    relay.wait_sessions(worker, sessions + 1).await.unwrap();
+}
+
+/// Restarts a killed manager and waits until every agent is back.
+async fn restart_manager(clusters: &Clusters, relay: &Relay) -> Duration {
+    let before: Vec<usize> = clusters
+        .workers()
+        .iter()
+        .map(|w| relay.sessions_opened(&w.name))
+        .collect();
+    let started = Instant::now();
+    relay.start_manager().unwrap();
+    for (worker, sessions) in clusters.workers().iter().zip(before) {
+        relay
+            .wait_sessions(&worker.name, sessions + 1)
+            .await
+            .unwrap();
+    }
+    started.elapsed()
+}
+
+/// Waits until at least `n` mirrors of the scenario exist on the workers.
+async fn wait_mirrors(scenario: &Scenario, n: usize) {
+    wait::until(format!("{n} mirrors on the workers"), TIMEOUT, || async {
+        match scenario.mirrors().await {
+            Ok(mirrors) if mirrors.len() >= n => Seen::Ready(()),
+            Ok(mirrors) => Seen::Waiting(format!("{} mirrors", mirrors.len())),
+            Err(e) => Seen::Waiting(e.to_string()),
+        }
+    })
+    .await
+}
+
+/// Fails if a manager Job's mirror lives on another cluster than its
+/// annotation names, or on two.
+async fn assert_one_mirror_each_where_recorded(scenario: &Scenario) {
+    let mirrors = scenario.mirrors().await.unwrap();
+    let jobs = scenario.jobs.list(&ListParams::default()).await.unwrap();
+    for job in jobs {
+        let Some(uid) = job.uid() else { continue };
+        let Some(held) = mirrors.get(&uid) else {
+            continue;
+        };
+        let recorded = job.annotations().get(CLUSTER_KEY);
+        assert_eq!(held.len(), 1, "{} has mirrors on {held:?}", job.name_any());
+        assert_eq!(
+            Some(&held[0]),
+            recorded,
+            "{} runs where it is not recorded",
+            job.name_any()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_agent_killed_while_applying_creates_each_mirror_once() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let scenario = setup("agent-applying").await;
+    let relay = scenario.relay;
+    let expected = create_jobs(&scenario, "apply", 12, "2s").await;
+    // The agents are applying the burst right now.
+    wait_mirrors(&scenario, 1).await;
+    for worker in scenario.clusters.workers() {
+        relay.kill_agent(&worker.name);
+    }
+    for worker in scenario.clusters.workers() {
+        restart_agent(relay, &worker.name).await;
+    }
+    scenario.wait_outcomes(&expected, TIMEOUT).await;
+    scenario.assert_created_at_most(1);
+    scenario.finish(TIMEOUT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_agent_killed_during_deletion_still_confirms_every_pod_gone() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let scenario = setup("agent-deleting").await;
+    let relay = scenario.relay;
+    // Pods that take a while to terminate, pinned to one worker.
+    let mut uids = Vec::new();
+    for i in 0..4 {
+        let job = scenario
+            .job(&format!("slow-{i}"))
+            .label(CLUSTER_KEY, WORKER_A)
+            .run_for("600s")
+            .terminate_after("6s");
+        uids.push(scenario.create(job).await);
+    }
+    let worker = scenario
+        .clusters
+        .workers()
+        .iter()
+        .find(|w| w.name == WORKER_A)
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(kit::client(worker).await, &scenario.ns);
+    wait::until("every Pod running", TIMEOUT, || async {
+        let list = pods.list(&ListParams::default()).await;
+        let running = list.map(|l| {
+            l.items
+                .iter()
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                .count()
+        });
+        match running {
+            Ok(4) => Seen::Ready(()),
+            other => Seen::Waiting(format!("{other:?} running")),
+        }
+    })
+    .await;
+
+    // Two are deleted and the agent dies while their Pods terminate; the
+    // other two are deleted while it is dead.
+    for i in 0..2 {
+        scenario
+            .jobs
+            .delete(&format!("slow-{i}"), &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    wait::until("Pods terminating", TIMEOUT, || async {
+        let list = pods.list(&ListParams::default()).await;
+        match list.map(|l| {
+            l.items
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_some())
+                .count()
+        }) {
+            Ok(n) if n >= 1 => Seen::Ready(()),
+            other => Seen::Waiting(format!("{other:?} terminating")),
+        }
+    })
+    .await;
+    relay.kill_agent(WORKER_A);
+    for i in 2..4 {
+        scenario
+            .jobs
+            .delete(&format!("slow-{i}"), &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    restart_agent(relay, WORKER_A).await;
+    scenario.finish(TIMEOUT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_manager_killed_while_dispatching_sends_each_job_to_one_cluster_once() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let scenario = setup("manager-dispatching").await;
+    let (clusters, relay) = (scenario.clusters, scenario.relay);
+    let expected = create_jobs(&scenario, "dispatch", 16, "2s").await;
+    wait_mirrors(&scenario, 1).await;
+    relay.kill_manager();
+    let rejoined = restart_manager(clusters, relay).await;
+    println!("every agent rejoined the restarted manager within {rejoined:?}");
+    assert_one_mirror_each_where_recorded(&scenario).await;
+    scenario.wait_outcomes(&expected, TIMEOUT).await;
+    scenario.assert_created_at_most(1);
+    scenario.finish(TIMEOUT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_manager_killed_while_jobs_finish_copies_their_final_status_after_restart() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let scenario = setup("manager-status").await;
+    let (clusters, relay) = (scenario.clusters, scenario.relay);
+    let expected = create_jobs(&scenario, "finish", 10, "4s").await;
+    wait_mirrors(&scenario, 10).await;
+    // The mirrors finish while the manager is away.
+    relay.kill_manager();
+    let finished_on_workers =
+        wait::until("every mirror finished on its worker", TIMEOUT, || async {
+            let mut finished = 0;
+            for worker in clusters.workers() {
+                let jobs: Api<Job> = Api::namespaced(kit::client(worker).await, &scenario.ns);
+                if let Ok(list) = jobs.list(&ListParams::default()).await {
+                    finished += list
+                        .items
+                        .iter()
+                        .filter(|j| jobrelay_e2e::scenario::outcome(j).is_some())
+                        .count();
+                }
+            }
+            if finished == 10 {
+                Seen::Ready(finished)
+            } else {
+                Seen::Waiting(format!("{finished} finished"))
+            }
+        })
+        .await;
+    assert_eq!(finished_on_workers, 10);
+    restart_manager(clusters, relay).await;
+    scenario.wait_outcomes(&expected, TIMEOUT).await;
+    scenario.assert_created_at_most(1);
+    scenario.finish(TIMEOUT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_manager_killed_while_holding_finalizers_releases_them_after_cleanup() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let scenario = setup("manager-finalizers").await;
+    let (clusters, relay) = (scenario.clusters, scenario.relay);
+    for i in 0..8 {
+        scenario
+            .create(
+                scenario
+                    .job(&format!("held-{i}"))
+                    .run_for("600s")
+                    .terminate_after("2s"),
+            )
+            .await;
+    }
+    wait_mirrors(&scenario, 8).await;
+    for i in 0..8 {
+        scenario
+            .jobs
+            .delete(&format!("held-{i}"), &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    relay.kill_manager();
+    restart_manager(clusters, relay).await;
+    scenario.finish(TIMEOUT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_link_cut_past_the_heartbeat_timeout_is_noticed_and_heals() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let scenario = setup("cut-link").await;
+    let relay = scenario.relay;
+    let registrations: Api<WorkerCluster> =
+        Api::all(kit::client(scenario.clusters.manager()).await);
+    let link = relay.link(WORKER_A).expect("agents dial through proxies");
+
+    for (mode, name) in [(Mode::BlackHole, "black-holed"), (Mode::Drop, "dropped")] {
+        let sessions = relay.sessions_opened(WORKER_A);
+        let cut = Instant::now();
+        link.set(mode);
+        let noticed = wait::until(format!("the {name} link noticed"), TIMEOUT, || async {
+            let wc = registrations.get(WORKER_A).await;
+            match wc.as_ref().ok().and_then(|wc| wc.condition("Connected")) {
+                Some(c) if c.status == "False" => Seen::Ready(cut.elapsed()),
+                other => Seen::Waiting(format!("{other:?}")),
+            }
+        })
+        .await;
+        println!("{name} link: Connected=False after {noticed:?} (heartbeat 1s)");
+        // A Job pinned to the cut-off cluster waits, then runs once the link is back.
+        let job = scenario
+            .job(&format!("{}-during-cut", name))
+            .label(CLUSTER_KEY, WORKER_A)
+            .run_for("1s");
+        scenario.create(job).await;
+        link.set(Mode::Pass);
+        relay.wait_sessions(WORKER_A, sessions + 1).await.unwrap();
+    }
+    let expected = BTreeMap::from([
+        ("black-holed-during-cut".to_string(), "Complete"),
+        ("dropped-during-cut".to_string(), "Complete"),
+    ]);
+    scenario.wait_outcomes(&expected, TIMEOUT).await;
+    scenario.assert_created_at_most(1);
+    scenario.finish(TIMEOUT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_orphan_sweep_deletes_only_this_origins_unwanted_objects() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let scenario = setup("sweep").await;
+    let relay = scenario.relay;
+    let worker = scenario
+        .clusters
+        .workers()
+        .iter()
+        .find(|w| w.name == WORKER_A)
+        .unwrap();
+    let client = kit::client(worker).await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &scenario.ns);
+    let pods: Api<Pod> = Api::namespaced(client, &scenario.ns);
+
+    // A mirror whose Job is deleted on the worker with --cascade=orphan,
+    // leaving its Pod behind while the manager Job is deleted.
+    let uid = scenario
+        .create(
+            scenario
+                .job("orphaned")
+                .label(CLUSTER_KEY, WORKER_A)
+                .run_for("600s"),
+        )
+        .await;
+    let selector = ListParams::default().labels(&format!("{ORIGIN_UID_LABEL}={uid}"));
+    wait::until("the mirror's Pod", TIMEOUT, || async {
+        match pods.list(&selector).await {
+            Ok(list) if !list.items.is_empty() => Seen::Ready(()),
+            other => Seen::Waiting(format!("{:?}", other.map(|l| l.items.len()))),
+        }
+    })
+    .await;
+    relay.kill_agent(WORKER_A);
+    jobs.delete("orphaned", &DeleteParams::orphan())
+        .await
+        .unwrap();
+    scenario
+        .jobs
+        .delete("orphaned", &DeleteParams::default())
+        .await
+        .unwrap();
+
+    // Objects of this origin nobody wants, of another origin, and of none.
+    let stray = |name: &str, origin: Option<&str>| {
+        let mut job = jobrelay_e2e::fixtures::TestJob::new(&scenario.ns, name).run_for("600s");
+        if let Some(origin) = origin {
+            job = job
+                .label(ORIGIN_LABEL, origin)
+                .label(ORIGIN_UID_LABEL, &format!("stray-{name}"));
+        }
+        job.build()
+    };
+    for (name, origin) in [
+        ("stray-ours", Some(relay.origin.as_str())),
+        ("stray-other-origin", Some("another-manager")),
+        ("stray-unlabelled", None),
+    ] {
+        jobs.create(&PostParams::default(), &stray(name, origin))
+            .await
+            .unwrap();
+    }
+
+    restart_agent(relay, WORKER_A).await;
+    wait::until(
+        "the orphaned Pod and this origin's stray Job gone",
+        TIMEOUT,
+        || async {
+            let orphaned = pods.list(&selector).await.map(|l| l.items.len());
+            let stray = jobs.get_opt("stray-ours").await.map(|j| j.is_some());
+            match (orphaned, stray) {
+                (Ok(0), Ok(false)) => Seen::Ready(()),
+                seen => Seen::Waiting(format!("{seen:?} (orphaned Pods, stray Job present)")),
+            }
+        },
+    )
+    .await;
+    // A stray of this origin that appears while connected goes on the next periodic sweep.
+    jobs.create(
+        &PostParams::default(),
+        &stray("stray-later", Some(relay.origin.as_str())),
+    )
+    .await
+    .unwrap();
+    wait::until("the later stray Job swept", TIMEOUT, || async {
+        match jobs.get_opt("stray-later").await {
+            Ok(None) => Seen::Ready(()),
+            other => Seen::Waiting(format!("{:?}", other.map(|j| j.map(|j| j.name_any())))),
+        }
+    })
+    .await;
+    for name in ["stray-other-origin", "stray-unlabelled"] {
+        assert!(
+            jobs.get_opt(name).await.unwrap().is_some(),
+            "{name} must never be touched"
+        );
+        jobs.delete(name, &DeleteParams::background())
+            .await
+            .unwrap();
+    }
+    wait::until(
+        "the untouched strays cleaned up by the test",
+        TIMEOUT,
+        || async {
+            match pods.list(&ListParams::default()).await {
+                Ok(list) if list.items.is_empty() => Seen::Ready(()),
+                other => Seen::Waiting(format!("{:?} Pods", other.map(|l| l.items.len()))),
+            }
+        },
+    )
+    .await;
+    scenario.finish(TIMEOUT).await;
+}

@@ -1,0 +1,195 @@
+//! What a fault scenario works with: its namespace on every cluster, the
+//! manager's Job API, and the checks such scenarios end with — each Job's
+//! outcome, no mirror created twice or live on two clusters, a clean leak
+//! check.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jobrelay_proto::wire::{MANAGED_BY, ORIGIN_LABEL, ORIGIN_UID_LABEL};
+use k8s_openapi::api::batch::v1::Job;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+
+use crate::fixtures::TestJob;
+use crate::kit::{self, Clusters};
+use crate::leaks::assert_no_leaks;
+use crate::relay::Relay;
+use crate::wait::{self, Seen};
+
+pub struct Scenario {
+    pub clusters: &'static Clusters,
+    pub relay: &'static Relay,
+    pub ns: String,
+    /// Manager Jobs of the scenario's namespace.
+    pub jobs: Api<Job>,
+}
+
+impl Scenario {
+    /// A fresh namespace, on the manager and every worker.
+    pub async fn new(clusters: &'static Clusters, relay: &'static Relay, prefix: &str) -> Self {
+        let ns = kit::namespace_everywhere(clusters, prefix).await;
+        let jobs = Api::namespaced(kit::client(clusters.manager()).await, &ns);
+        Scenario {
+            clusters,
+            relay,
+            ns,
+            jobs,
+        }
+    }
+
+    /// A relayed Job in the scenario's namespace.
+    pub fn job(&self, name: &str) -> TestJob {
+        TestJob::new(&self.ns, name).managed_by(MANAGED_BY)
+    }
+
+    /// Creates the Job on the manager; returns its UID.
+    pub async fn create(&self, job: TestJob) -> String {
+        let created = self
+            .jobs
+            .create(&PostParams::default(), &job.build())
+            .await
+            .unwrap_or_else(|e| panic!("creating a manager Job: {e}"));
+        created.uid().unwrap_or_default()
+    }
+
+    /// Waits until every named manager Job shows its expected final
+    /// condition (`Complete` or `Failed`).
+    pub async fn wait_outcomes(
+        &self,
+        expected: &BTreeMap<String, &'static str>,
+        timeout: Duration,
+    ) {
+        wait::until(
+            format!("{} manager Jobs to reach their outcome", expected.len()),
+            timeout,
+            || async {
+                let list = match self.jobs.list(&ListParams::default()).await {
+                    Ok(list) => list,
+                    Err(e) => return Seen::Waiting(e.to_string()),
+                };
+                let seen: BTreeMap<String, Option<&str>> = list
+                    .items
+                    .iter()
+                    .map(|j| (j.name_any(), outcome(j)))
+                    .collect();
+                let wrong: Vec<String> = expected
+                    .iter()
+                    .filter(|(name, want)| seen.get(*name).copied().flatten() != Some(**want))
+                    .map(|(name, want)| {
+                        format!(
+                            "{name}: want {want}, has {:?}",
+                            seen.get(name).copied().flatten()
+                        )
+                    })
+                    .collect();
+                if wrong.is_empty() {
+                    Seen::Ready(())
+                } else {
+                    Seen::Waiting(format!("{} not there: {}", wrong.len(), wrong.join("; ")))
+                }
+            },
+        )
+        .await
+    }
+
+    /// Live mirror Jobs of this namespace by origin UID: the workers holding one.
+    pub async fn mirrors(&self) -> anyhow::Result<BTreeMap<String, Vec<String>>> {
+        let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let selector =
+            ListParams::default().labels(&format!("{ORIGIN_LABEL}={}", self.relay.origin));
+        for worker in self.clusters.workers() {
+            let jobs: Api<Job> = Api::namespaced(worker.client().await?, &self.ns);
+            for job in jobs.list_metadata(&selector).await? {
+                if job.metadata.deletion_timestamp.is_some() {
+                    continue;
+                }
+                if let Some(uid) = job.labels().get(ORIGIN_UID_LABEL) {
+                    found
+                        .entry(uid.clone())
+                        .or_default()
+                        .push(worker.name.clone());
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// How often each origin UID's mirror was created in this namespace,
+    /// over every agent's whole log (restarts included).
+    pub fn creations(&self) -> BTreeMap<String, usize> {
+        let mut counts = BTreeMap::new();
+        for worker in self.clusters.workers() {
+            for line in self.relay.agent_log(&worker.name).lines() {
+                if !line.contains("mirror created") || field(line, "namespace") != Some(&self.ns) {
+                    continue;
+                }
+                if let Some(uid) = field(line, "uid") {
+                    *counts.entry(uid.to_string()).or_default() += 1;
+                }
+            }
+        }
+        counts
+    }
+
+    /// Fails unless every mirror of this namespace was created at most `at_most` times.
+    pub fn assert_created_at_most(&self, at_most: usize) {
+        let twice: Vec<(String, usize)> = self
+            .creations()
+            .into_iter()
+            .filter(|(_, n)| *n > at_most)
+            .collect();
+        assert!(
+            twice.is_empty(),
+            "mirrors created more than {at_most} time(s): {twice:?}"
+        );
+    }
+
+    /// Deletes every manager Job, waits until all are gone, and runs the leak check.
+    pub async fn finish(&self, timeout: Duration) {
+        let names: Vec<String> = self
+            .jobs
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items.iter().map(ResourceExt::name_any).collect())
+            .unwrap_or_default();
+        for name in &names {
+            let _ = self.jobs.delete(name, &DeleteParams::background()).await;
+        }
+        wait::until(
+            "every manager Job of the scenario gone",
+            timeout,
+            || async {
+                match self.jobs.list(&ListParams::default()).await {
+                    Ok(list) if list.items.is_empty() => Seen::Ready(()),
+                    Ok(list) => Seen::Waiting(format!(
+                        "{} left, e.g. {:?}",
+                        list.items.len(),
+                        list.items
+                            .first()
+                            .map(|j| (j.name_any(), j.finalizers().to_vec()))
+                    )),
+                    Err(e) => Seen::Waiting(e.to_string()),
+                }
+            },
+        )
+        .await;
+        assert_no_leaks(self.clusters.set(), &self.relay.origin, &self.ns).await;
+    }
+}
+
+/// `Complete` or `Failed` if the Job has that condition.
+pub fn outcome(job: &Job) -> Option<&'static str> {
+    let conditions = job.status.as_ref()?.conditions.as_ref()?;
+    ["Complete", "Failed"].into_iter().find(|kind| {
+        conditions
+            .iter()
+            .any(|c| c.type_ == *kind && c.status == "True")
+    })
+}
+
+/// The value of `name=value` in a log line.
+fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    let start = line.find(&format!(" {name}="))? + name.len() + 2;
+    line[start..].split_whitespace().next()
+}
