@@ -441,3 +441,57 @@ async fn the_orphan_sweep_deletes_only_this_origins_unwanted_objects() {
     .await;
     scenario.finish(TIMEOUT).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_worker_api_server_restarted_under_load_loses_nothing() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let scenario = setup("apiserver-restart").await;
+    let worker = scenario
+        .clusters
+        .workers()
+        .iter()
+        .find(|w| w.name == WORKER_A)
+        .unwrap();
+    let mut expected = BTreeMap::new();
+    for i in 0..20 {
+        let name = format!("load-{i}");
+        let job = scenario
+            .job(&name)
+            .label(CLUSTER_KEY, WORKER_A)
+            .run_for("3s");
+        scenario.create(job).await;
+        expected.insert(name, "Complete");
+    }
+    for i in 0..4 {
+        let name = format!("deleted-{i}");
+        let job = scenario
+            .job(&name)
+            .label(CLUSTER_KEY, WORKER_A)
+            .run_for("600s");
+        scenario.create(job).await;
+    }
+    wait_mirrors(&scenario, 1).await;
+    // The API server goes away while the agent applies and watches.
+    scenario
+        .clusters
+        .restart(&format!("{}-kube-apiserver", worker.name))
+        .unwrap();
+    for i in 0..4 {
+        scenario
+            .jobs
+            .delete(&format!("deleted-{i}"), &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    let client = kit::client(worker).await;
+    wait::until("the restarted API server serving", TIMEOUT, || async {
+        match client.apiserver_version().await {
+            Ok(_) => Seen::Ready(()),
+            Err(e) => Seen::Waiting(e.to_string()),
+        }
+    })
+    .await;
+    scenario.wait_outcomes(&expected, TIMEOUT).await;
+    scenario.assert_created_at_most(1);
+    scenario.finish(TIMEOUT).await;
+}

@@ -162,6 +162,10 @@ pub fn cluster_names(workers: usize) -> Vec<String> {
 struct Process {
     name: String,
     child: Child,
+    /// How it was started, to start it again.
+    binary: PathBuf,
+    args: Vec<String>,
+    env: Vec<(String, PathBuf)>,
 }
 
 /// The processes of a running [`ClusterSet`]; dropping it kills them.
@@ -354,6 +358,30 @@ impl Running {
         self.processes.clear();
     }
 
+    /// Kills one component (e.g. `worker-1-kube-apiserver`) with SIGKILL
+    /// and starts it again with the same arguments, appending to its log.
+    pub fn restart(&mut self, name: &str) -> Result<(), Error> {
+        let index = self
+            .processes
+            .iter()
+            .position(|p| p.name == name)
+            .ok_or_else(|| {
+                Error::Io(
+                    format!("restarting {name}"),
+                    std::io::ErrorKind::NotFound.into(),
+                )
+            })?;
+        let mut old = self.processes.remove(index);
+        let _ = old.child.kill();
+        let _ = old.child.wait();
+        let env: Vec<(&str, &Path)> = old
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_path()))
+            .collect();
+        self.spawn(name, &old.binary, &old.args, &env)
+    }
+
     fn spawn(
         &mut self,
         name: &str,
@@ -362,8 +390,11 @@ impl Running {
         env: &[(&str, &Path)],
     ) -> Result<(), Error> {
         let log_path = self.set.state_dir.join("logs").join(format!("{name}.log"));
-        let log =
-            File::create(&log_path).map_err(|e| Error::Io(log_path.display().to_string(), e))?;
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(|e| Error::Io(log_path.display().to_string(), e))?;
         let log_err = log
             .try_clone()
             .map_err(|e| Error::Io(log_path.display().to_string(), e))?;
@@ -382,6 +413,12 @@ impl Running {
         self.processes.push(Process {
             name: name.into(),
             child,
+            binary: binary.to_path_buf(),
+            args: args.to_vec(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_path_buf()))
+                .collect(),
         });
         Ok(())
     }

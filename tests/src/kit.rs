@@ -22,7 +22,7 @@ pub struct Clusters {
     set: ClusterSet,
     // Held for the life of the process; its standard input closes when the
     // process exits, which stops the clusters.
-    _supervisor: Option<Supervisor>,
+    supervisor: Option<Supervisor>,
 }
 
 static CLUSTERS: OnceLock<Clusters> = OnceLock::new();
@@ -44,7 +44,7 @@ fn start(workers: usize) -> anyhow::Result<Clusters> {
         let set = ClusterSet::load(&PathBuf::from(dir))?;
         return Ok(Clusters {
             set,
-            _supervisor: None,
+            supervisor: None,
         });
     }
     let state_dir = target_dir()
@@ -58,7 +58,7 @@ fn start(workers: usize) -> anyhow::Result<Clusters> {
     )?;
     Ok(Clusters {
         set: supervisor.set().clone(),
-        _supervisor: Some(supervisor),
+        supervisor: Some(supervisor),
     })
 }
 
@@ -96,6 +96,15 @@ impl Clusters {
 
     pub fn workers(&self) -> &[ClusterInfo] {
         self.set.workers()
+    }
+
+    /// Kills one control-plane component (e.g. `worker-1-kube-apiserver`)
+    /// and starts it again; only for clusters this process started.
+    pub fn restart(&self, component: &str) -> anyhow::Result<()> {
+        match &self.supervisor {
+            Some(supervisor) => supervisor.restart(component),
+            None => anyhow::bail!("the clusters of JOBRELAY_CLUSTERS belong to another process"),
+        }
     }
 }
 

@@ -5,14 +5,16 @@
 //! The supervisor prints `READY <clusters.json>` once every cluster works,
 //! then holds the clusters until its standard input closes (the parent exited,
 //! cleanly or not) or it receives SIGTERM/SIGINT; then it stops every process
-//! and removes the state folder. Its own children die with it (parent-death
+//! and removes the state folder. Meanwhile a line `restart <component>` on
+//! its standard input kills that component and starts it again; it answers
+//! `RESTARTED <component>` or `ERROR <message>`. Its own children die with it (parent-death
 //! signal), even if it is killed with SIGKILL.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use tokio::io::AsyncReadExt;
+use tokio::io::AsyncBufReadExt;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cluster::{ClusterSet, Running};
@@ -56,16 +58,22 @@ pub async fn supervise(args: SuperviseArgs) -> anyhow::Result<()> {
 
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
-    let mut stdin = tokio::io::stdin();
-    let mut buf = [0u8; 64];
+    let mut commands = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut checks = tokio::time::interval(std::time::Duration::from_secs(2));
     let mut reported = 0;
     loop {
         tokio::select! {
             _ = term.recv() => break,
             _ = int.recv() => break,
-            read = stdin.read(&mut buf), if !args.until_signal => {
-                if matches!(read, Ok(0) | Err(_)) { break; }
+            line = commands.next_line(), if !args.until_signal => {
+                let Ok(Some(line)) = line else { break };
+                if let Some(component) = line.trim().strip_prefix("restart ") {
+                    match running.restart(component) {
+                        Ok(()) => println!("RESTARTED {component}"),
+                        Err(error) => println!("ERROR {error}"),
+                    }
+                    std::io::stdout().flush()?;
+                }
             }
             _ = checks.tick() => {
                 let exited = running.exited();
@@ -88,6 +96,8 @@ pub async fn supervise(args: SuperviseArgs) -> anyhow::Result<()> {
 pub struct Supervisor {
     child: Child,
     set: ClusterSet,
+    /// Its standard output after READY, for answers to commands.
+    answers: std::sync::Mutex<Option<BufReader<std::process::ChildStdout>>>,
 }
 
 impl Supervisor {
@@ -130,8 +140,9 @@ impl Supervisor {
             .stdout
             .take()
             .ok_or_else(|| anyhow::anyhow!("supervisor has no stdout"))?;
+        let mut stdout = BufReader::new(stdout);
         let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line)?;
+        stdout.read_line(&mut line)?;
         let Some(path) = line.trim().strip_prefix("READY ") else {
             let _ = child.wait();
             let log = std::fs::read_to_string(state_dir.join(LOG_FILE)).unwrap_or_default();
@@ -142,7 +153,29 @@ impl Supervisor {
             );
         };
         let set = ClusterSet::load(Path::new(path).parent().unwrap_or(state_dir))?;
-        Ok(Supervisor { child, set })
+        Ok(Supervisor {
+            child,
+            set,
+            answers: std::sync::Mutex::new(Some(stdout)),
+        })
+    }
+
+    /// Kills one control-plane component (e.g. `worker-1-kube-apiserver`)
+    /// and starts it again.
+    pub fn restart(&self, component: &str) -> anyhow::Result<()> {
+        let mut answers = self.answers.lock().unwrap_or_else(|p| p.into_inner());
+        let (Some(stdin), Some(stdout)) = (self.child.stdin.as_ref(), answers.as_mut()) else {
+            anyhow::bail!("this supervisor takes no commands");
+        };
+        let mut stdin = stdin;
+        writeln!(stdin, "restart {component}")?;
+        stdin.flush()?;
+        let mut line = String::new();
+        stdout.read_line(&mut line)?;
+        match line.trim().strip_prefix("RESTARTED ") {
+            Some(_) => Ok(()),
+            None => anyhow::bail!("restarting {component}: {}", line.trim()),
+        }
     }
 
     pub fn set(&self) -> &ClusterSet {

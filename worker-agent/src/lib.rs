@@ -30,6 +30,11 @@ use crate::config::Config;
 use crate::mirrors::Mirrors;
 use crate::session::{Agent, Dial};
 
+/// Each watch call ends after this long and is resumed from the last
+/// resource version (bookmarks keep that fresh); a watch silent for longer
+/// (plus a few seconds) counts as dead and is re-established.
+const WATCH_TIMEOUT_SECS: u32 = 60;
+
 /// How often the agent checks that its own API server answers.
 const API_PROBE_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -84,7 +89,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         None => tokio::spawn(futures::future::pending()),
     };
     let changed = Arc::new(Notify::new());
-    let selector = watcher::Config::default().labels(&format!("{ORIGIN_LABEL}={}", args.origin));
+    let selector = watcher::Config::default()
+        .labels(&format!("{ORIGIN_LABEL}={}", args.origin))
+        .timeout(WATCH_TIMEOUT_SECS);
     let (jobs, job_writer) = reflector::store::<Job>();
     let (pods, pod_writer) = reflector::store::<Pod>();
     let job_watch = watch(
