@@ -495,3 +495,111 @@ async fn a_worker_api_server_restarted_under_load_loses_nothing() {
     scenario.assert_created_at_most(1);
     scenario.finish(TIMEOUT).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hundreds_of_orphans_are_swept_at_a_steady_pace_with_progress_in_the_log() {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::{Container, PodSpec};
+    let _exclusive = EXCLUSIVE.lock().await;
+    let scenario = setup("backlog").await;
+    let relay = scenario.relay;
+    let worker = scenario
+        .clusters
+        .workers()
+        .iter()
+        .find(|w| w.name == WORKER_A)
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(kit::client(worker).await, &scenario.ns);
+    let pod = |i: usize, origin: &str| Pod {
+        metadata: kube::api::ObjectMeta {
+            name: Some(format!("left-{origin}-{i}")),
+            labels: Some(BTreeMap::from([
+                (ORIGIN_LABEL.to_string(), origin.to_string()),
+                (ORIGIN_UID_LABEL.to_string(), format!("gone-{i}")),
+            ])),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            restart_policy: Some("Never".into()),
+            containers: vec![Container {
+                name: "work".into(),
+                image: Some("registry.example/jobrelay/test-workload:1".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    // Pods of this origin whose Jobs the manager no longer knows, as a long
+    // absence would leave them, and a few of another origin.
+    let ours = 300;
+    let progress_before = relay
+        .agent_log(WORKER_A)
+        .matches("working off a backlog")
+        .count();
+    let created: Vec<bool> = futures::stream::iter(0..ours)
+        .map(|i| {
+            let pods = pods.clone();
+            let pod = pod(i, &relay.origin);
+            async move { pods.create(&PostParams::default(), &pod).await.is_ok() }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    assert!(created.iter().all(|ok| *ok), "every orphan Pod created");
+    for i in 0..3 {
+        pods.create(&PostParams::default(), &pod(i, "another-manager"))
+            .await
+            .unwrap();
+    }
+    let swept = Instant::now();
+    let selector = ListParams::default().labels(&format!("{ORIGIN_LABEL}={}", relay.origin));
+    wait::until("every orphan Pod of this origin swept", TIMEOUT, || async {
+        match pods.list(&selector).await {
+            Ok(list) if list.items.is_empty() => Seen::Ready(()),
+            other => Seen::Waiting(format!("{:?} left", other.map(|l| l.items.len()))),
+        }
+    })
+    .await;
+    println!(
+        "{ours} orphan Pods swept within {:?} of their creation",
+        swept.elapsed()
+    );
+    let progress = relay
+        .agent_log(WORKER_A)
+        .matches("working off a backlog")
+        .count();
+    assert!(
+        progress > progress_before,
+        "the backlog's progress is logged"
+    );
+    let other = pods
+        .list(&ListParams::default().labels(&format!("{ORIGIN_LABEL}=another-manager")))
+        .await
+        .unwrap();
+    assert_eq!(
+        other.items.len(),
+        3,
+        "another origin's Pods are never touched"
+    );
+    for i in 0..3 {
+        pods.delete(
+            &format!("left-another-manager-{i}"),
+            &DeleteParams::default(),
+        )
+        .await
+        .unwrap();
+    }
+    wait::until(
+        "the other origin's Pods removed by the test",
+        TIMEOUT,
+        || async {
+            match pods.list(&ListParams::default()).await {
+                Ok(list) if list.items.is_empty() => Seen::Ready(()),
+                other => Seen::Waiting(format!("{:?} Pods", other.map(|l| l.items.len()))),
+            }
+        },
+    )
+    .await;
+    scenario.finish(TIMEOUT).await;
+}

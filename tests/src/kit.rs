@@ -47,9 +47,9 @@ fn start(workers: usize) -> anyhow::Result<Clusters> {
             supervisor: None,
         });
     }
-    let state_dir = target_dir()
-        .join("jobrelay")
-        .join(format!("test-{}", std::process::id()));
+    let states = target_dir().join("jobrelay");
+    remove_states_of_ended_processes(&states);
+    let state_dir = states.join(format!("test-{}", std::process::id()));
     let supervisor = Supervisor::start(
         Command::new(supervisor_binary()),
         &state_dir,
@@ -60,6 +60,28 @@ fn start(workers: usize) -> anyhow::Result<Clusters> {
         set: supervisor.set().clone(),
         supervisor: Some(supervisor),
     })
+}
+
+/// Removes the `test-<pid>` state folders of test processes that have ended.
+/// A test process ends with its clusters killed, not stopped, so their
+/// etcd data would otherwise pile up run after run.
+fn remove_states_of_ended_processes(states: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(states) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("test-"))
+            .and_then(|pid| pid.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        if !crate::processes::signal_pid(pid, 0) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// The `jobrelay-cluster` binary cargo built beside this test.

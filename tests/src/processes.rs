@@ -69,3 +69,11 @@ pub fn signal(child: &Child, signal: libc::c_int) {
         libc::kill(child.id() as libc::pid_t, signal);
     }
 }
+
+/// Sends `signal` to process `pid` (0 only asks whether it exists); says
+/// whether the process was there to receive it.
+#[allow(unsafe_code)]
+pub fn signal_pid(pid: libc::pid_t, signal: libc::c_int) -> bool {
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours.
+    unsafe { libc::kill(pid, signal) == 0 }
+}

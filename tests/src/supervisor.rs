@@ -197,9 +197,7 @@ pub async fn stop_detached(state_dir: &Path) -> anyhow::Result<bool> {
         return Ok(false);
     };
     let pid: libc::pid_t = pid.trim().parse()?;
-    #[allow(unsafe_code)]
-    // SAFETY: kill(2) with signal 0 only checks; SIGTERM asks the supervisor to stop.
-    let alive = |sig| unsafe { libc::kill(pid, sig) == 0 };
+    let alive = |signal| crate::processes::signal_pid(pid, signal);
     if alive(libc::SIGTERM) {
         crate::wait::try_until(
             format!("cluster supervisor {pid} to stop"),
