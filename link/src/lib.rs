@@ -12,10 +12,12 @@
 
 pub mod client;
 pub mod files;
+pub mod flags;
 pub mod health;
 pub mod server;
 
 pub use files::{Error, Pem, PemFiles};
+pub use flags::CertificateFlags;
 pub use server::{CertificateRefusal, Peer, PeerIdentity, ServerTls};
 
 /// The cryptography every TLS configuration of jobrelay uses.

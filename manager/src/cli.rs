@@ -63,21 +63,8 @@ pub struct Args {
     #[arg(long, env = "JOBRELAY_CLUSTER_STATUS_INTERVAL", default_value = "30s", value_parser = jobrelay_proto::duration::parse)]
     pub cluster_status_interval: Duration,
 
-    /// The Relay's server certificate (PEM, may hold the chain).
-    #[arg(
-        long,
-        env = "JOBRELAY_TLS_CERT",
-        required_unless_present = "insecure_plaintext"
-    )]
-    pub tls_cert: Option<PathBuf>,
-
-    /// The private key of `--tls-cert` (PEM).
-    #[arg(
-        long,
-        env = "JOBRELAY_TLS_KEY",
-        required_unless_present = "insecure_plaintext"
-    )]
-    pub tls_key: Option<PathBuf>,
+    #[command(flatten)]
+    pub certificates: jobrelay_link::CertificateFlags,
 
     /// CA bundle (PEM) that agents' client certificates must chain to.
     #[arg(
@@ -86,11 +73,6 @@ pub struct Args {
         required_unless_present = "insecure_plaintext"
     )]
     pub client_ca: Option<PathBuf>,
-
-    /// How often the certificate files are checked for changes; a change is
-    /// loaded without a restart.
-    #[arg(long, env = "JOBRELAY_CERTIFICATE_RELOAD_INTERVAL", default_value = "10s", value_parser = jobrelay_proto::duration::parse)]
-    pub certificate_reload_interval: Duration,
 
     /// Serve without TLS: agents are identified only by what their Hello
     /// claims. For local development on loopback only.

@@ -21,7 +21,7 @@ pub mod worker_cluster;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use jobrelay_link::{PemFiles, ServerTls, shutdown_signal};
+use jobrelay_link::{ServerTls, shutdown_signal};
 use jobrelay_proto::v1::relay_server::RelayServer;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Namespace;
@@ -69,23 +69,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         !origin.is_empty(),
         "--origin (JOBRELAY_ORIGIN) must not be empty"
     );
-    let tls = match (&args.tls_cert, &args.tls_key, &args.client_ca) {
-        _ if args.insecure_plaintext => {
-            warn!(
-                "--insecure-plaintext: agents are not authenticated; for loopback development only"
-            );
-            None
-        }
-        (Some(cert), Some(key), Some(ca)) => Some(PemFiles {
-            cert: cert.clone(),
-            key: key.clone(),
-            ca: ca.clone(),
-            ca_flag: "--client-ca",
-        }),
-        _ => anyhow::bail!(
-            "--tls-cert, --tls-key and --client-ca are required (or --insecure-plaintext for loopback development)"
-        ),
-    };
+    let tls = args.certificates.files(
+        args.client_ca.as_ref(),
+        "--client-ca",
+        args.insecure_plaintext,
+    )?;
     let config = match &args.config {
         Some(path) => Config::load(path)?,
         None => Config::default(),
@@ -147,7 +135,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             let pem = files.read()?;
             let server_tls = Arc::new(ServerTls::new(&pem)?);
             tokio::spawn(
-                Arc::clone(&server_tls).follow(files.watch(pem, args.certificate_reload_interval)),
+                Arc::clone(&server_tls)
+                    .follow(files.watch(pem, args.certificates.certificate_reload_interval)),
             );
             let failed = Arc::clone(&metrics);
             let incoming = server_tls.incoming(

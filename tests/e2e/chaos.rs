@@ -127,6 +127,19 @@ fn schedule(seed: u64, jobs: u64, workers: usize) -> Vec<(Duration, Step)> {
     steps
 }
 
+/// How many steps take something down.
+fn faults(steps: &[(Duration, Step)]) -> usize {
+    steps
+        .iter()
+        .filter(|(_, step)| {
+            matches!(
+                step,
+                Step::KillAgent(_) | Step::KillManager | Step::Cut(_, Mode::Drop | Mode::BlackHole)
+            )
+        })
+        .count()
+}
+
 fn name(i: u64) -> String {
     format!("chaos-{i}")
 }
@@ -221,15 +234,7 @@ async fn jobs_survive_random_kills_and_cuts_and_leave_nothing_behind() {
     let scenario = Scenario::new(clusters, relay, "chaos").await;
     let workers: Vec<String> = clusters.workers().iter().map(|w| w.name.clone()).collect();
     let steps = schedule(seed, jobs, workers.len());
-    let faults = steps
-        .iter()
-        .filter(|(_, s)| {
-            matches!(
-                s,
-                Step::KillAgent(_) | Step::KillManager | Step::Cut(_, Mode::Drop | Mode::BlackHole)
-            )
-        })
-        .count();
+    let faults = faults(&steps);
 
     // Watches, every half second, that no Job has live mirrors on two clusters.
     let running = Arc::new(AtomicBool::new(true));
@@ -325,15 +330,7 @@ fn a_seed_replays_the_same_schedule() {
     assert_eq!(render(schedule(7, 50, 2)), render(schedule(7, 50, 2)));
     assert_ne!(render(schedule(7, 50, 2)), render(schedule(8, 50, 2)));
     let steps = schedule(7, 50, 2);
-    let faults = steps
-        .iter()
-        .filter(|(_, s)| {
-            matches!(
-                s,
-                Step::KillAgent(_) | Step::KillManager | Step::Cut(_, Mode::Drop | Mode::BlackHole)
-            )
-        })
-        .count();
+    let faults = faults(&steps);
     assert!(faults > 0 && faults <= MAX_FAULTS);
     assert!(
         steps

@@ -166,6 +166,23 @@ async fn refused_count(relay: &Relay, reason: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// Waits until refusals for `reason` counted more than `before`.
+async fn wait_refused(relay: &Relay, reason: &str, before: f64) {
+    wait::until(
+        format!("a refusal counted as {reason}"),
+        TIMEOUT,
+        || async {
+            let now = refused_count(relay, reason).await;
+            if now > before {
+                Seen::Ready(())
+            } else {
+                Seen::Waiting(format!("{now} {reason} refusals"))
+            }
+        },
+    )
+    .await
+}
+
 use futures::StreamExt;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -297,15 +314,7 @@ async fn connections_without_a_valid_identity_are_refused_and_change_nothing() {
         refused.code(),
         refused.message()
     );
-    wait::until("the failed handshake counted", TIMEOUT, || async {
-        let now = refused_count(relay, "tls_handshake_failed").await;
-        if now > counted {
-            Seen::Ready(())
-        } else {
-            Seen::Waiting(format!("{now}"))
-        }
-    })
-    .await;
+    wait_refused(relay, "tls_handshake_failed", counted).await;
 
     // The real agent of worker-1 kept its session: nothing was replaced.
     assert_eq!(relay.sessions_opened(WORKER_A), sessions_before);
@@ -382,19 +391,7 @@ async fn certificates_are_rotated_without_a_restart() {
         .unwrap()
         .write(cert.parent().unwrap(), WORKER_A)
         .unwrap();
-    wait::until(
-        "the agent refused with its new certificate",
-        TIMEOUT,
-        || async {
-            let now = refused_count(relay, "certificate_untrusted").await;
-            if now > untrusted {
-                Seen::Ready(())
-            } else {
-                Seen::Waiting(format!("{now} untrusted refusals"))
-            }
-        },
-    )
-    .await;
+    wait_refused(relay, "certificate_untrusted", untrusted).await;
     wait_condition(&registrations, WORKER_A, "Connected", "False").await;
 
     // The manager's CA bundle gains the new CA: the agent gets in.
@@ -731,15 +728,7 @@ async fn deleting_a_worker_cluster_ends_its_session_until_it_is_registered_again
         .delete(WORKER_B, &DeleteParams::default())
         .await
         .unwrap();
-    wait::until("the deregistered agent refused", TIMEOUT, || async {
-        let now = refused_count(relay, "unknown_cluster").await;
-        if now > unknown {
-            Seen::Ready(())
-        } else {
-            Seen::Waiting(format!("{now} unknown_cluster refusals"))
-        }
-    })
-    .await;
+    wait_refused(relay, "unknown_cluster", unknown).await;
     assert!(
         relay.agent_log(WORKER_B).contains("PermissionDenied"),
         "the agent logs why it was refused"

@@ -152,13 +152,7 @@ async fn an_agent_killed_during_deletion_still_confirms_every_pod_gone() {
             .terminate_after("6s");
         uids.push(scenario.create(job).await);
     }
-    let worker = scenario
-        .clusters
-        .workers()
-        .iter()
-        .find(|w| w.name == WORKER_A)
-        .unwrap();
-    let pods: Api<Pod> = Api::namespaced(kit::client(worker).await, &scenario.ns);
+    let pods: Api<Pod> = scenario.worker_api(WORKER_A).await;
     wait::until("every Pod running", TIMEOUT, || async {
         let list = pods.list(&ListParams::default()).await;
         let running = list.map(|l| {
@@ -333,15 +327,8 @@ async fn the_orphan_sweep_deletes_only_this_origins_unwanted_objects() {
     let _exclusive = EXCLUSIVE.lock().await;
     let scenario = setup("sweep").await;
     let relay = scenario.relay;
-    let worker = scenario
-        .clusters
-        .workers()
-        .iter()
-        .find(|w| w.name == WORKER_A)
-        .unwrap();
-    let client = kit::client(worker).await;
-    let jobs: Api<Job> = Api::namespaced(client.clone(), &scenario.ns);
-    let pods: Api<Pod> = Api::namespaced(client, &scenario.ns);
+    let jobs: Api<Job> = scenario.worker_api(WORKER_A).await;
+    let pods: Api<Pod> = scenario.worker_api(WORKER_A).await;
 
     // A mirror whose Job is deleted on the worker with --cascade=orphan,
     // leaving its Pod behind while the manager Job is deleted.
@@ -446,12 +433,7 @@ async fn the_orphan_sweep_deletes_only_this_origins_unwanted_objects() {
 async fn a_worker_api_server_restarted_under_load_loses_nothing() {
     let _exclusive = EXCLUSIVE.lock().await;
     let scenario = setup("apiserver-restart").await;
-    let worker = scenario
-        .clusters
-        .workers()
-        .iter()
-        .find(|w| w.name == WORKER_A)
-        .unwrap();
+    let worker = scenario.worker(WORKER_A);
     let mut expected = BTreeMap::new();
     for i in 0..20 {
         let name = format!("load-{i}");
@@ -503,13 +485,7 @@ async fn hundreds_of_orphans_are_swept_at_a_steady_pace_with_progress_in_the_log
     let _exclusive = EXCLUSIVE.lock().await;
     let scenario = setup("backlog").await;
     let relay = scenario.relay;
-    let worker = scenario
-        .clusters
-        .workers()
-        .iter()
-        .find(|w| w.name == WORKER_A)
-        .unwrap();
-    let pods: Api<Pod> = Api::namespaced(kit::client(worker).await, &scenario.ns);
+    let pods: Api<Pod> = scenario.worker_api(WORKER_A).await;
     let pod = |i: usize, origin: &str| Pod {
         metadata: kube::api::ObjectMeta {
             name: Some(format!("left-{origin}-{i}")),

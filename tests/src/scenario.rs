@@ -11,6 +11,7 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
+use crate::cluster::ClusterInfo;
 use crate::fixtures::TestJob;
 use crate::kit::{self, Clusters};
 use crate::leaks::assert_no_leaks;
@@ -36,6 +37,23 @@ impl Scenario {
             ns,
             jobs,
         }
+    }
+
+    /// The worker cluster named `name`.
+    pub fn worker(&self, name: &str) -> &'static ClusterInfo {
+        self.clusters
+            .workers()
+            .iter()
+            .find(|w| w.name == name)
+            .unwrap_or_else(|| panic!("no worker {name}"))
+    }
+
+    /// The scenario's namespace of `K` on the worker named `name`.
+    pub async fn worker_api<K>(&self, name: &str) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(kit::client(self.worker(name)).await, &self.ns)
     }
 
     /// A relayed Job in the scenario's namespace.

@@ -42,22 +42,8 @@ pub struct Args {
     #[arg(long, env = "JOBRELAY_DELETIONS_PER_SECOND", default_value_t = 50)]
     pub deletions_per_second: u32,
 
-    /// The agent's client certificate (PEM); its DNS subject alternative name
-    /// must be `--cluster`.
-    #[arg(
-        long,
-        env = "JOBRELAY_TLS_CERT",
-        required_unless_present = "insecure_plaintext"
-    )]
-    pub tls_cert: Option<PathBuf>,
-
-    /// The private key of `--tls-cert` (PEM).
-    #[arg(
-        long,
-        env = "JOBRELAY_TLS_KEY",
-        required_unless_present = "insecure_plaintext"
-    )]
-    pub tls_key: Option<PathBuf>,
+    #[command(flatten)]
+    pub certificates: jobrelay_link::CertificateFlags,
 
     /// The CA (PEM) that signed the manager's server certificate.
     #[arg(
@@ -66,11 +52,6 @@ pub struct Args {
         required_unless_present = "insecure_plaintext"
     )]
     pub manager_ca: Option<PathBuf>,
-
-    /// How often the certificate files are checked for changes; a change
-    /// ends the session, and the next one uses the new files.
-    #[arg(long, env = "JOBRELAY_CERTIFICATE_RELOAD_INTERVAL", default_value = "10s", value_parser = jobrelay_proto::duration::parse)]
-    pub certificate_reload_interval: Duration,
 
     /// Address of the plaintext `grpc.health.v1.Health` service for
     /// Kubernetes `grpc:` probes: service "" is SERVING while the process

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use jobrelay_link::PemFiles;
 use jobrelay_link::health::Readiness;
 use jobrelay_link::shutdown_signal;
 use jobrelay_proto::wire::ORIGIN_LABEL;
@@ -42,26 +41,17 @@ const API_PROBE_INTERVAL: Duration = Duration::from_secs(5);
 pub async fn run(args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(!args.origin.is_empty(), "--origin must not be empty");
     anyhow::ensure!(!args.cluster.is_empty(), "--cluster must not be empty");
-    let tls = match (&args.tls_cert, &args.tls_key, &args.manager_ca) {
-        _ if args.insecure_plaintext => {
-            tracing::warn!(
-                "--insecure-plaintext: the manager is not authenticated; for loopback development only"
-            );
-            None
-        }
-        (Some(cert), Some(key), Some(ca)) => {
-            let files = PemFiles {
-                cert: cert.clone(),
-                key: key.clone(),
-                ca: ca.clone(),
-                ca_flag: "--manager-ca",
-            };
+    let certificates = &args.certificates;
+    let tls = match certificates.files(
+        args.manager_ca.as_ref(),
+        "--manager-ca",
+        args.insecure_plaintext,
+    )? {
+        Some(files) => {
             let pem = files.read()?;
-            Some(files.watch(pem, args.certificate_reload_interval))
+            Some(files.watch(pem, certificates.certificate_reload_interval))
         }
-        _ => anyhow::bail!(
-            "--tls-cert, --tls-key and --manager-ca are required (or --insecure-plaintext for loopback development)"
-        ),
+        None => None,
     };
     let mut dial = Dial {
         url: args.manager_url.clone(),
