@@ -97,6 +97,17 @@ async fn wait_mirrors(scenario: &Scenario, n: usize) {
     .await
 }
 
+/// Waits until no Pod matches `selector`.
+async fn wait_no_pods(pods: &Api<Pod>, selector: &ListParams, what: &str) {
+    wait::until(what, TIMEOUT, || async {
+        match pods.list(selector).await {
+            Ok(list) if list.items.is_empty() => Seen::Ready(()),
+            other => Seen::Waiting(format!("{:?} Pods", other.map(|l| l.items.len()))),
+        }
+    })
+    .await
+}
+
 /// Fails if a manager Job's mirror lives on another cluster than its
 /// annotation names, or on two.
 async fn assert_one_mirror_each_where_recorded(scenario: &Scenario) {
@@ -415,15 +426,10 @@ async fn the_orphan_sweep_deletes_only_this_origins_unwanted_objects() {
             .await
             .unwrap();
     }
-    wait::until(
+    wait_no_pods(
+        &pods,
+        &ListParams::default(),
         "the untouched strays cleaned up by the test",
-        TIMEOUT,
-        || async {
-            match pods.list(&ListParams::default()).await {
-                Ok(list) if list.items.is_empty() => Seen::Ready(()),
-                other => Seen::Waiting(format!("{:?} Pods", other.map(|l| l.items.len()))),
-            }
-        },
     )
     .await;
     scenario.finish(TIMEOUT).await;
@@ -530,13 +536,7 @@ async fn hundreds_of_orphans_are_swept_at_a_steady_pace_with_progress_in_the_log
     }
     let swept = Instant::now();
     let selector = ListParams::default().labels(&format!("{ORIGIN_LABEL}={}", relay.origin));
-    wait::until("every orphan Pod of this origin swept", TIMEOUT, || async {
-        match pods.list(&selector).await {
-            Ok(list) if list.items.is_empty() => Seen::Ready(()),
-            other => Seen::Waiting(format!("{:?} left", other.map(|l| l.items.len()))),
-        }
-    })
-    .await;
+    wait_no_pods(&pods, &selector, "every orphan Pod of this origin swept").await;
     println!(
         "{ours} orphan Pods swept within {:?} of their creation",
         swept.elapsed()
@@ -566,15 +566,10 @@ async fn hundreds_of_orphans_are_swept_at_a_steady_pace_with_progress_in_the_log
         .await
         .unwrap();
     }
-    wait::until(
+    wait_no_pods(
+        &pods,
+        &ListParams::default(),
         "the other origin's Pods removed by the test",
-        TIMEOUT,
-        || async {
-            match pods.list(&ListParams::default()).await {
-                Ok(list) if list.items.is_empty() => Seen::Ready(()),
-                other => Seen::Waiting(format!("{:?} Pods", other.map(|l| l.items.len()))),
-            }
-        },
     )
     .await;
     scenario.finish(TIMEOUT).await;
