@@ -1,0 +1,214 @@
+//! The measuring instruments of the bench: watches that note when each Job
+//! reached a point, a tight concurrent client, and latency statistics.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use jobrelay_e2e::controlplane::seconds;
+use jobrelay_e2e::wait::{self, Seen};
+use k8s_openapi::api::batch::v1::Job;
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use serde::Serialize;
+
+use crate::log;
+
+/// Requests in flight at once when creating or deleting.
+pub const CONCURRENCY: usize = 32;
+
+/// When each object (by key) reached the point a [`record`] watches for.
+pub type Timestamps = Arc<Mutex<HashMap<String, Instant>>>;
+
+/// What a watch notes about an object.
+#[derive(Clone, Copy)]
+pub enum Point {
+    /// First seen.
+    Seen,
+    /// First seen with a `Complete` or `Failed` condition.
+    Finished,
+    /// Deleted.
+    Gone,
+}
+
+/// Notes, for every Job of `api`, when it reached `point`; runs until aborted.
+pub async fn record(api: Api<Job>, point: Point, seen: Timestamps) {
+    let events = watcher(api, watcher::Config::default()).default_backoff();
+    let _ = events
+        .try_for_each(|event| {
+            let now = Instant::now();
+            let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+            match (point, event) {
+                (Point::Seen, watcher::Event::Apply(job) | watcher::Event::InitApply(job)) => {
+                    seen.entry(job.name_any()).or_insert(now);
+                }
+                (Point::Finished, watcher::Event::Apply(job) | watcher::Event::InitApply(job))
+                    if finished(&job) =>
+                {
+                    seen.entry(job.name_any()).or_insert(now);
+                }
+                (Point::Gone, watcher::Event::Delete(job)) => {
+                    seen.entry(job.name_any()).or_insert(now);
+                }
+                _ => {}
+            }
+            futures::future::ready(Ok(()))
+        })
+        .await;
+}
+
+fn finished(job: &Job) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+        })
+}
+
+/// Runs `call` for every name, [`CONCURRENCY`] at a time; returns when each
+/// call was issued.
+pub async fn at_once<F, Fut>(names: &[String], call: F) -> anyhow::Result<HashMap<String, Instant>>
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Result<(), kube::Error>>,
+{
+    let issued = futures::stream::iter(names.iter().cloned())
+        .map(|name| {
+            let started = Instant::now();
+            let call = call(name.clone());
+            async move { call.await.map(|()| (name, started)) }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<HashMap<_, _>>()
+        .await?;
+    Ok(issued)
+}
+
+/// Waits until every name was noted in `seen`; returns the notes.
+pub async fn wait_all(
+    what: &str,
+    names: &[String],
+    seen: &Timestamps,
+) -> anyhow::Result<HashMap<String, Instant>> {
+    let timeout = Duration::from_secs(120 + names.len() as u64 / 4);
+    let started = Instant::now();
+    let result = wait::try_until(what, timeout, || {
+        let seen = seen.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let missing = names.iter().filter(|n| !seen.contains_key(*n)).count();
+        async move {
+            if missing == 0 {
+                Seen::Ready(seen)
+            } else {
+                Seen::Waiting(format!("{missing} missing"))
+            }
+        }
+    })
+    .await?;
+    log(&format!("{what} after {}", seconds(started.elapsed())));
+    Ok(result)
+}
+
+/// Throughput and latency of one measure.
+#[derive(Debug, Clone, Serialize)]
+pub struct Figures {
+    pub jobs: usize,
+    pub seconds: f64,
+    pub jobs_per_second: f64,
+    pub p50_ms: u128,
+    pub p95_ms: u128,
+    pub p99_ms: u128,
+    pub max_ms: u128,
+}
+
+impl Figures {
+    /// From per-name start and end times: throughput over the whole span
+    /// (first start to last end) and the latency distribution.
+    pub fn between(
+        names: &[String],
+        from: &HashMap<String, Instant>,
+        to: &HashMap<String, Instant>,
+    ) -> Figures {
+        let mut latencies: Vec<Duration> = names
+            .iter()
+            .filter_map(|n| Some(to.get(n)?.saturating_duration_since(*from.get(n)?)))
+            .collect();
+        latencies.sort();
+        let first = names.iter().filter_map(|n| from.get(n)).min();
+        let last = names.iter().filter_map(|n| to.get(n)).max();
+        let span = match (first, last) {
+            (Some(first), Some(last)) => last.saturating_duration_since(*first),
+            _ => Duration::ZERO,
+        };
+        Figures {
+            jobs: latencies.len(),
+            seconds: span.as_secs_f64(),
+            jobs_per_second: rate(latencies.len(), span),
+            p50_ms: percentile(&latencies, 50).as_millis(),
+            p95_ms: percentile(&latencies, 95).as_millis(),
+            p99_ms: percentile(&latencies, 99).as_millis(),
+            max_ms: percentile(&latencies, 100).as_millis(),
+        }
+    }
+}
+
+pub fn rate(count: usize, span: Duration) -> f64 {
+    if span.is_zero() {
+        return 0.0;
+    }
+    count as f64 / span.as_secs_f64()
+}
+
+fn percentile(sorted: &[Duration], p: usize) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let index = ((sorted.len() * p).div_ceil(100)).clamp(1, sorted.len()) - 1;
+    sorted[index]
+}
+
+/// Peak resident set size (VmHWM) of a process, in KiB.
+pub fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The machine's load averages (1, 5, 15 minutes).
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_take_throughput_over_the_whole_span_and_percentiles_per_job() {
+        let t0 = Instant::now();
+        let names: Vec<String> = (0..100).map(|i| format!("j{i}")).collect();
+        let from: HashMap<String, Instant> = names.iter().map(|n| (n.clone(), t0)).collect();
+        let to: HashMap<String, Instant> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.clone(), t0 + Duration::from_millis(10 * (i as u64 + 1))))
+            .collect();
+        let figures = Figures::between(&names, &from, &to);
+        assert_eq!(figures.jobs, 100);
+        assert_eq!(figures.p50_ms, 500);
+        assert_eq!(figures.p99_ms, 990);
+        assert_eq!(figures.max_ms, 1000);
+        assert!((figures.jobs_per_second - 100.0).abs() < 0.01);
+    }
+}

@@ -1,0 +1,434 @@
+//! `cargo xtask bench`: jobrelay measured on the local clusters (1 manager +
+//! 2 workers), side by side with what the API servers allow on their own, in
+//! one run:
+//!
+//! - raw limit: N Jobs created straight on a worker, and on the manager, by a
+//!   tight concurrent client;
+//! - dispatch: N manager Jobs created at once until every mirror exists;
+//! - status: a worker Job finished until its manager Job shows it;
+//! - cleanup: N manager Jobs deleted at once until each is released (after
+//!   its MirrorGone), against deleting N Jobs straight on a worker with
+//!   Background propagation and waiting for their Pods;
+//! - resync: an agent restarted while holding its mirrors, until it has its
+//!   DesiredSet;
+//! - memory: peak resident memory of the manager and the agents.
+//!
+//! The table goes to standard output and, as JSON, to `target/bench/`.
+
+mod measure;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use jobrelay_e2e::cluster::ClusterSet;
+use jobrelay_e2e::controlplane::{self, seconds};
+use jobrelay_e2e::fixtures::TestJob;
+use jobrelay_e2e::kit;
+use jobrelay_e2e::relay::Relay;
+use jobrelay_e2e::supervisor::Supervisor;
+use jobrelay_e2e::wait::{self, Seen};
+use jobrelay_proto::wire::MANAGED_BY;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde::Serialize;
+
+use crate::{log, supervisor_command, workspace_root};
+use measure::{Figures, Point, Timestamps, at_once, load_average, peak_rss_kib, rate, wait_all};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Jobs per run; repeat for several sizes.
+    #[arg(long = "jobs", default_values_t = [1000])]
+    jobs: Vec<usize>,
+    /// Also run with 10,000 Jobs (takes a long time on 2 cores).
+    #[arg(long)]
+    with_10k: bool,
+}
+
+/// Everything measured for one N.
+#[derive(Debug, Serialize)]
+struct Report {
+    jobs: usize,
+    load_before: String,
+    load_after: String,
+    wall_seconds: f64,
+    raw_create_worker_jobs_per_second: f64,
+    raw_create_manager_jobs_per_second: f64,
+    dispatch: Figures,
+    dispatch_ratio_to_raw_worker: f64,
+    status: Figures,
+    cleanup: Figures,
+    cleanup_direct: Figures,
+    cleanup_ratio_to_direct: f64,
+    resync_seconds: f64,
+    resync_mirrors: usize,
+    peak_rss_mib: HashMap<String, u64>,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    controlplane::ensure_built(&mut log)?;
+    let state_dir = workspace_root()
+        .join("target")
+        .join("jobrelay")
+        .join(format!("bench-{}", std::process::id()));
+    let supervisor = Supervisor::start(supervisor_command()?, &state_dir, 2, false)?;
+    let set = supervisor.set().clone();
+    let relay = Relay::start(&set).await?;
+    let mut sizes = args.jobs.clone();
+    if args.with_10k {
+        sizes.push(10_000);
+    }
+    let out = workspace_root().join("target").join("bench");
+    std::fs::create_dir_all(&out)?;
+    for n in sizes {
+        let report = bench(&set, &relay, n).await?;
+        print_table(&report);
+        let path = out.join(format!("bench-{n}.json"));
+        std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
+        log(&format!("wrote {}", path.display()));
+    }
+    drop(relay);
+    supervisor.stop()
+}
+
+async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Report> {
+    let started = Instant::now();
+    let load_before = load_average();
+    let ns = format!("bench-{n}");
+    let raw_ns = format!("bench-raw-{n}");
+    for cluster in &set.clusters {
+        let client = cluster.client().await?;
+        kit::create_namespace(&client, &ns).await;
+        kit::create_namespace(&client, &raw_ns).await;
+    }
+    let manager = set.manager().client().await?;
+    let worker = set.workers()[0].client().await?;
+    let names: Vec<String> = (0..n).map(|i| format!("job-{i}")).collect();
+
+    // Raw limit on the manager: Jobs no controller acts on.
+    let raw_manager: Api<Job> = Api::namespaced(manager.clone(), &raw_ns);
+    let raw_manager_rate = create_rate(&raw_manager, &names, |name| {
+        TestJob::new(&raw_ns, name)
+            .managed_by("bench.jobrelay.dev/nobody")
+            .build()
+    })
+    .await?;
+    delete_all(&raw_manager, &names).await?;
+
+    // Raw limit on a worker, and the direct cleanup that jobrelay's is
+    // compared with: the same Jobs a mirror is, Pods running, deleted with
+    // Background propagation, done when Job and Pod are gone.
+    let raw_worker: Api<Job> = Api::namespaced(worker.clone(), &raw_ns);
+    let raw_pods: Api<Pod> = Api::namespaced(worker.clone(), &raw_ns);
+    let raw_worker_rate = create_rate(&raw_worker, &names, |name| {
+        TestJob::new(&raw_ns, name).run_for("1h").build()
+    })
+    .await?;
+    wait_running(std::slice::from_ref(&raw_pods), n).await?;
+    let job_gone: Timestamps = Default::default();
+    let pod_gone: Timestamps = Default::default();
+    let watches = [
+        tokio::spawn(measure::record(
+            raw_worker.clone(),
+            Point::Gone,
+            job_gone.clone(),
+        )),
+        tokio::spawn(record_pods_gone(raw_pods.clone(), pod_gone.clone())),
+    ];
+    let deleted = at_once(&names, |name| {
+        let api = raw_worker.clone();
+        async move {
+            api.delete(&name, &DeleteParams::background())
+                .await
+                .map(|_| ())
+        }
+    })
+    .await?;
+    let job_gone = wait_all("raw Jobs gone", &names, &job_gone).await?;
+    let pod_gone = wait_all("raw Pods gone", &names, &pod_gone).await?;
+    let done: HashMap<String, Instant> = names
+        .iter()
+        .filter_map(|n| Some((n.clone(), *job_gone.get(n)?.max(pod_gone.get(n)?))))
+        .collect();
+    let cleanup_direct = Figures::between(&names, &deleted, &done);
+    watches.iter().for_each(|w| w.abort());
+
+    // Dispatch, resync and cleanup through jobrelay.
+    let jobs: Api<Job> = Api::namespaced(manager.clone(), &ns);
+    let mirrored: Timestamps = Default::default();
+    let released: Timestamps = Default::default();
+    let mut watches = vec![tokio::spawn(measure::record(
+        jobs.clone(),
+        Point::Gone,
+        released.clone(),
+    ))];
+    let mut worker_pods = Vec::new();
+    for w in set.workers() {
+        let client = w.client().await?;
+        worker_pods.push(Api::<Pod>::namespaced(client.clone(), &ns));
+        watches.push(tokio::spawn(measure::record(
+            Api::namespaced(client, &ns),
+            Point::Seen,
+            mirrored.clone(),
+        )));
+    }
+    log(&format!("creating {n} manager Jobs"));
+    let created = at_once(&names, |name| {
+        let (jobs, job) = (jobs.clone(), relayed(&ns, &name, "1h"));
+        async move { jobs.create(&PostParams::default(), &job).await.map(|_| ()) }
+    })
+    .await?;
+    let mirrored = wait_all("every mirror on its worker", &names, &mirrored).await?;
+    let dispatch = Figures::between(&names, &created, &mirrored);
+    wait_running(&worker_pods, n).await?;
+
+    let resynced_worker = set.workers()[0].name.clone();
+    let (resync, resync_mirrors) = resync(relay, &resynced_worker).await?;
+
+    log(&format!("deleting {n} manager Jobs"));
+    let deleted = at_once(&names, |name| {
+        let jobs = jobs.clone();
+        async move {
+            jobs.delete(&name, &DeleteParams::default())
+                .await
+                .map(|_| ())
+        }
+    })
+    .await?;
+    let released = wait_all("every manager Job released and gone", &names, &released).await?;
+    let cleanup = Figures::between(&names, &deleted, &released);
+    watches.iter().for_each(|w| w.abort());
+
+    let status = status(set, &jobs, &ns, &names).await?;
+
+    let peak_rss_mib = ["manager", "agent worker-1", "agent worker-2"]
+        .iter()
+        .zip(relay.pids())
+        .map(|(name, pid)| (name.to_string(), peak_rss_kib(pid) / 1024))
+        .collect();
+    Ok(Report {
+        jobs: n,
+        load_before,
+        load_after: load_average(),
+        wall_seconds: started.elapsed().as_secs_f64(),
+        raw_create_worker_jobs_per_second: raw_worker_rate,
+        raw_create_manager_jobs_per_second: raw_manager_rate,
+        dispatch_ratio_to_raw_worker: dispatch.jobs_per_second
+            / raw_worker_rate.max(f64::MIN_POSITIVE),
+        dispatch,
+        status,
+        cleanup_ratio_to_direct: cleanup.jobs_per_second
+            / cleanup_direct.jobs_per_second.max(f64::MIN_POSITIVE),
+        cleanup,
+        cleanup_direct,
+        resync_seconds: resync.as_secs_f64(),
+        resync_mirrors,
+        peak_rss_mib,
+    })
+}
+
+/// A manager Job that jobrelay relays, its Pod running `run_for`.
+fn relayed(ns: &str, name: &str, run_for: &str) -> Job {
+    TestJob::new(ns, name)
+        .managed_by(MANAGED_BY)
+        .run_for(run_for)
+        .build()
+}
+
+/// Creates a Job per name at once; returns Jobs per second.
+async fn create_rate(
+    api: &Api<Job>,
+    names: &[String],
+    job: impl Fn(&str) -> Job,
+) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    at_once(names, |name| {
+        let (api, job) = (api.clone(), job(&name));
+        async move { api.create(&PostParams::default(), &job).await.map(|_| ()) }
+    })
+    .await?;
+    let rate = rate(names.len(), started.elapsed());
+    log(&format!("{} Jobs created at {rate:.0}/s", names.len()));
+    Ok(rate)
+}
+
+async fn delete_all(api: &Api<Job>, names: &[String]) -> anyhow::Result<()> {
+    at_once(names, |name| {
+        let api = api.clone();
+        async move {
+            api.delete(&name, &DeleteParams::background())
+                .await
+                .map(|_| ())
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+/// Waits until `n` Pods run across `pods`.
+async fn wait_running(pods: &[Api<Pod>], n: usize) -> anyhow::Result<()> {
+    let timeout = Duration::from_secs(120 + n as u64 / 4);
+    wait::try_until(format!("{n} Pods running"), timeout, || async {
+        let mut running = 0;
+        for api in pods {
+            match api
+                .list(&ListParams::default().fields("status.phase=Running"))
+                .await
+            {
+                Ok(list) => running += list.items.len(),
+                Err(e) => return Seen::Waiting(e.to_string()),
+            }
+        }
+        if running >= n {
+            Seen::Ready(())
+        } else {
+            Seen::Waiting(format!("{running} running"))
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+/// Notes when the Pod of each Job (by its `job-name` label) is gone.
+async fn record_pods_gone(pods: Api<Pod>, seen: Timestamps) {
+    use futures::TryStreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let events = watcher(pods, watcher::Config::default()).default_backoff();
+    let _ = events
+        .try_for_each(|event| {
+            if let watcher::Event::Delete(pod) = event
+                && let Some(job) = pod.metadata.labels.as_ref().and_then(|l| l.get("job-name"))
+            {
+                let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+                seen.entry(job.clone()).or_insert_with(Instant::now);
+            }
+            futures::future::ready(Ok(()))
+        })
+        .await;
+}
+
+/// Restarts the agent of `worker` while it holds its mirrors; returns how
+/// long until it had its DesiredSet again, and how many mirrors it held.
+async fn resync(relay: &Relay, worker: &str) -> anyhow::Result<(Duration, usize)> {
+    let marker = "desired set received";
+    let before = relay.agent_log(worker).matches(marker).count();
+    relay.kill_agent(worker);
+    let started = Instant::now();
+    relay.start_agent(worker)?;
+    wait::try_until(
+        format!("agent {worker} resynced"),
+        Duration::from_secs(600),
+        || {
+            let seen = relay.agent_log(worker).matches(marker).count();
+            async move {
+                if seen > before {
+                    Seen::Ready(())
+                } else {
+                    Seen::Waiting("no DesiredSet yet".into())
+                }
+            }
+        },
+    )
+    .await?;
+    let took = started.elapsed();
+    let log = relay.agent_log(worker);
+    let held = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("session open"))
+        .and_then(|l| l.split("inventory=").nth(1))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    crate::log(&format!(
+        "agent {worker} resynced {held} mirrors in {}",
+        seconds(took)
+    ));
+    Ok((took, held))
+}
+
+/// N short Jobs: from a worker Job finished to its manager Job showing it.
+async fn status(
+    set: &ClusterSet,
+    jobs: &Api<Job>,
+    ns: &str,
+    names: &[String],
+) -> anyhow::Result<Figures> {
+    let names: Vec<String> = names.iter().map(|n| format!("{n}-s")).collect();
+    let on_worker: Timestamps = Default::default();
+    let on_manager: Timestamps = Default::default();
+    let mut watches = vec![tokio::spawn(measure::record(
+        jobs.clone(),
+        Point::Finished,
+        on_manager.clone(),
+    ))];
+    for w in set.workers() {
+        watches.push(tokio::spawn(measure::record(
+            Api::namespaced(w.client().await?, ns),
+            Point::Finished,
+            on_worker.clone(),
+        )));
+    }
+    log(&format!("creating {} short manager Jobs", names.len()));
+    at_once(&names, |name| {
+        let (jobs, job) = (jobs.clone(), relayed(ns, &name, "2s"));
+        async move { jobs.create(&PostParams::default(), &job).await.map(|_| ()) }
+    })
+    .await?;
+    let on_worker = wait_all("every worker Job finished", &names, &on_worker).await?;
+    let on_manager = wait_all("every manager Job shows it", &names, &on_manager).await?;
+    watches.iter().for_each(|w| w.abort());
+    delete_all(jobs, &names).await?;
+    Ok(Figures::between(&names, &on_worker, &on_manager))
+}
+
+fn print_table(r: &Report) {
+    println!();
+    println!(
+        "jobrelay bench — {} Jobs, 1 manager + 2 workers, load {} → {}, {:.0} s",
+        r.jobs, r.load_before, r.load_after, r.wall_seconds
+    );
+    println!(
+        "{:<44} {:>9} {:>8} {:>8} {:>8} {:>8}",
+        "measure", "Jobs/s", "p50 ms", "p95 ms", "p99 ms", "max ms"
+    );
+    let row = |what: &str, f: &Figures| {
+        println!(
+            "{what:<44} {:>9.1} {:>8} {:>8} {:>8} {:>8}",
+            f.jobs_per_second, f.p50_ms, f.p95_ms, f.p99_ms, f.max_ms
+        );
+    };
+    println!(
+        "{:<44} {:>9.1}",
+        "raw create, one worker API server", r.raw_create_worker_jobs_per_second
+    );
+    println!(
+        "{:<44} {:>9.1}",
+        "raw create, manager API server", r.raw_create_manager_jobs_per_second
+    );
+    row("dispatch: manager Job -> mirror exists", &r.dispatch);
+    println!(
+        "{:<44} {:>9.2}",
+        "  ratio to raw worker create", r.dispatch_ratio_to_raw_worker
+    );
+    row("status: worker finished -> manager shows", &r.status);
+    row("cleanup: delete manager Job -> released", &r.cleanup);
+    row(
+        "cleanup direct: Background delete, Pod gone",
+        &r.cleanup_direct,
+    );
+    println!(
+        "{:<44} {:>9.2}",
+        "  ratio to direct cleanup", r.cleanup_ratio_to_direct
+    );
+    println!(
+        "{:<44} {:>9.1} s ({} mirrors)",
+        "resync: agent restarted -> DesiredSet", r.resync_seconds, r.resync_mirrors
+    );
+    let mut rss: Vec<_> = r.peak_rss_mib.iter().collect();
+    rss.sort();
+    for (name, mib) in rss {
+        println!("{:<44} {:>9} MiB", format!("peak RSS {name}"), mib);
+    }
+}
