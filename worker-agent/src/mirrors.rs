@@ -7,6 +7,8 @@
 //! same-named Job without that label is a conflict, reported and left alone.
 
 use std::collections::{HashMap, HashSet};
+
+use futures::StreamExt;
 use std::time::{Duration, Instant};
 
 use jobrelay_proto::v1::{
@@ -29,6 +31,8 @@ use crate::report::{ApplyFailure, apply_failure, phase_of, revision_of};
 /// Field manager of everything the agent writes.
 pub const FIELD_MANAGER: &str = "jobrelay-agent";
 
+/// Applies sent to the API server at once.
+const APPLY_CONCURRENCY: usize = 16;
 /// How often a delete that has not taken effect is sent again.
 const DELETE_RETRY: Duration = Duration::from_secs(5);
 /// Deletions in flight above which progress is logged.
@@ -52,6 +56,8 @@ struct Deletion {
 /// The last status sent for a mirror (compared to send only changes).
 #[derive(Debug, PartialEq)]
 struct Sent {
+    /// The mirror Job's resourceVersion: unchanged, nothing else can have.
+    resource_version: Option<String>,
     revision: u64,
     phase: MirrorPhase,
     status: Vec<u8>,
@@ -198,34 +204,54 @@ impl Mirrors {
         }
     }
 
-    /// Applies a mirror, or reports why it cannot be held.
-    pub async fn apply(&mut self, apply: ApplyMirror, out: &mut Vec<AgentMessage>) {
-        let uid = apply.origin_uid.clone();
-        if let Some(desired) = &mut self.desired {
-            desired.insert(uid.clone());
+    /// Applies mirrors, up to [`APPLY_CONCURRENCY`] at once, and reports
+    /// those that cannot be held.
+    pub async fn apply_all(&mut self, applies: Vec<ApplyMirror>, out: &mut Vec<AgentMessage>) {
+        let mut ready = Vec::new();
+        for apply in applies {
+            let uid = apply.origin_uid.clone();
+            if let Some(desired) = &mut self.desired {
+                desired.insert(uid.clone());
+            }
+            if self.deleting.contains_key(&uid) {
+                debug!(%uid, "apply waits for the previous mirror to be gone");
+                self.pending.insert(uid, apply);
+            } else {
+                ready.push(apply);
+            }
         }
-        if self.deleting.contains_key(&uid) {
-            debug!(%uid, "apply waits for the previous mirror to be gone");
-            self.pending.insert(uid, apply);
+        if ready.is_empty() {
             return;
         }
-        match self.try_apply(&apply).await {
-            Ok(()) => {
-                self.pending.remove(&uid);
-            }
-            Err(ApplyFailure::Retry(message)) => {
-                debug!(%uid, %message, "apply will be retried");
-                self.pending.insert(uid, apply);
-            }
-            Err(ApplyFailure::Rejected(reason, message)) => {
-                warn!(%uid, reason = reason.as_str_name(), %message, "apply rejected");
-                self.pending.remove(&uid);
-                out.push(agent_message(Kind::ApplyRejected(ApplyRejected {
-                    origin_uid: uid,
-                    revision: apply.revision,
-                    reason: reason as i32,
-                    message,
-                })));
+        let this = &*self;
+        let results: Vec<(ApplyMirror, Result<(), ApplyFailure>)> = futures::stream::iter(ready)
+            .map(|apply| async move {
+                let result = this.try_apply(&apply).await;
+                (apply, result)
+            })
+            .buffer_unordered(APPLY_CONCURRENCY)
+            .collect()
+            .await;
+        for (apply, result) in results {
+            let uid = apply.origin_uid.clone();
+            match result {
+                Ok(()) => {
+                    self.pending.remove(&uid);
+                }
+                Err(ApplyFailure::Retry(message)) => {
+                    debug!(%uid, %message, "apply will be retried");
+                    self.pending.insert(uid, apply);
+                }
+                Err(ApplyFailure::Rejected(reason, message)) => {
+                    warn!(%uid, reason = reason.as_str_name(), %message, "apply rejected");
+                    self.pending.remove(&uid);
+                    out.push(agent_message(Kind::ApplyRejected(ApplyRejected {
+                        origin_uid: uid,
+                        revision: apply.revision,
+                        reason: reason as i32,
+                        message,
+                    })));
+                }
             }
         }
     }
@@ -331,9 +357,7 @@ impl Mirrors {
             .filter(|a| !self.deleting.contains_key(&a.origin_uid))
             .cloned()
             .collect();
-        for apply in pending {
-            self.apply(apply, out).await;
-        }
+        self.apply_all(pending, out).await;
         self.report_status(out);
     }
 
@@ -447,7 +471,15 @@ impl Mirrors {
             if self.deleting.contains_key(&uid) {
                 continue;
             }
+            let pod_count = pods.get(&uid).map_or(0, |p| p.len() as u32);
+            if let Some(sent) = self.sent.get(&uid)
+                && sent.resource_version == job.metadata.resource_version
+                && sent.pods == pod_count
+            {
+                continue;
+            }
             let sent = Sent {
+                resource_version: job.metadata.resource_version.clone(),
                 revision: revision_of(&job),
                 phase: phase_of(&job),
                 status: job
@@ -455,9 +487,13 @@ impl Mirrors {
                     .as_ref()
                     .and_then(|s| serde_json::to_vec(s).ok())
                     .unwrap_or_default(),
-                pods: pods.get(&uid).map_or(0, |p| p.len() as u32),
+                pods: pod_count,
             };
-            if self.sent.get(&uid) == Some(&sent) {
+            if self.sent.get(&uid).is_some_and(|before| {
+                (&before.status, before.phase, before.revision, before.pods)
+                    == (&sent.status, sent.phase, sent.revision, sent.pods)
+            }) {
+                self.sent.insert(uid, sent);
                 continue;
             }
             out.push(agent_message(Kind::MirrorStatus(MirrorStatus {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use backon::{BackoffBuilder, ExponentialBuilder};
+use futures::FutureExt;
 use jobrelay_link::Pem;
 use jobrelay_proto::v1::relay_client::RelayClient;
 use jobrelay_proto::v1::{
@@ -24,6 +25,8 @@ const MISSED_HEARTBEATS: u32 = 3;
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
 /// A session that lasted this long resets the backoff.
 const STABLE_SESSION: Duration = Duration::from_secs(30);
+/// Manager messages taken at once when they arrive together.
+const MAX_BATCH: usize = 512;
 /// Periodic sync, on top of the one every watch event triggers.
 const SYNC_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -141,33 +144,51 @@ impl Agent {
         loop {
             tokio::select! {
                 received = inbound.message() => {
-                    let kind = match received {
-                        Ok(Some(ManagerMessage { kind: Some(kind) })) => kind,
-                        Ok(Some(_)) => continue,
-                        Ok(None) => return "the manager closed the session".into(),
-                        Err(status) => return format!("stream error: {status}"),
-                    };
-                    last_heard = Instant::now();
-                    use manager_message::Kind as K;
-                    match kind {
-                        K::Welcome(welcome) => {
-                            if welcome.origin != self.origin {
-                                return format!("the manager's origin is {:?}, this agent serves {:?}", welcome.origin, self.origin);
-                            }
-                            self.connected.send_replace(true);
-                            if let Some(interval) = welcome.heartbeat_interval.and_then(|d| Duration::try_from(d).ok()).filter(|d| !d.is_zero()) {
-                                heartbeat = interval;
-                                heartbeats = tokio::time::interval(heartbeat);
-                            }
+                    // Whatever else has arrived is taken too, so a burst of
+                    // applies is worked as one batch followed by one sync.
+                    let mut batch = vec![received];
+                    while batch.len() < MAX_BATCH {
+                        match inbound.message().now_or_never() {
+                            Some(received) => batch.push(received),
+                            None => break,
                         }
-                        K::DesiredSet(set) => {
-                            info!(mirrors = set.mirrors.len(), "desired set received");
-                            self.mirrors.set_desired(set.mirrors.into_iter().map(|m| m.origin_uid));
-                        }
-                        K::ApplyMirror(apply) => self.mirrors.apply(apply, &mut out).await,
-                        K::DeleteMirror(delete) => self.mirrors.delete(delete),
-                        K::Heartbeat(_) => {}
                     }
+                    last_heard = Instant::now();
+                    let mut applies = Vec::new();
+                    for received in batch {
+                        let kind = match received {
+                            Ok(Some(ManagerMessage { kind: Some(kind) })) => kind,
+                            Ok(Some(_)) => continue,
+                            Ok(None) => return "the manager closed the session".into(),
+                            Err(status) => return format!("stream error: {status}"),
+                        };
+                        use manager_message::Kind as K;
+                        if let K::ApplyMirror(apply) = kind {
+                            applies.push(apply);
+                            continue;
+                        }
+                        // Anything else waits for the applies before it, in order.
+                        self.mirrors.apply_all(std::mem::take(&mut applies), &mut out).await;
+                        match kind {
+                            K::Welcome(welcome) => {
+                                if welcome.origin != self.origin {
+                                    return format!("the manager's origin is {:?}, this agent serves {:?}", welcome.origin, self.origin);
+                                }
+                                self.connected.send_replace(true);
+                                if let Some(interval) = welcome.heartbeat_interval.and_then(|d| Duration::try_from(d).ok()).filter(|d| !d.is_zero()) {
+                                    heartbeat = interval;
+                                    heartbeats = tokio::time::interval(heartbeat);
+                                }
+                            }
+                            K::DesiredSet(set) => {
+                                info!(mirrors = set.mirrors.len(), "desired set received");
+                                self.mirrors.set_desired(set.mirrors.into_iter().map(|m| m.origin_uid));
+                            }
+                            K::DeleteMirror(delete) => self.mirrors.delete(delete),
+                            K::ApplyMirror(_) | K::Heartbeat(_) => {}
+                        }
+                    }
+                    self.mirrors.apply_all(applies, &mut out).await;
                     self.mirrors.sync(&mut out).await;
                 }
                 () = self.changed.notified() => self.mirrors.sync(&mut out).await,
