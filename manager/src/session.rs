@@ -288,12 +288,14 @@ impl Sessions {
         Ok(())
     }
 
+    /// Records an Event on the mirror's manager Job in a task of its own,
+    /// so the session keeps reading while the API server takes it.
     async fn publish(&self, cluster: &str, uid: &str, reason: Reason, note: String) {
         if let Some(key) = self.fleet.key_of(cluster, uid) {
             let namespace = key.namespace.as_deref().unwrap_or_default();
-            self.events
-                .publish(&job_reference(namespace, &key.name, uid), reason, note)
-                .await;
+            let job = job_reference(namespace, &key.name, uid);
+            let events = self.events.clone();
+            tokio::spawn(async move { events.publish(&job, reason, note).await });
         }
     }
 }

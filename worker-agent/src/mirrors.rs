@@ -31,8 +31,8 @@ use crate::report::{ApplyFailure, apply_failure, phase_of, revision_of};
 /// Field manager of everything the agent writes.
 pub const FIELD_MANAGER: &str = "jobrelay-agent";
 
-/// Applies sent to the API server at once.
-const APPLY_CONCURRENCY: usize = 16;
+/// Requests (applies, deletes, confirmations) sent to the API server at once.
+const REQUEST_CONCURRENCY: usize = 16;
 /// How often a delete that has not taken effect is sent again.
 const DELETE_RETRY: Duration = Duration::from_secs(5);
 /// Deletions in flight above which progress is logged.
@@ -204,7 +204,7 @@ impl Mirrors {
         }
     }
 
-    /// Applies mirrors, up to [`APPLY_CONCURRENCY`] at once, and reports
+    /// Applies mirrors, up to [`REQUEST_CONCURRENCY`] at once, and reports
     /// those that cannot be held.
     pub async fn apply_all(&mut self, applies: Vec<ApplyMirror>, out: &mut Vec<AgentMessage>) {
         let mut ready = Vec::new();
@@ -229,7 +229,7 @@ impl Mirrors {
                 let result = this.try_apply(&apply).await;
                 (apply, result)
             })
-            .buffer_unordered(APPLY_CONCURRENCY)
+            .buffer_unordered(REQUEST_CONCURRENCY)
             .collect()
             .await;
         for (apply, result) in results {
@@ -365,6 +365,9 @@ impl Mirrors {
         let now = Instant::now();
         let jobs = by_origin_uid(self.jobs.state());
         let pods = by_origin_uid(self.pods.state());
+        // First decide, then send everything decided at once.
+        let mut job_deletes = Vec::new();
+        let mut pod_deletes = Vec::new();
         let mut gone = Vec::new();
         for (uid, deletion) in &mut self.deleting {
             let live_jobs = jobs.get(uid).map(Vec::as_slice).unwrap_or_default();
@@ -378,12 +381,11 @@ impl Mirrors {
                 let due: Vec<_> = live_jobs
                     .iter()
                     .filter(|j| j.metadata.deletion_timestamp.is_none())
+                    .cloned()
                     .collect();
                 if due.iter().all(|_| self.budget.try_take()) {
                     deletion.last_delete = Some(now);
-                    for job in due {
-                        delete_object::<Job>(&self.client, job.as_ref()).await;
-                    }
+                    job_deletes.extend(due);
                 }
             }
             if let Some(since) = deletion.job_gone_since
@@ -397,18 +399,46 @@ impl Mirrors {
                         break;
                     }
                     info!(%uid, pod = %pod.name_any(), "Pod outlived its Job; deleting it");
-                    if delete_object::<Pod>(&self.client, pod.as_ref()).await {
-                        deletion.pods_deleted += 1;
-                    }
+                    pod_deletes.push((uid.clone(), pod.clone()));
                 }
             }
             if live_jobs.is_empty() && live_pods.is_empty() {
                 gone.push(uid.clone());
             }
         }
-        for uid in gone {
-            // The caches said so; the API server must say so too.
-            match self.confirm_gone(&uid).await {
+        let client = &self.client;
+        futures::stream::iter(job_deletes)
+            .for_each_concurrent(REQUEST_CONCURRENCY, |job| async move {
+                delete_object::<Job>(client, job.as_ref()).await;
+            })
+            .await;
+        let deleted_pods: Vec<String> = futures::stream::iter(pod_deletes)
+            .map(|(uid, pod)| async move {
+                delete_object::<Pod>(client, pod.as_ref())
+                    .await
+                    .then_some(uid)
+            })
+            .buffer_unordered(REQUEST_CONCURRENCY)
+            .filter_map(futures::future::ready)
+            .collect()
+            .await;
+        for uid in deleted_pods {
+            if let Some(deletion) = self.deleting.get_mut(&uid) {
+                deletion.pods_deleted += 1;
+            }
+        }
+        // The caches said so; the API server must say so too.
+        let this = &*self;
+        let confirmed: Vec<(String, Result<bool, kube::Error>)> = futures::stream::iter(gone)
+            .map(|uid| async move {
+                let confirmed = this.confirm_gone(&uid).await;
+                (uid, confirmed)
+            })
+            .buffer_unordered(REQUEST_CONCURRENCY)
+            .collect()
+            .await;
+        for (uid, confirmed) in confirmed {
+            match confirmed {
                 Ok(true) => {
                     let Some(deletion) = self.deleting.remove(&uid) else {
                         continue;
@@ -507,9 +537,10 @@ impl Mirrors {
         }
     }
 
-    /// Mirrors held now (for heartbeats).
-    pub fn active(&self) -> u32 {
-        self.jobs.state().len() as u32
+    /// Counts the mirrors held at the moment it is called (for heartbeats).
+    pub fn held_counter(&self) -> impl Fn() -> u32 + Send + 'static {
+        let jobs = self.jobs.clone();
+        move || jobs.state().len() as u32
     }
 }
 

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use backon::{BackoffBuilder, ExponentialBuilder};
-use futures::FutureExt;
 use jobrelay_link::Pem;
 use jobrelay_proto::v1::relay_client::RelayClient;
 use jobrelay_proto::v1::{
@@ -121,7 +120,7 @@ impl Agent {
         };
         let inventory = hello.inventory.len();
         let _ = outbox.send(agent_message(agent_message::Kind::Hello(hello)));
-        let mut inbound = match RelayClient::new(channel)
+        let inbound = match RelayClient::new(channel)
             .connect(UnboundedReceiverStream::new(queued))
             .await
         {
@@ -134,26 +133,48 @@ impl Agent {
                 );
             }
         };
-        let mut heartbeat = DEFAULT_HEARTBEAT;
-        let mut heartbeats = tokio::time::interval(heartbeat);
+        info!(inventory, "session open");
+        // Reading and heartbeats run beside the work, so a long sync never
+        // makes either side look silent.
+        let (heard, last_heard) = watch::channel(Instant::now());
+        let (interval, heartbeat_interval) = watch::channel(DEFAULT_HEARTBEAT);
+        let mut inbox = spawn_reader(inbound, heard);
+        let beats = tokio::spawn(send_heartbeats(
+            outbox.clone(),
+            heartbeat_interval,
+            self.mirrors.held_counter(),
+        ));
+        let ended = self.work(&mut inbox, &outbox, &interval, &last_heard).await;
+        beats.abort();
+        ended
+    }
+
+    /// Works the session's messages until it ends; returns why.
+    async fn work(
+        &mut self,
+        inbox: &mut mpsc::UnboundedReceiver<Inbound>,
+        outbox: &mpsc::UnboundedSender<AgentMessage>,
+        interval: &watch::Sender<Duration>,
+        last_heard: &watch::Receiver<Instant>,
+    ) -> String {
         let mut syncs = tokio::time::interval(SYNC_INTERVAL);
         let mut sweeps = tokio::time::interval(self.orphan_sweep_interval);
-        let mut last_heard = Instant::now();
         let mut out = Vec::new();
-        info!(inventory, "session open");
         loop {
             tokio::select! {
-                received = inbound.message() => {
+                received = inbox.recv() => {
+                    let Some(received) = received else {
+                        return "the session's reader stopped".into();
+                    };
                     // Whatever else has arrived is taken too, so a burst of
                     // applies is worked as one batch followed by one sync.
                     let mut batch = vec![received];
                     while batch.len() < MAX_BATCH {
-                        match inbound.message().now_or_never() {
-                            Some(received) => batch.push(received),
-                            None => break,
+                        match inbox.try_recv() {
+                            Ok(received) => batch.push(received),
+                            Err(_) => break,
                         }
                     }
-                    last_heard = Instant::now();
                     let mut applies = Vec::new();
                     for received in batch {
                         let kind = match received {
@@ -175,9 +196,8 @@ impl Agent {
                                     return format!("the manager's origin is {:?}, this agent serves {:?}", welcome.origin, self.origin);
                                 }
                                 self.connected.send_replace(true);
-                                if let Some(interval) = welcome.heartbeat_interval.and_then(|d| Duration::try_from(d).ok()).filter(|d| !d.is_zero()) {
-                                    heartbeat = interval;
-                                    heartbeats = tokio::time::interval(heartbeat);
+                                if let Some(every) = welcome.heartbeat_interval.and_then(|d| Duration::try_from(d).ok()).filter(|d| !d.is_zero()) {
+                                    interval.send_replace(every);
                                 }
                             }
                             K::DesiredSet(set) => {
@@ -196,21 +216,15 @@ impl Agent {
                     return "the certificate files changed; reconnecting with them".into();
                 }
                 _ = syncs.tick() => {
-                    if last_heard.elapsed() > heartbeat * MISSED_HEARTBEATS {
-                        return format!("the manager was silent for {:?}", last_heard.elapsed());
+                    let silent = last_heard.borrow().elapsed();
+                    if silent > *interval.borrow() * MISSED_HEARTBEATS {
+                        return format!("the manager was silent for {silent:?}");
                     }
                     self.mirrors.sync(&mut out).await;
                 }
                 _ = sweeps.tick() => {
                     self.mirrors.sweep_orphans();
                     self.mirrors.sync(&mut out).await;
-                }
-                _ = heartbeats.tick() => {
-                    let beat = Heartbeat {
-                        sent_at: Some(prost_types::Timestamp::from(std::time::SystemTime::now())),
-                        active_mirrors: self.mirrors.active(),
-                    };
-                    out.push(agent_message(agent_message::Kind::Heartbeat(beat)));
                 }
             }
             for message in out.drain(..) {
@@ -233,4 +247,56 @@ fn chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// What the reader hands over: a message, the end of the stream, or an error.
+type Inbound = Result<Option<ManagerMessage>, tonic::Status>;
+
+/// Reads the manager's stream into a channel, noting when each message came.
+fn spawn_reader(
+    mut inbound: tonic::Streaming<ManagerMessage>,
+    heard: watch::Sender<Instant>,
+) -> mpsc::UnboundedReceiver<Inbound> {
+    let (forward, inbox) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        loop {
+            let received = inbound.message().await;
+            heard.send_replace(Instant::now());
+            let last = !matches!(received, Ok(Some(_)));
+            if forward.send(received).is_err() || last {
+                return;
+            }
+        }
+    });
+    inbox
+}
+
+/// Sends a heartbeat every interval (the manager's Welcome may change it).
+async fn send_heartbeats(
+    outbox: mpsc::UnboundedSender<AgentMessage>,
+    mut interval: watch::Receiver<Duration>,
+    held: impl Fn() -> u32,
+) {
+    loop {
+        let every = *interval.borrow_and_update();
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            changed = interval.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                continue;
+            }
+        }
+        let beat = Heartbeat {
+            sent_at: Some(prost_types::Timestamp::from(std::time::SystemTime::now())),
+            active_mirrors: held(),
+        };
+        if outbox
+            .send(agent_message(agent_message::Kind::Heartbeat(beat)))
+            .is_err()
+        {
+            return;
+        }
+    }
 }
