@@ -13,6 +13,7 @@ use jobrelay_e2e::leaks::assert_no_leaks;
 use jobrelay_e2e::relay::Relay;
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_link::Pem;
+use jobrelay_link::health::RELAY;
 use jobrelay_manager::worker_cluster::WorkerCluster;
 use jobrelay_proto::v1::relay_client::RelayClient;
 use jobrelay_proto::v1::{AgentMessage, Hello, agent_message};
@@ -334,13 +335,8 @@ async fn health_follows_readiness_and_every_agent_rejoins_a_restarted_manager() 
     let (clusters, relay, _registrations) = setup().await;
     let agent = relay.agent_health_addr(WORKER_A).unwrap().to_string();
     wait_health(&relay.health_addr, "", ServingStatus::Serving).await;
-    wait_health(
-        &relay.health_addr,
-        "jobrelay.v1.Relay",
-        ServingStatus::Serving,
-    )
-    .await;
-    wait_health(&agent, "jobrelay.v1.Relay", ServingStatus::Serving).await;
+    wait_health(&relay.health_addr, RELAY, ServingStatus::Serving).await;
+    wait_health(&agent, RELAY, ServingStatus::Serving).await;
 
     let sessions: Vec<usize> = clusters
         .workers()
@@ -349,7 +345,7 @@ async fn health_follows_readiness_and_every_agent_rejoins_a_restarted_manager() 
         .collect();
     relay.kill_manager();
     // Without its manager the agent is alive but not ready.
-    wait_health(&agent, "jobrelay.v1.Relay", ServingStatus::NotServing).await;
+    wait_health(&agent, RELAY, ServingStatus::NotServing).await;
     wait_health(&agent, "", ServingStatus::Serving).await;
 
     let restarted = Instant::now();
@@ -362,13 +358,8 @@ async fn health_follows_readiness_and_every_agent_rejoins_a_restarted_manager() 
         clusters.workers().len(),
         restarted.elapsed()
     );
-    wait_health(
-        &relay.health_addr,
-        "jobrelay.v1.Relay",
-        ServingStatus::Serving,
-    )
-    .await;
-    wait_health(&agent, "jobrelay.v1.Relay", ServingStatus::Serving).await;
+    wait_health(&relay.health_addr, RELAY, ServingStatus::Serving).await;
+    wait_health(&agent, RELAY, ServingStatus::Serving).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

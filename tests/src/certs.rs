@@ -38,19 +38,8 @@ pub fn write(dir: &Path) -> Result<Pki, Error> {
     std::fs::create_dir_all(dir).map_err(|e| Error::Write(dir.into(), e))?;
     let gen_err = |what| move |source| Error::Generate { what, source };
 
-    let ca_key = KeyPair::generate().map_err(gen_err("CA key"))?;
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(gen_err("CA"))?;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.distinguished_name = name("jobrelay test CA", None);
-    ca_params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca_cert = ca_params
-        .self_signed(&ca_key)
-        .map_err(gen_err("CA certificate"))?;
-    let issuer = Issuer::new(ca_params, ca_key);
+    let ca = RelayCa::new("jobrelay test CA")?;
+    let issuer = &ca.issuer;
 
     let serving_key = KeyPair::generate().map_err(gen_err("serving key"))?;
     let sans = [
@@ -66,7 +55,7 @@ pub fn write(dir: &Path) -> Result<Pki, Error> {
     serving.distinguished_name = name("kube-apiserver", None);
     serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     let serving_cert = serving
-        .signed_by(&serving_key, &issuer)
+        .signed_by(&serving_key, issuer)
         .map_err(gen_err("serving certificate"))?;
 
     let admin_key = KeyPair::generate().map_err(gen_err("admin key"))?;
@@ -74,7 +63,7 @@ pub fn write(dir: &Path) -> Result<Pki, Error> {
     admin.distinguished_name = name("jobrelay-admin", Some("system:masters"));
     admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
     let admin_cert = admin
-        .signed_by(&admin_key, &issuer)
+        .signed_by(&admin_key, issuer)
         .map_err(gen_err("admin certificate"))?;
 
     let service_account_key = KeyPair::generate().map_err(gen_err("service-account key"))?;
@@ -89,7 +78,7 @@ pub fn write(dir: &Path) -> Result<Pki, Error> {
         service_account_public_key: dir.join("service-account.pub"),
     };
     for (path, pem) in [
-        (&pki.ca_cert, ca_cert.pem()),
+        (&pki.ca_cert, ca.ca_pem.clone()),
         (&pki.serving_cert, serving_cert.pem()),
         (&pki.serving_key, serving_key.serialize_pem()),
         (&pki.admin_cert, admin_cert.pem()),
@@ -117,8 +106,9 @@ fn name(common_name: &str, organization: Option<&str>) -> DistinguishedName {
     dn
 }
 
-/// The relay's own PKI: a CA that signs the manager's server certificate and
-/// each agent's client certificate (whose DNS SAN is the cluster's name).
+/// A CA: the test clusters' own, and the relay's, which signs the manager's
+/// server certificate and each agent's client certificate (whose DNS SAN is
+/// the cluster's name).
 pub struct RelayCa {
     issuer: Issuer<'static, KeyPair>,
     /// The CA certificate, PEM.
