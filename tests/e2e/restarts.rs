@@ -487,7 +487,6 @@ async fn a_worker_api_server_restarted_under_load_loses_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn hundreds_of_orphans_are_swept_at_a_steady_pace_with_progress_in_the_log() {
     use futures::StreamExt;
-    use k8s_openapi::api::core::v1::{Container, PodSpec};
     let _exclusive = EXCLUSIVE.lock().await;
     let scenario = setup("backlog").await;
     let relay = scenario.relay;
@@ -501,15 +500,7 @@ async fn hundreds_of_orphans_are_swept_at_a_steady_pace_with_progress_in_the_log
             ])),
             ..Default::default()
         },
-        spec: Some(PodSpec {
-            restart_policy: Some("Never".into()),
-            containers: vec![Container {
-                name: "work".into(),
-                image: Some("registry.example/jobrelay/test-workload:1".into()),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
+        spec: Some(jobrelay_e2e::fixtures::pod_spec()),
         ..Default::default()
     };
     // Pods of this origin whose Jobs the manager no longer knows, as a long

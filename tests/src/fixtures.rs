@@ -120,20 +120,26 @@ impl TestJob {
                         annotations: Some(self.pod_annotations),
                         ..Default::default()
                     }),
-                    spec: Some(PodSpec {
-                        restart_policy: Some("Never".into()),
-                        termination_grace_period_seconds: Some(30),
-                        containers: vec![Container {
-                            name: "work".into(),
-                            image: Some("registry.example/jobrelay/test-workload:1".into()),
-                            ..Default::default()
-                        }],
-                        ..Default::default()
-                    }),
+                    spec: Some(pod_spec()),
                 },
                 ..Default::default()
             }),
             status: None,
         }
+    }
+}
+
+/// The spec of every test Pod: one container of a workload image kwok never
+/// pulls, never restarted.
+pub fn pod_spec() -> PodSpec {
+    PodSpec {
+        restart_policy: Some("Never".into()),
+        termination_grace_period_seconds: Some(30),
+        containers: vec![Container {
+            name: "work".into(),
+            image: Some("registry.example/jobrelay/test-workload:1".into()),
+            ..Default::default()
+        }],
+        ..Default::default()
     }
 }
