@@ -33,30 +33,71 @@ pub enum Point {
     Gone,
 }
 
-/// Notes, for every Job of `api`, when it reached `point`; runs until aborted.
-pub async fn record(api: Api<Job>, point: Point, seen: Timestamps) {
-    let events = watcher(api, watcher::Config::default()).default_backoff();
-    let _ = events
-        .try_for_each(|event| {
-            let now = Instant::now();
-            let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
-            match (point, event) {
-                (Point::Seen, watcher::Event::Apply(job) | watcher::Event::InitApply(job)) => {
-                    seen.entry(job.name_any()).or_insert(now);
+/// A running watch and whether it has listed everything once.
+pub struct Recording {
+    task: tokio::task::JoinHandle<()>,
+    listed: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Recording {
+    /// Waits until the watch has listed everything once, so that nothing
+    /// done from now on can slip past it.
+    pub async fn listed(mut self) -> anyhow::Result<Self> {
+        self.listed.wait_for(|listed| *listed).await?;
+        Ok(self)
+    }
+
+    pub fn stop(&self) {
+        self.task.abort();
+    }
+}
+
+/// Runs a watch on `api`, handing every event with the time it arrived to
+/// `note`, until stopped.
+pub fn recording<K>(
+    api: Api<K>,
+    mut note: impl FnMut(watcher::Event<K>, Instant) + Send + 'static,
+) -> Recording
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+    K::DynamicType: Default,
+{
+    let (listed_tx, listed) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(async move {
+        let events = watcher(api, watcher::Config::default()).default_backoff();
+        let _ = events
+            .try_for_each(|event| {
+                let now = Instant::now();
+                if let watcher::Event::InitDone = event {
+                    listed_tx.send_replace(true);
                 }
-                (Point::Finished, watcher::Event::Apply(job) | watcher::Event::InitApply(job))
-                    if finished(&job) =>
-                {
-                    seen.entry(job.name_any()).or_insert(now);
-                }
-                (Point::Gone, watcher::Event::Delete(job)) => {
-                    seen.entry(job.name_any()).or_insert(now);
-                }
-                _ => {}
+                note(event, now);
+                futures::future::ready(Ok(()))
+            })
+            .await;
+    });
+    Recording { task, listed }
+}
+
+/// Notes, for every Job of `api`, when it reached `point`, until stopped.
+pub fn record(api: Api<Job>, point: Point, seen: Timestamps) -> Recording {
+    recording(api, move |event, now| {
+        let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+        match (point, event) {
+            (Point::Seen, watcher::Event::Apply(job) | watcher::Event::InitApply(job)) => {
+                seen.entry(job.name_any()).or_insert(now);
             }
-            futures::future::ready(Ok(()))
-        })
-        .await;
+            (Point::Finished, watcher::Event::Apply(job) | watcher::Event::InitApply(job))
+                if finished(&job) =>
+            {
+                seen.entry(job.name_any()).or_insert(now);
+            }
+            (Point::Gone, watcher::Event::Delete(job)) => {
+                seen.entry(job.name_any()).or_insert(now);
+            }
+            _ => {}
+        }
+    })
 }
 
 fn finished(job: &Job) -> bool {

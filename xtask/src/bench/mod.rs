@@ -129,12 +129,12 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
     let job_gone: Timestamps = Default::default();
     let pod_gone: Timestamps = Default::default();
     let watches = [
-        tokio::spawn(measure::record(
-            raw_worker.clone(),
-            Point::Gone,
-            job_gone.clone(),
-        )),
-        tokio::spawn(record_pods_gone(raw_pods.clone(), pod_gone.clone())),
+        measure::record(raw_worker.clone(), Point::Gone, job_gone.clone())
+            .listed()
+            .await?,
+        record_pods_gone(raw_pods.clone(), pod_gone.clone())
+            .listed()
+            .await?,
     ];
     let deleted = at_once(&names, |name| {
         let api = raw_worker.clone();
@@ -152,26 +152,26 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
         .filter_map(|n| Some((n.clone(), *job_gone.get(n)?.max(pod_gone.get(n)?))))
         .collect();
     let cleanup_direct = Figures::between(&names, &deleted, &done);
-    watches.iter().for_each(|w| w.abort());
+    watches.iter().for_each(|w| w.stop());
 
     // Dispatch, resync and cleanup through jobrelay.
     let jobs: Api<Job> = Api::namespaced(manager.clone(), &ns);
     let mirrored: Timestamps = Default::default();
     let released: Timestamps = Default::default();
-    let mut watches = vec![tokio::spawn(measure::record(
-        jobs.clone(),
-        Point::Gone,
-        released.clone(),
-    ))];
+    let mut watches = vec![
+        measure::record(jobs.clone(), Point::Gone, released.clone())
+            .listed()
+            .await?,
+    ];
     let mut worker_pods = Vec::new();
     for w in set.workers() {
         let client = w.client().await?;
         worker_pods.push(Api::<Pod>::namespaced(client.clone(), &ns));
-        watches.push(tokio::spawn(measure::record(
-            Api::namespaced(client, &ns),
-            Point::Seen,
-            mirrored.clone(),
-        )));
+        watches.push(
+            measure::record(Api::namespaced(client, &ns), Point::Seen, mirrored.clone())
+                .listed()
+                .await?,
+        );
     }
     log(&format!("creating {n} manager Jobs"));
     let created = at_once(&names, |name| {
@@ -198,7 +198,7 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
     .await?;
     let released = wait_all("every manager Job released and gone", &names, &released).await?;
     let cleanup = Figures::between(&names, &deleted, &released);
-    watches.iter().for_each(|w| w.abort());
+    watches.iter().for_each(|w| w.stop());
 
     let status = status(set, &jobs, &ns, &names).await?;
 
@@ -291,21 +291,15 @@ async fn wait_running(pods: &[Api<Pod>], n: usize) -> anyhow::Result<()> {
 }
 
 /// Notes when the Pod of each Job (by its `job-name` label) is gone.
-async fn record_pods_gone(pods: Api<Pod>, seen: Timestamps) {
-    use futures::TryStreamExt;
-    use kube::runtime::{WatchStreamExt, watcher};
-    let events = watcher(pods, watcher::Config::default()).default_backoff();
-    let _ = events
-        .try_for_each(|event| {
-            if let watcher::Event::Delete(pod) = event
-                && let Some(job) = pod.metadata.labels.as_ref().and_then(|l| l.get("job-name"))
-            {
-                let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
-                seen.entry(job.clone()).or_insert_with(Instant::now);
-            }
-            futures::future::ready(Ok(()))
-        })
-        .await;
+fn record_pods_gone(pods: Api<Pod>, seen: Timestamps) -> measure::Recording {
+    measure::recording(pods, move |event, now| {
+        if let kube::runtime::watcher::Event::Delete(pod) = event
+            && let Some(job) = pod.metadata.labels.as_ref().and_then(|l| l.get("job-name"))
+        {
+            let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+            seen.entry(job.clone()).or_insert(now);
+        }
+    })
 }
 
 /// Restarts the agent of `worker` while it holds its mirrors; returns how
@@ -358,17 +352,21 @@ async fn status(
     let names: Vec<String> = names.iter().map(|n| format!("{n}-s")).collect();
     let on_worker: Timestamps = Default::default();
     let on_manager: Timestamps = Default::default();
-    let mut watches = vec![tokio::spawn(measure::record(
-        jobs.clone(),
-        Point::Finished,
-        on_manager.clone(),
-    ))];
+    let mut watches = vec![
+        measure::record(jobs.clone(), Point::Finished, on_manager.clone())
+            .listed()
+            .await?,
+    ];
     for w in set.workers() {
-        watches.push(tokio::spawn(measure::record(
-            Api::namespaced(w.client().await?, ns),
-            Point::Finished,
-            on_worker.clone(),
-        )));
+        watches.push(
+            measure::record(
+                Api::namespaced(w.client().await?, ns),
+                Point::Finished,
+                on_worker.clone(),
+            )
+            .listed()
+            .await?,
+        );
     }
     log(&format!("creating {} short manager Jobs", names.len()));
     at_once(&names, |name| {
@@ -378,7 +376,7 @@ async fn status(
     .await?;
     let on_worker = wait_all("every worker Job finished", &names, &on_worker).await?;
     let on_manager = wait_all("every manager Job shows it", &names, &on_manager).await?;
-    watches.iter().for_each(|w| w.abort());
+    watches.iter().for_each(|w| w.stop());
     delete_all(jobs, &names).await?;
     Ok(Figures::between(&names, &on_worker, &on_manager))
 }
