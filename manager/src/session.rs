@@ -1,6 +1,6 @@
-//! The `jobrelay.v1.Relay` service: one session per connected agent. The
-//! session answers Hello with Welcome, sends the DesiredSet once the Job cache
-//! is synced, then feeds what the agent reports into the [`Fleet`] and sends
+//! The `jobrelay.v1.Relay` service: one session per connected agent, admitted
+//! only once the manager's caches are synced. The session answers Hello with
+//! Welcome and the DesiredSet, then feeds what the agent reports into the [`Fleet`] and sends
 //! heartbeats. A silent agent is dropped after a few heartbeat intervals.
 //! Each session runs in its own task, so a slow agent holds up no other.
 
@@ -147,6 +147,7 @@ impl Sessions {
                 Some(PeerIdentity::Verified(_)) => {}
             }
         }
+        // An empty DesiredSet from a cold cache would read as "delete all".
         if !*self.synced.borrow() {
             return Err((
                 "not_ready",
@@ -171,17 +172,13 @@ impl Sessions {
         outbox: Outbox,
     ) {
         let cluster = hello.cluster.clone();
-        // Heartbeats start at once: the agent must not count the manager as
-        // silent while its cache is still filling.
+        // Heartbeats run in a task of their own, beside the session's work.
         let heartbeats = tokio::spawn(send_heartbeats(
             Arc::clone(&self.fleet),
             cluster.clone(),
             outbox.clone(),
             self.heartbeat_interval,
         ));
-        // An empty DesiredSet from a cold cache would read as "delete all".
-        let mut synced = self.synced.clone();
-        let _ = synced.wait_for(|synced| *synced).await;
         let desired = desired_set(&self.jobs, &cluster, self.remote_retention);
         info!(
             inventory = hello.inventory.len(),

@@ -21,17 +21,19 @@ impl Budget {
         }
     }
 
-    /// Takes one deletion from the budget if there is one left.
-    pub fn try_take(&mut self) -> bool {
-        self.take_at(Instant::now())
+    /// Takes `n` deletions from the budget if that many are left; else
+    /// takes none.
+    pub fn try_take_n(&mut self, n: usize) -> bool {
+        self.take_at(Instant::now(), n)
     }
 
-    fn take_at(&mut self, now: Instant) -> bool {
+    fn take_at(&mut self, now: Instant, n: usize) -> bool {
         let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
         self.last = now;
         self.tokens = (self.tokens + elapsed * self.per_second).min(self.per_second);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
+        let wanted = n as f64;
+        if self.tokens >= wanted {
+            self.tokens -= wanted;
             true
         } else {
             false
@@ -48,14 +50,18 @@ mod tests {
     fn a_burst_is_capped_at_one_seconds_worth_then_refills_with_time() {
         let mut budget = Budget::per_second(10);
         let start = budget.last;
-        let taken = (0..100).filter(|_| budget.take_at(start)).count();
+        let taken = (0..100).filter(|_| budget.take_at(start, 1)).count();
         assert_eq!(taken, 10);
-        assert!(!budget.take_at(start + Duration::from_millis(50)));
+        assert!(!budget.take_at(start + Duration::from_millis(50), 1));
         let half_second = start + Duration::from_millis(550);
-        let taken = (0..100).filter(|_| budget.take_at(half_second)).count();
+        let taken = (0..100).filter(|_| budget.take_at(half_second, 1)).count();
         assert_eq!(taken, 5);
         let much_later = half_second + Duration::from_secs(3600);
-        let taken = (0..100).filter(|_| budget.take_at(much_later)).count();
+        let taken = (0..100).filter(|_| budget.take_at(much_later, 1)).count();
         assert_eq!(taken, 10, "idle time saves up no more than one second");
+        assert!(!budget.take_at(much_later, 1), "spent");
+        let later = much_later + Duration::from_millis(300);
+        assert!(!budget.take_at(later, 4), "three saved up are not four");
+        assert!(budget.take_at(later, 3), "and refusing four took none");
     }
 }

@@ -53,11 +53,17 @@ struct Deletion {
     pods_deleted: u32,
 }
 
-/// The last status sent for a mirror (compared to send only changes).
-#[derive(Debug, PartialEq)]
+/// The last status sent for a mirror, and the Job's resourceVersion it was
+/// read from (unchanged, and with as many Pods, nothing else can have).
+#[derive(Debug)]
 struct Sent {
-    /// The mirror Job's resourceVersion: unchanged, nothing else can have.
     resource_version: Option<String>,
+    report: Report,
+}
+
+/// What a MirrorStatus says; one is sent only when it differs.
+#[derive(Debug, PartialEq)]
+struct Report {
     revision: u64,
     phase: MirrorPhase,
     status: Vec<u8>,
@@ -383,7 +389,7 @@ impl Mirrors {
                     .filter(|j| j.metadata.deletion_timestamp.is_none())
                     .cloned()
                     .collect();
-                if due.iter().all(|_| self.budget.try_take()) {
+                if self.budget.try_take_n(due.len()) {
                     deletion.last_delete = Some(now);
                     job_deletes.extend(due);
                 }
@@ -395,7 +401,7 @@ impl Mirrors {
                     .iter()
                     .filter(|p| p.metadata.deletion_timestamp.is_none())
                 {
-                    if !self.budget.try_take() {
+                    if !self.budget.try_take_n(1) {
                         break;
                     }
                     info!(%uid, pod = %pod.name_any(), "Pod outlived its Job; deleting it");
@@ -502,14 +508,14 @@ impl Mirrors {
                 continue;
             }
             let pod_count = pods.get(&uid).map_or(0, |p| p.len() as u32);
-            if let Some(sent) = self.sent.get(&uid)
-                && sent.resource_version == job.metadata.resource_version
-                && sent.pods == pod_count
-            {
+            let previous = self.sent.get(&uid);
+            if previous.is_some_and(|sent| {
+                sent.resource_version == job.metadata.resource_version
+                    && sent.report.pods == pod_count
+            }) {
                 continue;
             }
-            let sent = Sent {
-                resource_version: job.metadata.resource_version.clone(),
+            let report = Report {
                 revision: revision_of(&job),
                 phase: phase_of(&job),
                 status: job
@@ -519,21 +525,23 @@ impl Mirrors {
                     .unwrap_or_default(),
                 pods: pod_count,
             };
-            if self.sent.get(&uid).is_some_and(|before| {
-                (&before.status, before.phase, before.revision, before.pods)
-                    == (&sent.status, sent.phase, sent.revision, sent.pods)
-            }) {
-                self.sent.insert(uid, sent);
-                continue;
+            if previous.is_none_or(|sent| sent.report != report) {
+                out.push(agent_message(Kind::MirrorStatus(MirrorStatus {
+                    origin_uid: uid.clone(),
+                    revision: report.revision,
+                    phase: report.phase as i32,
+                    status: report.status.clone(),
+                    pods: report.pods,
+                })));
             }
-            out.push(agent_message(Kind::MirrorStatus(MirrorStatus {
-                origin_uid: uid.clone(),
-                revision: sent.revision,
-                phase: sent.phase as i32,
-                status: sent.status.clone(),
-                pods: sent.pods,
-            })));
-            self.sent.insert(uid, sent);
+            let resource_version = job.metadata.resource_version.clone();
+            self.sent.insert(
+                uid,
+                Sent {
+                    resource_version,
+                    report,
+                },
+            );
         }
     }
 

@@ -138,7 +138,7 @@ impl Agent {
         // makes either side look silent.
         let (heard, last_heard) = watch::channel(Instant::now());
         let (interval, heartbeat_interval) = watch::channel(DEFAULT_HEARTBEAT);
-        let mut inbox = spawn_reader(inbound, heard);
+        let (reader, mut inbox) = spawn_reader(inbound, heard);
         let beats = tokio::spawn(send_heartbeats(
             outbox.clone(),
             heartbeat_interval,
@@ -146,6 +146,7 @@ impl Agent {
         ));
         let ended = self.work(&mut inbox, &outbox, &interval, &last_heard).await;
         beats.abort();
+        reader.abort();
         ended
     }
 
@@ -256,9 +257,12 @@ type Inbound = Result<Option<ManagerMessage>, tonic::Status>;
 fn spawn_reader(
     mut inbound: tonic::Streaming<ManagerMessage>,
     heard: watch::Sender<Instant>,
-) -> mpsc::UnboundedReceiver<Inbound> {
+) -> (
+    tokio::task::JoinHandle<()>,
+    mpsc::UnboundedReceiver<Inbound>,
+) {
     let (forward, inbox) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
+    let reader = tokio::spawn(async move {
         loop {
             let received = inbound.message().await;
             heard.send_replace(Instant::now());
@@ -268,7 +272,7 @@ fn spawn_reader(
             }
         }
     });
-    inbox
+    (reader, inbox)
 }
 
 /// Sends a heartbeat every interval (the manager's Welcome may change it).
