@@ -7,19 +7,16 @@
 use std::time::{Duration, Instant};
 
 use jobrelay_e2e::certs::{Issued, RelayCa};
-use jobrelay_e2e::fixtures::TestJob;
 use jobrelay_e2e::kit::{self, Clusters};
-use jobrelay_e2e::leaks::assert_no_leaks;
 use jobrelay_e2e::relay::Relay;
+use jobrelay_e2e::scenario::Scenario;
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_link::Pem;
 use jobrelay_link::health::RELAY;
 use jobrelay_manager::worker_cluster::WorkerCluster;
 use jobrelay_proto::v1::relay_client::RelayClient;
 use jobrelay_proto::v1::{AgentMessage, Hello, agent_message};
-use jobrelay_proto::wire::{
-    CLUSTER_KEY, DEACTIVATED_ANNOTATION, MANAGED_BY, ORIGIN_UID_LABEL, REMOTE_CLEANUP_FINALIZER,
-};
+use jobrelay_proto::wire::{CLUSTER_KEY, DEACTIVATED_ANNOTATION, ORIGIN_UID_LABEL};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::events::v1::Event;
@@ -443,9 +440,9 @@ async fn events_with_reason(manager: &kube::Client, ns: &str, name: &str, reason
 async fn a_lost_cluster_releases_deleted_jobs_and_its_returning_agent_cleans_up() {
     let _exclusive = EXCLUSIVE.lock().await;
     let (clusters, relay, registrations) = setup().await;
-    let ns = kit::namespace_everywhere(clusters, "lost").await;
+    let scenario = Scenario::new(clusters, relay, "lost").await;
+    let (ns, jobs) = (scenario.ns.clone(), scenario.jobs.clone());
     let manager = kit::client(clusters.manager()).await;
-    let jobs: Api<Job> = Api::namespaced(manager.clone(), &ns);
     let worker_a = clusters
         .workers()
         .iter()
@@ -454,8 +451,8 @@ async fn a_lost_cluster_releases_deleted_jobs_and_its_returning_agent_cleans_up(
     let worker_a_client = kit::client(worker_a).await;
 
     // A long Job running on worker-1.
-    let job = TestJob::new(&ns, "stranded")
-        .managed_by(MANAGED_BY)
+    let job = scenario
+        .job("stranded")
         .label(CLUSTER_KEY, WORKER_A)
         .run_for("600s")
         .build();
@@ -505,15 +502,12 @@ async fn a_lost_cluster_releases_deleted_jobs_and_its_returning_agent_cleans_up(
 
     // While worker-1 is Lost, an unpinned Job goes elsewhere and a Job
     // pinned to it is deactivated.
-    let elsewhere = TestJob::new(&ns, "elsewhere")
-        .managed_by(MANAGED_BY)
-        .run_for("1s")
-        .build();
+    let elsewhere = scenario.job("elsewhere").run_for("1s").build();
     jobs.create(&PostParams::default(), &elsewhere)
         .await
         .unwrap();
-    let pinned = TestJob::new(&ns, "pinned-to-lost")
-        .managed_by(MANAGED_BY)
+    let pinned = scenario
+        .job("pinned-to-lost")
         .label(CLUSTER_KEY, WORKER_A)
         .build();
     jobs.create(&PostParams::default(), &pinned).await.unwrap();
@@ -565,37 +559,16 @@ async fn a_lost_cluster_releases_deleted_jobs_and_its_returning_agent_cleans_up(
     )
     .await;
 
-    for name in ["elsewhere", "pinned-to-lost"] {
-        let _ = jobs.delete(name, &DeleteParams::default()).await;
-    }
-    wait::until("the namespace's manager Jobs gone", TIMEOUT, || async {
-        match jobs.list(&ListParams::default()).await {
-            Ok(list) if list.items.is_empty() => Seen::Ready(()),
-            Ok(list) => Seen::Waiting(format!(
-                "{:?}",
-                list.items
-                    .iter()
-                    .map(|j| (
-                        j.name_any(),
-                        j.finalizers()
-                            .contains(&REMOTE_CLEANUP_FINALIZER.to_string())
-                    ))
-                    .collect::<Vec<_>>()
-            )),
-            Err(e) => Seen::Waiting(e.to_string()),
-        }
-    })
-    .await;
-    assert_no_leaks(clusters.set(), &relay.origin, &ns).await;
+    scenario.finish(TIMEOUT).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn placement_honours_the_namespace_selector() {
     let _exclusive = EXCLUSIVE.lock().await;
     let (clusters, relay, registrations) = setup().await;
-    let ns = kit::namespace_everywhere(clusters, "selector").await;
+    let scenario = Scenario::new(clusters, relay, "selector").await;
+    let (ns, jobs) = (scenario.ns.clone(), scenario.jobs.clone());
     let manager = kit::client(clusters.manager()).await;
-    let jobs: Api<Job> = Api::namespaced(manager.clone(), &ns);
     // worker-1 takes only namespaces of team b; this one is team a.
     let namespaces: Api<Namespace> = Api::all(manager.clone());
     let label = serde_json::json!({"metadata": {"labels": {"team": "a"}}});
@@ -614,10 +587,7 @@ async fn placement_honours_the_namespace_selector() {
         "the manager's cache sees the new selector",
         TIMEOUT,
         || async {
-            let probe = TestJob::new(&ns, "probe")
-                .managed_by(MANAGED_BY)
-                .label(CLUSTER_KEY, WORKER_A)
-                .build();
+            let probe = scenario.job("probe").label(CLUSTER_KEY, WORKER_A).build();
             let _ = jobs.create(&PostParams::default(), &probe).await;
             if events_with_reason(&manager, &ns, "probe", "Unplaceable").await > 0 {
                 Seen::Ready(())
@@ -634,10 +604,7 @@ async fn placement_honours_the_namespace_selector() {
     );
 
     for i in 0..4 {
-        let job = TestJob::new(&ns, &format!("spread-{i}"))
-            .managed_by(MANAGED_BY)
-            .run_for("1s")
-            .build();
+        let job = scenario.job(&format!("spread-{i}")).run_for("1s").build();
         jobs.create(&PostParams::default(), &job).await.unwrap();
     }
     let placed = wait::until("every Job placed", TIMEOUT, || async {
@@ -667,18 +634,7 @@ async fn placement_honours_the_namespace_selector() {
         serde_json::json!({"namespaceSelector": null}),
     )
     .await;
-    for job in jobs.list(&ListParams::default()).await.unwrap() {
-        let _ = jobs.delete(&job.name_any(), &DeleteParams::default()).await;
-    }
-    wait::until("the namespace's manager Jobs gone", TIMEOUT, || async {
-        match jobs.list(&ListParams::default()).await {
-            Ok(list) if list.items.is_empty() => Seen::Ready(()),
-            Ok(list) => Seen::Waiting(format!("{} left", list.items.len())),
-            Err(e) => Seen::Waiting(e.to_string()),
-        }
-    })
-    .await;
-    assert_no_leaks(clusters.set(), &relay.origin, &ns).await;
+    scenario.finish(TIMEOUT).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -136,15 +136,7 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
             .listed()
             .await?,
     ];
-    let deleted = at_once(&names, |name| {
-        let api = raw_worker.clone();
-        async move {
-            api.delete(&name, &DeleteParams::background())
-                .await
-                .map(|_| ())
-        }
-    })
-    .await?;
+    let deleted = delete_all(&raw_worker, &names).await?;
     let job_gone = wait_all("raw Jobs gone", &names, &job_gone).await?;
     let pod_gone = wait_all("raw Pods gone", &names, &pod_gone).await?;
     let done: HashMap<String, Instant> = names
@@ -187,15 +179,7 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
     let (resync, resync_mirrors) = resync(relay, &resynced_worker).await?;
 
     log(&format!("deleting {n} manager Jobs"));
-    let deleted = at_once(&names, |name| {
-        let jobs = jobs.clone();
-        async move {
-            jobs.delete(&name, &DeleteParams::default())
-                .await
-                .map(|_| ())
-        }
-    })
-    .await?;
+    let deleted = delete_all(&jobs, &names).await?;
     let released = wait_all("every manager Job released and gone", &names, &released).await?;
     let cleanup = Figures::between(&names, &deleted, &released);
     watches.iter().for_each(|w| w.stop());
@@ -253,7 +237,9 @@ async fn create_rate(
     Ok(rate)
 }
 
-async fn delete_all(api: &Api<Job>, names: &[String]) -> anyhow::Result<()> {
+/// Deletes every named Job at once with Background propagation; returns
+/// when each delete was issued.
+async fn delete_all(api: &Api<Job>, names: &[String]) -> anyhow::Result<HashMap<String, Instant>> {
     at_once(names, |name| {
         let api = api.clone();
         async move {
@@ -262,8 +248,7 @@ async fn delete_all(api: &Api<Job>, names: &[String]) -> anyhow::Result<()> {
                 .map(|_| ())
         }
     })
-    .await?;
-    Ok(())
+    .await
 }
 
 /// Waits until `n` Pods run across `pods`.
