@@ -7,8 +7,8 @@
 //! and load them again when the files change, so a mounted Secret can be
 //! rotated without a restart.
 //!
-//! Also the plaintext `grpc.health.v1.Health` endpoint for Kubernetes probes
-//! and the shutdown signal.
+//! Also the plaintext `grpc.health.v1.Health` endpoint for Kubernetes probes,
+//! the shutdown signal, and how long a Kubernetes watch may run.
 
 pub mod client;
 pub mod files;
@@ -19,6 +19,12 @@ pub mod server;
 pub use files::{Error, Pem, PemFiles};
 pub use flags::CertificateFlags;
 pub use server::{CertificateRefusal, Peer, PeerIdentity, ServerTls};
+
+/// Each Kubernetes watch of either binary ends after this long and is
+/// resumed from the last resource version (bookmarks keep that fresh); a
+/// watch silent for longer (plus a few seconds) counts as dead and is
+/// re-established.
+pub const WATCH_TIMEOUT_SECS: u32 = 60;
 
 /// The cryptography every TLS configuration of jobrelay uses.
 fn provider() -> std::sync::Arc<rustls::crypto::CryptoProvider> {

@@ -46,10 +46,6 @@ use crate::worker_cluster::WorkerCluster;
 
 /// Reconciles running at once.
 const CONCURRENCY: u16 = 32;
-/// Each watch call ends after this long and is resumed from the last
-/// resource version (bookmarks keep that fresh); a watch silent for longer
-/// (plus a few seconds) counts as dead and is re-established.
-const WATCH_TIMEOUT_SECS: u32 = 60;
 
 /// Runs what the command line asks for.
 pub async fn main(cli: Cli) -> anyhow::Result<()> {
@@ -224,9 +220,12 @@ where
     let kind = K::kind(&()).to_string();
     let (store, writer) = reflector::store();
     let (synced_tx, synced) = watch::channel(false);
-    let events = watcher(api, watcher::Config::default().timeout(WATCH_TIMEOUT_SECS))
-        .default_backoff()
-        .reflect(writer);
+    let events = watcher(
+        api,
+        watcher::Config::default().timeout(jobrelay_link::WATCH_TIMEOUT_SECS),
+    )
+    .default_backoff()
+    .reflect(writer);
     let task = tokio::spawn(events.for_each(move |event| {
         match event {
             Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => {

@@ -276,27 +276,10 @@ async fn dispatch(
         Some(cluster) => cluster.clone(),
         None => {
             let pinned = pinned_cluster(job);
-            if let Some(pinned) = pinned {
-                let refusal = match ctx.registry.admits(pinned, &namespace) {
-                    Ok(()) if ctx.fleet.is_lost(pinned) => Some(Refusal::Lost),
-                    Ok(()) => None,
-                    Err(refusal) => Some(refusal),
-                };
-                if let Some(refusal) = refusal {
-                    let note = refusal.explain(pinned, &namespace);
-                    warn!(%note, "cannot place the Job");
-                    if refusal == Refusal::Lost {
-                        deactivate(jobs, job, "its pinned cluster is Lost").await?;
-                        ctx.events
-                            .publish(&job.object_ref(&()), Reason::ClusterLost, note)
-                            .await;
-                        return Ok(Action::await_change());
-                    }
-                    ctx.events
-                        .publish(&job.object_ref(&()), Reason::Unplaceable, note)
-                        .await;
-                    return Ok(Action::requeue(AWAIT_CLUSTER));
-                }
+            if let Some(pinned) = pinned
+                && let Some(refusal) = pinned_refusal(ctx, pinned, &namespace)
+            {
+                return unplaceable(jobs, job, ctx, pinned, &namespace, refusal).await;
             }
             let eligible = |cluster: &str| ctx.registry.admits(cluster, &namespace).is_ok();
             match ctx.fleet.place(uid, key, pinned, eligible) {
@@ -349,6 +332,37 @@ async fn dispatch(
     {
         write_status(jobs, job, worker_status).await?;
     }
+    Ok(next)
+}
+
+/// Why the cluster a Job is pinned to cannot take it, if it cannot.
+fn pinned_refusal(ctx: &Context, pinned: &str, namespace: &str) -> Option<Refusal> {
+    match ctx.registry.admits(pinned, namespace) {
+        Err(refusal) => Some(refusal),
+        Ok(()) if ctx.fleet.is_lost(pinned) => Some(Refusal::Lost),
+        Ok(()) => None,
+    }
+}
+
+/// A Job pinned where it cannot go: deactivated if that cluster is Lost,
+/// else left waiting; either way with a warning Event that says why.
+async fn unplaceable(
+    jobs: &Api<Job>,
+    job: &Job,
+    ctx: &Context,
+    pinned: &str,
+    namespace: &str,
+    refusal: Refusal,
+) -> Result<Action, kube::Error> {
+    let note = refusal.explain(pinned, namespace);
+    warn!(%note, "cannot place the Job");
+    let (reason, next) = if refusal == Refusal::Lost {
+        deactivate(jobs, job, "its pinned cluster is Lost").await?;
+        (Reason::ClusterLost, Action::await_change())
+    } else {
+        (Reason::Unplaceable, Action::requeue(AWAIT_CLUSTER))
+    };
+    ctx.events.publish(&job.object_ref(&()), reason, note).await;
     Ok(next)
 }
 

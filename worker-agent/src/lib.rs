@@ -29,11 +29,6 @@ use crate::config::Config;
 use crate::mirrors::Mirrors;
 use crate::session::{Agent, Dial};
 
-/// Each watch call ends after this long and is resumed from the last
-/// resource version (bookmarks keep that fresh); a watch silent for longer
-/// (plus a few seconds) counts as dead and is re-established.
-const WATCH_TIMEOUT_SECS: u32 = 60;
-
 /// How often the agent checks that its own API server answers.
 const API_PROBE_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -81,7 +76,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let changed = Arc::new(Notify::new());
     let selector = watcher::Config::default()
         .labels(&format!("{ORIGIN_LABEL}={}", args.origin))
-        .timeout(WATCH_TIMEOUT_SECS);
+        .timeout(jobrelay_link::WATCH_TIMEOUT_SECS);
     let (jobs, job_writer) = reflector::store::<Job>();
     let (pods, pod_writer) = reflector::store::<Pod>();
     let job_watch = watch(
@@ -160,7 +155,7 @@ async fn report_readiness(
             _ = probes.tick() => {
                 let answered = tokio::time::timeout(API_PROBE_INTERVAL, client.apiserver_version()).await;
                 let up = matches!(answered, Ok(Ok(_)));
-                if up != api_up && !up {
+                if api_up && !up {
                     tracing::warn!("the worker's API server does not answer");
                 }
                 api_up = up;
