@@ -8,16 +8,19 @@
 //! rotated without a restart.
 //!
 //! Also the plaintext `grpc.health.v1.Health` endpoint for Kubernetes probes,
-//! the shutdown signal, and how long a Kubernetes watch may run.
+//! the shutdown signal, the Kubernetes client with its rate limit, and how
+//! long a Kubernetes watch may run.
 
 pub mod client;
 pub mod files;
 pub mod flags;
 pub mod health;
+pub mod kube_client;
 pub mod server;
 
 pub use files::{Error, Pem, PemFiles};
 pub use flags::CertificateFlags;
+pub use kube_client::KubeApiFlags;
 pub use server::{CertificateRefusal, Peer, PeerIdentity, ServerTls};
 
 /// Each Kubernetes watch of either binary ends after this long and is

@@ -66,6 +66,9 @@ pub struct Args {
     #[command(flatten)]
     pub certificates: jobrelay_link::CertificateFlags,
 
+    #[command(flatten)]
+    pub kube_api: jobrelay_link::KubeApiFlags,
+
     /// CA bundle (PEM) that agents' client certificates must chain to.
     #[arg(
         long,

@@ -7,7 +7,6 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
     Dispatched,
-    RemoteRunning,
     RemoteFinished,
     RemoteCleanupStarted,
     RemotePodsGone,
@@ -21,7 +20,6 @@ impl Reason {
     fn as_str(self) -> &'static str {
         match self {
             Reason::Dispatched => "Dispatched",
-            Reason::RemoteRunning => "RemoteRunning",
             Reason::RemoteFinished => "RemoteFinished",
             Reason::RemoteCleanupStarted => "RemoteCleanupStarted",
             Reason::RemotePodsGone => "RemotePodsGone",

@@ -65,6 +65,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         !origin.is_empty(),
         "--origin (JOBRELAY_ORIGIN) must not be empty"
     );
+    let kube_api_limit = args.kube_api.rate_limit()?;
     let tls = args.certificates.files(
         args.client_ca.as_ref(),
         "--client-ca",
@@ -77,7 +78,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     info!(?config, "configuration");
     let (readiness, health) = jobrelay_link::health::serve(args.health_listen).await?;
     let health = tokio::spawn(health);
-    let client = kube::Client::try_default().await?;
+    let client = jobrelay_link::kube_client::client(kube_api_limit).await?;
     let worker_clusters: Api<WorkerCluster> = Api::all(client.clone());
     if let Err(error) = worker_clusters.list(&ListParams::default().limit(1)).await {
         match error {

@@ -291,11 +291,15 @@ async fn dispatch(
             }
         }
     };
-    if assigned.is_none() || !has_finalizer(job) {
-        // Both are recorded before anything is sent; the change triggers the next step.
-        hold(jobs, job, &cluster).await?;
-        return Ok(Action::await_change());
-    }
+    // The cluster and the finalizer are recorded before anything is sent;
+    // the mirror goes out from the Job that write returned.
+    let held;
+    let job = if assigned.is_none() || !has_finalizer(job) {
+        held = hold(jobs, job, &cluster).await?;
+        &held
+    } else {
+        job
+    };
 
     let mirror = match mirror_job(job, &ctx.origin) {
         Ok(mirror) => mirror,
@@ -367,8 +371,8 @@ async fn unplaceable(
 }
 
 /// Adds the finalizer and records the cluster, in one write that fails if
-/// the Job changed meanwhile.
-async fn hold(jobs: &Api<Job>, job: &Job, cluster: &str) -> Result<(), kube::Error> {
+/// the Job changed meanwhile; returns the Job as written.
+async fn hold(jobs: &Api<Job>, job: &Job, cluster: &str) -> Result<Job, kube::Error> {
     let mut finalizers = job.finalizers().to_vec();
     if !finalizers.iter().any(|f| f == REMOTE_CLEANUP_FINALIZER) {
         finalizers.push(REMOTE_CLEANUP_FINALIZER.into());
@@ -380,14 +384,15 @@ async fn hold(jobs: &Api<Job>, job: &Job, cluster: &str) -> Result<(), kube::Err
             "annotations": {CLUSTER_KEY: assigned_cluster(job).unwrap_or(cluster)},
         }
     });
-    jobs.patch(
-        &job.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
+    let held = jobs
+        .patch(
+            &job.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
     info!(%cluster, "holding the Job for its mirror");
-    Ok(())
+    Ok(held)
 }
 
 /// Marks a Job whose mirror the worker refused: it is not dispatched again,

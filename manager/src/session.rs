@@ -239,10 +239,6 @@ impl Sessions {
                 );
                 if before != phase {
                     let reason = match phase {
-                        MirrorPhase::Running => Some((
-                            Reason::RemoteRunning,
-                            format!("Pods running on cluster {cluster}"),
-                        )),
                         MirrorPhase::Succeeded => Some((
                             Reason::RemoteFinished,
                             format!("Job complete on cluster {cluster}"),

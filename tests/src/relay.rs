@@ -41,27 +41,47 @@ pub struct Relay {
     manager: Mutex<Option<Child>>,
     agent_setups: BTreeMap<String, AgentSetup>,
     agents: Mutex<BTreeMap<String, Child>>,
+    log_filter: String,
 }
 
-/// Builds `jobrelay-manager` and `jobrelay-agent` and returns their paths.
+/// Builds `jobrelay-manager` and `jobrelay-agent` (unoptimised, as the tests
+/// run them) and returns their paths.
 pub fn binaries() -> anyhow::Result<(PathBuf, PathBuf)> {
+    binaries_of(Profile::Debug)
+}
+
+/// How the binaries are compiled.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Profile {
+    /// Quick to build; what the tests run.
+    #[default]
+    Debug,
+    /// Optimised, as released; what benchmarks run.
+    Release,
+}
+
+/// Builds `jobrelay-manager` and `jobrelay-agent` in `profile` and returns
+/// their paths.
+pub fn binaries_of(profile: Profile) -> anyhow::Result<(PathBuf, PathBuf)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
-        .current_dir(&root)
-        // The same package set as `cargo test -p jobrelay-e2e`, so both share every artifact.
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "jobrelay-e2e",
-            "-p",
-            "jobrelay-manager",
-            "-p",
-            "jobrelay-agent",
-            "--bins",
-        ])
-        .status()?;
+    let mut build = Command::new(cargo);
+    // The same package set as `cargo test -p jobrelay-e2e`, so both share every artifact.
+    build.current_dir(&root).args([
+        "build",
+        "--quiet",
+        "-p",
+        "jobrelay-e2e",
+        "-p",
+        "jobrelay-manager",
+        "-p",
+        "jobrelay-agent",
+        "--bins",
+    ]);
+    if profile == Profile::Release {
+        build.arg("--release");
+    }
+    let status = build.status()?;
     anyhow::ensure!(
         status.success(),
         "building jobrelay-manager and jobrelay-agent failed ({status})"
@@ -69,7 +89,10 @@ pub fn binaries() -> anyhow::Result<(PathBuf, PathBuf)> {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
-    let bin = target.join("debug");
+    let bin = target.join(match profile {
+        Profile::Debug => "debug",
+        Profile::Release => "release",
+    });
     Ok((bin.join("jobrelay-manager"), bin.join("jobrelay-agent")))
 }
 
@@ -82,7 +105,14 @@ pub struct Options {
     pub agent_configs: std::collections::BTreeMap<String, String>,
     /// Each agent dials the manager through a [`Proxy`] the test can cut.
     pub proxied: bool,
+    /// How manager and agents are compiled.
+    pub profile: Profile,
+    /// Their `RUST_LOG`; by default jobrelay logs at debug level.
+    pub log_filter: Option<String>,
 }
+
+/// The tests' log filter: jobrelay's own decisions at debug level.
+const TEST_LOG_FILTER: &str = "info,jobrelay_manager=debug,jobrelay_agent=debug,kube=warn";
 
 /// Where a worker's agent listens and finds its files.
 struct AgentSetup {
@@ -107,7 +137,7 @@ impl Relay {
     /// WorkerCluster CRD and registers every worker first; manager and agents
     /// speak mutual TLS with certificates of a CA made for this relay.
     pub async fn start_with(set: &ClusterSet, options: Options) -> anyhow::Result<Relay> {
-        let (manager_bin, agent_bin) = binaries()?;
+        let (manager_bin, agent_bin) = binaries_of(options.profile)?;
         let logs = set.state_dir.join("logs");
         std::fs::create_dir_all(&logs)?;
         register(set).await?;
@@ -200,6 +230,10 @@ impl Relay {
             manager: Mutex::new(None),
             agent_setups: agents,
             agents: Mutex::new(BTreeMap::new()),
+            log_filter: options
+                .log_filter
+                .clone()
+                .unwrap_or_else(|| TEST_LOG_FILTER.into()),
         };
         relay.start_manager()?;
         for worker in set.workers() {
@@ -216,6 +250,7 @@ impl Relay {
         let child = start_logged(
             self.manager_launch.command(),
             &self.logs.join("jobrelay-manager.log"),
+            &self.log_filter,
         )?;
         *lock(&self.manager) = Some(child);
         Ok(())
@@ -235,6 +270,7 @@ impl Relay {
         let child = start_logged(
             command,
             &self.logs.join(format!("jobrelay-agent-{worker}.log")),
+            &self.log_filter,
         )?;
         lock(&self.agents).insert(worker.to_string(), child);
         Ok(())
@@ -493,16 +529,13 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn start_logged(mut command: Command, log: &Path) -> anyhow::Result<Child> {
+fn start_logged(mut command: Command, log: &Path, filter: &str) -> anyhow::Result<Child> {
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)?;
     command
-        .env(
-            "RUST_LOG",
-            "info,jobrelay_manager=debug,jobrelay_agent=debug,kube=warn",
-        )
+        .env("RUST_LOG", filter)
         .stdin(Stdio::null())
         .stdout(file.try_clone()?)
         .stderr(file);

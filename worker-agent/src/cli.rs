@@ -45,6 +45,9 @@ pub struct Args {
     #[command(flatten)]
     pub certificates: jobrelay_link::CertificateFlags,
 
+    #[command(flatten)]
+    pub kube_api: jobrelay_link::KubeApiFlags,
+
     /// The CA (PEM) that signed the manager's server certificate.
     #[arg(
         long,

@@ -36,6 +36,7 @@ const API_PROBE_INTERVAL: Duration = Duration::from_secs(5);
 pub async fn run(args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(!args.origin.is_empty(), "--origin must not be empty");
     anyhow::ensure!(!args.cluster.is_empty(), "--cluster must not be empty");
+    let kube_api_limit = args.kube_api.rate_limit()?;
     let certificates = &args.certificates;
     let tls = match certificates.files(
         args.manager_ca.as_ref(),
@@ -61,7 +62,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         None => Config::default(),
     };
     info!(?config, "configuration");
-    let client = kube::Client::try_default().await?;
+    let client = jobrelay_link::kube_client::client(kube_api_limit).await?;
     let terminated = match config.terminated_pods {
         Some(policy) => {
             terminated_pods::check(&client, &policy, &args.origin).await?;

@@ -26,6 +26,9 @@ const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
 const STABLE_SESSION: Duration = Duration::from_secs(30);
 /// Manager messages taken at once when they arrive together.
 const MAX_BATCH: usize = 512;
+/// Applies worked between two status reports, so a mirror that finished
+/// while a burst is applied is reported within one chunk, not after all of it.
+const APPLY_CHUNK: usize = 64;
 /// Periodic sync, on top of the one every watch event triggers.
 const SYNC_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -209,8 +212,18 @@ impl Agent {
                             K::ApplyMirror(_) | K::Heartbeat(_) => {}
                         }
                     }
-                    self.mirrors.apply_all(applies, &mut out).await;
-                    self.mirrors.sync(&mut out).await;
+                    let mut applies = applies.into_iter().peekable();
+                    loop {
+                        let chunk = applies.by_ref().take(APPLY_CHUNK).collect();
+                        self.mirrors.apply_all(chunk, &mut out).await;
+                        self.mirrors.sync(&mut out).await;
+                        if applies.peek().is_none() {
+                            break;
+                        }
+                        if let Err(ended) = send_all(outbox, &mut out) {
+                            return ended;
+                        }
+                    }
                 }
                 () = self.changed.notified() => self.mirrors.sync(&mut out).await,
                 () = self.dial.certificates_changed() => {
@@ -228,13 +241,24 @@ impl Agent {
                     self.mirrors.sync(&mut out).await;
                 }
             }
-            for message in out.drain(..) {
-                if outbox.send(message).is_err() {
-                    return "the outbound stream closed".into();
-                }
+            if let Err(ended) = send_all(outbox, &mut out) {
+                return ended;
             }
         }
     }
+}
+
+/// Hands every message in `out` to the outbound stream; says so if it closed.
+fn send_all(
+    outbox: &mpsc::UnboundedSender<AgentMessage>,
+    out: &mut Vec<AgentMessage>,
+) -> Result<(), String> {
+    for message in out.drain(..) {
+        if outbox.send(message).is_err() {
+            return Err("the outbound stream closed".into());
+        }
+    }
+    Ok(())
 }
 
 /// An error with its sources, which is where TLS and connection errors say

@@ -47,7 +47,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn cargo(args: &[&str], test_args: &[String]) -> anyhow::Result<()> {
+/// Runs cargo with `args`, then `--` and `test_args` if there are any.
+pub fn cargo(args: &[&str], test_args: &[String]) -> anyhow::Result<()> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(workspace_root()).args(args);

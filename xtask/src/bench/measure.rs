@@ -1,7 +1,8 @@
 //! The measuring instruments of the bench: watches that note when each Job
 //! reached a point, a tight concurrent client, and latency statistics.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -221,6 +222,61 @@ pub fn peak_rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// Clock ticks per second in `/proc/<pid>/stat` (USER_HZ, 100 on Linux).
+const TICKS_PER_SECOND: f64 = 100.0;
+
+/// CPU seconds each process of one bench had used at one moment, with its
+/// program name; a process belongs to the bench when its command line or
+/// environment names the bench's state folder (every control-plane
+/// component and jobrelay process does).
+#[derive(Debug, Clone, Default)]
+pub struct CpuSample(HashMap<u32, (String, f64)>);
+
+impl CpuSample {
+    pub fn take(state_dir: &Path) -> CpuSample {
+        let dir = state_dir.to_string_lossy().into_owned();
+        let mut sample = HashMap::new();
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse().ok()) else {
+                continue;
+            };
+            let read = |file: &str| std::fs::read(entry.path().join(file)).unwrap_or_default();
+            let cmdline = read("cmdline");
+            let names_dir = |bytes: &[u8]| String::from_utf8_lossy(bytes).contains(&dir);
+            if !names_dir(&cmdline) && !names_dir(&read("environ")) {
+                continue;
+            }
+            let program = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+            let program = String::from_utf8_lossy(program);
+            let program = program.rsplit('/').next().unwrap_or_default().to_string();
+            let stat = String::from_utf8_lossy(&read("stat")).into_owned();
+            if let Some(seconds) = cpu_seconds(&stat) {
+                sample.insert(pid, (program, seconds));
+            }
+        }
+        CpuSample(sample)
+    }
+
+    /// CPU seconds used between `before` and this sample, by program; a
+    /// process that ended in between is not counted.
+    pub fn since(&self, before: &CpuSample) -> BTreeMap<String, f64> {
+        let mut used = BTreeMap::new();
+        for (pid, (program, seconds)) in &self.0 {
+            let earlier = before.0.get(pid).map_or(0.0, |(_, s)| *s);
+            *used.entry(program.clone()).or_insert(0.0) += seconds - earlier;
+        }
+        used
+    }
+}
+
+/// User plus system CPU seconds from the text of `/proc/<pid>/stat`.
+fn cpu_seconds(stat: &str) -> Option<f64> {
+    // The command name may hold spaces and parentheses; fields follow the last ')'.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
+    Some((ticks(11)? + ticks(12)?) as f64 / TICKS_PER_SECOND)
+}
+
 /// The machine's load averages (1, 5, 15 minutes).
 pub fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
@@ -251,5 +307,13 @@ mod tests {
         assert_eq!(figures.p99_ms, 990);
         assert_eq!(figures.max_ms, 1000);
         assert!((figures.jobs_per_second - 100.0).abs() < 0.01);
+    }
+
+    #[test]
+    fn cpu_seconds_are_user_plus_system_time_after_the_command_name() {
+        let stat =
+            "4242 (kube (api) server) S 1 2 3 0 -1 4194304 99 0 0 0 250 50 0 0 20 0 1 0 2184499";
+        assert_eq!(cpu_seconds(stat), Some(3.0));
+        assert_eq!(cpu_seconds("4242 (x) S 1"), None);
     }
 }

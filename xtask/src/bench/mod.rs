@@ -11,20 +11,25 @@
 //!   Background propagation and waiting for their Pods;
 //! - resync: an agent restarted while holding its mirrors, until it has its
 //!   DesiredSet;
-//! - memory: peak resident memory of the manager and the agents.
+//! - memory: peak resident memory of the manager and the agents;
+//! - CPU: seconds used by each program of the clusters during each step.
+//!
+//! Before all that, the micro-benchmarks of the hot pure paths run
+//! (`cargo bench`: Job sanitising, status copy, DesiredSet diff); `--micro`
+//! runs only those.
 //!
 //! The table goes to standard output and, as JSON, to `target/bench/`.
 
 mod measure;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use jobrelay_e2e::cluster::ClusterSet;
 use jobrelay_e2e::controlplane::{self, seconds};
 use jobrelay_e2e::fixtures::TestJob;
 use jobrelay_e2e::kit;
-use jobrelay_e2e::relay::Relay;
+use jobrelay_e2e::relay::{Options, Profile, Relay};
 use jobrelay_e2e::supervisor::Supervisor;
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::MANAGED_BY;
@@ -34,7 +39,9 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde::Serialize;
 
 use crate::{log, supervisor_command, workspace_root};
-use measure::{Figures, Point, Timestamps, at_once, load_average, peak_rss_kib, rate, wait_all};
+use measure::{
+    CpuSample, Figures, Point, Timestamps, at_once, load_average, peak_rss_kib, rate, wait_all,
+};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -44,6 +51,9 @@ pub struct Args {
     /// Also run with 10,000 Jobs (takes a long time on 2 cores).
     #[arg(long)]
     with_10k: bool,
+    /// Run only the micro-benchmarks of the hot pure paths (no clusters).
+    #[arg(long, conflicts_with_all = ["jobs", "with_10k"])]
+    micro: bool,
 }
 
 /// Everything measured for one N.
@@ -64,9 +74,19 @@ struct Report {
     resync_seconds: f64,
     resync_mirrors: usize,
     peak_rss_mib: HashMap<String, u64>,
+    /// CPU seconds per program during each step: where the time went.
+    cpu_seconds: BTreeMap<String, BTreeMap<String, f64>>,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    // The pure paths first: quick, and undisturbed by running clusters.
+    crate::test::cargo(
+        &["bench", "-p", "jobrelay-manager", "-p", "jobrelay-agent"],
+        &[],
+    )?;
+    if args.micro {
+        return Ok(());
+    }
     controlplane::ensure_built(&mut log)?;
     let state_dir = workspace_root()
         .join("target")
@@ -74,7 +94,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .join(format!("bench-{}", std::process::id()));
     let supervisor = Supervisor::start(supervisor_command()?, &state_dir, 2, false)?;
     let set = supervisor.set().clone();
-    let relay = Relay::start(&set).await?;
+    // Optimised binaries logging what an operator would see, as in production.
+    let options = Options {
+        profile: Profile::Release,
+        log_filter: Some("info,kube=warn".into()),
+        ..Options::default()
+    };
+    let relay = Relay::start_with(&set, options).await?;
     let mut sizes = args.jobs.clone();
     if args.with_10k {
         sizes.push(10_000);
@@ -105,6 +131,8 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
     let manager = set.manager().client().await?;
     let worker = set.workers()[0].client().await?;
     let names: Vec<String> = (0..n).map(|i| format!("job-{i}")).collect();
+    let mut cpu_seconds = BTreeMap::new();
+    let cpu = || CpuSample::take(&set.state_dir);
 
     // Raw limit on the manager: Jobs no controller acts on.
     let raw_manager: Api<Job> = Api::namespaced(manager.clone(), &raw_ns);
@@ -121,10 +149,12 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
     // Background propagation, done when Job and Pod are gone.
     let raw_worker: Api<Job> = Api::namespaced(worker.clone(), &raw_ns);
     let raw_pods: Api<Pod> = Api::namespaced(worker.clone(), &raw_ns);
+    let before = cpu();
     let raw_worker_rate = create_rate(&raw_worker, &names, |name| {
         TestJob::new(&raw_ns, name).run_for("1h").build()
     })
     .await?;
+    cpu_seconds.insert("raw create on a worker".into(), cpu().since(&before));
     wait_running(std::slice::from_ref(&raw_pods), n).await?;
     let job_gone: Timestamps = Default::default();
     let pod_gone: Timestamps = Default::default();
@@ -166,6 +196,7 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
         );
     }
     log(&format!("creating {n} manager Jobs"));
+    let before = cpu();
     let created = at_once(&names, |name| {
         let (jobs, job) = (jobs.clone(), relayed(&ns, &name, "1h"));
         async move { jobs.create(&PostParams::default(), &job).await.map(|_| ()) }
@@ -173,15 +204,18 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
     .await?;
     let mirrored = wait_all("every mirror on its worker", &names, &mirrored).await?;
     let dispatch = Figures::between(&names, &created, &mirrored);
+    cpu_seconds.insert("dispatch".into(), cpu().since(&before));
     wait_running(&worker_pods, n).await?;
 
     let resynced_worker = set.workers()[0].name.clone();
     let (resync, resync_mirrors) = resync(relay, &resynced_worker).await?;
 
     log(&format!("deleting {n} manager Jobs"));
+    let before = cpu();
     let deleted = delete_all(&jobs, &names).await?;
     let released = wait_all("every manager Job released and gone", &names, &released).await?;
     let cleanup = Figures::between(&names, &deleted, &released);
+    cpu_seconds.insert("cleanup".into(), cpu().since(&before));
     watches.iter().for_each(|w| w.stop());
 
     let status = status(set, &jobs, &ns, &names).await?;
@@ -209,6 +243,7 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
         resync_seconds: resync.as_secs_f64(),
         resync_mirrors,
         peak_rss_mib,
+        cpu_seconds,
     })
 }
 
@@ -413,5 +448,17 @@ fn print_table(r: &Report) {
     rss.sort();
     for (name, mib) in rss {
         println!("{:<44} {:>9} MiB", format!("peak RSS {name}"), mib);
+    }
+    for (step, used) in &r.cpu_seconds {
+        let mut used: Vec<_> = used.iter().filter(|(_, s)| **s >= 0.05).collect();
+        used.sort_by(|a, b| b.1.total_cmp(a.1));
+        let each: Vec<String> = used
+            .iter()
+            .map(|(program, s)| {
+                let per_job = **s * 1000.0 / r.jobs as f64;
+                format!("{program} {s:.1} s ({per_job:.1} ms/Job)")
+            })
+            .collect();
+        println!("CPU during {step}: {}", each.join(", "));
     }
 }

@@ -1,0 +1,472 @@
+//! The Kubernetes client of both binaries, with an explicit client-side rate
+//! limit.
+//!
+//! kube sends every request the moment it is asked to; a token bucket in
+//! front of it keeps one busy process from flooding its API server, while the
+//! defaults stay far above what jobrelay needs in normal operation (each
+//! manager Job costs several API writes, so a limit in the single or double
+//! digits would make jobrelay the bottleneck of a large batch). A request over
+//! the limit waits for its token; none is ever refused.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use tokio::time::{Instant, MissedTickBehavior, Sleep};
+use tower::{Layer, Service};
+use tracing::{Instrument, info};
+
+/// How often requests that had to wait for a token are reported in the log.
+const WAIT_REPORT_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The flags that limit the requests a binary sends to its Kubernetes API
+/// server.
+#[derive(Debug, Clone, clap::Args)]
+pub struct KubeApiFlags {
+    /// Requests per second sent to the Kubernetes API server at most, on
+    /// average (fractions allowed); 0: no limit. Requests over the limit wait
+    /// for their turn, none is refused.
+    #[arg(long, env = "JOBRELAY_KUBE_API_QPS", default_value_t = 500.0)]
+    pub kube_api_qps: f64,
+
+    /// Requests that may be sent at once, above `--kube-api-qps`, after a quiet
+    /// spell; at least 1 unless `--kube-api-qps` is 0.
+    #[arg(long, env = "JOBRELAY_KUBE_API_BURST", default_value_t = 1000)]
+    pub kube_api_burst: u32,
+}
+
+impl KubeApiFlags {
+    /// The limit the flags ask for, or what is wrong with them.
+    pub fn rate_limit(&self) -> Result<RateLimit, Error> {
+        let qps = self.kube_api_qps;
+        if !qps.is_finite() || qps < 0.0 {
+            return Err(Error::Qps(qps));
+        }
+        if qps == 0.0 {
+            return Ok(RateLimit::Unlimited);
+        }
+        if self.kube_api_burst == 0 {
+            return Err(Error::Burst { qps });
+        }
+        Ok(RateLimit::PerSecond {
+            qps,
+            burst: self.kube_api_burst,
+        })
+    }
+}
+
+/// How fast requests may go to the Kubernetes API server.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RateLimit {
+    /// As fast as they come.
+    Unlimited,
+    /// `qps` a second on average; up to `burst` at once after a quiet spell.
+    PerSecond { qps: f64, burst: u32 },
+}
+
+impl fmt::Display for RateLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RateLimit::Unlimited => write!(f, "--kube-api-qps=0, no limit"),
+            RateLimit::PerSecond { qps, burst } => {
+                write!(f, "--kube-api-qps={qps}, --kube-api-burst={burst}")
+            }
+        }
+    }
+}
+
+/// Why no Kubernetes client could be made.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("--kube-api-qps (JOBRELAY_KUBE_API_QPS) must be a number of at least 0, not {0}")]
+    Qps(f64),
+    #[error(
+        "--kube-api-burst (JOBRELAY_KUBE_API_BURST) must be at least 1 while --kube-api-qps is above 0 (it is {qps})"
+    )]
+    Burst { qps: f64 },
+    #[error("cannot find the Kubernetes API server: {0}")]
+    InferConfig(#[from] kube::config::InferConfigError),
+    #[error("cannot build the Kubernetes client: {0}")]
+    Client(#[from] kube::Error),
+}
+
+/// A client of the API server found the way `kube::Client::try_default`
+/// finds it (kubeconfig, else the in-cluster service account), with kube's
+/// usual stack (authentication, TLS, retries, tracing) behind the rate
+/// limit. Logs the limit once; while requests have to wait, an info line
+/// says how many did, at most every ten seconds.
+pub async fn client(limit: RateLimit) -> Result<kube::Client, Error> {
+    let config = kube::Config::infer().await?;
+    let limiter = Arc::new(Limiter::new(limit, Instant::now()));
+    let builder = kube::client::ClientBuilder::try_from(config)?.with_layer(&RateLimitLayer {
+        limiter: limiter.clone(),
+    });
+    info!("kube client rate limit: {limit}");
+    if limit != RateLimit::Unlimited {
+        tokio::spawn(
+            report_waits(Arc::downgrade(&limiter), limit)
+                .instrument(tracing::info_span!("kube_client_rate_limit")),
+        );
+    }
+    Ok(builder.build())
+}
+
+/// Every [`WAIT_REPORT_INTERVAL`], logs how many requests had to wait for a
+/// token, if any did; ends with the last client holding the limiter.
+async fn report_waits(limiter: Weak<Limiter>, limit: RateLimit) {
+    let mut ticks =
+        tokio::time::interval_at(Instant::now() + WAIT_REPORT_INTERVAL, WAIT_REPORT_INTERVAL);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Some(limiter) = limiter.upgrade() else {
+            return;
+        };
+        let waited = limiter.waited.swap(0, Ordering::Relaxed);
+        if waited > 0 {
+            info!(
+                "kube client rate limit reached: {waited} requests waited in the last {}s ({limit})",
+                WAIT_REPORT_INTERVAL.as_secs()
+            );
+        }
+    }
+}
+
+/// The token bucket shared by every request of one client, and the count of
+/// requests that waited since the last report.
+#[derive(Debug)]
+struct Limiter {
+    bucket: Mutex<TokenBucket>,
+    waited: AtomicU64,
+}
+
+impl Limiter {
+    fn new(limit: RateLimit, now: Instant) -> Self {
+        Limiter {
+            bucket: Mutex::new(TokenBucket::new(limit, now)),
+            waited: AtomicU64::new(0),
+        }
+    }
+
+    /// Takes a token; `Some(when)` if the request must wait until then.
+    fn take(&self, now: Instant) -> Option<Instant> {
+        // The bucket holds only numbers, always consistent between two
+        // statements; a panic elsewhere cannot leave it half-updated.
+        let wait = self
+            .bucket
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take(now);
+        if wait.is_zero() {
+            return None;
+        }
+        self.waited.fetch_add(1, Ordering::Relaxed);
+        Some(now + wait)
+    }
+}
+
+/// A token bucket that never refuses: it holds up to `burst` tokens, refilled
+/// at `qps` a second; a request that finds none takes one it is owed, and
+/// waits until the refill has paid for it. Tokens below zero are the ones
+/// already promised to waiting requests, so requests are served in the order
+/// they asked, `1/qps` apart.
+#[derive(Debug)]
+struct TokenBucket {
+    limit: RateLimit,
+    tokens: f64,
+    refilled_at: Instant,
+}
+
+impl TokenBucket {
+    /// A full bucket: the first `burst` requests go at once.
+    fn new(limit: RateLimit, now: Instant) -> Self {
+        let tokens = match limit {
+            RateLimit::Unlimited => 0.0,
+            RateLimit::PerSecond { burst, .. } => f64::from(burst),
+        };
+        TokenBucket {
+            limit,
+            tokens,
+            refilled_at: now,
+        }
+    }
+
+    /// Takes one token at `now`; how long the request must wait for it.
+    fn take(&mut self, now: Instant) -> Duration {
+        let RateLimit::PerSecond { qps, burst } = self.limit else {
+            return Duration::ZERO;
+        };
+        let elapsed = now.saturating_duration_since(self.refilled_at);
+        self.tokens = (self.tokens + elapsed.as_secs_f64() * qps).min(f64::from(burst));
+        self.refilled_at = self.refilled_at.max(now);
+        self.tokens -= 1.0;
+        if self.tokens >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-self.tokens / qps)
+        }
+    }
+}
+
+/// Puts [`RateLimited`] in front of a service; every service it makes shares
+/// one bucket.
+#[derive(Debug, Clone)]
+struct RateLimitLayer {
+    limiter: Arc<Limiter>,
+}
+
+impl<S> Layer<S> for RateLimitLayer {
+    type Service = RateLimited<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimited {
+            inner,
+            limiter: self.limiter.clone(),
+            token: Token::Needed,
+        }
+    }
+}
+
+/// A service that is ready only once it holds a token for its next request.
+///
+/// The client calls it from a single buffer task, which waits in
+/// `poll_ready` for the token and only then hands the request on; callers
+/// queue in the buffer meanwhile. The responses are still awaited by their
+/// callers, so requests already sent run concurrently as before.
+struct RateLimited<S> {
+    inner: S,
+    limiter: Arc<Limiter>,
+    token: Token,
+}
+
+/// Where a [`RateLimited`] stands with the token for its next request.
+enum Token {
+    Needed,
+    Waiting(Pin<Box<Sleep>>),
+    Held,
+}
+
+impl<S, Request> Service<Request> for RateLimited<S>
+where
+    S: Service<Request>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        loop {
+            match &mut self.token {
+                Token::Needed => {
+                    self.token = match self.limiter.take(Instant::now()) {
+                        None => Token::Held,
+                        Some(when) => Token::Waiting(Box::pin(tokio::time::sleep_until(when))),
+                    };
+                }
+                Token::Waiting(sleep) => {
+                    ready!(sleep.as_mut().poll(cx));
+                    self.token = Token::Held;
+                }
+                Token::Held => return self.inner.poll_ready(cx),
+            }
+        }
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        debug_assert!(
+            matches!(self.token, Token::Held),
+            "RateLimited called before it was ready"
+        );
+        self.token = Token::Needed;
+        self.inner.call(request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limited(qps: f64, burst: u32) -> RateLimit {
+        RateLimit::PerSecond { qps, burst }
+    }
+
+    fn millis(duration: Duration) -> f64 {
+        duration.as_secs_f64() * 1000.0
+    }
+
+    fn assert_waits(bucket: &mut TokenBucket, now: Instant, expected_ms: f64) {
+        let wait = millis(bucket.take(now));
+        assert!(
+            (wait - expected_ms).abs() < 0.001,
+            "expected a wait of {expected_ms} ms, got {wait} ms"
+        );
+    }
+
+    #[test]
+    fn the_burst_goes_at_once_then_requests_are_spaced_one_over_qps() {
+        let start = Instant::now();
+        let mut bucket = TokenBucket::new(limited(10.0, 3), start);
+        for _ in 0..3 {
+            assert_waits(&mut bucket, start, 0.0);
+        }
+        assert_waits(&mut bucket, start, 100.0);
+        assert_waits(&mut bucket, start, 200.0);
+        assert_waits(&mut bucket, start, 300.0);
+    }
+
+    #[test]
+    fn a_request_arriving_at_its_turn_does_not_wait() {
+        let start = Instant::now();
+        let mut bucket = TokenBucket::new(limited(4.0, 1), start);
+        assert_waits(&mut bucket, start, 0.0);
+        assert_waits(&mut bucket, start + Duration::from_millis(250), 0.0);
+        assert_waits(&mut bucket, start + Duration::from_millis(400), 100.0);
+        // The next token comes 250 ms after the one just promised (at 500 ms).
+        assert_waits(&mut bucket, start + Duration::from_millis(500), 250.0);
+    }
+
+    #[test]
+    fn a_quiet_spell_refills_no_more_than_the_burst() {
+        let start = Instant::now();
+        let mut bucket = TokenBucket::new(limited(100.0, 2), start);
+        for _ in 0..2 {
+            assert_waits(&mut bucket, start, 0.0);
+        }
+        let later = start + Duration::from_secs(60);
+        for _ in 0..2 {
+            assert_waits(&mut bucket, later, 0.0);
+        }
+        assert_waits(&mut bucket, later, 10.0);
+    }
+
+    #[test]
+    fn fractional_qps_spaces_requests_seconds_apart() {
+        let start = Instant::now();
+        let mut bucket = TokenBucket::new(limited(0.5, 1), start);
+        assert_waits(&mut bucket, start, 0.0);
+        assert_waits(&mut bucket, start, 2000.0);
+    }
+
+    #[test]
+    fn a_clock_that_seems_to_go_back_refills_nothing() {
+        let start = Instant::now() + Duration::from_secs(1);
+        let mut bucket = TokenBucket::new(limited(1.0, 1), start);
+        assert_waits(&mut bucket, start, 0.0);
+        assert_waits(&mut bucket, start - Duration::from_millis(500), 1000.0);
+    }
+
+    #[test]
+    fn unlimited_never_waits() {
+        let start = Instant::now();
+        let mut bucket = TokenBucket::new(RateLimit::Unlimited, start);
+        for _ in 0..100_000 {
+            assert_eq!(bucket.take(start), Duration::ZERO);
+        }
+    }
+
+    #[test]
+    fn the_limiter_counts_the_requests_that_wait() {
+        let start = Instant::now();
+        let limiter = Limiter::new(limited(1.0, 2), start);
+        assert_eq!(limiter.take(start), None);
+        assert_eq!(limiter.take(start), None);
+        assert_eq!(limiter.take(start), Some(start + Duration::from_secs(1)));
+        assert_eq!(limiter.take(start), Some(start + Duration::from_secs(2)));
+        assert_eq!(limiter.waited.load(Ordering::Relaxed), 2);
+    }
+
+    fn flags(qps: f64, burst: u32) -> KubeApiFlags {
+        KubeApiFlags {
+            kube_api_qps: qps,
+            kube_api_burst: burst,
+        }
+    }
+
+    #[test]
+    fn flags_become_a_rate_limit() {
+        assert_eq!(
+            flags(500.0, 1000).rate_limit().ok(),
+            Some(limited(500.0, 1000))
+        );
+        assert_eq!(flags(0.0, 0).rate_limit().ok(), Some(RateLimit::Unlimited));
+    }
+
+    #[test]
+    fn the_defaults_are_500_qps_and_a_burst_of_1000() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            kube_api: KubeApiFlags,
+        }
+        let cli = Cli::try_parse_from(["test"]).expect("no flags given");
+        assert_eq!(cli.kube_api.rate_limit().ok(), Some(limited(500.0, 1000)));
+    }
+
+    #[test]
+    fn a_burst_of_zero_is_refused_while_limited() {
+        let error = flags(10.0, 0)
+            .rate_limit()
+            .expect_err("burst 0 with qps 10");
+        assert!(error.to_string().contains("--kube-api-burst"), "{error}");
+    }
+
+    #[test]
+    fn a_negative_or_not_finite_qps_is_refused() {
+        for qps in [-1.0, f64::NAN, f64::INFINITY] {
+            let error = flags(qps, 10).rate_limit().expect_err("invalid qps");
+            assert!(error.to_string().contains("--kube-api-qps"), "{error}");
+        }
+    }
+
+    /// Answers every request at once and records when it was called.
+    struct Recorder {
+        calls: Vec<Instant>,
+    }
+
+    impl Service<()> for Recorder {
+        type Response = ();
+        type Error = std::convert::Infallible;
+        type Future = std::future::Ready<Result<(), Self::Error>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, (): ()) -> Self::Future {
+            self.calls.push(Instant::now());
+            std::future::ready(Ok(()))
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_layer_holds_requests_back_until_their_token() {
+        let start = Instant::now();
+        let layer = RateLimitLayer {
+            limiter: Arc::new(Limiter::new(limited(10.0, 2), start)),
+        };
+        let mut service = layer.layer(Recorder { calls: Vec::new() });
+        for _ in 0..4 {
+            std::future::poll_fn(|cx| service.poll_ready(cx))
+                .await
+                .expect("the recorder is always ready");
+            service.call(()).await.expect("the recorder never fails");
+        }
+        let offsets: Vec<_> = service
+            .inner
+            .calls
+            .iter()
+            .map(|at| at.duration_since(start))
+            .collect();
+        assert_eq!(
+            offsets,
+            [0, 0, 100, 200].map(Duration::from_millis),
+            "requests sent at these offsets from the start"
+        );
+        assert_eq!(layer.limiter.waited.load(Ordering::Relaxed), 2);
+    }
+}
