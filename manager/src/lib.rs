@@ -16,6 +16,7 @@ pub mod registry;
 pub mod retention;
 pub mod session;
 pub mod status;
+pub mod status_sync;
 pub mod worker_cluster;
 
 use std::sync::Arc;
@@ -46,6 +47,8 @@ use crate::worker_cluster::WorkerCluster;
 
 /// Reconciles running at once.
 const CONCURRENCY: u16 = 32;
+/// Status copies running at once.
+const STATUS_CONCURRENCY: u16 = 16;
 
 /// Runs what the command line asks for.
 pub async fn main(cli: Cli) -> anyhow::Result<()> {
@@ -180,20 +183,41 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         deletions,
     });
     // Every reconcile is triggered through one channel: by Job changes and by
-    // what agents report.
-    let no_primary_stream = futures::stream::pending::<Result<Job, watcher::Error>>();
-    let controller = Controller::for_stream(no_primary_stream, jobs)
+    // what agents report. Each trigger reaches both controllers: the one that
+    // acts on a Job's mirror, and the one that copies its status (so a status
+    // never waits behind a queue of Jobs to dispatch).
+    let (to_mirrors, for_mirrors) = mpsc::unbounded_channel();
+    let (to_status, for_status) = mpsc::unbounded_channel();
+    let fan_out = tokio::spawn(async move {
+        let mut triggered = triggered;
+        while let Some(key) = triggered.recv().await {
+            let _ = to_status.send(key.clone());
+            let _ = to_mirrors.send(key);
+        }
+    });
+    let mirrors = Controller::for_stream(no_primary_stream(), jobs.clone())
         .with_config(controller::Config::default().concurrency(CONCURRENCY))
-        .reconcile_on(UnboundedReceiverStream::new(triggered))
+        .reconcile_on(UnboundedReceiverStream::new(for_mirrors))
         .graceful_shutdown_on(shutdown_signal())
-        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .run(
+            reconcile::reconcile,
+            reconcile::error_policy,
+            Arc::clone(&ctx),
+        )
+        .for_each(|_| futures::future::ready(()));
+    let status = Controller::for_stream(no_primary_stream(), jobs)
+        .with_config(controller::Config::default().concurrency(STATUS_CONCURRENCY))
+        .reconcile_on(UnboundedReceiverStream::new(for_status))
+        .graceful_shutdown_on(shutdown_signal())
+        .run(status_sync::reconcile, reconcile::error_policy, ctx)
         .for_each(|_| futures::future::ready(()));
 
     tokio::select! {
         served = server => served??,
         served = metrics::serve(args.metrics_listen, metrics) => served?,
-        () = controller => {}
+        ((), ()) = futures::future::join(mirrors, status) => {}
     }
+    fan_out.abort();
     readiness.set(false).await;
     for task in [job_cache, cluster_cache, namespace_cache, status_writer] {
         task.abort();
@@ -244,6 +268,12 @@ where
         futures::future::ready(())
     }));
     (store, synced, task)
+}
+
+/// The controllers' own watch: none, they are fed by triggers over the
+/// shared cache.
+fn no_primary_stream() -> impl futures::Stream<Item = Result<Job, watcher::Error>> {
+    futures::stream::pending()
 }
 
 /// True once every one of `each` is.

@@ -2,7 +2,8 @@
 //! Job's own changes and by what agents report (through the [`Fleet`]).
 //!
 //! - Active: hold the finalizer and the chosen cluster (both recorded before
-//!   anything is sent), have the mirror applied there, copy its status back.
+//!   anything is sent), have the mirror applied there (`status_sync` copies
+//!   its status back).
 //! - Suspended: have the mirror deleted; resuming applies it again.
 //! - Finished: keep the mirror for `retention.remoteAfterFinished` (or the
 //!   Job's annotation), then have it deleted and release the finalizer; delete
@@ -15,7 +16,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use jobrelay_proto::v1::{DeleteReason, MirrorPhase};
+use jobrelay_proto::v1::DeleteReason;
 use jobrelay_proto::wire::{CLUSTER_KEY, DEACTIVATED_ANNOTATION, REMOTE_CLEANUP_FINALIZER};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
@@ -34,6 +35,7 @@ use crate::placement::{assigned_cluster, pinned_cluster};
 use crate::registry::{Refusal, Registry};
 use crate::retention::{deactivated_at, finished_at, remaining, remote_retention};
 use crate::status;
+use crate::status_sync::write_status;
 
 /// Field manager of everything the manager writes.
 pub const FIELD_MANAGER: &str = "jobrelay-manager";
@@ -328,14 +330,6 @@ async fn dispatch(
         Apply::AwaitingGone => Action::requeue(AWAIT_AGENT),
         Apply::Disconnected => Action::requeue(AWAIT_CLUSTER),
     };
-
-    if let Some(view) = ctx.fleet.view(&cluster, uid)
-        && view.held_revision.is_some()
-        && view.phase != MirrorPhase::Deleting
-        && let Some(worker_status) = &view.status
-    {
-        write_status(jobs, job, worker_status).await?;
-    }
     Ok(next)
 }
 
@@ -437,25 +431,6 @@ async fn remove_finalizer(jobs: &Api<Job>, job: &Job) -> Result<(), kube::Error>
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(e) => Err(e),
     }
-}
-
-async fn write_status(
-    jobs: &Api<Job>,
-    job: &Job,
-    worker: &serde_json::Value,
-) -> Result<(), kube::Error> {
-    let desired = status::reconciled(job.status.as_ref(), worker);
-    if !status::differs(job.status.as_ref(), &desired) {
-        return Ok(());
-    }
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    jobs.patch_status(
-        &job.name_any(),
-        &params,
-        &Patch::Apply(status::apply_body(&desired)),
-    )
-    .await?;
-    Ok(())
 }
 
 pub fn error_policy(_job: Arc<Job>, error: &Error, _ctx: Arc<Context>) -> Action {

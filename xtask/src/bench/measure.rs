@@ -226,14 +226,15 @@ pub fn peak_rss_kib(pid: u32) -> u64 {
 const TICKS_PER_SECOND: f64 = 100.0;
 
 /// CPU seconds each process of one bench had used at one moment, with its
-/// program name; a process belongs to the bench when its command line or
-/// environment names the bench's state folder (every control-plane
-/// component and jobrelay process does).
+/// program name and, if it serves one cluster, the cluster's; a process
+/// belongs to the bench when its command line or environment names the
+/// bench's state folder (every control-plane component and jobrelay process
+/// does), and to a cluster when they name that cluster's folder in it.
 #[derive(Debug, Clone, Default)]
 pub struct CpuSample(HashMap<u32, (String, f64)>);
 
 impl CpuSample {
-    pub fn take(state_dir: &Path) -> CpuSample {
+    pub fn take(state_dir: &Path, clusters: &[String]) -> CpuSample {
         let dir = state_dir.to_string_lossy().into_owned();
         let mut sample = HashMap::new();
         for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
@@ -242,13 +243,18 @@ impl CpuSample {
             };
             let read = |file: &str| std::fs::read(entry.path().join(file)).unwrap_or_default();
             let cmdline = read("cmdline");
-            let names_dir = |bytes: &[u8]| String::from_utf8_lossy(bytes).contains(&dir);
-            if !names_dir(&cmdline) && !names_dir(&read("environ")) {
+            let environ = read("environ");
+            let text = [cmdline.as_slice(), &environ].map(String::from_utf8_lossy);
+            let names = |folder: &str| text.iter().any(|t| t.contains(folder));
+            if !names(&dir) {
                 continue;
             }
             let program = cmdline.split(|b| *b == 0).next().unwrap_or_default();
             let program = String::from_utf8_lossy(program);
-            let program = program.rsplit('/').next().unwrap_or_default().to_string();
+            let mut program = program.rsplit('/').next().unwrap_or_default().to_string();
+            if let Some(cluster) = clusters.iter().find(|c| names(&format!("{dir}/{c}/"))) {
+                program = format!("{program} {cluster}");
+            }
             let stat = String::from_utf8_lossy(&read("stat")).into_owned();
             if let Some(seconds) = cpu_seconds(&stat) {
                 sample.insert(pid, (program, seconds));

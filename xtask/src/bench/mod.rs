@@ -81,7 +81,14 @@ struct Report {
 pub async fn run(args: Args) -> anyhow::Result<()> {
     // The pure paths first: quick, and undisturbed by running clusters.
     crate::test::cargo(
-        &["bench", "-p", "jobrelay-manager", "-p", "jobrelay-agent"],
+        &[
+            "bench",
+            "-p",
+            "jobrelay-manager",
+            "-p",
+            "jobrelay-agent",
+            "--benches",
+        ],
         &[],
     )?;
     if args.micro {
@@ -132,7 +139,8 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
     let worker = set.workers()[0].client().await?;
     let names: Vec<String> = (0..n).map(|i| format!("job-{i}")).collect();
     let mut cpu_seconds = BTreeMap::new();
-    let cpu = || CpuSample::take(&set.state_dir);
+    let cluster_names: Vec<String> = set.clusters.iter().map(|c| c.name.clone()).collect();
+    let cpu = || CpuSample::take(&set.state_dir, &cluster_names);
 
     // Raw limit on the manager: Jobs no controller acts on.
     let raw_manager: Api<Job> = Api::namespaced(manager.clone(), &raw_ns);

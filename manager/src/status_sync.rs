@@ -1,0 +1,81 @@
+//! Copying what a worker reports onto the manager Job's status.
+//!
+//! It runs as a controller of its own over the same Job cache and triggers as
+//! the one in `reconcile`, so a Job that finished on its worker is shown
+//! finished at once, even while a wave of new Jobs queues up for dispatch
+//! there. It alone copies an active Job's status; the reconcile in
+//! `reconcile.rs` writes status only for a Job it suspended.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jobrelay_proto::v1::MirrorPhase;
+use k8s_openapi::api::batch::v1::Job;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use tracing::instrument;
+
+use crate::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle};
+use crate::placement::assigned_cluster;
+use crate::reconcile::{Context, Error, FIELD_MANAGER};
+use crate::retention::deactivated_at;
+use crate::status;
+
+/// A periodic look at every active Job, in case a report was missed.
+const RESYNC: Duration = Duration::from_secs(300);
+
+#[instrument(skip_all, fields(job = %ObjectRef::from_obj(job.as_ref())))]
+pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if !is_relayed(&job)
+        || lifecycle(&job) != Lifecycle::Active
+        || !has_finalizer(&job)
+        || deactivated_at(&job).is_some()
+    {
+        return Ok(Action::await_change());
+    }
+    let (Some(cluster), Some(uid), Some(namespace)) =
+        (assigned_cluster(&job), job.uid(), job.namespace())
+    else {
+        return Ok(Action::await_change());
+    };
+    let Some(view) = ctx.fleet.view(cluster, &uid) else {
+        return Ok(Action::requeue(RESYNC));
+    };
+    // A mirror being deleted says nothing more about this Job's run.
+    if view.held_revision.is_some()
+        && view.phase != MirrorPhase::Deleting
+        && let Some(worker_status) = &view.status
+    {
+        let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
+        write_status(&jobs, &job, worker_status)
+            .await
+            .map_err(|source| Error::Kube {
+                job: ObjectRef::from_obj(job.as_ref()).to_string(),
+                source,
+            })?;
+    }
+    Ok(Action::requeue(RESYNC))
+}
+
+/// Writes the part of `worker` the manager Job shows, if it shows something
+/// else now (server-side apply, so only these fields are owned).
+pub async fn write_status(
+    jobs: &Api<Job>,
+    job: &Job,
+    worker: &serde_json::Value,
+) -> Result<(), kube::Error> {
+    let desired = status::reconciled(job.status.as_ref(), worker);
+    if !status::differs(job.status.as_ref(), &desired) {
+        return Ok(());
+    }
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    jobs.patch_status(
+        &job.name_any(),
+        &params,
+        &Patch::Apply(status::apply_body(&desired)),
+    )
+    .await?;
+    Ok(())
+}
