@@ -35,7 +35,7 @@ use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::MANAGED_BY;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde::Serialize;
 
 use crate::{log, supervisor_command, workspace_root};
@@ -64,6 +64,10 @@ struct Report {
     load_after: String,
     wall_seconds: f64,
     raw_create_worker_jobs_per_second: f64,
+    /// Jobs created straight on a worker until their Pods run.
+    raw_run_worker: Figures,
+    /// Manager Jobs created until their mirrors' Pods run.
+    dispatch_running: Figures,
     raw_create_manager_jobs_per_second: f64,
     dispatch: Figures,
     dispatch_ratio_to_raw_worker: f64,
@@ -76,6 +80,9 @@ struct Report {
     peak_rss_mib: HashMap<String, u64>,
     /// CPU seconds per program during each step: where the time went.
     cpu_seconds: BTreeMap<String, BTreeMap<String, f64>>,
+    /// Times manager or agents logged that requests waited for their
+    /// client-side rate limit (`--kube-api-qps`).
+    client_rate_limit_reached: usize,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -144,7 +151,7 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
 
     // Raw limit on the manager: Jobs no controller acts on.
     let raw_manager: Api<Job> = Api::namespaced(manager.clone(), &raw_ns);
-    let raw_manager_rate = create_rate(&raw_manager, &names, |name| {
+    let (raw_manager_rate, _) = create_rate(&raw_manager, &names, |name| {
         TestJob::new(&raw_ns, name)
             .managed_by("bench.jobrelay.dev/nobody")
             .build()
@@ -157,20 +164,26 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
     // Background propagation, done when Job and Pod are gone.
     let raw_worker: Api<Job> = Api::namespaced(worker.clone(), &raw_ns);
     let raw_pods: Api<Pod> = Api::namespaced(worker.clone(), &raw_ns);
+    let running: Timestamps = Default::default();
+    let watch = record_pods(raw_pods.clone(), PodPoint::Running, running.clone())
+        .listed()
+        .await?;
     let before = cpu();
-    let raw_worker_rate = create_rate(&raw_worker, &names, |name| {
+    let (raw_worker_rate, raw_created) = create_rate(&raw_worker, &names, |name| {
         TestJob::new(&raw_ns, name).run_for("1h").build()
     })
     .await?;
     cpu_seconds.insert("raw create on a worker".into(), cpu().since(&before));
-    wait_running(std::slice::from_ref(&raw_pods), n).await?;
+    let running = wait_all("raw Pods running", &names, &running).await?;
+    let raw_run = Figures::between(&names, &raw_created, &running);
+    watch.stop();
     let job_gone: Timestamps = Default::default();
     let pod_gone: Timestamps = Default::default();
     let watches = [
         measure::record(raw_worker.clone(), Point::Gone, job_gone.clone())
             .listed()
             .await?,
-        record_pods_gone(raw_pods.clone(), pod_gone.clone())
+        record_pods(raw_pods.clone(), PodPoint::Gone, pod_gone.clone())
             .listed()
             .await?,
     ];
@@ -193,10 +206,15 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
             .listed()
             .await?,
     ];
-    let mut worker_pods = Vec::new();
+    let mirror_running: Timestamps = Default::default();
     for w in set.workers() {
         let client = w.client().await?;
-        worker_pods.push(Api::<Pod>::namespaced(client.clone(), &ns));
+        let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+        watches.push(
+            record_pods(pods, PodPoint::Running, mirror_running.clone())
+                .listed()
+                .await?,
+        );
         watches.push(
             measure::record(Api::namespaced(client, &ns), Point::Seen, mirrored.clone())
                 .listed()
@@ -213,7 +231,8 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
     let mirrored = wait_all("every mirror on its worker", &names, &mirrored).await?;
     let dispatch = Figures::between(&names, &created, &mirrored);
     cpu_seconds.insert("dispatch".into(), cpu().since(&before));
-    wait_running(&worker_pods, n).await?;
+    let mirror_running = wait_all("every mirror's Pod running", &names, &mirror_running).await?;
+    let dispatch_running = Figures::between(&names, &created, &mirror_running);
 
     let resynced_worker = set.workers()[0].name.clone();
     let (resync, resync_mirrors) = resync(relay, &resynced_worker).await?;
@@ -239,6 +258,8 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
         load_after: load_average(),
         wall_seconds: started.elapsed().as_secs_f64(),
         raw_create_worker_jobs_per_second: raw_worker_rate,
+        raw_run_worker: raw_run,
+        dispatch_running,
         raw_create_manager_jobs_per_second: raw_manager_rate,
         dispatch_ratio_to_raw_worker: dispatch.jobs_per_second
             / raw_worker_rate.max(f64::MIN_POSITIVE),
@@ -252,7 +273,20 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
         resync_mirrors,
         peak_rss_mib,
         cpu_seconds,
+        client_rate_limit_reached: rate_limit_reached(relay, set),
     })
+}
+
+/// How often manager and agents logged that their client-side rate limit
+/// held requests back.
+fn rate_limit_reached(relay: &Relay, set: &ClusterSet) -> usize {
+    let marker = "kube client rate limit reached";
+    let agents: usize = set
+        .workers()
+        .iter()
+        .map(|w| relay.agent_log(&w.name).matches(marker).count())
+        .sum();
+    relay.manager_log().matches(marker).count() + agents
 }
 
 /// A manager Job that jobrelay relays, its Pod running `run_for`.
@@ -263,21 +297,22 @@ fn relayed(ns: &str, name: &str, run_for: &str) -> Job {
         .build()
 }
 
-/// Creates a Job per name at once; returns Jobs per second.
+/// Creates a Job per name at once; returns Jobs per second, and when each
+/// create was issued.
 async fn create_rate(
     api: &Api<Job>,
     names: &[String],
     job: impl Fn(&str) -> Job,
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<(f64, HashMap<String, Instant>)> {
     let started = Instant::now();
-    at_once(names, |name| {
+    let issued = at_once(names, |name| {
         let (api, job) = (api.clone(), job(&name));
         async move { api.create(&PostParams::default(), &job).await.map(|_| ()) }
     })
     .await?;
     let rate = rate(names.len(), started.elapsed());
     log(&format!("{} Jobs created at {rate:.0}/s", names.len()));
-    Ok(rate)
+    Ok((rate, issued))
 }
 
 /// Deletes every named Job at once with Background propagation; returns
@@ -294,36 +329,28 @@ async fn delete_all(api: &Api<Job>, names: &[String]) -> anyhow::Result<HashMap<
     .await
 }
 
-/// Waits until `n` Pods run across `pods`.
-async fn wait_running(pods: &[Api<Pod>], n: usize) -> anyhow::Result<()> {
-    let timeout = Duration::from_secs(120 + n as u64 / 4);
-    wait::try_until(format!("{n} Pods running"), timeout, || async {
-        let mut running = 0;
-        for api in pods {
-            match api
-                .list(&ListParams::default().fields("status.phase=Running"))
-                .await
-            {
-                Ok(list) => running += list.items.len(),
-                Err(e) => return Seen::Waiting(e.to_string()),
-            }
-        }
-        if running >= n {
-            Seen::Ready(())
-        } else {
-            Seen::Waiting(format!("{running} running"))
-        }
-    })
-    .await?;
-    Ok(())
+/// What a Pod watch notes.
+#[derive(Clone, Copy)]
+enum PodPoint {
+    Running,
+    Gone,
 }
 
-/// Notes when the Pod of each Job (by its `job-name` label) is gone.
-fn record_pods_gone(pods: Api<Pod>, seen: Timestamps) -> measure::Recording {
+/// Notes when the Pod of each Job (by its `job-name` label) first ran, or
+/// was gone.
+fn record_pods(pods: Api<Pod>, point: PodPoint, seen: Timestamps) -> measure::Recording {
+    use kube::runtime::watcher::Event;
     measure::recording(pods, move |event, now| {
-        if let kube::runtime::watcher::Event::Delete(pod) = event
-            && let Some(job) = pod.metadata.labels.as_ref().and_then(|l| l.get("job-name"))
-        {
+        let pod = match (point, event) {
+            (PodPoint::Gone, Event::Delete(pod)) => pod,
+            (PodPoint::Running, Event::Apply(pod) | Event::InitApply(pod))
+                if pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") =>
+            {
+                pod
+            }
+            _ => return,
+        };
+        if let Some(job) = pod.metadata.labels.as_ref().and_then(|l| l.get("job-name")) {
             let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
             seen.entry(job.clone()).or_insert(now);
         }
@@ -433,7 +460,15 @@ fn print_table(r: &Report) {
         "{:<44} {:>9.1}",
         "raw create, manager API server", r.raw_create_manager_jobs_per_second
     );
+    row(
+        "raw run: worker Job created -> Pod running",
+        &r.raw_run_worker,
+    );
     row("dispatch: manager Job -> mirror exists", &r.dispatch);
+    row(
+        "dispatch: manager Job -> mirror's Pod running",
+        &r.dispatch_running,
+    );
     println!(
         "{:<44} {:>9.2}",
         "  ratio to raw worker create", r.dispatch_ratio_to_raw_worker
@@ -457,6 +492,10 @@ fn print_table(r: &Report) {
     for (name, mib) in rss {
         println!("{:<44} {:>9} MiB", format!("peak RSS {name}"), mib);
     }
+    println!(
+        "{:<44} {:>9}",
+        "client rate limit reached (log lines)", r.client_rate_limit_reached
+    );
     for (step, used) in &r.cpu_seconds {
         let mut used: Vec<_> = used.iter().filter(|(_, s)| **s >= 0.05).collect();
         used.sort_by(|a, b| b.1.total_cmp(a.1));
