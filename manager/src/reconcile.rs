@@ -297,6 +297,17 @@ async fn dispatch(
     // the mirror goes out from the Job that write returned.
     let held;
     let job = if assigned.is_none() || !has_finalizer(job) {
+        if assigned.is_none()
+            && ctx
+                .fleet
+                .view(&cluster, uid)
+                .is_some_and(|v| v.apply_sent.is_some())
+        {
+            // Sent only after its hold was written: this copy of the Job is
+            // older than that write, and holding it again could only conflict.
+            debug!("the cache has not seen the hold yet; waiting for it");
+            return Ok(Action::await_change());
+        }
         held = hold(jobs, job, &cluster).await?;
         &held
     } else {

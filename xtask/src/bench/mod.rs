@@ -83,6 +83,8 @@ struct Report {
     /// Times manager or agents logged that requests waited for their
     /// client-side rate limit (`--kube-api-qps`).
     client_rate_limit_reached: usize,
+    /// Manager reconciles that failed (each is retried) since the bench began.
+    failed_reconciles: usize,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -94,7 +96,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             "jobrelay-manager",
             "-p",
             "jobrelay-agent",
-            "--benches",
+            "--bench",
+            "*",
         ],
         &[],
     )?;
@@ -273,14 +276,13 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
         resync_mirrors,
         peak_rss_mib,
         cpu_seconds,
-        client_rate_limit_reached: rate_limit_reached(relay, set),
+        client_rate_limit_reached: logged(relay, set, "kube client rate limit reached"),
+        failed_reconciles: logged(relay, set, "reconcile failed"),
     })
 }
 
-/// How often manager and agents logged that their client-side rate limit
-/// held requests back.
-fn rate_limit_reached(relay: &Relay, set: &ClusterSet) -> usize {
-    let marker = "kube client rate limit reached";
+/// How many lines of the manager's and the agents' logs hold `marker`.
+fn logged(relay: &Relay, set: &ClusterSet, marker: &str) -> usize {
     let agents: usize = set
         .workers()
         .iter()
@@ -494,7 +496,11 @@ fn print_table(r: &Report) {
     }
     println!(
         "{:<44} {:>9}",
-        "client rate limit reached (log lines)", r.client_rate_limit_reached
+        "client rate limit reached so far (log lines)", r.client_rate_limit_reached
+    );
+    println!(
+        "{:<44} {:>9}",
+        "manager reconciles failed so far (retried)", r.failed_reconciles
     );
     for (step, used) in &r.cpu_seconds {
         let mut used: Vec<_> = used.iter().filter(|(_, s)| **s >= 0.05).collect();
