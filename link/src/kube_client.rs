@@ -174,8 +174,11 @@ impl Limiter {
 /// waits until the refill has paid for it. Tokens below zero are the ones
 /// already promised to waiting requests, so requests are served in the order
 /// they asked, `1/qps` apart.
+///
+/// [`TokenBucket::try_take`] is the refusing kind of the same bucket, for
+/// callers that would rather do something else than wait.
 #[derive(Debug)]
-struct TokenBucket {
+pub struct TokenBucket {
     limit: RateLimit,
     tokens: f64,
     refilled_at: Instant,
@@ -183,7 +186,7 @@ struct TokenBucket {
 
 impl TokenBucket {
     /// A full bucket: the first `burst` requests go at once.
-    fn new(limit: RateLimit, now: Instant) -> Self {
+    pub fn new(limit: RateLimit, now: Instant) -> Self {
         let tokens = match limit {
             RateLimit::Unlimited => 0.0,
             RateLimit::PerSecond { burst, .. } => f64::from(burst),
@@ -196,19 +199,41 @@ impl TokenBucket {
     }
 
     /// Takes one token at `now`; how long the request must wait for it.
-    fn take(&mut self, now: Instant) -> Duration {
-        let RateLimit::PerSecond { qps, burst } = self.limit else {
+    pub fn take(&mut self, now: Instant) -> Duration {
+        let RateLimit::PerSecond { qps, .. } = self.limit else {
             return Duration::ZERO;
         };
-        let elapsed = now.saturating_duration_since(self.refilled_at);
-        self.tokens = (self.tokens + elapsed.as_secs_f64() * qps).min(f64::from(burst));
-        self.refilled_at = self.refilled_at.max(now);
+        self.refill(now);
         self.tokens -= 1.0;
         if self.tokens >= 0.0 {
             Duration::ZERO
         } else {
             Duration::from_secs_f64(-self.tokens / qps)
         }
+    }
+
+    /// Takes `n` tokens at `now` if that many are there; else takes none.
+    pub fn try_take(&mut self, n: usize, now: Instant) -> bool {
+        if self.limit == RateLimit::Unlimited {
+            return true;
+        }
+        self.refill(now);
+        let wanted = n as f64;
+        if self.tokens >= wanted {
+            self.tokens -= wanted;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        let RateLimit::PerSecond { qps, burst } = self.limit else {
+            return;
+        };
+        let elapsed = now.saturating_duration_since(self.refilled_at);
+        self.tokens = (self.tokens + elapsed.as_secs_f64() * qps).min(f64::from(burst));
+        self.refilled_at = self.refilled_at.max(now);
     }
 }
 

@@ -20,7 +20,7 @@ pub mod server;
 
 pub use files::{Error, Pem, PemFiles};
 pub use flags::CertificateFlags;
-pub use kube_client::KubeApiFlags;
+pub use kube_client::{KubeApiFlags, RateLimit, TokenBucket};
 pub use server::{CertificateRefusal, Peer, PeerIdentity, ServerTls};
 
 /// Each Kubernetes watch of either binary ends after this long and is

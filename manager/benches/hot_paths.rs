@@ -268,15 +268,10 @@ fn status_path(bytes: &[u8], current: Option<&JobStatus>) -> Option<Vec<u8>> {
 /// Mirrors a cluster holds (and the manager wants) for the reconnect benches.
 const MIRRORS: usize = 10_000;
 
+/// A UID shaped like the API server's, its first part scattered.
 fn uid(i: usize) -> String {
-    format!(
-        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
-        (i as u64).wrapping_mul(2_654_435_761) as u32,
-        i % 0xffff,
-        i % 0xfff,
-        (i * 7) % 0xfff,
-        i
-    )
+    let scattered = (i as u32).wrapping_mul(2_654_435_761);
+    format!("{scattered:08x}-{:04x}-4000-8000-{i:012x}", i % 0xffff)
 }
 
 fn inventory() -> Vec<InventoryEntry> {

@@ -2,23 +2,24 @@
 //! `--deletions-per-second`, so a sweep of thousands of orphans is worked off
 //! steadily instead of flooding the worker's API server.
 
-use std::time::Instant;
+use jobrelay_link::{RateLimit, TokenBucket};
+use tokio::time::Instant;
 
-pub struct Budget {
-    per_second: f64,
-    /// At most one second's worth is saved up.
-    tokens: f64,
-    last: Instant,
-}
+/// At most one second's worth is saved up.
+pub struct Budget(TokenBucket);
 
 impl Budget {
     pub fn per_second(per_second: u32) -> Self {
-        let per_second = f64::from(per_second.max(1));
-        Budget {
-            per_second,
-            tokens: per_second,
-            last: Instant::now(),
-        }
+        Budget::starting_at(per_second, Instant::now())
+    }
+
+    fn starting_at(per_second: u32, now: Instant) -> Self {
+        let per_second = per_second.max(1);
+        let limit = RateLimit::PerSecond {
+            qps: f64::from(per_second),
+            burst: per_second,
+        };
+        Budget(TokenBucket::new(limit, now))
     }
 
     /// Takes `n` deletions from the budget if that many are left; else
@@ -28,16 +29,7 @@ impl Budget {
     }
 
     fn take_at(&mut self, now: Instant, n: usize) -> bool {
-        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
-        self.last = now;
-        self.tokens = (self.tokens + elapsed * self.per_second).min(self.per_second);
-        let wanted = n as f64;
-        if self.tokens >= wanted {
-            self.tokens -= wanted;
-            true
-        } else {
-            false
-        }
+        self.0.try_take(n, now)
     }
 }
 
@@ -48,8 +40,8 @@ mod tests {
 
     #[test]
     fn a_burst_is_capped_at_one_seconds_worth_then_refills_with_time() {
-        let mut budget = Budget::per_second(10);
-        let start = budget.last;
+        let start = Instant::now();
+        let mut budget = Budget::starting_at(10, start);
         let taken = (0..100).filter(|_| budget.take_at(start, 1)).count();
         assert_eq!(taken, 10);
         assert!(!budget.take_at(start + Duration::from_millis(50), 1));

@@ -238,14 +238,11 @@ impl Mirrors {
             return;
         }
         let this = &*self;
-        let results: Vec<(ApplyMirror, Result<(), ApplyFailure>)> = futures::stream::iter(ready)
-            .map(|apply| async move {
-                let result = this.try_apply(&apply).await;
-                (apply, result)
-            })
-            .buffer_unordered(REQUEST_CONCURRENCY)
-            .collect()
-            .await;
+        let results = concurrently(ready.into_iter().map(|apply| async move {
+            let result = this.try_apply(&apply).await;
+            (apply, result)
+        }))
+        .await;
         for (apply, result) in results {
             let uid = apply.origin_uid.clone();
             match result {
@@ -421,36 +418,30 @@ impl Mirrors {
             }
         }
         let client = &self.client;
-        futures::stream::iter(job_deletes)
-            .for_each_concurrent(REQUEST_CONCURRENCY, |job| async move {
-                delete_object::<Job>(client, job.as_ref()).await;
-            })
-            .await;
-        let deleted_pods: Vec<String> = futures::stream::iter(pod_deletes)
-            .map(|(uid, pod)| async move {
-                delete_object::<Pod>(client, pod.as_ref())
-                    .await
-                    .then_some(uid)
-            })
-            .buffer_unordered(REQUEST_CONCURRENCY)
-            .filter_map(futures::future::ready)
-            .collect()
-            .await;
-        for uid in deleted_pods {
+        concurrently(
+            job_deletes
+                .iter()
+                .map(|job| delete_object::<Job>(client, job.as_ref())),
+        )
+        .await;
+        let deleted_pods = concurrently(pod_deletes.into_iter().map(|(uid, pod)| async move {
+            delete_object::<Pod>(client, pod.as_ref())
+                .await
+                .then_some(uid)
+        }))
+        .await;
+        for uid in deleted_pods.into_iter().flatten() {
             if let Some(deletion) = self.deleting.get_mut(&uid) {
                 deletion.pods_deleted += 1;
             }
         }
         // The caches said so; the API server must say so too.
         let this = &*self;
-        let confirmed: Vec<(String, Result<bool, kube::Error>)> = futures::stream::iter(gone)
-            .map(|uid| async move {
-                let confirmed = this.confirm_gone(&uid).await;
-                (uid, confirmed)
-            })
-            .buffer_unordered(REQUEST_CONCURRENCY)
-            .collect()
-            .await;
+        let confirmed = concurrently(gone.into_iter().map(|uid| async move {
+            let confirmed = this.confirm_gone(&uid).await;
+            (uid, confirmed)
+        }))
+        .await;
         for (uid, confirmed) in confirmed {
             match confirmed {
                 Ok(true) => {
@@ -589,6 +580,17 @@ pub fn orphans(
     });
     orphans.dedup_by(|a, b| a.origin_uid == b.origin_uid);
     orphans
+}
+
+/// Runs the requests, [`REQUEST_CONCURRENCY`] at a time; their outputs in
+/// the order they finished.
+async fn concurrently<F: std::future::Future>(
+    requests: impl IntoIterator<Item = F>,
+) -> Vec<F::Output> {
+    futures::stream::iter(requests)
+        .buffer_unordered(REQUEST_CONCURRENCY)
+        .collect()
+        .await
 }
 
 pub fn agent_message(kind: Kind) -> AgentMessage {
