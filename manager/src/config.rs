@@ -15,6 +15,9 @@ pub struct Config {
     /// Manager Jobs deleted per second by retention, at most (a backlog at
     /// start is worked off at this pace, not in one burst).
     pub deletions_per_second: f64,
+    /// Losses of a Job's mirror behind jobrelay's back after which the Job
+    /// ends `Failed` (reason `RemoteJobLost`) instead of running again.
+    pub mirror_lost_limit: u32,
 }
 
 /// How long finished and deactivated Jobs are kept.
@@ -37,6 +40,7 @@ impl Default for Config {
                 after_deactivated: None,
             },
             deletions_per_second: 20.0,
+            mirror_lost_limit: 3,
         }
     }
 }
@@ -57,6 +61,8 @@ pub enum ConfigError {
         #[source]
         source: duration::FieldError,
     },
+    #[error("{path}: mirrorLostLimit: {value} must be at least 1")]
+    LostLimit { path: String, value: u32 },
     #[error("{path}: {field}: {value} is not a positive number")]
     NotPositive {
         path: String,
@@ -71,6 +77,7 @@ struct RawConfig {
     #[serde(default)]
     retention: RawRetention,
     deletions_per_second: Option<f64>,
+    mirror_lost_limit: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -133,9 +140,17 @@ impl Config {
                 value: deletions_per_second,
             });
         }
+        let mirror_lost_limit = raw.mirror_lost_limit.unwrap_or(defaults.mirror_lost_limit);
+        if mirror_lost_limit == 0 {
+            return Err(ConfigError::LostLimit {
+                path: path.into(),
+                value: mirror_lost_limit,
+            });
+        }
         Ok(Config {
             retention,
             deletions_per_second,
+            mirror_lost_limit,
         })
     }
 }
@@ -203,6 +218,18 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("deletionsPerSecond"), "{err}");
+        let err = Config::parse("c.yaml", "mirrorLostLimit: 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("mirrorLostLimit") && err.contains('0'), "{err}");
+        let err = Config::parse("c.yaml", "mirrorLostLimit: -2\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("mirrorLostLimit") || err.contains("-2"), "{err}");
+        assert_eq!(
+            Config::parse("c.yaml", "mirrorLostLimit: 5\n").unwrap().mirror_lost_limit,
+            5
+        );
     }
 
     #[test]

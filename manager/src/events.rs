@@ -10,7 +10,13 @@ pub enum Reason {
     RemoteFinished,
     RemoteCleanupStarted,
     RemotePodsGone,
-    ApplyRejected,
+    /// The worker refused the Job for good; it fails.
+    RemoteRejected,
+    /// The worker refused the Job for a reason that can clear; its agent
+    /// tries again.
+    DispatchWaiting,
+    /// The mirror was removed behind jobrelay's back.
+    RemoteJobLost,
     ClusterLost,
     /// No registered cluster can take the Job as it is pinned.
     Unplaceable,
@@ -23,7 +29,9 @@ impl Reason {
             Reason::RemoteFinished => "RemoteFinished",
             Reason::RemoteCleanupStarted => "RemoteCleanupStarted",
             Reason::RemotePodsGone => "RemotePodsGone",
-            Reason::ApplyRejected => "ApplyRejected",
+            Reason::RemoteRejected => "RemoteRejected",
+            Reason::DispatchWaiting => "DispatchWaiting",
+            Reason::RemoteJobLost => "RemoteJobLost",
             Reason::ClusterLost => "ClusterLost",
             Reason::Unplaceable => "Unplaceable",
         }
@@ -31,7 +39,11 @@ impl Reason {
 
     fn event_type(self) -> EventType {
         match self {
-            Reason::ApplyRejected | Reason::ClusterLost | Reason::Unplaceable => EventType::Warning,
+            Reason::RemoteRejected
+            | Reason::DispatchWaiting
+            | Reason::RemoteJobLost
+            | Reason::ClusterLost
+            | Reason::Unplaceable => EventType::Warning,
             _ => EventType::Normal,
         }
     }

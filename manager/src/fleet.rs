@@ -64,8 +64,31 @@ pub struct MirrorView {
     pub phase: MirrorPhase,
     /// The copied part of the worker's latest JobStatus.
     pub status: Option<Value>,
-    /// (revision, reason, message) of the last ApplyRejected.
-    pub rejected: Option<(u64, RejectReason, String)>,
+    /// The last ApplyRejected, until the worker holds the mirror.
+    pub rejected: Option<Rejection>,
+    /// Set by MirrorLost: the mirror was removed behind jobrelay's back; the
+    /// agent is deleting what is left of it.
+    pub lost: Option<LostMirror>,
+}
+
+/// A refusal of the worker, as the agent reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    pub revision: u64,
+    pub reason: RejectReason,
+    pub message: String,
+    /// When the agent tries again (transient reasons only).
+    pub retry_in: Option<std::time::Duration>,
+}
+
+/// A mirror lost behind jobrelay's back, as the agent reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostMirror {
+    /// The lost worker Job's UID; empty when the agent could not tell.
+    pub mirror_uid: String,
+    pub observed: String,
+    /// The manager Job already shows this loss.
+    pub accounted: bool,
 }
 
 /// What became of a request to have a mirror in place.
@@ -75,9 +98,13 @@ pub enum Apply {
     Sent,
     /// Sent before, or the worker already holds this revision.
     InPlace,
-    /// The worker refused this revision.
-    Rejected(RejectReason, String),
-    /// An earlier deletion of the mirror is not confirmed yet.
+    /// The worker refused this revision for good.
+    Rejected(Rejection),
+    /// The worker refused this revision for a reason that can clear; its
+    /// agent tries again by itself.
+    Waiting(Rejection),
+    /// An earlier deletion of the mirror (or what is left of a lost one) is
+    /// not confirmed yet.
     AwaitingGone,
     /// The cluster has no session now.
     Disconnected,
@@ -140,12 +167,6 @@ impl Fleet {
             view.held_revision = None;
             view.phase = MirrorPhase::Unspecified;
         }
-        for entry in inventory {
-            let view = state.mirrors.entry(entry.origin_uid.clone()).or_default();
-            view.held_revision = Some(entry.revision);
-            view.phase = entry.phase();
-        }
-        let mut keys: Vec<ObjectRef<Job>> = Vec::new();
         for (mirror, key) in &desired {
             state
                 .mirrors
@@ -153,6 +174,15 @@ impl Fleet {
                 .or_default()
                 .key = Some(key.clone());
         }
+        // What the agent holds beyond that is for its orphan sweep; nothing
+        // is kept for it here.
+        for entry in inventory {
+            if let Some(view) = state.mirrors.get_mut(&entry.origin_uid) {
+                view.held_revision = Some(entry.revision);
+                view.phase = entry.phase();
+            }
+        }
+        let mut keys: Vec<ObjectRef<Job>> = Vec::new();
         keys.extend(state.mirrors.values().filter_map(|v| v.key.clone()));
         let mirrors = desired.into_iter().map(|(m, _)| m).collect();
         let _ = outbox.send(message(Kind::DesiredSet(DesiredSet { mirrors })));
@@ -274,13 +304,17 @@ impl Fleet {
                     ..Default::default()
                 };
             }
-            None if view.delete_sent.is_some() => return Apply::AwaitingGone,
+            None if view.delete_sent.is_some() || view.lost.is_some() => {
+                return Apply::AwaitingGone;
+            }
             None => {}
         }
-        if let Some((rejected, reason, message)) = &view.rejected
-            && *rejected == revision
-        {
-            return Apply::Rejected(*reason, message.clone());
+        if let Some(rejected) = view.rejected.as_ref().filter(|r| r.revision == revision) {
+            return if rejected.reason.is_permanent() {
+                Apply::Rejected(rejected.clone())
+            } else {
+                Apply::Waiting(rejected.clone())
+            };
         }
         let Some((session, outbox)) = &state.session else {
             return Apply::Disconnected;
@@ -340,7 +374,8 @@ impl Fleet {
         }
     }
 
-    /// Records a MirrorStatus; returns the previous phase.
+    /// Records a MirrorStatus; returns the previous phase, or `None` for a
+    /// mirror this manager does not want on the cluster (dropped).
     pub fn record_status(
         &self,
         cluster: &str,
@@ -348,11 +383,12 @@ impl Fleet {
         revision: u64,
         phase: MirrorPhase,
         status: Option<Value>,
-    ) -> MirrorPhase {
+    ) -> Option<MirrorPhase> {
         self.update(cluster, uid, |view| {
             let previous = view.phase;
             view.held_revision = Some(revision);
             view.phase = phase;
+            view.rejected = None;
             if status.is_some() {
                 view.status = status;
             }
@@ -360,7 +396,8 @@ impl Fleet {
         })
     }
 
-    pub fn record_gone(&self, cluster: &str, uid: &str, pods_deleted: u32) {
+    /// Records a MirrorGone; `None` for a mirror not wanted here.
+    pub fn record_gone(&self, cluster: &str, uid: &str, pods_deleted: u32) -> Option<()> {
         self.update(cluster, uid, |view| {
             view.gone = Some(pods_deleted);
             view.held_revision = None;
@@ -368,17 +405,44 @@ impl Fleet {
         })
     }
 
-    pub fn record_rejected(
-        &self,
-        cluster: &str,
-        uid: &str,
-        revision: u64,
-        reason: RejectReason,
-        text: String,
-    ) {
+    /// Records an ApplyRejected; `None` for a mirror not wanted here.
+    pub fn record_rejected(&self, cluster: &str, uid: &str, rejection: Rejection) -> Option<()> {
+        self.update(cluster, uid, |view| view.rejected = Some(rejection))
+    }
+
+    /// Records a MirrorLost (a repeat of the same loss changes nothing);
+    /// `None` for a mirror not wanted here.
+    pub fn record_lost(&self, cluster: &str, uid: &str, mirror_uid: &str, observed: &str) -> Option<()> {
         self.update(cluster, uid, |view| {
-            view.rejected = Some((revision, reason, text))
+            if view.gone.is_some() {
+                // Already confirmed gone; nothing is left to wait for.
+                return;
+            }
+            if let Some(lost) = &view.lost
+                && lost.mirror_uid == mirror_uid
+            {
+                return;
+            }
+            view.lost = Some(LostMirror {
+                mirror_uid: mirror_uid.to_string(),
+                observed: observed.to_string(),
+                accounted: false,
+            });
+            view.held_revision = None;
+            view.phase = MirrorPhase::Deleting;
         })
+    }
+
+    /// Notes that the manager Job shows the mirror's loss.
+    pub fn lost_accounted(&self, cluster: &str, uid: &str) {
+        if let Some(lost) = self
+            .lock()
+            .get_mut(cluster)
+            .and_then(|c| c.mirrors.get_mut(uid))
+            .and_then(|v| v.lost.as_mut())
+        {
+            lost.accounted = true;
+        }
     }
 
     /// The manager Job a mirror belongs to, if known.
@@ -386,21 +450,29 @@ impl Fleet {
         self.lock().get(cluster)?.mirrors.get(uid)?.key.clone()
     }
 
-    fn update<T>(&self, cluster: &str, uid: &str, change: impl FnOnce(&mut MirrorView) -> T) -> T {
+    /// Changes what is known of a mirror this manager wants on the cluster
+    /// and asks for its Job's reconcile; a report about any other origin UID
+    /// changes nothing (`None`), so a peer cannot make the manager hold
+    /// memory for uids it never placed there.
+    fn update<T>(
+        &self,
+        cluster: &str,
+        uid: &str,
+        change: impl FnOnce(&mut MirrorView) -> T,
+    ) -> Option<T> {
         let mut clusters = self.lock();
         let view = clusters
-            .entry(cluster.to_string())
-            .or_default()
+            .get_mut(cluster)?
             .mirrors
-            .entry(uid.to_string())
-            .or_default();
+            .get_mut(uid)
+            .filter(|v| v.key.is_some())?;
         let result = change(view);
         let key = view.key.clone();
         drop(clusters);
         if let Some(key) = key {
             let _ = self.triggers.send(key);
         }
-        result
+        Some(result)
     }
 
     /// Heartbeat payload: the mirrors this cluster is known to hold.
@@ -500,12 +572,16 @@ mod tests {
             revision: 3,
             ..Default::default()
         };
-        fleet.connect("w1", "test", &[held], vec![], tx);
+        let desired = DesiredMirror {
+            origin_uid: "u1".into(),
+            ..Default::default()
+        };
+        fleet.connect("w1", "test", &[held], vec![(desired, key("a"))], tx);
         assert_eq!(
             fleet.ensure_applied("w1", "u1", &key("a"), 3, Vec::new),
             Apply::InPlace
         );
-        assert_eq!(kinds(&mut rx), ["desired 0"]);
+        assert_eq!(kinds(&mut rx), ["desired 1"]);
     }
 
     #[test]
@@ -571,11 +647,12 @@ mod tests {
         let (tx2, _rx2) = mpsc::unbounded_channel();
         fleet.connect("w2", "test", &[], vec![], tx2);
         fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
-        fleet.record_rejected("w1", "u1", 1, RejectReason::Conflict, "foreign Job".into());
+        let conflict = rejection(RejectReason::Conflict);
+        fleet.record_rejected("w1", "u1", conflict.clone()).unwrap();
         assert_eq!(triggers.try_recv().unwrap(), key("a"));
         assert_eq!(
             fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new),
-            Apply::Rejected(RejectReason::Conflict, "foreign Job".into())
+            Apply::Rejected(conflict)
         );
         let counts: Vec<(String, usize)> = fleet
             .candidates()
@@ -583,6 +660,91 @@ mod tests {
             .map(|c| (c.name, c.active_mirrors))
             .collect();
         assert_eq!(counts, [("w1".to_string(), 1), ("w2".to_string(), 0)]);
+    }
+
+    fn rejection(reason: RejectReason) -> Rejection {
+        Rejection {
+            revision: 1,
+            reason,
+            message: "no".into(),
+            retry_in: None,
+        }
+    }
+
+    #[test]
+    fn a_refusal_that_can_clear_waits_until_the_worker_holds_the_mirror() {
+        let (fleet, _) = fleet();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        fleet.connect("w1", "test", &[], vec![], tx);
+        fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
+        let quota = rejection(RejectReason::QuotaExceeded);
+        fleet.record_rejected("w1", "u1", quota.clone()).unwrap();
+        assert_eq!(
+            fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new),
+            Apply::Waiting(quota)
+        );
+        fleet
+            .record_status("w1", "u1", 1, MirrorPhase::Pending, None)
+            .unwrap();
+        assert_eq!(
+            fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new),
+            Apply::InPlace,
+            "once held, the refusal is history"
+        );
+        assert_eq!(kinds(&mut rx), ["desired 0", "apply u1 r1"], "never resent by the manager");
+    }
+
+    #[test]
+    fn a_lost_mirror_is_applied_again_only_once_its_remains_are_gone() {
+        let (fleet, _) = fleet();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        fleet.connect("w1", "test", &[], vec![], tx);
+        fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
+        fleet
+            .record_status("w1", "u1", 1, MirrorPhase::Running, Some(serde_json::json!({"active": 1})))
+            .unwrap();
+        fleet.record_lost("w1", "u1", "j1", "deleted").unwrap();
+        let view = fleet.view("w1", "u1").unwrap();
+        assert_eq!(view.held_revision, None);
+        assert!(!view.lost.as_ref().unwrap().accounted);
+        fleet.lost_accounted("w1", "u1");
+        fleet.record_lost("w1", "u1", "j1", "deleted again").unwrap();
+        assert!(
+            fleet.view("w1", "u1").unwrap().lost.unwrap().accounted,
+            "a repeated report of the same loss is the same loss"
+        );
+        assert_eq!(
+            fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new),
+            Apply::AwaitingGone,
+            "never two generations live at once"
+        );
+        fleet.record_gone("w1", "u1", 2).unwrap();
+        assert_eq!(
+            fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new),
+            Apply::Sent
+        );
+        assert!(fleet.view("w1", "u1").unwrap().lost.is_none());
+        assert_eq!(kinds(&mut rx), ["desired 0", "apply u1 r1", "apply u1 r1"]);
+    }
+
+    #[test]
+    fn reports_about_mirrors_never_placed_on_the_cluster_are_dropped() {
+        let (fleet, mut triggers) = fleet();
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let stray = InventoryEntry {
+            origin_uid: "elsewhere".into(),
+            revision: 1,
+            ..Default::default()
+        };
+        fleet.connect("w1", "test", &[stray], vec![], tx);
+        for n in 0..1000 {
+            let uid = format!("u{n}");
+            assert_eq!(fleet.record_status("w1", &uid, 1, MirrorPhase::Running, None), None);
+            assert_eq!(fleet.record_lost("w1", &uid, "j", "gone"), None);
+        }
+        assert!(fleet.view("w1", "u1").is_none() && fleet.view("w1", "elsewhere").is_none());
+        assert!(triggers.try_recv().is_err(), "no reconcile asked for");
+        assert_eq!(fleet.record_gone("w9", "u1", 0), None, "nor for an unknown cluster");
     }
 
     #[test]

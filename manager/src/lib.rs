@@ -7,6 +7,7 @@ pub mod cluster_status;
 pub mod config;
 pub mod events;
 pub mod fleet;
+pub mod lost;
 pub mod metrics;
 pub mod mirror;
 pub mod pace;

@@ -21,6 +21,39 @@ pub struct Metrics {
     pub deletions: Arc<Pace>,
     /// Refused sessions and failed handshakes, by reason.
     pub refusals: Mutex<BTreeMap<&'static str, u64>>,
+    /// What agents report, counted by kind and labels.
+    pub reports: Mutex<BTreeMap<(Report, String), u64>>,
+}
+
+/// The counted kinds of agent reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Report {
+    /// `jobrelay_apply_refusals_total{cluster, reason, permanent}`.
+    ApplyRefused,
+    /// `jobrelay_mirrors_lost_total{cluster}`.
+    MirrorLost,
+    /// `jobrelay_reports_dropped_total{cluster}`: reports about mirrors the
+    /// manager never placed on that cluster.
+    Dropped,
+}
+
+impl Report {
+    fn name_and_help(self) -> (&'static str, &'static str) {
+        match self {
+            Report::ApplyRefused => (
+                "jobrelay_apply_refusals_total",
+                "Mirrors a worker refused, by cluster, reason and whether the refusal is permanent.",
+            ),
+            Report::MirrorLost => (
+                "jobrelay_mirrors_lost_total",
+                "Mirrors removed behind jobrelay's back, by cluster.",
+            ),
+            Report::Dropped => (
+                "jobrelay_reports_dropped_total",
+                "Agent reports about mirrors not placed on their cluster, dropped, by cluster.",
+            ),
+        }
+    }
 }
 
 impl Metrics {
@@ -29,7 +62,23 @@ impl Metrics {
             fleet,
             deletions,
             refusals: Mutex::default(),
+            reports: Mutex::default(),
         }
+    }
+
+    /// Counts one agent report of `kind` with these labels.
+    pub fn report(&self, kind: Report, labels: &[(&str, &str)]) {
+        let labels = labels
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"")))
+            .collect::<Vec<_>>()
+            .join(",");
+        *self
+            .reports
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry((kind, labels))
+            .or_default() += 1;
     }
 
     /// Counts a refused session or connection.
@@ -83,6 +132,16 @@ impl Metrics {
                 out,
                 "jobrelay_sessions_refused_total{{reason=\"{reason}\"}} {count}"
             );
+        }
+        let reports = self.reports.lock().unwrap_or_else(|p| p.into_inner());
+        let mut last = None;
+        for ((kind, labels), count) in reports.iter() {
+            let (name, help) = kind.name_and_help();
+            if last != Some(*kind) {
+                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+                last = Some(*kind);
+            }
+            let _ = writeln!(out, "{name}{{{labels}}} {count}");
         }
         out
     }
@@ -140,12 +199,26 @@ mod tests {
         metrics.deletions.done();
         metrics.refused("unknown_cluster");
         metrics.refused("unknown_cluster");
+        metrics.report(Report::MirrorLost, &[("cluster", "w1")]);
+        metrics.report(Report::MirrorLost, &[("cluster", "w1")]);
+        metrics.report(
+            Report::ApplyRefused,
+            &[("cluster", "w2"), ("reason", "QUOTA_EXCEEDED"), ("permanent", "false")],
+        );
         let text = metrics.render();
         assert!(text.contains("# TYPE jobrelay_retention_deleted_total counter\njobrelay_retention_deleted_total 1\n"), "{text}");
         assert!(text.contains("jobrelay_retention_waiting 0\n"), "{text}");
         assert!(text.contains("jobrelay_connected_clusters 0\n"), "{text}");
         assert!(
             text.contains("jobrelay_sessions_refused_total{reason=\"unknown_cluster\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE jobrelay_mirrors_lost_total counter\njobrelay_mirrors_lost_total{cluster=\"w1\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("jobrelay_apply_refusals_total{cluster=\"w2\",reason=\"QUOTA_EXCEEDED\",permanent=\"false\"} 1\n"),
             "{text}"
         );
     }

@@ -1,51 +1,75 @@
 //! Pacing of the manager's own deletions, so that a backlog (thousands of
 //! Jobs whose retention ran out while the manager was down) is worked off at
 //! a steady rate, with progress in the log, instead of in one burst.
+//!
+//! A Job due for deletion is given a turn, one interval after the previous
+//! one, and keeps it when asked again; its reconcile is requeued for that
+//! moment instead of waiting in a reconcile slot, so a backlog never holds
+//! up dispatch.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio::sync::Mutex;
 use tokio::time::Instant;
 use tracing::info;
 
 /// How often progress is logged, in deletions.
 const LOG_EVERY: u64 = 50;
+/// A turn not taken this long after it came (its Job went otherwise) is dropped.
+const STALE_TURN: Duration = Duration::from_secs(60);
 
 pub struct Pace {
     interval: Duration,
-    next: Mutex<Instant>,
-    waiting: AtomicU64,
+    turns: Mutex<Turns>,
     done: AtomicU64,
+}
+
+struct Turns {
+    next: Instant,
+    by_key: HashMap<String, Instant>,
 }
 
 impl Pace {
     pub fn per_second(rate: f64) -> Pace {
         Pace {
             interval: Duration::from_secs_f64(1.0 / rate),
-            next: Mutex::new(Instant::now()),
-            waiting: AtomicU64::new(0),
+            turns: Mutex::new(Turns {
+                next: Instant::now(),
+                by_key: HashMap::new(),
+            }),
             done: AtomicU64::new(0),
         }
     }
 
-    /// Waits for this caller's turn.
-    pub async fn wait(&self) {
-        self.waiting.fetch_add(1, Ordering::Relaxed);
-        let slot = {
-            let mut next = self.next.lock().await;
-            let slot = (*next).max(Instant::now());
-            *next = slot + self.interval;
-            slot
+    /// `None` when it is `key`'s turn now; else how long until it is.
+    pub fn turn(&self, key: &str) -> Option<Duration> {
+        self.turn_at(key, Instant::now())
+    }
+
+    fn turn_at(&self, key: &str, now: Instant) -> Option<Duration> {
+        let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = match turns.by_key.remove(key) {
+            Some(slot) => slot,
+            None => {
+                let slot = turns.next.max(now);
+                turns.next = slot + self.interval;
+                slot
+            }
         };
-        tokio::time::sleep_until(slot).await;
-        self.waiting.fetch_sub(1, Ordering::Relaxed);
+        if slot <= now {
+            return None;
+        }
+        turns.by_key.retain(|_, at| *at + STALE_TURN > now);
+        turns.by_key.insert(key.to_string(), slot);
+        Some(slot - now)
     }
 
     /// Counts one deletion done, logging progress now and then.
     pub fn done(&self) {
         let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
-        let waiting = self.waiting.load(Ordering::Relaxed);
+        let waiting = self.waiting();
         if done.is_multiple_of(LOG_EVERY) || waiting == 0 {
             info!(
                 deleted = done,
@@ -54,9 +78,13 @@ impl Pace {
         }
     }
 
-    /// Callers waiting for their turn now.
+    /// Jobs holding a turn that has not come yet.
     pub fn waiting(&self) -> u64 {
-        self.waiting.load(Ordering::Relaxed)
+        self.turns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .by_key
+            .len() as u64
     }
 
     /// Deletions done since start.
@@ -69,19 +97,31 @@ impl Pace {
 mod tests {
     use super::*;
 
-    #[tokio::test(start_paused = true)]
-    async fn turns_come_one_interval_apart() {
+    #[test]
+    fn turns_come_one_interval_apart_and_are_kept_when_asked_again() {
         let pace = Pace::per_second(10.0);
         let start = Instant::now();
-        for _ in 0..5 {
-            pace.wait().await;
-            pace.done();
-        }
+        assert_eq!(pace.turn_at("a", start), None, "the first turn is now");
+        let waits: Vec<Option<Duration>> =
+            ["b", "c", "d"].iter().map(|k| pace.turn_at(k, start)).collect();
         assert_eq!(
-            start.elapsed(),
-            Duration::from_millis(400),
-            "the first turn is immediate"
+            waits,
+            [100, 200, 300].map(|ms| Some(Duration::from_millis(ms)))
         );
-        assert_eq!(pace.total(), 5);
+        assert_eq!(pace.waiting(), 3);
+        let later = start + Duration::from_millis(150);
+        assert_eq!(pace.turn_at("b", later), None, "b's turn has come");
+        assert_eq!(
+            pace.turn_at("c", later),
+            Some(Duration::from_millis(50)),
+            "c keeps its place instead of queueing again"
+        );
+        assert_eq!(
+            pace.turn_at("e", later),
+            Some(Duration::from_millis(250)),
+            "a newcomer queues behind d"
+        );
+        pace.done();
+        assert_eq!(pace.total(), 1);
     }
 }

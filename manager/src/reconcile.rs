@@ -10,14 +10,22 @@
 //!   the manager Job itself after `retention.managerAfterFinished`.
 //! - Being deleted: have the mirror deleted and, once the agent confirmed
 //!   every Pod gone, release the finalizer.
-//! - Deactivated (the worker refused the mirror): never dispatched again;
+//! - Its mirror lost behind jobrelay's back: the loss is counted on the Job
+//!   and the Job runs again once the remains are gone, or ends `Failed`
+//!   (`RemoteJobLost`) at `mirrorLostLimit` (the decision is `lost::on_lost`).
+//! - Refused by the worker: for good → `Failed` (`RemoteRejected`); for a
+//!   reason that can clear → shown in an annotation while the agent retries.
+//! - Deactivated (its pinned cluster is Lost): never dispatched again;
 //!   deleted after `retention.afterDeactivated`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use jobrelay_proto::v1::DeleteReason;
-use jobrelay_proto::wire::{CLUSTER_KEY, DEACTIVATED_ANNOTATION, REMOTE_CLEANUP_FINALIZER};
+use jobrelay_proto::wire::{
+    CLUSTER_KEY, DEACTIVATED_ANNOTATION, DISPATCH_WAITING_ANNOTATION, LAST_LOST_MIRROR_ANNOTATION,
+    MIRRORS_LOST_ANNOTATION, REMOTE_CLEANUP_FINALIZER, REMOTE_JOB_LOST, REMOTE_REJECTED,
+};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions, PropagationPolicy};
@@ -28,7 +36,8 @@ use tracing::{debug, info, instrument, warn};
 
 use crate::config::Config;
 use crate::events::{Events, Reason};
-use crate::fleet::{Apply, Cleanup, Fleet};
+use crate::fleet::{Apply, Cleanup, Fleet, LostMirror, Rejection};
+use crate::lost::{LostStep, lost_so_far, on_lost};
 use crate::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle, mirror_job, revision};
 use crate::pace::Pace;
 use crate::placement::{assigned_cluster, pinned_cluster};
@@ -96,9 +105,20 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error
                 .await
                 .map_err(kube_err)
         }
-        Lifecycle::Active => dispatch(&job, &key, &uid, assigned, &jobs, &ctx)
-            .await
-            .map_err(kube_err),
+        Lifecycle::Active => {
+            let lost = assigned
+                .as_deref()
+                .and_then(|cluster| Some((cluster, ctx.fleet.view(cluster, &uid)?.lost?)))
+                .filter(|(_, lost)| !lost.accounted);
+            if let Some((cluster, lost)) = lost {
+                return show_loss(&job, &uid, cluster, &lost, &jobs, &ctx)
+                    .await
+                    .map_err(kube_err);
+            }
+            dispatch(&job, &key, &uid, assigned, &jobs, &ctx)
+                .await
+                .map_err(kube_err)
+        }
         Lifecycle::Suspended => {
             let Some(cluster) = assigned else {
                 return Ok(Action::await_change());
@@ -124,8 +144,14 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error
             if let Some(warning) = warning {
                 warn!(%warning, "invalid retention annotation");
             }
-            if let Some(left) =
-                finished_at(&job).and_then(|at| remaining(Timestamp::now(), at, keep))
+            // A mirror lost or gone keeps nothing worth waiting for.
+            let remains = assigned
+                .as_deref()
+                .and_then(|cluster| ctx.fleet.view(cluster, &uid))
+                .is_none_or(|v| v.lost.is_none() && v.gone.is_none());
+            if remains
+                && let Some(left) =
+                    finished_at(&job).and_then(|at| remaining(Timestamp::now(), at, keep))
             {
                 debug!(?left, "keeping the finished Job's mirror for its logs");
                 return Ok(Action::requeue(left));
@@ -231,7 +257,10 @@ async fn expire(
     if let Some(left) = remaining(Timestamp::now(), since, keep) {
         return Ok(Action::requeue(left));
     }
-    ctx.deletions.wait().await;
+    // A backlog waits for its turns in the requeue, not in a reconcile slot.
+    if let Some(wait) = ctx.deletions.turn(&job.uid().unwrap_or_default()) {
+        return Ok(Action::requeue(wait));
+    }
     let params = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Background),
         preconditions: Some(Preconditions {
@@ -322,26 +351,141 @@ async fn dispatch(
         }
     };
     let revision = revision(job);
-    let outcome = ctx.fleet.ensure_applied(&cluster, uid, key, revision, || {
-        serde_json::to_vec(&mirror).unwrap_or_default()
-    });
+    let payload = match serde_json::to_vec(&mirror) {
+        Ok(payload) => payload,
+        Err(error) => {
+            warn!(%error, "cannot serialise the mirror");
+            return Ok(Action::await_change());
+        }
+    };
+    let outcome = ctx
+        .fleet
+        .ensure_applied(&cluster, uid, key, revision, || payload);
     let next = match outcome {
         Apply::Sent => {
-            let note = format!("sent to cluster {cluster} (revision {revision})");
+            let attempt = lost_so_far(job).count + 1;
+            let note = if attempt > 1 {
+                format!("sent to cluster {cluster} (revision {revision}), attempt {attempt}")
+            } else {
+                format!("sent to cluster {cluster} (revision {revision})")
+            };
             ctx.events
                 .publish(&job.object_ref(&()), Reason::Dispatched, note)
                 .await;
             Action::requeue(RESYNC)
         }
-        Apply::Rejected(..) => {
-            deactivate(jobs, job, "the worker refused the mirror").await?;
+        Apply::Rejected(rejection) => {
+            let message = refusal_text(&cluster, &rejection);
+            let shown = status::shown(job.status.as_ref());
+            let failed = status::failed(&shown, REMOTE_REJECTED, &message, &now());
+            write_status(jobs, job, &failed).await?;
+            info!(%message, "failed: the worker refused the Job for good");
             Action::await_change()
         }
-        Apply::InPlace => Action::requeue(RESYNC),
+        Apply::Waiting(rejection) => {
+            let text = refusal_text(&cluster, &rejection);
+            set_annotation(jobs, job, DISPATCH_WAITING_ANNOTATION, Some(&text)).await?;
+            Action::requeue(AWAIT_AGENT)
+        }
+        Apply::InPlace => {
+            if ctx
+                .fleet
+                .view(&cluster, uid)
+                .is_some_and(|v| v.held_revision.is_some())
+            {
+                set_annotation(jobs, job, DISPATCH_WAITING_ANNOTATION, None).await?;
+            }
+            Action::requeue(RESYNC)
+        }
         Apply::AwaitingGone => Action::requeue(AWAIT_AGENT),
         Apply::Disconnected => Action::requeue(AWAIT_CLUSTER),
     };
     Ok(next)
+}
+
+/// A refusal in words a user can act on.
+fn refusal_text(cluster: &str, rejection: &Rejection) -> String {
+    format!(
+        "cluster {cluster} refused the Job ({}): {}",
+        rejection.reason.as_str_name(),
+        rejection.message
+    )
+}
+
+/// Shows a lost mirror on its manager Job: the loss counted in its
+/// annotations (once per lost mirror, whatever the reports), a warning
+/// Event, and a status with no Pods running — or, at the limit, `Failed`.
+async fn show_loss(
+    job: &Job,
+    uid: &str,
+    cluster: &str,
+    lost: &LostMirror,
+    jobs: &Api<Job>,
+    ctx: &Context,
+) -> Result<Action, kube::Error> {
+    let limit = ctx.config.mirror_lost_limit;
+    let step = on_lost(lifecycle(job), &lost_so_far(job), &lost.mirror_uid, limit);
+    let lost_count = match step {
+        LostStep::AlreadyShown | LostStep::CleanUpOnly => {
+            ctx.fleet.lost_accounted(cluster, uid);
+            return Ok(Action::requeue(Duration::ZERO));
+        }
+        LostStep::RunAgain { lost } | LostStep::Fail { lost } => lost,
+    };
+    let patch = serde_json::json!({
+        "metadata": {
+            "resourceVersion": job.resource_version(),
+            "annotations": {
+                MIRRORS_LOST_ANNOTATION: lost_count.to_string(),
+                LAST_LOST_MIRROR_ANNOTATION: lost.mirror_uid,
+            },
+        }
+    });
+    let counted = jobs
+        .patch(&job.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    let shown = status::shown(counted.status.as_ref());
+    let what = format!("the mirror on cluster {cluster} was lost: {}", lost.observed);
+    let note = if let LostStep::Fail { .. } = step {
+        let message = format!(
+            "{what}; that is {lost_count} lost of {limit} allowed (mirrorLostLimit), so the Job is not run again"
+        );
+        write_status(jobs, &counted, &status::failed(&shown, REMOTE_JOB_LOST, &message, &now())).await?;
+        message
+    } else {
+        write_status(jobs, &counted, &status::after_suspension(&shown)).await?;
+        format!(
+            "{what}; it runs again as attempt {} of {limit} once the worker shows none of its Pods",
+            lost_count + 1
+        )
+    };
+    warn!(%note, "mirror lost");
+    ctx.fleet.lost_accounted(cluster, uid);
+    ctx.events
+        .publish(&job.object_ref(&()), Reason::RemoteJobLost, note)
+        .await;
+    Ok(Action::requeue(AWAIT_AGENT))
+}
+
+/// Sets (or, with `None`, removes) one annotation of the Job, unless it
+/// already reads so.
+async fn set_annotation(
+    jobs: &Api<Job>,
+    job: &Job,
+    key: &str,
+    value: Option<&str>,
+) -> Result<(), kube::Error> {
+    if job.annotations().get(key).map(String::as_str) == value {
+        return Ok(());
+    }
+    let patch = serde_json::json!({"metadata": {"annotations": {key: value}}});
+    jobs.patch(&job.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}
+
+fn now() -> String {
+    Timestamp::now().to_string()
 }
 
 /// Why the cluster a Job is pinned to cannot take it, if it cannot.
@@ -400,8 +544,8 @@ async fn hold(jobs: &Api<Job>, job: &Job, cluster: &str) -> Result<Job, kube::Er
     Ok(held)
 }
 
-/// Marks a Job whose mirror the worker refused: it is not dispatched again,
-/// and `retention.afterDeactivated` counts from now.
+/// Marks a Job that cannot be dispatched any more (its pinned cluster is
+/// Lost): `retention.afterDeactivated` counts from now.
 async fn deactivate(jobs: &Api<Job>, job: &Job, why: &str) -> Result<(), kube::Error> {
     let now = Timestamp::now().to_string();
     let patch = serde_json::json!({"metadata": {"annotations": {DEACTIVATED_ANNOTATION: now}}});

@@ -21,11 +21,11 @@ use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
-use tracing::{Instrument, info, info_span, warn};
+use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::events::{Events, Reason, job_reference};
-use crate::fleet::{Fleet, Outbox, message};
-use crate::metrics::Metrics;
+use crate::fleet::{Fleet, Outbox, Rejection, message};
+use crate::metrics::{Metrics, Report};
 use crate::mirror::{is_relayed, revision};
 use crate::placement::assigned_cluster;
 use crate::registry::Registry;
@@ -230,13 +230,17 @@ impl Sessions {
                     }
                 };
                 let phase = report.phase();
-                let before = self.fleet.record_status(
+                let Some(before) = self.fleet.record_status(
                     cluster,
                     &report.origin_uid,
                     report.revision,
                     phase,
                     copied,
-                );
+                ) else {
+                    debug!(uid = %report.origin_uid, "status of a mirror not placed here; dropped");
+                    self.metrics.report(Report::Dropped, &[("cluster", cluster)]);
+                    return Ok(());
+                };
                 if before != phase {
                     let reason = match phase {
                         MirrorPhase::Succeeded => Some((
@@ -256,26 +260,66 @@ impl Sessions {
                 }
             }
             K::MirrorGone(gone) => {
-                self.fleet
+                if self
+                    .fleet
                     .record_gone(cluster, &gone.origin_uid, gone.pods_deleted)
+                    .is_none()
+                {
+                    debug!(uid = %gone.origin_uid, "swept orphan confirmed gone");
+                }
+            }
+            K::MirrorLost(lost) => {
+                warn!(uid = %lost.origin_uid, mirror_uid = %lost.mirror_uid, observed = %lost.observed, "mirror lost on the worker");
+                self.metrics.report(Report::MirrorLost, &[("cluster", cluster)]);
+                if self
+                    .fleet
+                    .record_lost(cluster, &lost.origin_uid, &lost.mirror_uid, &lost.observed)
+                    .is_none()
+                {
+                    self.metrics.report(Report::Dropped, &[("cluster", cluster)]);
+                }
             }
             K::ApplyRejected(rejected) => {
                 let reason = rejected.reason();
+                let retry_in = rejected
+                    .retry_in
+                    .and_then(|d| std::time::Duration::try_from(d).ok());
+                let permanent = reason.is_permanent();
+                self.metrics.report(
+                    Report::ApplyRefused,
+                    &[
+                        ("cluster", cluster),
+                        ("reason", reason.as_str_name()),
+                        ("permanent", if permanent { "true" } else { "false" }),
+                    ],
+                );
+                let (event, then) = if permanent {
+                    (Reason::RemoteRejected, "the Job fails".to_string())
+                } else {
+                    let next = retry_in.map_or_else(String::new, |d| format!(" in {}s", d.as_secs_f64().ceil()));
+                    (Reason::DispatchWaiting, format!("its agent tries again{next}"))
+                };
                 let note = format!(
-                    "cluster {cluster} refused the Job ({}): {}",
+                    "cluster {cluster} refused the Job ({}): {}; {then}",
                     reason.as_str_name(),
                     rejected.message
                 );
                 warn!(uid = %rejected.origin_uid, %note, "apply rejected");
-                self.fleet.record_rejected(
-                    cluster,
-                    &rejected.origin_uid,
-                    rejected.revision,
+                let rejection = Rejection {
+                    revision: rejected.revision,
                     reason,
-                    rejected.message,
-                );
-                self.publish(cluster, &rejected.origin_uid, Reason::ApplyRejected, note)
-                    .await;
+                    message: rejected.message,
+                    retry_in,
+                };
+                if self
+                    .fleet
+                    .record_rejected(cluster, &rejected.origin_uid, rejection)
+                    .is_some()
+                {
+                    self.publish(cluster, &rejected.origin_uid, event, note).await;
+                } else {
+                    self.metrics.report(Report::Dropped, &[("cluster", cluster)]);
+                }
             }
         }
         Ok(())

@@ -63,6 +63,49 @@ pub fn after_suspension(last: &Value) -> Value {
     Value::Object(status)
 }
 
+/// The copied part of the status the manager Job shows now.
+pub fn shown(current: Option<&JobStatus>) -> Value {
+    current
+        .and_then(|s| serde_json::to_value(s).ok())
+        .map_or_else(|| Value::Object(Map::new()), |s| pick(&s))
+}
+
+/// The status that ends a Job `Failed` for `reason` (no mirror runs any
+/// more), as the API server accepts it for a Job of another manager:
+/// `FailureTarget` before `Failed`, no active, ready or terminating Pods, a
+/// `startTime` (now, if it never started), no `completionTime`.
+pub fn failed(shown: &Value, reason: &str, message: &str, now: &str) -> Value {
+    let mut status = after_suspension(shown)
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    status.remove("completionTime");
+    status
+        .entry("startTime")
+        .or_insert_with(|| Value::from(now));
+    let mut conditions: Vec<Value> = status
+        .get("conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|c| {
+            !matches!(
+                c.get("type").and_then(Value::as_str),
+                Some("FailureTarget" | "Failed" | "SuccessCriteriaMet" | "Complete")
+            )
+        })
+        .cloned()
+        .collect();
+    for type_ in ["FailureTarget", "Failed"] {
+        conditions.push(serde_json::json!({
+            "type": type_, "status": "True", "reason": reason, "message": message,
+            "lastProbeTime": now, "lastTransitionTime": now,
+        }));
+    }
+    status.insert("conditions".into(), Value::Array(conditions));
+    Value::Object(status)
+}
+
 /// Whether the manager Job's status differs from `desired` in a copied field.
 pub fn differs(current: Option<&JobStatus>, desired: &Value) -> bool {
     let current = current
@@ -148,6 +191,30 @@ mod tests {
         );
         assert_eq!(status["active"], 2);
         assert_eq!(reconciled(None, &restarted), restarted);
+    }
+
+    #[test]
+    fn a_failed_status_follows_the_api_servers_rules_for_a_foreign_manager() {
+        let running = json!({
+            "active": 2, "ready": 1, "succeeded": 1, "startTime": "2026-11-22T10:00:00Z",
+            "conditions": [{"type": "Suspended", "status": "False"}],
+        });
+        let status = failed(&running, "RemoteJobLost", "lost 3 times", "2026-11-22T11:00:00Z");
+        assert_eq!((status["active"].as_i64(), status["ready"].as_i64()), (Some(0), Some(0)));
+        assert_eq!(status["startTime"], "2026-11-22T10:00:00Z", "a start time is kept");
+        assert_eq!(status["succeeded"], 1);
+        let types: Vec<&str> = status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(types, ["Suspended", "FailureTarget", "Failed"]);
+        assert_eq!(status["conditions"][2]["reason"], "RemoteJobLost");
+
+        let never_started = failed(&json!({}), "RemoteRejected", "invalid", "2026-11-22T11:00:00Z");
+        assert_eq!(never_started["startTime"], "2026-11-22T11:00:00Z");
+        assert!(never_started.get("completionTime").is_none());
     }
 
     #[test]

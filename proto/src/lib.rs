@@ -11,6 +11,7 @@ pub mod v1 {
 }
 
 pub mod duration;
+pub mod rejection;
 pub mod wire;
 
 #[cfg(test)]

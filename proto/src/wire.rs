@@ -34,3 +34,22 @@ pub const DEACTIVATED_ANNOTATION: &str = "jobrelay.dev/deactivated-at";
 /// Annotation on mirror Jobs: the owner of the manager Job (`CronJob/<name>`),
 /// kept as a record since owner references do not cross clusters.
 pub const OWNER_ANNOTATION: &str = "jobrelay.dev/manager-owner";
+
+/// Annotation on a manager Job: how many of its mirrors were lost behind
+/// jobrelay's back; at `mirrorLostLimit` the Job ends `Failed`.
+pub const MIRRORS_LOST_ANNOTATION: &str = "jobrelay.dev/mirrors-lost";
+
+/// Annotation on a manager Job: the worker UID of the last lost mirror, so a
+/// loss reported twice (after a reconnect) is counted once.
+pub const LAST_LOST_MIRROR_ANNOTATION: &str = "jobrelay.dev/last-lost-mirror";
+
+/// Annotation on a manager Job its worker refused for a reason that can clear:
+/// the reason, cluster and message, while the agent retries with backoff.
+pub const DISPATCH_WAITING_ANNOTATION: &str = "jobrelay.dev/dispatch-waiting";
+
+/// Condition reason of a manager Job that failed because its mirrors were
+/// lost `mirrorLostLimit` times.
+pub const REMOTE_JOB_LOST: &str = "RemoteJobLost";
+
+/// Condition reason of a manager Job whose worker refused it for good.
+pub const REMOTE_REJECTED: &str = "RemoteRejected";

@@ -27,10 +27,16 @@ pub struct Args {
     #[arg(long, env = "JOBRELAY_CONFIG")]
     pub config: Option<std::path::PathBuf>,
 
-    /// How long a Pod of a deleted mirror may outlive its Job before the agent
-    /// deletes it itself (e.g. Pods orphaned by an earlier delete).
+    /// How long a Pod of a deleted or lost mirror may outlive its Job (or a
+    /// Pod of a live mirror go unowned by it) before the agent deletes it.
     #[arg(long, env = "JOBRELAY_ORPHAN_POD_GRACE", default_value = "10s", value_parser = jobrelay_proto::duration::parse)]
     pub orphan_pod_grace: Duration,
+
+    /// The longest wait between two tries of a mirror the worker refused for
+    /// a reason that can clear (namespace missing, quota, webhook denial, API
+    /// server trouble); tries start 1s apart and double, with jitter.
+    #[arg(long, env = "JOBRELAY_APPLY_RETRY_MAX_DELAY", default_value = "5m", value_parser = jobrelay_proto::duration::parse)]
+    pub apply_retry_max_delay: Duration,
 
     /// How often everything of this origin that the manager does not want is
     /// looked for and deleted (also done on every DesiredSet).

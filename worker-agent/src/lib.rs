@@ -4,6 +4,7 @@
 pub mod budget;
 pub mod cli;
 pub mod config;
+pub mod lost;
 pub mod mirrors;
 pub mod report;
 pub mod session;
@@ -26,7 +27,7 @@ use tracing::info;
 
 use crate::cli::Args;
 use crate::config::Config;
-use crate::mirrors::Mirrors;
+use crate::mirrors::{Mirrors, Pacing};
 use crate::session::{Agent, Dial};
 
 /// How often the agent checks that its own API server answers.
@@ -106,8 +107,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         mirrors: Mirrors::new(
             client,
             args.origin.clone(),
-            args.orphan_pod_grace,
-            args.deletions_per_second,
+            Pacing {
+                orphan_pod_grace: args.orphan_pod_grace,
+                deletions_per_second: args.deletions_per_second,
+                apply_retry_max: args.apply_retry_max_delay,
+            },
             jobs,
             pods,
         ),

@@ -41,28 +41,42 @@ pub fn revision_of(job: &Job) -> u64 {
         .unwrap_or(0)
 }
 
-/// What to do about an API error from applying a mirror.
+/// Why an apply did not take.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApplyFailure {
-    /// Final for this revision: tell the manager.
-    Rejected(RejectReason, String),
-    /// Passing (overload, timeout, server error): try again later.
-    Retry(String),
+    /// The worker refused it; [`RejectReason::is_permanent`] says whether
+    /// that can clear by itself.
+    Refused(RejectReason, String),
+    /// Something of jobrelay's own must settle first (an older mirror of the
+    /// same name is still going): try again on the next pass, tell no one.
+    Wait(String),
 }
 
+/// The refusal an API error from applying a mirror stands for.
 pub fn apply_failure(error: &kube::Error) -> ApplyFailure {
     let kube::Error::Api(status) = error else {
-        return ApplyFailure::Retry(error.to_string());
+        return ApplyFailure::Refused(RejectReason::Unavailable, error.to_string());
     };
     let message = status.message.clone();
-    match status.code {
-        404 if message.contains("namespaces") => {
-            ApplyFailure::Rejected(RejectReason::NamespaceMissing, message)
+    let reason = refusal_reason(status.code, &status.reason, &message);
+    ApplyFailure::Refused(reason, message)
+}
+
+/// Classifies an API server's answer by its code, reason and message.
+pub fn refusal_reason(code: u16, reason: &str, message: &str) -> RejectReason {
+    if message.contains("admission webhook") && message.contains("denied the request") {
+        return RejectReason::WebhookDenied;
+    }
+    match code {
+        404 if message.contains("namespaces") => RejectReason::NamespaceMissing,
+        403 if message.contains("because it is being terminated") => {
+            RejectReason::NamespaceTerminating
         }
-        400 | 422 => ApplyFailure::Rejected(RejectReason::Invalid, message),
-        401 | 403 => ApplyFailure::Rejected(RejectReason::Forbidden, message),
-        409 | 429 | 500..=599 => ApplyFailure::Retry(message),
-        _ => ApplyFailure::Rejected(RejectReason::Other, message),
+        403 if message.contains("exceeded quota") => RejectReason::QuotaExceeded,
+        401 | 403 => RejectReason::Forbidden,
+        400 | 422 if reason != "Timeout" => RejectReason::Invalid,
+        408 | 409 | 429 | 500..=599 => RejectReason::Unavailable,
+        _ => RejectReason::Other,
     }
 }
 
@@ -100,30 +114,56 @@ mod tests {
         ))
     }
 
+    fn reason(code: u16, message: &str) -> RejectReason {
+        let ApplyFailure::Refused(reason, text) = apply_failure(&api_error(code, message)) else {
+            panic!("not a refusal");
+        };
+        assert_eq!(text, message, "the worker's message is kept");
+        reason
+    }
+
     #[test]
-    fn final_refusals_are_reported_and_passing_trouble_is_retried() {
-        assert_eq!(
-            apply_failure(&api_error(404, "namespaces \"ml\" not found")),
-            ApplyFailure::Rejected(
-                RejectReason::NamespaceMissing,
-                "namespaces \"ml\" not found".into()
-            )
-        );
+    fn refusals_that_can_clear_are_told_apart_from_final_ones() {
+        use RejectReason::*;
+        let cases = [
+            (404, "namespaces \"ml\" not found", NamespaceMissing),
+            (
+                403,
+                "jobs.batch \"a\" is forbidden: unable to create new content in namespace ml because it is being terminated",
+                NamespaceTerminating,
+            ),
+            (
+                403,
+                "jobs.batch \"a\" is forbidden: exceeded quota: jobs, requested: count/jobs.batch=1, used: count/jobs.batch=1, limited: count/jobs.batch=1",
+                QuotaExceeded,
+            ),
+            (
+                400,
+                "admission webhook \"policy.example.com\" denied the request: no GPUs on Sundays",
+                WebhookDenied,
+            ),
+            (403, "jobs.batch is forbidden: User \"agent\" cannot create", Forbidden),
+            (429, "too many requests", Unavailable),
+            (503, "unavailable", Unavailable),
+            (500, "etcdserver: request timed out", Unavailable),
+            (422, "Job.batch \"a\" is invalid: spec.template: Invalid value", Invalid),
+            (405, "method not allowed", Other),
+        ];
+        for (code, message, want) in cases {
+            assert_eq!(reason(code, message), want, "{code} {message}");
+        }
+        for transient in [NamespaceMissing, NamespaceTerminating, QuotaExceeded, WebhookDenied, Forbidden, Unavailable, Other] {
+            assert!(!transient.is_permanent(), "{transient:?}");
+        }
+        assert!(Invalid.is_permanent());
+    }
+
+    #[test]
+    fn a_request_that_never_got_an_answer_is_unavailable() {
+        let error = kube::Error::Service("connection reset".into());
         assert!(matches!(
-            apply_failure(&api_error(422, "spec.template: Invalid")),
-            ApplyFailure::Rejected(RejectReason::Invalid, _)
-        ));
-        assert!(matches!(
-            apply_failure(&api_error(403, "forbidden")),
-            ApplyFailure::Rejected(RejectReason::Forbidden, _)
-        ));
-        assert!(matches!(
-            apply_failure(&api_error(503, "unavailable")),
-            ApplyFailure::Retry(_)
-        ));
-        assert!(matches!(
-            apply_failure(&api_error(429, "slow down")),
-            ApplyFailure::Retry(_)
+            apply_failure(&error),
+            ApplyFailure::Refused(RejectReason::Unavailable, _)
         ));
     }
 }

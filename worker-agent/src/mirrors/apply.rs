@@ -1,0 +1,197 @@
+//! Applying mirrors: create (or update to a newer revision) the Job the
+//! manager sent, never touching a same-named Job that is not this origin's.
+//! A refusal that can clear by itself (`RejectReason::is_permanent` says
+//! which) is retried with capped exponential backoff and jitter, and the
+//! manager is told whenever its reason changes; a permanent one is reported
+//! once.
+
+use std::time::Instant;
+
+use backon::{BackoffBuilder, ExponentialBackoff};
+use jobrelay_proto::v1::{AgentMessage, ApplyMirror, ApplyRejected, RejectReason, agent_message::Kind};
+use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL};
+use k8s_openapi::api::batch::v1::Job;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use tracing::{debug, info, warn};
+
+use super::{FIELD_MANAGER, Mirrors, agent_message, concurrently};
+use crate::report::{ApplyFailure, apply_failure, revision_of};
+
+/// An apply not yet taken by the worker.
+pub(super) struct Pending {
+    pub apply: ApplyMirror,
+    /// Not before then; `None`: at the next pass.
+    not_before: Option<Instant>,
+    /// Set once the worker refused it for a reason that can clear.
+    retry: Option<Retry>,
+}
+
+struct Retry {
+    delays: ExponentialBackoff,
+    /// The reason last reported to the manager.
+    reason: RejectReason,
+}
+
+impl Mirrors {
+    /// Takes the manager's applies (each replaces a waiting one of its
+    /// mirror, backoff included) and applies every one that is due.
+    pub async fn apply_all(&mut self, applies: Vec<ApplyMirror>, out: &mut Vec<AgentMessage>) {
+        for apply in applies {
+            let uid = apply.origin_uid.clone();
+            if let Some(desired) = &mut self.desired {
+                desired.insert(uid.clone());
+            }
+            let pending = Pending {
+                apply,
+                not_before: None,
+                retry: None,
+            };
+            self.pending.insert(uid, pending);
+        }
+        self.apply_due(out).await;
+    }
+
+    /// Applies, up to [`super::REQUEST_CONCURRENCY`] at once, every waiting
+    /// apply that is due and whose previous mirror is gone; reports refusals.
+    pub(super) async fn apply_due(&mut self, out: &mut Vec<AgentMessage>) {
+        let now = Instant::now();
+        let due: Vec<ApplyMirror> = self
+            .pending
+            .iter()
+            .filter(|(uid, p)| {
+                !self.deleting.contains_key(*uid) && p.not_before.is_none_or(|at| at <= now)
+            })
+            .map(|(_, p)| p.apply.clone())
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        let this = &*self;
+        let results = concurrently(due.into_iter().map(|apply| async move {
+            let result = this.try_apply(&apply).await;
+            (apply, result)
+        }))
+        .await;
+        for (apply, result) in results {
+            let uid = apply.origin_uid.clone();
+            match result {
+                Ok(()) => {
+                    self.pending.remove(&uid);
+                }
+                Err(ApplyFailure::Wait(message)) => {
+                    debug!(%uid, %message, "apply waits");
+                }
+                Err(ApplyFailure::Refused(reason, message)) if reason.is_permanent() => {
+                    warn!(%uid, reason = reason.as_str_name(), %message, "apply refused for good");
+                    self.pending.remove(&uid);
+                    out.push(refusal(&apply, reason, message, None));
+                }
+                Err(ApplyFailure::Refused(reason, message)) => {
+                    let Some(pending) = self.pending.get_mut(&uid) else {
+                        continue;
+                    };
+                    let builder = self.apply_retry;
+                    let retry = pending.retry.get_or_insert_with(|| Retry {
+                        delays: builder.build(),
+                        reason: RejectReason::Unspecified,
+                    });
+                    let delay = retry.delays.next().unwrap_or(self.apply_retry_max);
+                    pending.not_before = Some(now + delay);
+                    if retry.reason == reason {
+                        debug!(%uid, reason = reason.as_str_name(), %message, retry_in = ?delay, "apply refused again");
+                        continue;
+                    }
+                    retry.reason = reason;
+                    warn!(%uid, reason = reason.as_str_name(), %message, retry_in = ?delay, "apply refused; retrying with backoff");
+                    out.push(refusal(&apply, reason, message, Some(delay)));
+                }
+            }
+        }
+    }
+
+    async fn try_apply(&self, apply: &ApplyMirror) -> Result<(), ApplyFailure> {
+        let rejected = |reason, message: String| Err(ApplyFailure::Refused(reason, message));
+        let job: Job = match serde_json::from_slice(&apply.job) {
+            Ok(job) => job,
+            Err(e) => return rejected(RejectReason::Invalid, format!("unreadable Job: {e}")),
+        };
+        let labels = job.metadata.labels.clone().unwrap_or_default();
+        if labels.get(ORIGIN_LABEL) != Some(&self.origin)
+            || labels.get(ORIGIN_UID_LABEL) != Some(&apply.origin_uid)
+        {
+            return rejected(
+                RejectReason::Invalid,
+                format!(
+                    "the Job does not carry {ORIGIN_LABEL}={} and {ORIGIN_UID_LABEL}={}",
+                    self.origin, apply.origin_uid
+                ),
+            );
+        }
+        let (Some(namespace), name) = (job.namespace(), job.name_any()) else {
+            return rejected(RejectReason::Invalid, "the Job has no namespace".into());
+        };
+        let api: Api<Job> = Api::namespaced(self.client.clone(), &namespace);
+        let create = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        let existing = match api.create(&create, &job).await {
+            Ok(_) => {
+                info!(uid = %apply.origin_uid, %namespace, %name, revision = apply.revision, "mirror created");
+                return Ok(());
+            }
+            Err(kube::Error::Api(s)) if s.is_already_exists() => match api.get_opt(&name).await {
+                Ok(Some(existing)) => existing,
+                Ok(None) => {
+                    return Err(ApplyFailure::Wait(
+                        "the existing Job vanished; trying again".into(),
+                    ));
+                }
+                Err(e) => return Err(apply_failure(&e)),
+            },
+            Err(e) => return Err(apply_failure(&e)),
+        };
+        let existing_labels = existing.metadata.labels.clone().unwrap_or_default();
+        if existing_labels.get(ORIGIN_LABEL) != Some(&self.origin) {
+            return rejected(
+                RejectReason::Conflict,
+                format!(
+                    "Job {namespace}/{name} already exists on this cluster and was not created by jobrelay for origin {} (no matching {ORIGIN_LABEL} label); it is left untouched",
+                    self.origin
+                ),
+            );
+        }
+        if existing_labels.get(ORIGIN_UID_LABEL) != Some(&apply.origin_uid)
+            || existing.metadata.deletion_timestamp.is_some()
+        {
+            return Err(ApplyFailure::Wait(format!(
+                "an older mirror of {namespace}/{name} is still being deleted"
+            )));
+        }
+        if revision_of(&existing) >= apply.revision {
+            return Ok(());
+        }
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        api.patch(&name, &params, &Patch::Apply(&job))
+            .await
+            .map_err(|e| apply_failure(&e))?;
+        info!(uid = %apply.origin_uid, %namespace, %name, revision = apply.revision, "mirror updated");
+        Ok(())
+    }
+}
+
+fn refusal(
+    apply: &ApplyMirror,
+    reason: RejectReason,
+    message: String,
+    retry_in: Option<std::time::Duration>,
+) -> AgentMessage {
+    agent_message(Kind::ApplyRejected(ApplyRejected {
+        origin_uid: apply.origin_uid.clone(),
+        revision: apply.revision,
+        reason: reason as i32,
+        message,
+        retry_in: retry_in.and_then(|d| prost_types::Duration::try_from(d).ok()),
+    }))
+}

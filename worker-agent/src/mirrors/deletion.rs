@@ -1,0 +1,252 @@
+//! Deleting a mirror: its Job with Background propagation and a UID
+//! precondition, then any Pod that outlived its Job past the orphan grace,
+//! and `MirrorGone` only once the API server shows neither the Job nor a Pod
+//! of its origin UID — Terminating ones count as existing.
+
+use std::time::{Duration, Instant};
+
+use jobrelay_proto::v1::{AgentMessage, DeleteMirror, MirrorGone, MirrorLost, agent_message::Kind};
+use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams, Preconditions, PropagationPolicy};
+use kube::{Resource, ResourceExt};
+use tracing::{info, warn};
+
+use super::{Held, Mirrors, agent_message, concurrently};
+
+/// How often a delete that has not taken effect is sent again.
+const DELETE_RETRY: Duration = Duration::from_secs(5);
+/// Deletions in flight above which progress is logged.
+const BACKLOG: usize = 100;
+/// How often progress on a backlog is logged.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// A mirror being deleted.
+#[derive(Debug)]
+pub(super) struct Deletion {
+    pub namespace: String,
+    pub name: String,
+    /// When the agent first saw no Job of this origin UID.
+    job_gone_since: Option<Instant>,
+    last_delete: Option<Instant>,
+    pods_deleted: u32,
+    /// Set when the mirror was lost behind jobrelay's back, not deleted at
+    /// the manager's request.
+    pub lost: Option<Lost>,
+}
+
+/// What the agent tells the manager of a lost mirror.
+#[derive(Debug)]
+pub(super) struct Lost {
+    pub mirror_uid: Option<String>,
+    pub observed: String,
+    /// Sent to the manager in the current session.
+    pub reported: bool,
+}
+
+impl Mirrors {
+    /// Starts deleting a mirror at the manager's request.
+    pub fn delete(&mut self, delete: DeleteMirror) {
+        if let Some(desired) = &mut self.desired {
+            desired.remove(&delete.origin_uid);
+        }
+        self.pending.remove(&delete.origin_uid);
+        info!(uid = %delete.origin_uid, namespace = %delete.namespace, name = %delete.name, reason = delete.reason().as_str_name(), "deleting mirror");
+        self.begin_delete(delete.origin_uid, delete.namespace, delete.name);
+    }
+
+    pub(super) fn begin_delete(&mut self, uid: String, namespace: String, name: String) {
+        self.begin(uid, namespace, name, None);
+    }
+
+    /// Starts deleting what is left of a mirror lost behind jobrelay's back;
+    /// the manager is told (again after each reconnect) until it is gone.
+    pub(super) fn begin_lost(&mut self, uid: String, namespace: String, name: String, lost: Lost) {
+        self.begin(uid, namespace, name, Some(lost));
+    }
+
+    fn begin(&mut self, uid: String, namespace: String, name: String, lost: Option<Lost>) {
+        self.deleting.entry(uid).or_insert(Deletion {
+            namespace,
+            name,
+            job_gone_since: None,
+            last_delete: None,
+            pods_deleted: 0,
+            lost,
+        });
+    }
+
+    /// Tells the manager of every lost mirror it has not heard of in this
+    /// session.
+    pub(super) fn report_lost(&mut self, out: &mut Vec<AgentMessage>) {
+        for (uid, deletion) in &mut self.deleting {
+            let Some(lost) = deletion.lost.as_mut().filter(|l| !l.reported) else {
+                continue;
+            };
+            lost.reported = true;
+            out.push(agent_message(Kind::MirrorLost(MirrorLost {
+                origin_uid: uid.clone(),
+                mirror_uid: lost.mirror_uid.clone().unwrap_or_default(),
+                observed: lost.observed.clone(),
+            })));
+        }
+    }
+
+    pub(super) async fn drive_deletions(&mut self, held: &Held, out: &mut Vec<AgentMessage>) {
+        let now = Instant::now();
+        let (jobs, pods) = (&held.jobs, &held.pods);
+        // First decide, then send everything decided at once.
+        let mut job_deletes = Vec::new();
+        let mut pod_deletes = Vec::new();
+        let mut gone = Vec::new();
+        for (uid, deletion) in &mut self.deleting {
+            let live_jobs = jobs.get(uid).map(Vec::as_slice).unwrap_or_default();
+            let live_pods = pods.get(uid).map(Vec::as_slice).unwrap_or_default();
+            if live_jobs.is_empty() {
+                deletion.job_gone_since.get_or_insert(now);
+            } else if deletion
+                .last_delete
+                .is_none_or(|at| now - at >= DELETE_RETRY)
+            {
+                let due: Vec<_> = live_jobs
+                    .iter()
+                    .filter(|j| j.metadata.deletion_timestamp.is_none())
+                    .cloned()
+                    .collect();
+                if self.budget.try_take_n(due.len()) {
+                    deletion.last_delete = Some(now);
+                    job_deletes.extend(due);
+                }
+            }
+            if let Some(since) = deletion.job_gone_since
+                && now - since >= self.orphan_pod_grace
+            {
+                for pod in live_pods
+                    .iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                {
+                    if !self.budget.try_take_n(1) {
+                        break;
+                    }
+                    info!(%uid, pod = %pod.name_any(), "Pod outlived its Job; deleting it");
+                    pod_deletes.push((uid.clone(), pod.clone()));
+                }
+            }
+            if live_jobs.is_empty() && live_pods.is_empty() {
+                gone.push(uid.clone());
+            }
+        }
+        let client = &self.client;
+        concurrently(
+            job_deletes
+                .iter()
+                .map(|job| delete_object::<Job>(client, job.as_ref())),
+        )
+        .await;
+        let deleted_pods = concurrently(pod_deletes.into_iter().map(|(uid, pod)| async move {
+            delete_object::<Pod>(client, pod.as_ref())
+                .await
+                .then_some(uid)
+        }))
+        .await;
+        for uid in deleted_pods.into_iter().flatten() {
+            if let Some(deletion) = self.deleting.get_mut(&uid) {
+                deletion.pods_deleted += 1;
+            }
+        }
+        // The caches said so; the API server must say so too.
+        let this = &*self;
+        let confirmed = concurrently(gone.into_iter().map(|uid| async move {
+            let confirmed = this.confirm_gone(&uid).await;
+            (uid, confirmed)
+        }))
+        .await;
+        for (uid, confirmed) in confirmed {
+            match confirmed {
+                Ok(true) => {
+                    let Some(deletion) = self.deleting.remove(&uid) else {
+                        continue;
+                    };
+                    info!(%uid, namespace = %deletion.namespace, name = %deletion.name, pods_deleted = deletion.pods_deleted, "mirror and every Pod gone");
+                    self.sent.remove(&uid);
+                    self.seen.remove(&uid);
+                    self.confirmed_gone += 1;
+                    out.push(agent_message(Kind::MirrorGone(MirrorGone {
+                        origin_uid: uid,
+                        pods_deleted: deletion.pods_deleted,
+                    })));
+                }
+                Ok(false) => {}
+                Err(error) => warn!(%uid, %error, "could not confirm the mirror gone"),
+            }
+        }
+    }
+
+    pub(super) fn log_progress(&mut self) {
+        if self.deleting.len() <= BACKLOG
+            || self
+                .progress_logged
+                .is_some_and(|at| at.elapsed() < PROGRESS_EVERY)
+        {
+            return;
+        }
+        self.progress_logged = Some(Instant::now());
+        info!(
+            in_progress = self.deleting.len(),
+            gone_so_far = self.confirmed_gone,
+            "deletions: working off a backlog"
+        );
+    }
+
+    async fn confirm_gone(&self, uid: &str) -> Result<bool, kube::Error> {
+        let selector = ListParams::default()
+            .labels(&format!(
+                "{ORIGIN_LABEL}={},{ORIGIN_UID_LABEL}={uid}",
+                self.origin
+            ))
+            .limit(1);
+        let jobs = Api::<Job>::all(self.client.clone())
+            .list_metadata(&selector)
+            .await?;
+        if !jobs.items.is_empty() {
+            return Ok(false);
+        }
+        let pods = Api::<Pod>::all(self.client.clone())
+            .list_metadata(&selector)
+            .await?;
+        Ok(pods.items.is_empty())
+    }}
+
+
+/// Deletes one object with Background propagation and a UID precondition.
+/// Returns whether this call deleted it.
+pub(super) async fn delete_object<K>(client: &kube::Client, object: &K) -> bool
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let (Some(namespace), name) = (object.meta().namespace.clone(), object.name_any()) else {
+        return false;
+    };
+    let api: Api<K> = Api::namespaced(client.clone(), &namespace);
+    let params = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        preconditions: Some(Preconditions {
+            uid: object.meta().uid.clone(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match api.delete(&name, &params).await {
+        Ok(_) => true,
+        Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => false,
+        Err(error) => {
+            warn!(%namespace, %name, %error, "delete failed; will retry");
+            false
+        }
+    }
+}
+

@@ -1,0 +1,107 @@
+//! Noticing, on every pass the watches trigger, desired mirrors that were
+//! removed behind jobrelay's back and Pods their live mirror does not own
+//! (the judgement itself is [`crate::lost::judge`]).
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use tracing::{info, warn};
+
+use super::deletion::{Lost, delete_object};
+use super::{Held, Mirrors, concurrently};
+use crate::lost::{JobSeen, PodSeen, Verdict, judge};
+
+impl Mirrors {
+    /// Judges every desired mirror the agent is not deleting itself: a lost
+    /// one is deleted Pods-first and reported; stray Pods are deleted once
+    /// they outlived the orphan grace.
+    pub(super) async fn notice_losses(&mut self, held: &Held) {
+        let Some(desired) = &self.desired else {
+            return;
+        };
+        let now = Instant::now();
+        let mut lost = Vec::new();
+        let mut strays: HashMap<String, Instant> = HashMap::new();
+        let mut due = Vec::new();
+        for uid in desired {
+            if self.deleting.contains_key(uid) {
+                continue;
+            }
+            let jobs = held.jobs.get(uid).map(Vec::as_slice).unwrap_or_default();
+            let pods = held.pods.get(uid).map(Vec::as_slice).unwrap_or_default();
+            let jobs_seen: Vec<JobSeen> = jobs
+                .iter()
+                .map(|j| JobSeen {
+                    uid: j.uid().unwrap_or_default(),
+                    deleting: j.metadata.deletion_timestamp.is_some(),
+                })
+                .collect();
+            let pods_seen: Vec<PodSeen> = pods.iter().map(|p| pod_seen(p)).collect();
+            match judge(&jobs_seen, &pods_seen, self.seen.get(uid).map(String::as_str)) {
+                Verdict::Intact { live } => {
+                    if let Some(live) = live {
+                        self.seen.insert(uid.clone(), live);
+                    }
+                }
+                Verdict::Strays { live, pods: stray } => {
+                    self.seen.insert(uid.clone(), live);
+                    for pod in pods.iter().filter(|p| {
+                        p.metadata.deletion_timestamp.is_none()
+                            && stray.contains(&p.uid().unwrap_or_default())
+                    }) {
+                        let pod_uid = pod.uid().unwrap_or_default();
+                        let since = *self.strays.get(&pod_uid).unwrap_or(&now);
+                        strays.insert(pod_uid, since);
+                        if now - since >= self.orphan_pod_grace && self.budget.try_take_n(1) {
+                            due.push((uid.clone(), std::sync::Arc::clone(pod)));
+                        }
+                    }
+                }
+                Verdict::Lost {
+                    mirror_uid,
+                    observed,
+                } => {
+                    let (namespace, name) = jobs
+                        .first()
+                        .map(|j| (j.namespace().unwrap_or_default(), j.name_any()))
+                        .or_else(|| pods.first().map(|p| (p.namespace().unwrap_or_default(), String::new())))
+                        .unwrap_or_default();
+                    lost.push((uid.clone(), namespace, name, mirror_uid, observed));
+                }
+            }
+        }
+        // Strays no longer seen are forgotten, so the map holds only live ones.
+        self.strays = strays;
+        for (uid, namespace, name, mirror_uid, observed) in lost {
+            warn!(%uid, %namespace, %name, mirror_uid = mirror_uid.as_deref().unwrap_or(""), %observed, "mirror lost behind jobrelay's back; deleting what is left of it");
+            self.seen.remove(&uid);
+            let lost = Lost {
+                mirror_uid,
+                observed,
+                reported: false,
+            };
+            self.begin_lost(uid, namespace, name, lost);
+        }
+        let client = &self.client;
+        concurrently(due.into_iter().map(|(uid, pod)| async move {
+            if delete_object::<Pod>(client, pod.as_ref()).await {
+                info!(%uid, pod = %pod.name_any(), "Pod not owned by its live mirror outlived the grace; deleted");
+            }
+        }))
+        .await;
+    }
+}
+
+fn pod_seen(pod: &Pod) -> PodSeen {
+    PodSeen {
+        uid: pod.uid().unwrap_or_default(),
+        owner: pod
+            .owner_references()
+            .iter()
+            .find(|o| o.controller == Some(true) && o.kind == "Job")
+            .map(|o| o.uid.clone()),
+        deleting: pod.metadata.deletion_timestamp.is_some(),
+    }
+}

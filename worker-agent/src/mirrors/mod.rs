@@ -1,0 +1,303 @@
+//! The mirrors of one worker cluster: applying them (`apply`), reporting
+//! their status, deleting them with Background propagation and confirming
+//! every Pod gone (`deletion`), noticing mirrors lost behind jobrelay's back
+//! (`losses`), and sweeping what the manager no longer wants (`orphans`).
+//!
+//! The agent sees only objects carrying its manager's `jobrelay.dev/origin`
+//! label (its watches select on it), and never touches anything else: a
+//! same-named Job without that label is a conflict, reported and left alone.
+
+mod apply;
+mod deletion;
+mod losses;
+mod orphans;
+
+pub use orphans::{HeldMirror, orphans};
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use backon::ExponentialBuilder;
+use futures::StreamExt;
+use jobrelay_proto::v1::{AgentMessage, InventoryEntry, MirrorPhase, MirrorStatus, agent_message::Kind};
+use jobrelay_proto::wire::ORIGIN_UID_LABEL;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::reflector::Store;
+use kube::{Resource, ResourceExt};
+
+use crate::budget::Budget;
+use crate::report::{phase_of, revision_of};
+use apply::Pending;
+use deletion::Deletion;
+
+/// Field manager of everything the agent writes.
+pub const FIELD_MANAGER: &str = "jobrelay-agent";
+
+/// Requests (applies, deletes, confirmations) sent to the API server at once.
+const REQUEST_CONCURRENCY: usize = 16;
+
+/// How the agent paces what it does on its own.
+#[derive(Debug, Clone, Copy)]
+pub struct Pacing {
+    /// How long a Pod may outlive its mirror (or be owned by none of the
+    /// live one) before the agent deletes it.
+    pub orphan_pod_grace: Duration,
+    /// Deletions sent per second at most.
+    pub deletions_per_second: u32,
+    /// The longest wait between two tries of an apply the worker refused for
+    /// a reason that can clear.
+    pub apply_retry_max: Duration,
+}
+
+/// The Jobs and Pods of this origin, by origin UID, as the caches show them
+/// at the start of a pass.
+pub(crate) struct Held {
+    jobs: HashMap<String, Vec<Arc<Job>>>,
+    pods: HashMap<String, Vec<Arc<Pod>>>,
+}
+
+/// The last status sent for a mirror, and the Job's resourceVersion it was
+/// read from (unchanged, and with as many Pods, nothing else can have).
+#[derive(Debug)]
+struct Sent {
+    resource_version: Option<String>,
+    report: Report,
+}
+
+/// What a MirrorStatus says; one is sent only when it differs.
+#[derive(Debug, PartialEq)]
+struct Report {
+    revision: u64,
+    phase: MirrorPhase,
+    status: Vec<u8>,
+    pods: u32,
+}
+
+
+pub struct Mirrors {
+    client: kube::Client,
+    origin: String,
+    orphan_pod_grace: Duration,
+    jobs: Store<Job>,
+    pods: Store<Pod>,
+    /// Origin UIDs the manager wants here (DesiredSet, then applies and deletes).
+    desired: Option<HashSet<String>>,
+    deleting: HashMap<String, Deletion>,
+    /// Applies not taken yet: an older mirror of that name is still going,
+    /// or the worker refused them for a reason that can clear.
+    pending: HashMap<String, Pending>,
+    sent: HashMap<String, Sent>,
+    /// UID of the live mirror Job last seen for each origin UID, so one that
+    /// disappears is known to be lost.
+    seen: HashMap<String, String>,
+    /// Pods not owned by their live mirror, by Pod UID: since when.
+    strays: HashMap<String, Instant>,
+    budget: Budget,
+    apply_retry: ExponentialBuilder,
+    apply_retry_max: Duration,
+    /// Mirrors confirmed gone since start, and when progress was last logged.
+    confirmed_gone: u64,
+    progress_logged: Option<Instant>,
+}
+
+impl Mirrors {
+    pub fn new(
+        client: kube::Client,
+        origin: String,
+        pacing: Pacing,
+        jobs: Store<Job>,
+        pods: Store<Pod>,
+    ) -> Self {
+        Mirrors {
+            client,
+            origin,
+            orphan_pod_grace: pacing.orphan_pod_grace,
+            jobs,
+            pods,
+            desired: None,
+            deleting: HashMap::new(),
+            pending: HashMap::new(),
+            sent: HashMap::new(),
+            seen: HashMap::new(),
+            strays: HashMap::new(),
+            budget: Budget::per_second(pacing.deletions_per_second),
+            apply_retry: ExponentialBuilder::default()
+                .with_min_delay(Duration::from_secs(1))
+                .with_max_delay(pacing.apply_retry_max)
+                .with_jitter()
+                .without_max_times(),
+            apply_retry_max: pacing.apply_retry_max,
+            confirmed_gone: 0,
+            progress_logged: None,
+        }
+    }
+
+    /// Waits until both watches have listed everything once.
+    pub async fn wait_ready(&self) {
+        let _ = self.jobs.wait_until_ready().await;
+        let _ = self.pods.wait_until_ready().await;
+    }
+
+    /// A new session: what was sent before must be sent again (lost mirrors
+    /// included), and the manager's DesiredSet is awaited before anything is
+    /// swept.
+    pub fn new_session(&mut self) {
+        self.sent.clear();
+        self.desired = None;
+        for lost in self.deleting.values_mut().filter_map(|d| d.lost.as_mut()) {
+            lost.reported = false;
+        }
+    }
+
+    /// Every mirror found on the worker: Jobs of this origin, and origin UIDs
+    /// that only Pods still carry.
+    pub fn inventory(&self) -> Vec<InventoryEntry> {
+        let mut entries: HashMap<String, InventoryEntry> = HashMap::new();
+        for job in self.jobs.state() {
+            let Some(uid) = origin_uid(job.meta()) else {
+                continue;
+            };
+            entries.insert(
+                uid.clone(),
+                InventoryEntry {
+                    origin_uid: uid,
+                    revision: revision_of(&job),
+                    namespace: job.namespace().unwrap_or_default(),
+                    name: job.name_any(),
+                    phase: self.phase(&job) as i32,
+                },
+            );
+        }
+        for pod in self.pods.state() {
+            let Some(uid) = origin_uid(pod.meta()) else {
+                continue;
+            };
+            entries
+                .entry(uid.clone())
+                .or_insert_with(|| InventoryEntry {
+                    origin_uid: uid,
+                    revision: 0,
+                    namespace: pod.namespace().unwrap_or_default(),
+                    name: String::new(),
+                    phase: MirrorPhase::Deleting as i32,
+                });
+        }
+        entries.into_values().collect()
+    }
+
+    fn phase(&self, job: &Job) -> MirrorPhase {
+        match origin_uid(job.meta()) {
+            Some(uid) if self.deleting.contains_key(&uid) => MirrorPhase::Deleting,
+            _ => phase_of(job),
+        }
+    }
+
+    /// The manager's complete list: anything else of this origin goes.
+    pub fn set_desired(&mut self, desired: impl IntoIterator<Item = String>) {
+        self.desired = Some(desired.into_iter().collect());
+        self.sweep_orphans();
+    }
+
+    /// Moves everything forward: lost mirrors, deletions (and their
+    /// confirmation), waiting applies, and status changes. Messages for the
+    /// manager go to `out`.
+    pub async fn sync(&mut self, out: &mut Vec<AgentMessage>) {
+        let held = Held {
+            jobs: by_origin_uid(self.jobs.state()),
+            pods: by_origin_uid(self.pods.state()),
+        };
+        self.notice_losses(&held).await;
+        self.report_lost(out);
+        self.drive_deletions(&held, out).await;
+        self.log_progress();
+        self.apply_due(out).await;
+        self.report_status(&held, out);
+    }
+
+    fn report_status(&mut self, held: &Held, out: &mut Vec<AgentMessage>) {
+        let pods = &held.pods;
+        for job in self.jobs.state() {
+            let Some(uid) = origin_uid(job.meta()) else {
+                continue;
+            };
+            if self.deleting.contains_key(&uid) {
+                continue;
+            }
+            let pod_count = pods.get(&uid).map_or(0, |p| p.len() as u32);
+            let previous = self.sent.get(&uid);
+            if previous.is_some_and(|sent| {
+                sent.resource_version == job.metadata.resource_version
+                    && sent.report.pods == pod_count
+            }) {
+                continue;
+            }
+            let report = Report {
+                revision: revision_of(&job),
+                phase: phase_of(&job),
+                status: job
+                    .status
+                    .as_ref()
+                    .and_then(|s| serde_json::to_vec(s).ok())
+                    .unwrap_or_default(),
+                pods: pod_count,
+            };
+            if previous.is_none_or(|sent| sent.report != report) {
+                out.push(agent_message(Kind::MirrorStatus(MirrorStatus {
+                    origin_uid: uid.clone(),
+                    revision: report.revision,
+                    phase: report.phase as i32,
+                    status: report.status.clone(),
+                    pods: report.pods,
+                })));
+            }
+            let resource_version = job.metadata.resource_version.clone();
+            self.sent.insert(
+                uid,
+                Sent {
+                    resource_version,
+                    report,
+                },
+            );
+        }
+    }
+
+    /// Counts the mirrors held at the moment it is called (for heartbeats).
+    pub fn held_counter(&self) -> impl Fn() -> u32 + Send + 'static {
+        let jobs = self.jobs.clone();
+        move || jobs.state().len() as u32
+    }
+}
+
+/// Runs the requests, [`REQUEST_CONCURRENCY`] at a time; their outputs in
+/// the order they finished.
+async fn concurrently<F: std::future::Future>(
+    requests: impl IntoIterator<Item = F>,
+) -> Vec<F::Output> {
+    futures::stream::iter(requests)
+        .buffer_unordered(REQUEST_CONCURRENCY)
+        .collect()
+        .await
+}
+
+pub fn agent_message(kind: Kind) -> AgentMessage {
+    AgentMessage { kind: Some(kind) }
+}
+
+fn origin_uid(meta: &kube::api::ObjectMeta) -> Option<String> {
+    meta.labels.as_ref()?.get(ORIGIN_UID_LABEL).cloned()
+}
+
+fn by_origin_uid<K: Resource>(
+    objects: Vec<std::sync::Arc<K>>,
+) -> HashMap<String, Vec<std::sync::Arc<K>>> {
+    let mut grouped: HashMap<String, Vec<std::sync::Arc<K>>> = HashMap::new();
+    for object in objects {
+        if let Some(uid) = origin_uid(object.meta()) {
+            grouped.entry(uid).or_default().push(object);
+        }
+    }
+    grouped
+}
+
