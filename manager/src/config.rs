@@ -221,13 +221,21 @@ mod tests {
         let err = Config::parse("c.yaml", "mirrorLostLimit: 0\n")
             .unwrap_err()
             .to_string();
-        assert!(err.contains("mirrorLostLimit") && err.contains('0'), "{err}");
+        assert!(
+            err.contains("mirrorLostLimit") && err.contains('0'),
+            "{err}"
+        );
         let err = Config::parse("c.yaml", "mirrorLostLimit: -2\n")
             .unwrap_err()
             .to_string();
-        assert!(err.contains("mirrorLostLimit") || err.contains("-2"), "{err}");
+        assert!(
+            err.contains("mirrorLostLimit") || err.contains("-2"),
+            "{err}"
+        );
         assert_eq!(
-            Config::parse("c.yaml", "mirrorLostLimit: 5\n").unwrap().mirror_lost_limit,
+            Config::parse("c.yaml", "mirrorLostLimit: 5\n")
+                .unwrap()
+                .mirror_lost_limit,
             5
         );
     }

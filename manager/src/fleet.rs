@@ -412,7 +412,13 @@ impl Fleet {
 
     /// Records a MirrorLost (a repeat of the same loss changes nothing);
     /// `None` for a mirror not wanted here.
-    pub fn record_lost(&self, cluster: &str, uid: &str, mirror_uid: &str, observed: &str) -> Option<()> {
+    pub fn record_lost(
+        &self,
+        cluster: &str,
+        uid: &str,
+        mirror_uid: &str,
+        observed: &str,
+    ) -> Option<()> {
         self.update(cluster, uid, |view| {
             if view.gone.is_some() {
                 // Already confirmed gone; nothing is left to wait for.
@@ -691,7 +697,11 @@ mod tests {
             Apply::InPlace,
             "once held, the refusal is history"
         );
-        assert_eq!(kinds(&mut rx), ["desired 0", "apply u1 r1"], "never resent by the manager");
+        assert_eq!(
+            kinds(&mut rx),
+            ["desired 0", "apply u1 r1"],
+            "never resent by the manager"
+        );
     }
 
     #[test]
@@ -701,14 +711,22 @@ mod tests {
         fleet.connect("w1", "test", &[], vec![], tx);
         fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
         fleet
-            .record_status("w1", "u1", 1, MirrorPhase::Running, Some(serde_json::json!({"active": 1})))
+            .record_status(
+                "w1",
+                "u1",
+                1,
+                MirrorPhase::Running,
+                Some(serde_json::json!({"active": 1})),
+            )
             .unwrap();
         fleet.record_lost("w1", "u1", "j1", "deleted").unwrap();
         let view = fleet.view("w1", "u1").unwrap();
         assert_eq!(view.held_revision, None);
         assert!(!view.lost.as_ref().unwrap().accounted);
         fleet.lost_accounted("w1", "u1");
-        fleet.record_lost("w1", "u1", "j1", "deleted again").unwrap();
+        fleet
+            .record_lost("w1", "u1", "j1", "deleted again")
+            .unwrap();
         assert!(
             fleet.view("w1", "u1").unwrap().lost.unwrap().accounted,
             "a repeated report of the same loss is the same loss"
@@ -739,12 +757,19 @@ mod tests {
         fleet.connect("w1", "test", &[stray], vec![], tx);
         for n in 0..1000 {
             let uid = format!("u{n}");
-            assert_eq!(fleet.record_status("w1", &uid, 1, MirrorPhase::Running, None), None);
+            assert_eq!(
+                fleet.record_status("w1", &uid, 1, MirrorPhase::Running, None),
+                None
+            );
             assert_eq!(fleet.record_lost("w1", &uid, "j", "gone"), None);
         }
         assert!(fleet.view("w1", "u1").is_none() && fleet.view("w1", "elsewhere").is_none());
         assert!(triggers.try_recv().is_err(), "no reconcile asked for");
-        assert_eq!(fleet.record_gone("w9", "u1", 0), None, "nor for an unknown cluster");
+        assert_eq!(
+            fleet.record_gone("w9", "u1", 0),
+            None,
+            "nor for an unknown cluster"
+        );
     }
 
     #[test]

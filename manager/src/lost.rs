@@ -77,26 +77,45 @@ mod tests {
     #[test]
     fn each_loss_is_counted_once_and_the_limit_fails_the_job() {
         let none = LostSoFar::default();
-        assert_eq!(on_lost(Lifecycle::Active, &none, "m1", 3), LostStep::RunAgain { lost: 1 });
+        assert_eq!(
+            on_lost(Lifecycle::Active, &none, "m1", 3),
+            LostStep::RunAgain { lost: 1 }
+        );
         let one = shown(1, Some("m1"));
-        assert_eq!(on_lost(Lifecycle::Active, &one, "m1", 3), LostStep::AlreadyShown);
-        assert_eq!(on_lost(Lifecycle::Active, &one, "m2", 3), LostStep::RunAgain { lost: 2 });
+        assert_eq!(
+            on_lost(Lifecycle::Active, &one, "m1", 3),
+            LostStep::AlreadyShown
+        );
+        assert_eq!(
+            on_lost(Lifecycle::Active, &one, "m2", 3),
+            LostStep::RunAgain { lost: 2 }
+        );
         assert_eq!(
             on_lost(Lifecycle::Active, &shown(2, Some("m2")), "m3", 3),
             LostStep::Fail { lost: 3 }
         );
-        assert_eq!(on_lost(Lifecycle::Active, &none, "m1", 1), LostStep::Fail { lost: 1 });
+        assert_eq!(
+            on_lost(Lifecycle::Active, &none, "m1", 1),
+            LostStep::Fail { lost: 1 }
+        );
     }
 
     #[test]
     fn a_loss_of_unknown_identity_is_always_counted() {
         let one = shown(1, Some(""));
-        assert_eq!(on_lost(Lifecycle::Active, &one, "", 3), LostStep::RunAgain { lost: 2 });
+        assert_eq!(
+            on_lost(Lifecycle::Active, &one, "", 3),
+            LostStep::RunAgain { lost: 2 }
+        );
     }
 
     #[test]
     fn a_job_that_no_longer_runs_is_only_cleaned_up() {
-        for lifecycle in [Lifecycle::Finished, Lifecycle::Suspended, Lifecycle::Deleting] {
+        for lifecycle in [
+            Lifecycle::Finished,
+            Lifecycle::Suspended,
+            Lifecycle::Deleting,
+        ] {
             assert_eq!(
                 on_lost(lifecycle, &LostSoFar::default(), "m1", 3),
                 LostStep::CleanUpOnly

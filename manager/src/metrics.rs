@@ -203,7 +203,11 @@ mod tests {
         metrics.report(Report::MirrorLost, &[("cluster", "w1")]);
         metrics.report(
             Report::ApplyRefused,
-            &[("cluster", "w2"), ("reason", "QUOTA_EXCEEDED"), ("permanent", "false")],
+            &[
+                ("cluster", "w2"),
+                ("reason", "QUOTA_EXCEEDED"),
+                ("permanent", "false"),
+            ],
         );
         let text = metrics.render();
         assert!(text.contains("# TYPE jobrelay_retention_deleted_total counter\njobrelay_retention_deleted_total 1\n"), "{text}");

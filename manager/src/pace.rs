@@ -102,8 +102,10 @@ mod tests {
         let pace = Pace::per_second(10.0);
         let start = Instant::now();
         assert_eq!(pace.turn_at("a", start), None, "the first turn is now");
-        let waits: Vec<Option<Duration>> =
-            ["b", "c", "d"].iter().map(|k| pace.turn_at(k, start)).collect();
+        let waits: Vec<Option<Duration>> = ["b", "c", "d"]
+            .iter()
+            .map(|k| pace.turn_at(k, start))
+            .collect();
         assert_eq!(
             waits,
             [100, 200, 300].map(|ms| Some(Duration::from_millis(ms)))

@@ -442,15 +442,27 @@ async fn show_loss(
         }
     });
     let counted = jobs
-        .patch(&job.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(
+            &job.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
         .await?;
     let shown = status::shown(counted.status.as_ref());
-    let what = format!("the mirror on cluster {cluster} was lost: {}", lost.observed);
+    let what = format!(
+        "the mirror on cluster {cluster} was lost: {}",
+        lost.observed
+    );
     let note = if let LostStep::Fail { .. } = step {
         let message = format!(
             "{what}; that is {lost_count} lost of {limit} allowed (mirrorLostLimit), so the Job is not run again"
         );
-        write_status(jobs, &counted, &status::failed(&shown, REMOTE_JOB_LOST, &message, &now())).await?;
+        write_status(
+            jobs,
+            &counted,
+            &status::failed(&shown, REMOTE_JOB_LOST, &message, &now()),
+        )
+        .await?;
         message
     } else {
         write_status(jobs, &counted, &status::after_suspension(&shown)).await?;
@@ -479,8 +491,12 @@ async fn set_annotation(
         return Ok(());
     }
     let patch = serde_json::json!({"metadata": {"annotations": {key: value}}});
-    jobs.patch(&job.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
+    jobs.patch(
+        &job.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
     Ok(())
 }
 

@@ -238,7 +238,8 @@ impl Sessions {
                     copied,
                 ) else {
                     debug!(uid = %report.origin_uid, "status of a mirror not placed here; dropped");
-                    self.metrics.report(Report::Dropped, &[("cluster", cluster)]);
+                    self.metrics
+                        .report(Report::Dropped, &[("cluster", cluster)]);
                     return Ok(());
                 };
                 if before != phase {
@@ -270,13 +271,15 @@ impl Sessions {
             }
             K::MirrorLost(lost) => {
                 warn!(uid = %lost.origin_uid, mirror_uid = %lost.mirror_uid, observed = %lost.observed, "mirror lost on the worker");
-                self.metrics.report(Report::MirrorLost, &[("cluster", cluster)]);
+                self.metrics
+                    .report(Report::MirrorLost, &[("cluster", cluster)]);
                 if self
                     .fleet
                     .record_lost(cluster, &lost.origin_uid, &lost.mirror_uid, &lost.observed)
                     .is_none()
                 {
-                    self.metrics.report(Report::Dropped, &[("cluster", cluster)]);
+                    self.metrics
+                        .report(Report::Dropped, &[("cluster", cluster)]);
                 }
             }
             K::ApplyRejected(rejected) => {
@@ -296,8 +299,12 @@ impl Sessions {
                 let (event, then) = if permanent {
                     (Reason::RemoteRejected, "the Job fails".to_string())
                 } else {
-                    let next = retry_in.map_or_else(String::new, |d| format!(" in {}s", d.as_secs_f64().ceil()));
-                    (Reason::DispatchWaiting, format!("its agent tries again{next}"))
+                    let next = retry_in
+                        .map_or_else(String::new, |d| format!(" in {}s", d.as_secs_f64().ceil()));
+                    (
+                        Reason::DispatchWaiting,
+                        format!("its agent tries again{next}"),
+                    )
                 };
                 let note = format!(
                     "cluster {cluster} refused the Job ({}): {}; {then}",
@@ -316,9 +323,11 @@ impl Sessions {
                     .record_rejected(cluster, &rejected.origin_uid, rejection)
                     .is_some()
                 {
-                    self.publish(cluster, &rejected.origin_uid, event, note).await;
+                    self.publish(cluster, &rejected.origin_uid, event, note)
+                        .await;
                 } else {
-                    self.metrics.report(Report::Dropped, &[("cluster", cluster)]);
+                    self.metrics
+                        .report(Report::Dropped, &[("cluster", cluster)]);
                 }
             }
         }

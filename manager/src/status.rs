@@ -199,9 +199,20 @@ mod tests {
             "active": 2, "ready": 1, "succeeded": 1, "startTime": "2026-11-22T10:00:00Z",
             "conditions": [{"type": "Suspended", "status": "False"}],
         });
-        let status = failed(&running, "RemoteJobLost", "lost 3 times", "2026-11-22T11:00:00Z");
-        assert_eq!((status["active"].as_i64(), status["ready"].as_i64()), (Some(0), Some(0)));
-        assert_eq!(status["startTime"], "2026-11-22T10:00:00Z", "a start time is kept");
+        let status = failed(
+            &running,
+            "RemoteJobLost",
+            "lost 3 times",
+            "2026-11-22T11:00:00Z",
+        );
+        assert_eq!(
+            (status["active"].as_i64(), status["ready"].as_i64()),
+            (Some(0), Some(0))
+        );
+        assert_eq!(
+            status["startTime"], "2026-11-22T10:00:00Z",
+            "a start time is kept"
+        );
         assert_eq!(status["succeeded"], 1);
         let types: Vec<&str> = status["conditions"]
             .as_array()
@@ -212,7 +223,12 @@ mod tests {
         assert_eq!(types, ["Suspended", "FailureTarget", "Failed"]);
         assert_eq!(status["conditions"][2]["reason"], "RemoteJobLost");
 
-        let never_started = failed(&json!({}), "RemoteRejected", "invalid", "2026-11-22T11:00:00Z");
+        let never_started = failed(
+            &json!({}),
+            "RemoteRejected",
+            "invalid",
+            "2026-11-22T11:00:00Z",
+        );
         assert_eq!(never_started["startTime"], "2026-11-22T11:00:00Z");
         assert!(never_started.get("completionTime").is_none());
     }

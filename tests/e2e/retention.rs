@@ -1,7 +1,8 @@
 //! Retention policies on real clusters: a finished Job's mirror kept for its
 //! logs and then removed (Pods confirmed gone), a Job's own annotation
-//! overriding that, the manager Job deleted after it finished or after it was
-//! deactivated, and a backlog of expired Jobs at start worked off at a pace.
+//! overriding that, the manager Job deleted after it finished (a Job the
+//! worker refused for good included), and a backlog of expired Jobs at start
+//! worked off at a pace.
 
 use std::time::Duration;
 
@@ -11,8 +12,7 @@ use jobrelay_e2e::leaks::assert_no_leaks;
 use jobrelay_e2e::relay::{Options, Relay};
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::{
-    CLUSTER_KEY, DEACTIVATED_ANNOTATION, MANAGED_BY, REMOTE_CLEANUP_FINALIZER,
-    REMOTE_RETENTION_ANNOTATION,
+    CLUSTER_KEY, MANAGED_BY, REMOTE_CLEANUP_FINALIZER, REMOTE_RETENTION_ANNOTATION,
 };
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::{Timestamp, ToSpan};
@@ -245,44 +245,56 @@ async fn a_jobs_annotation_keeps_its_mirror_longer() {
 }
 
 #[tokio::test]
-async fn a_deactivated_job_is_deleted_after_its_retention() {
-    let (clusters, relay) = relay().await;
-    // A namespace on the manager only: the worker refuses the mirror.
-    let client = kit::client(clusters.manager()).await;
-    let ns = kit::namespace(&client, "nowhere").await;
-    let jobs: Api<Job> = Api::namespaced(client, &ns);
-    let job = TestJob::new(&ns, "refused")
-        .managed_by(MANAGED_BY)
-        .label(CLUSTER_KEY, "worker-1")
-        .build();
-    jobs.create(&PostParams::default(), &job)
+async fn a_job_refused_for_good_fails_and_is_deleted_after_its_retention() {
+    let s = Scenario::new("refused").await;
+    // A Job of the same name on the worker, not created by jobrelay: the
+    // worker refuses the mirror for good.
+    let worker = s.clusters.workers().iter().find(|w| w.name == "worker-1");
+    let worker = worker.expect("worker-1");
+    let foreign: Api<Job> = Api::namespaced(kit::client(worker).await, &s.ns);
+    foreign
+        .create(
+            &PostParams::default(),
+            &TestJob::new(&s.ns, "refused").run_for("1h").build(),
+        )
         .await
-        .expect("create Job");
+        .expect("create the foreign Job");
+    s.create(TestJob::new(&s.ns, "refused").label(CLUSTER_KEY, "worker-1"))
+        .await;
 
-    let deactivated = wait::until("Job refused deactivated", TIMEOUT, || async {
-        match jobs.get_opt("refused").await {
-            Ok(Some(job)) => match job.annotations().get(DEACTIVATED_ANNOTATION) {
-                Some(at) => Seen::Ready(at.parse::<Timestamp>().expect("RFC 3339")),
-                None => Seen::Waiting(format!("annotations {:?}", job.annotations())),
-            },
-            Ok(None) => Seen::Waiting("gone before it was seen deactivated".into()),
-            Err(e) => Seen::Waiting(e.to_string()),
-        }
-    })
-    .await;
-    wait::until("deactivated Job refused deleted", TIMEOUT, || async {
-        match jobs.get_opt("refused").await {
-            Ok(None) => Seen::Ready(()),
-            Ok(Some(job)) => Seen::Waiting(format!("finalizers {:?}", job.finalizers())),
-            Err(e) => Seen::Waiting(e.to_string()),
-        }
-    })
-    .await;
+    let failed_at = s
+        .wait_job("refused", "Failed with reason RemoteRejected", |job| {
+            let job = job.ok_or("gone before it was seen failed")?;
+            let failed = job
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .find(|c| c.type_ == "Failed" && c.status == "True")
+                .ok_or_else(|| format!("status {:?}", job.status))?;
+            assert_eq!(failed.reason.as_deref(), Some("RemoteRejected"));
+            Ok(failed
+                .last_transition_time
+                .clone()
+                .expect("transition time")
+                .0)
+        })
+        .await;
+    s.wait_gone("refused").await;
     assert!(
-        seconds_between(deactivated, Timestamp::now()) >= 4.0,
-        "deleted after afterDeactivated (5s)"
+        seconds_between(failed_at, Timestamp::now()) >= MANAGER_AFTER_FINISHED.as_secs_f64() - 1.0,
+        "deleted after managerAfterFinished (15s), as any finished Job"
     );
-    assert_no_leaks(clusters.set(), &relay.origin, &ns).await;
+    assert!(
+        foreign.get_opt("refused").await.expect("get").is_some(),
+        "the foreign Job is left untouched"
+    );
+    assert_no_leaks(s.clusters.set(), &s.relay.origin, &s.ns).await;
+    foreign
+        .delete("refused", &Default::default())
+        .await
+        .expect("delete the foreign Job");
 }
 
 #[tokio::test]

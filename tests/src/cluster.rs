@@ -256,7 +256,7 @@ impl Running {
                 kubeconfig.clone(),
                 "--leader-elect=false".into(),
                 "--secure-port=0".into(),
-                "--controllers=job,cronjob,garbagecollector,ttl-after-finished,podgc,namespace,serviceaccount,serviceaccount-token,root-ca-certificate-publisher-controller".into(),
+                "--controllers=job,cronjob,garbagecollector,ttl-after-finished,podgc,namespace,resourcequota,serviceaccount,serviceaccount-token,root-ca-certificate-publisher-controller".into(),
                 format!("--service-account-private-key-file={}", pki.service_account_key.display()),
                 format!("--root-ca-file={}", pki.ca_cert.display()),
                 "--kube-api-qps=200".into(),

@@ -302,6 +302,8 @@ impl Relay {
             "3s",
             "--orphan-sweep-interval",
             "5s",
+            "--apply-retry-max-delay",
+            "10s",
             "--certificate-reload-interval",
             "1s",
             "--health-listen",

@@ -6,8 +6,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use jobrelay_proto::wire::{CLUSTER_KEY, REMOTE_CLEANUP_FINALIZER};
 use jobrelay_proto::wire::{MANAGED_BY, ORIGIN_LABEL, ORIGIN_UID_LABEL};
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
@@ -26,7 +29,17 @@ pub struct Scenario {
     pub jobs: Api<Job>,
 }
 
+/// How long a scenario waits for one step.
+pub const WAIT: Duration = Duration::from_secs(90);
+
 impl Scenario {
+    /// A fresh namespace on every cluster of the test process's relay
+    /// (started on first use).
+    pub async fn relayed(prefix: &str) -> Self {
+        let (clusters, relay) = kit::relay().await;
+        Scenario::new(clusters, relay, prefix).await
+    }
+
     /// A fresh namespace, on the manager and every worker.
     pub async fn new(clusters: &'static Clusters, relay: &'static Relay, prefix: &str) -> Self {
         let ns = kit::namespace_everywhere(clusters, prefix).await;
@@ -194,6 +207,155 @@ impl Scenario {
         .await;
         assert_no_leaks(self.clusters.set(), &self.relay.origin, &self.ns).await;
     }
+
+    /// Waits until the manager Job names its cluster, and returns that worker.
+    pub async fn assigned_worker(&self, name: &str) -> &'static ClusterInfo {
+        let cluster = wait::until(
+            format!("Job {name} assigned to a cluster"),
+            WAIT,
+            || async {
+                match self.jobs.get(name).await {
+                    Ok(job) => match job.annotations().get(CLUSTER_KEY) {
+                        Some(cluster) => Seen::Ready(cluster.clone()),
+                        None => Seen::Waiting(format!("annotations {:?}", job.annotations())),
+                    },
+                    Err(e) => Seen::Waiting(e.to_string()),
+                }
+            },
+        )
+        .await;
+        self.worker(&cluster)
+    }
+
+    /// Waits until the mirror's Pods on `worker` are all `phase` (`n` of them).
+    pub async fn wait_worker_pods(
+        &self,
+        worker: &ClusterInfo,
+        uid: &str,
+        n: usize,
+        phase: &str,
+    ) -> Vec<Pod> {
+        let pods: Api<Pod> = Api::namespaced(kit::client(worker).await, &self.ns);
+        let selector = ListParams::default().labels(&format!("{ORIGIN_UID_LABEL}={uid}"));
+        wait::until(
+            format!("{n} Pod(s) of mirror {uid} on {} {phase}", worker.name),
+            WAIT,
+            || {
+                let (pods, selector) = (pods.clone(), selector.clone());
+                async move {
+                    match pods.list(&selector).await {
+                        Ok(list)
+                            if list.items.len() == n
+                                && list.items.iter().all(|p| pod_phase(p) == phase) =>
+                        {
+                            Seen::Ready(list.items)
+                        }
+                        Ok(list) => Seen::Waiting(format!(
+                            "{:?}",
+                            list.items.iter().map(pod_phase).collect::<Vec<_>>()
+                        )),
+                        Err(e) => Seen::Waiting(e.to_string()),
+                    }
+                }
+            },
+        )
+        .await
+    }
+
+    /// Waits until the manager Job has condition `type_` = True.
+    pub async fn wait_condition(&self, name: &str, type_: &str) -> Job {
+        wait::until(format!("manager Job {name} {type_}"), WAIT, || async {
+            match self.jobs.get(name).await {
+                Ok(job) if has_condition(&job, type_) => Seen::Ready(job),
+                Ok(job) => Seen::Waiting(format!("status {:?}", job.status)),
+                Err(e) => Seen::Waiting(e.to_string()),
+            }
+        })
+        .await
+    }
+
+    /// Waits until the manager Job no longer holds the remote-cleanup finalizer
+    /// (or is gone altogether).
+    pub async fn wait_released(&self, name: &str) {
+        wait::until(
+            format!("manager Job {name} released by jobrelay"),
+            WAIT,
+            || async {
+                match self.jobs.get_opt(name).await {
+                    Ok(Some(job))
+                        if job
+                            .finalizers()
+                            .iter()
+                            .any(|f| f == REMOTE_CLEANUP_FINALIZER) =>
+                    {
+                        Seen::Waiting(format!("finalizers {:?}", job.finalizers()))
+                    }
+                    Ok(_) => Seen::Ready(()),
+                    Err(e) => Seen::Waiting(e.to_string()),
+                }
+            },
+        )
+        .await
+    }
+
+    pub async fn wait_gone(&self, name: &str) {
+        wait::until(format!("manager Job {name} gone"), WAIT, || async {
+            match self.jobs.get_opt(name).await {
+                Ok(None) => Seen::Ready(()),
+                Ok(Some(job)) => Seen::Waiting(format!("finalizers {:?}", job.finalizers())),
+                Err(e) => Seen::Waiting(e.to_string()),
+            }
+        })
+        .await
+    }
+
+    pub async fn events(&self, name: &str) -> Vec<(String, String)> {
+        let events: Api<Event> = Api::namespaced(self.jobs.clone().into_client(), &self.ns);
+        let list = events
+            .list(&ListParams::default())
+            .await
+            .expect("list Events");
+        list.items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+            .collect()
+    }
+
+    pub async fn wait_event(&self, name: &str, reason: &str) -> String {
+        wait::until(format!("Event {reason} on Job {name}"), WAIT, || async {
+            let events = self.events(name).await;
+            match events.iter().find(|(r, _)| r == reason) {
+                Some((_, note)) => Seen::Ready(note.clone()),
+                None => Seen::Waiting(format!("events {events:?}")),
+            }
+        })
+        .await
+    }
+}
+
+/// A Pod's phase, `+Terminating` once it is being deleted.
+fn pod_phase(pod: &Pod) -> String {
+    let phase = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_default();
+    if pod.metadata.deletion_timestamp.is_some() {
+        format!("{phase}+Terminating")
+    } else {
+        phase
+    }
+}
+
+/// Whether the Job has condition `type_` = True.
+pub fn has_condition(job: &Job, type_: &str) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == type_ && c.status == "True")
 }
 
 /// `Complete` or `Failed` if the Job has that condition.

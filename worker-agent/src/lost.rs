@@ -159,7 +159,10 @@ mod tests {
             panic!("not lost");
         };
         assert_eq!(mirror_uid, None, "nothing names the lost Job");
-        assert!(observed.contains("2 of its 2 Pod(s) were left running"), "{observed}");
+        assert!(
+            observed.contains("2 of its 2 Pod(s) were left running"),
+            "{observed}"
+        );
     }
 
     #[test]
@@ -176,7 +179,11 @@ mod tests {
 
     #[test]
     fn a_foreground_delete_by_someone_else_is_a_loss_before_the_job_goes() {
-        let verdict = judge(&[job("j1", true)], &[pod("p1", Some("j1"), false)], Some("j1"));
+        let verdict = judge(
+            &[job("j1", true)],
+            &[pod("p1", Some("j1"), false)],
+            Some("j1"),
+        );
         assert!(
             matches!(&verdict, Verdict::Lost { mirror_uid: Some(uid), .. } if uid == "j1"),
             "{verdict:?}"

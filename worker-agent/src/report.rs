@@ -142,17 +142,33 @@ mod tests {
                 "admission webhook \"policy.example.com\" denied the request: no GPUs on Sundays",
                 WebhookDenied,
             ),
-            (403, "jobs.batch is forbidden: User \"agent\" cannot create", Forbidden),
+            (
+                403,
+                "jobs.batch is forbidden: User \"agent\" cannot create",
+                Forbidden,
+            ),
             (429, "too many requests", Unavailable),
             (503, "unavailable", Unavailable),
             (500, "etcdserver: request timed out", Unavailable),
-            (422, "Job.batch \"a\" is invalid: spec.template: Invalid value", Invalid),
+            (
+                422,
+                "Job.batch \"a\" is invalid: spec.template: Invalid value",
+                Invalid,
+            ),
             (405, "method not allowed", Other),
         ];
         for (code, message, want) in cases {
             assert_eq!(reason(code, message), want, "{code} {message}");
         }
-        for transient in [NamespaceMissing, NamespaceTerminating, QuotaExceeded, WebhookDenied, Forbidden, Unavailable, Other] {
+        for transient in [
+            NamespaceMissing,
+            NamespaceTerminating,
+            QuotaExceeded,
+            WebhookDenied,
+            Forbidden,
+            Unavailable,
+            Other,
+        ] {
             assert!(!transient.is_permanent(), "{transient:?}");
         }
         assert!(Invalid.is_permanent());

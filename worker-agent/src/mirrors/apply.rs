@@ -8,7 +8,9 @@
 use std::time::Instant;
 
 use backon::{BackoffBuilder, ExponentialBackoff};
-use jobrelay_proto::v1::{AgentMessage, ApplyMirror, ApplyRejected, RejectReason, agent_message::Kind};
+use jobrelay_proto::v1::{
+    AgentMessage, ApplyMirror, ApplyRejected, RejectReason, agent_message::Kind,
+};
 use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL};
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;

@@ -216,8 +216,8 @@ impl Mirrors {
             .list_metadata(&selector)
             .await?;
         Ok(pods.items.is_empty())
-    }}
-
+    }
+}
 
 /// Deletes one object with Background propagation and a UID precondition.
 /// Returns whether this call deleted it.
@@ -249,4 +249,3 @@ where
         }
     }
 }
-

@@ -39,7 +39,11 @@ impl Mirrors {
                 })
                 .collect();
             let pods_seen: Vec<PodSeen> = pods.iter().map(|p| pod_seen(p)).collect();
-            match judge(&jobs_seen, &pods_seen, self.seen.get(uid).map(String::as_str)) {
+            match judge(
+                &jobs_seen,
+                &pods_seen,
+                self.seen.get(uid).map(String::as_str),
+            ) {
                 Verdict::Intact { live } => {
                     if let Some(live) = live {
                         self.seen.insert(uid.clone(), live);
@@ -66,7 +70,10 @@ impl Mirrors {
                     let (namespace, name) = jobs
                         .first()
                         .map(|j| (j.namespace().unwrap_or_default(), j.name_any()))
-                        .or_else(|| pods.first().map(|p| (p.namespace().unwrap_or_default(), String::new())))
+                        .or_else(|| {
+                            pods.first()
+                                .map(|p| (p.namespace().unwrap_or_default(), String::new()))
+                        })
                         .unwrap_or_default();
                     lost.push((uid.clone(), namespace, name, mirror_uid, observed));
                 }

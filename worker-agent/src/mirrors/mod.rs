@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 
 use backon::ExponentialBuilder;
 use futures::StreamExt;
-use jobrelay_proto::v1::{AgentMessage, InventoryEntry, MirrorPhase, MirrorStatus, agent_message::Kind};
+use jobrelay_proto::v1::{
+    AgentMessage, InventoryEntry, MirrorPhase, MirrorStatus, agent_message::Kind,
+};
 use jobrelay_proto::wire::ORIGIN_UID_LABEL;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -74,7 +76,6 @@ struct Report {
     status: Vec<u8>,
     pods: u32,
 }
-
 
 pub struct Mirrors {
     client: kube::Client,
@@ -300,4 +301,3 @@ fn by_origin_uid<K: Resource>(
     }
     grouped
 }
-

@@ -14,7 +14,6 @@ use super::{Mirrors, origin_uid};
 const LOG_EACH_UP_TO: usize = 20;
 
 impl Mirrors {
-
     /// Starts deleting every Job and Pod of this origin whose origin UID the
     /// manager does not want (nothing before the first DesiredSet of a session).
     pub fn sweep_orphans(&mut self) {
@@ -57,7 +56,6 @@ impl Mirrors {
         }
     }
 }
-
 
 /// A Job or Pod of this origin found on the worker.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

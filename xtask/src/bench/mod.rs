@@ -11,6 +11,8 @@
 //!   Background propagation and waiting for their Pods;
 //! - resync: an agent restarted while holding its mirrors, until it has its
 //!   DesiredSet;
+//! - dispatch beside a retention backlog: N Jobs dispatched while 5,000
+//!   expired manager Jobs are deleted at the retention pace;
 //! - memory: peak resident memory of the manager and the agents;
 //! - CPU: seconds used by each program of the clusters during each step.
 //!
@@ -20,6 +22,7 @@
 //!
 //! The table goes to standard output and, as JSON, to `target/bench/`.
 
+mod backlog;
 mod measure;
 
 use std::collections::{BTreeMap, HashMap};
@@ -85,6 +88,8 @@ struct Report {
     client_rate_limit_reached: usize,
     /// Manager reconciles that failed (each is retried) since the bench began.
     failed_reconciles: usize,
+    /// Dispatch while a retention backlog is worked off.
+    beside_backlog: backlog::Backlog,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -115,6 +120,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let options = Options {
         profile: Profile::Release,
         log_filter: Some("info,kube=warn".into()),
+        manager_config: Some(backlog::MANAGER_CONFIG.into()),
         ..Options::default()
     };
     let relay = Relay::start_with(&set, options).await?;
@@ -249,6 +255,7 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
     watches.iter().for_each(|w| w.stop());
 
     let status = status(set, &jobs, &ns, &names).await?;
+    let beside_backlog = backlog::dispatch_beside(set, relay, n).await?;
 
     let peak_rss_mib = ["manager", "agent worker-1", "agent worker-2"]
         .iter()
@@ -278,6 +285,7 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
         cpu_seconds,
         client_rate_limit_reached: logged(relay, set, "kube client rate limit reached"),
         failed_reconciles: logged(relay, set, "reconcile failed"),
+        beside_backlog,
     })
 }
 
@@ -317,15 +325,18 @@ async fn create_rate(
     Ok((rate, issued))
 }
 
-/// Deletes every named Job at once with Background propagation; returns
-/// when each delete was issued.
+/// Deletes every named Job at once with Background propagation (one gone
+/// already, e.g. by retention, counts as deleted); returns when each delete
+/// was issued.
 async fn delete_all(api: &Api<Job>, names: &[String]) -> anyhow::Result<HashMap<String, Instant>> {
     at_once(names, |name| {
         let api = api.clone();
         async move {
-            api.delete(&name, &DeleteParams::background())
-                .await
-                .map(|_| ())
+            match api.delete(&name, &DeleteParams::background()).await {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                Err(e) => Err(e),
+            }
         }
     })
     .await
@@ -474,6 +485,13 @@ fn print_table(r: &Report) {
     println!(
         "{:<44} {:>9.2}",
         "  ratio to raw worker create", r.dispatch_ratio_to_raw_worker
+    );
+    row(
+        &format!(
+            "dispatch beside {} expired Jobs (left {})",
+            r.beside_backlog.expired_at_start, r.beside_backlog.expired_left_after
+        ),
+        &r.beside_backlog.dispatch,
     );
     row("status: worker finished -> manager shows", &r.status);
     row("cleanup: delete manager Job -> released", &r.cleanup);
