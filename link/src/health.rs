@@ -29,10 +29,11 @@ impl Readiness {
     }
 }
 
-/// Binds `addr` and serves health there until the process ends; [`RELAY`]
+/// Binds `addr` and serves health there until the shutdown; [`RELAY`]
 /// starts NOT_SERVING.
 pub async fn serve(
     addr: SocketAddr,
+    shutdown: crate::Shutdown,
 ) -> std::io::Result<(
     Readiness,
     impl Future<Output = Result<(), tonic::transport::Error>>,
@@ -44,6 +45,9 @@ pub async fn serve(
     info!(listen = %listener.local_addr()?, "serving grpc.health.v1.Health");
     let server = tonic::transport::Server::builder()
         .add_service(service)
-        .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener));
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            shutdown.requested(),
+        );
     Ok((readiness, server))
 }

@@ -17,11 +17,14 @@ pub mod flags;
 pub mod health;
 pub mod kube_client;
 pub mod server;
+pub mod shutdown;
+pub mod telemetry;
 
 pub use files::{Error, Pem, PemFiles};
 pub use flags::CertificateFlags;
 pub use kube_client::{KubeApiFlags, RateLimit, TokenBucket};
 pub use server::{CertificateRefusal, Peer, PeerIdentity, ServerTls};
+pub use shutdown::Shutdown;
 
 /// Each Kubernetes watch of either binary ends after this long and is
 /// resumed from the last resource version (bookmarks keep that fresh); a
@@ -32,16 +35,4 @@ pub const WATCH_TIMEOUT_SECS: u32 = 60;
 /// The cryptography every TLS configuration of jobrelay uses.
 fn provider() -> std::sync::Arc<rustls::crypto::CryptoProvider> {
     std::sync::Arc::new(rustls::crypto::ring::default_provider())
-}
-
-/// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(term) => term,
-        Err(_) => return futures::future::pending().await,
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
 }

@@ -279,8 +279,6 @@ fn inventory() -> Vec<InventoryEntry> {
         .map(|i| InventoryEntry {
             origin_uid: uid(i),
             revision: 1 + (i % 3) as u64,
-            namespace: format!("team-{}", i % 50),
-            name: format!("job-{i}"),
             phase: MirrorPhase::Running as i32,
         })
         .collect()
@@ -292,12 +290,7 @@ fn desired() -> Vec<(DesiredMirror, ObjectRef<Job>)> {
             let namespace = format!("team-{}", i % 50);
             let name = format!("job-{i}");
             let key = ObjectRef::new(&name).within(&namespace);
-            let mirror = DesiredMirror {
-                origin_uid: uid(i),
-                revision: 1 + (i % 3) as u64,
-                namespace,
-                name,
-            };
+            let mirror = DesiredMirror { origin_uid: uid(i) };
             (mirror, key)
         })
         .collect()

@@ -480,11 +480,6 @@ impl Fleet {
         }
         Some(result)
     }
-
-    /// Heartbeat payload: the mirrors this cluster is known to hold.
-    pub fn active_mirrors(&self, cluster: &str) -> u32 {
-        self.lock().get(cluster).map_or(0, held)
-    }
 }
 
 fn held(cluster: &Cluster) -> u32 {
@@ -580,7 +575,6 @@ mod tests {
         };
         let desired = DesiredMirror {
             origin_uid: "u1".into(),
-            ..Default::default()
         };
         fleet.connect("w1", "test", &[held], vec![(desired, key("a"))], tx);
         assert_eq!(

@@ -23,7 +23,7 @@ pub mod worker_cluster;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use jobrelay_link::{ServerTls, shutdown_signal};
+use jobrelay_link::{ServerTls, Shutdown};
 use jobrelay_proto::v1::relay_server::RelayServer;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Namespace;
@@ -80,7 +80,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         None => Config::default(),
     };
     info!(?config, "configuration");
-    let (readiness, health) = jobrelay_link::health::serve(args.health_listen).await?;
+    let shutdown = Shutdown::on_signals();
+    let (readiness, health) =
+        jobrelay_link::health::serve(args.health_listen, shutdown.clone()).await?;
     let health = tokio::spawn(health);
     let client = jobrelay_link::kube_client::client(kube_api_limit).await?;
     let worker_clusters: Api<WorkerCluster> = Api::all(client.clone());
@@ -124,6 +126,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         origin: origin.clone(),
         heartbeat_interval: args.heartbeat_interval,
         remote_retention: config.retention.remote_after_finished,
+        shutdown: shutdown.clone(),
     });
     let relay = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(args.heartbeat_interval))
@@ -147,11 +150,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                     failed.refused("tls_handshake_failed");
                 }),
             );
-            tokio::spawn(relay.serve_with_incoming_shutdown(incoming, shutdown_signal()))
+            tokio::spawn(relay.serve_with_incoming_shutdown(incoming, shutdown.clone().requested()))
         }
         None => tokio::spawn(relay.serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(listener),
-            shutdown_signal(),
+            shutdown.clone().requested(),
         )),
     };
     let mut ready = synced.clone();
@@ -199,7 +202,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let mirrors = Controller::for_stream(no_primary_stream(), jobs.clone())
         .with_config(controller::Config::default().concurrency(CONCURRENCY))
         .reconcile_on(UnboundedReceiverStream::new(for_mirrors))
-        .graceful_shutdown_on(shutdown_signal())
+        .graceful_shutdown_on(shutdown.clone().requested())
         .run(
             reconcile::reconcile,
             reconcile::error_policy,
@@ -209,13 +212,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let status = Controller::for_stream(no_primary_stream(), jobs)
         .with_config(controller::Config::default().concurrency(STATUS_CONCURRENCY))
         .reconcile_on(UnboundedReceiverStream::new(for_status))
-        .graceful_shutdown_on(shutdown_signal())
+        .graceful_shutdown_on(shutdown.clone().requested())
         .run(status_sync::reconcile, reconcile::error_policy, ctx)
         .for_each(|_| futures::future::ready(()));
 
     tokio::select! {
         served = server => served??,
-        served = metrics::serve(args.metrics_listen, metrics) => served?,
+        served = metrics::serve(args.metrics_listen, metrics, shutdown.clone()) => served?,
         ((), ()) = futures::future::join(mirrors, status) => {}
     }
     fan_out.abort();

@@ -147,12 +147,19 @@ impl Metrics {
     }
 }
 
-/// Serves `/metrics` on `addr` until the process ends.
-pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<()> {
+/// Serves `/metrics` on `addr` until the shutdown.
+pub async fn serve(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    shutdown: jobrelay_link::Shutdown,
+) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     info!(listen = %listener.local_addr()?, "serving /metrics");
     loop {
-        let (stream, _) = listener.accept().await?;
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => accepted?,
+            () = shutdown.clone().requested() => return Ok(()),
+        };
         let metrics = Arc::clone(&metrics);
         tokio::spawn(async move {
             let service =

@@ -12,6 +12,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use jobrelay_link::{RateLimit, TokenBucket};
 use tokio::time::Instant;
 use tracing::info;
 
@@ -21,22 +22,29 @@ const LOG_EVERY: u64 = 50;
 const STALE_TURN: Duration = Duration::from_secs(60);
 
 pub struct Pace {
-    interval: Duration,
     turns: Mutex<Turns>,
     done: AtomicU64,
 }
 
 struct Turns {
-    next: Instant,
+    /// The shared rate limiter, one turn per token, nothing saved up.
+    bucket: TokenBucket,
     by_key: HashMap<String, Instant>,
 }
 
 impl Pace {
     pub fn per_second(rate: f64) -> Pace {
+        Pace::starting_at(rate, Instant::now())
+    }
+
+    fn starting_at(rate: f64, now: Instant) -> Pace {
+        let limit = RateLimit::PerSecond {
+            qps: rate,
+            burst: 1,
+        };
         Pace {
-            interval: Duration::from_secs_f64(1.0 / rate),
             turns: Mutex::new(Turns {
-                next: Instant::now(),
+                bucket: TokenBucket::new(limit, now),
                 by_key: HashMap::new(),
             }),
             done: AtomicU64::new(0),
@@ -52,11 +60,7 @@ impl Pace {
         let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
         let slot = match turns.by_key.remove(key) {
             Some(slot) => slot,
-            None => {
-                let slot = turns.next.max(now);
-                turns.next = slot + self.interval;
-                slot
-            }
+            None => now + turns.bucket.take(now),
         };
         if slot <= now {
             return None;
@@ -99,8 +103,8 @@ mod tests {
 
     #[test]
     fn turns_come_one_interval_apart_and_are_kept_when_asked_again() {
-        let pace = Pace::per_second(10.0);
         let start = Instant::now();
+        let pace = Pace::starting_at(10.0, start);
         assert_eq!(pace.turn_at("a", start), None, "the first turn is now");
         let waits: Vec<Option<Duration>> = ["b", "c", "d"]
             .iter()

@@ -26,7 +26,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 use crate::events::{Events, Reason, job_reference};
 use crate::fleet::{Fleet, Outbox, Rejection, message};
 use crate::metrics::{Metrics, Report};
-use crate::mirror::{is_relayed, revision};
+use crate::mirror::is_relayed;
 use crate::placement::assigned_cluster;
 use crate::registry::Registry;
 use crate::retention::keeps_mirror;
@@ -59,6 +59,8 @@ pub struct Sessions {
     pub heartbeat_interval: Duration,
     /// `retention.remoteAfterFinished`: finished Jobs keep their mirror this long.
     pub remote_retention: Duration,
+    /// Ends every session, so agents find the manager that takes over.
+    pub shutdown: jobrelay_link::Shutdown,
 }
 
 type ManagerStream = Pin<Box<dyn Stream<Item = Result<ManagerMessage, Status>> + Send>>;
@@ -173,12 +175,7 @@ impl Sessions {
     ) {
         let cluster = hello.cluster.clone();
         // Heartbeats run in a task of their own, beside the session's work.
-        let heartbeats = tokio::spawn(send_heartbeats(
-            Arc::clone(&self.fleet),
-            cluster.clone(),
-            outbox.clone(),
-            self.heartbeat_interval,
-        ));
+        let heartbeats = tokio::spawn(send_heartbeats(outbox.clone(), self.heartbeat_interval));
         let desired = desired_set(&self.jobs, &cluster, self.remote_retention);
         info!(
             inventory = hello.inventory.len(),
@@ -195,7 +192,11 @@ impl Sessions {
 
         let silence = self.heartbeat_interval * MISSED_HEARTBEATS;
         let reason = loop {
-            match tokio::time::timeout(silence, inbound.message()).await {
+            let received = tokio::select! {
+                received = tokio::time::timeout(silence, inbound.message()) => received,
+                () = self.shutdown.clone().requested() => break "the manager is shutting down".to_string(),
+            };
+            match received {
                 Err(_) => break format!("silent for {silence:?}"),
                 Ok(Err(status)) => break format!("stream error: {status}"),
                 Ok(Ok(None)) => break "agent closed the session".to_string(),
@@ -364,24 +365,17 @@ fn desired_set(
         .filter_map(|job| {
             let mirror = DesiredMirror {
                 origin_uid: job.uid()?,
-                revision: revision(job),
-                namespace: job.namespace()?,
-                name: job.name_any(),
             };
             Some((mirror, ObjectRef::from_obj(job.as_ref())))
         })
         .collect()
 }
 
-async fn send_heartbeats(fleet: Arc<Fleet>, cluster: String, outbox: Outbox, interval: Duration) {
+async fn send_heartbeats(outbox: Outbox, interval: Duration) {
     let mut ticks = tokio::time::interval(interval);
     loop {
         ticks.tick().await;
-        let heartbeat = Heartbeat {
-            sent_at: Some(prost_types::Timestamp::from(std::time::SystemTime::now())),
-            active_mirrors: fleet.active_mirrors(&cluster),
-        };
-        if outbox.send(message(Kind::Heartbeat(heartbeat))).is_err() {
+        if outbox.send(message(Kind::Heartbeat(Heartbeat {}))).is_err() {
             return;
         }
     }

@@ -37,8 +37,6 @@ mod tests {
                 inventory: vec![InventoryEntry {
                     origin_uid: "7d0c".into(),
                     revision: 3,
-                    namespace: "ml".into(),
-                    name: "train".into(),
                     phase: MirrorPhase::Running as i32,
                 }],
             })),

@@ -17,9 +17,6 @@ pub const ORIGIN_LABEL: &str = "jobrelay.dev/origin";
 /// Label on mirror Jobs and their Pods: the UID of the manager Job.
 pub const ORIGIN_UID_LABEL: &str = "jobrelay.dev/origin-uid";
 
-/// Media type of the Job and JobStatus bytes carried in messages.
-pub const MANIFEST_ENCODING: &str = "application/json";
-
 /// Annotation on mirror Jobs: the manager Job revision they were applied from.
 pub const REVISION_ANNOTATION: &str = "jobrelay.dev/revision";
 

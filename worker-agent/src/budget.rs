@@ -1,12 +1,17 @@
-//! How many deletions the agent may send now: a token bucket refilled at
-//! `--deletions-per-second`, so a sweep of thousands of orphans is worked off
-//! steadily instead of flooding the worker's API server.
+//! How many deletions the agent may send now: one token bucket refilled at
+//! `--deletions-per-second`, shared by everything that deletes (mirrors,
+//! lost mirrors' Pods, the orphan sweep, terminated Pods), so a sweep of
+//! thousands is worked off steadily instead of flooding the worker's API
+//! server.
+
+use std::sync::{Arc, Mutex, PoisonError};
 
 use jobrelay_link::{RateLimit, TokenBucket};
 use tokio::time::Instant;
 
-/// At most one second's worth is saved up.
-pub struct Budget(TokenBucket);
+/// At most one second's worth is saved up. Clones share the budget.
+#[derive(Clone, Debug)]
+pub struct Budget(Arc<Mutex<TokenBucket>>);
 
 impl Budget {
     pub fn per_second(per_second: u32) -> Self {
@@ -19,17 +24,30 @@ impl Budget {
             qps: f64::from(per_second),
             burst: per_second,
         };
-        Budget(TokenBucket::new(limit, now))
+        Budget(Arc::new(Mutex::new(TokenBucket::new(limit, now))))
     }
 
     /// Takes `n` deletions from the budget if that many are left; else
-    /// takes none.
-    pub fn try_take_n(&mut self, n: usize) -> bool {
+    /// takes none (the caller tries again on its next pass).
+    pub fn try_take_n(&self, n: usize) -> bool {
         self.take_at(Instant::now(), n)
     }
 
-    fn take_at(&mut self, now: Instant, n: usize) -> bool {
-        self.0.try_take(n, now)
+    /// Waits for one deletion's turn (for a caller with nothing else to do).
+    pub async fn take(&self) {
+        let wait = self.bucket().take(Instant::now());
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    fn take_at(&self, now: Instant, n: usize) -> bool {
+        self.bucket().try_take(n, now)
+    }
+
+    fn bucket(&self) -> std::sync::MutexGuard<'_, TokenBucket> {
+        // Only numbers inside, consistent between any two statements.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -41,7 +59,7 @@ mod tests {
     #[test]
     fn a_burst_is_capped_at_one_seconds_worth_then_refills_with_time() {
         let start = Instant::now();
-        let mut budget = Budget::starting_at(10, start);
+        let budget = Budget::starting_at(10, start);
         let taken = (0..100).filter(|_| budget.take_at(start, 1)).count();
         assert_eq!(taken, 10);
         assert!(!budget.take_at(start + Duration::from_millis(50), 1));
@@ -55,5 +73,16 @@ mod tests {
         let later = much_later + Duration::from_millis(300);
         assert!(!budget.take_at(later, 4), "three saved up are not four");
         assert!(budget.take_at(later, 3), "and refusing four took none");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn clones_share_one_budget_and_a_waiter_waits_its_turn() {
+        let budget = Budget::per_second(2);
+        let other = budget.clone();
+        assert!(budget.try_take_n(2));
+        assert!(!other.try_take_n(1), "the clone saw the same tokens go");
+        let start = tokio::time::Instant::now();
+        other.take().await;
+        assert_eq!(start.elapsed(), Duration::from_millis(500));
     }
 }

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use jobrelay_link::Shutdown;
 use jobrelay_link::health::Readiness;
-use jobrelay_link::shutdown_signal;
 use jobrelay_proto::wire::ORIGIN_LABEL;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -25,6 +25,7 @@ use tokio::sync::Notify;
 use tokio::sync::watch;
 use tracing::info;
 
+use crate::budget::Budget;
 use crate::cli::Args;
 use crate::config::Config;
 use crate::mirrors::{Mirrors, Pacing};
@@ -55,7 +56,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         tls,
     };
     dial.endpoint().map_err(anyhow::Error::msg)?;
-    let (readiness, health) = jobrelay_link::health::serve(args.health_listen).await?;
+    let shutdown = Shutdown::on_signals();
+    let (readiness, health) =
+        jobrelay_link::health::serve(args.health_listen, shutdown.clone()).await?;
     let health = tokio::spawn(health);
 
     let config = match &args.config {
@@ -64,6 +67,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     };
     info!(?config, "configuration");
     let client = jobrelay_link::kube_client::client(kube_api_limit).await?;
+    let deletions = Budget::per_second(args.deletions_per_second);
     let terminated = match config.terminated_pods {
         Some(policy) => {
             terminated_pods::check(&client, &policy, &args.origin).await?;
@@ -71,6 +75,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 client.clone(),
                 policy,
                 args.origin.clone(),
+                deletions.clone(),
             ))
         }
         None => tokio::spawn(futures::future::pending()),
@@ -109,7 +114,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             args.origin.clone(),
             Pacing {
                 orphan_pod_grace: args.orphan_pod_grace,
-                deletions_per_second: args.deletions_per_second,
+                deletions,
                 apply_retry_max: args.apply_retry_max_delay,
             },
             jobs,
@@ -122,7 +127,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         () = agent.run() => {}
         () = job_watch => {}
         () = pod_watch => {}
-        () = shutdown_signal() => info!("stopping"),
+        () = shutdown.requested() => info!("stopping"),
     }
     terminated.abort();
     health.abort();

@@ -142,11 +142,7 @@ impl Agent {
         let (heard, last_heard) = watch::channel(Instant::now());
         let (interval, heartbeat_interval) = watch::channel(DEFAULT_HEARTBEAT);
         let (reader, mut inbox) = spawn_reader(inbound, heard);
-        let beats = tokio::spawn(send_heartbeats(
-            outbox.clone(),
-            heartbeat_interval,
-            self.mirrors.held_counter(),
-        ));
+        let beats = tokio::spawn(send_heartbeats(outbox.clone(), heartbeat_interval));
         let ended = self.work(&mut inbox, &outbox, &interval, &last_heard).await;
         beats.abort();
         reader.abort();
@@ -199,6 +195,7 @@ impl Agent {
                                 if welcome.origin != self.origin {
                                     return format!("the manager's origin is {:?}, this agent serves {:?}", welcome.origin, self.origin);
                                 }
+                                info!(manager_version = %welcome.manager_version, "welcomed by the manager");
                                 self.connected.send_replace(true);
                                 if let Some(every) = welcome.heartbeat_interval.and_then(|d| Duration::try_from(d).ok()).filter(|d| !d.is_zero()) {
                                     interval.send_replace(every);
@@ -303,7 +300,6 @@ fn spawn_reader(
 async fn send_heartbeats(
     outbox: mpsc::UnboundedSender<AgentMessage>,
     mut interval: watch::Receiver<Duration>,
-    held: impl Fn() -> u32,
 ) {
     loop {
         let every = *interval.borrow_and_update();
@@ -316,12 +312,8 @@ async fn send_heartbeats(
                 continue;
             }
         }
-        let beat = Heartbeat {
-            sent_at: Some(prost_types::Timestamp::from(std::time::SystemTime::now())),
-            active_mirrors: held(),
-        };
         if outbox
-            .send(agent_message(agent_message::Kind::Heartbeat(beat)))
+            .send(agent_message(agent_message::Kind::Heartbeat(Heartbeat {})))
             .is_err()
         {
             return;

@@ -4,6 +4,7 @@
 //! jobrelay did not create are touched only when the operator switched that
 //! on. Running and Pending Pods are never touched.
 
+use crate::budget::Budget;
 use std::time::Duration;
 
 use jobrelay_proto::wire::ORIGIN_LABEL;
@@ -96,12 +97,13 @@ pub async fn check(
     Ok(())
 }
 
-/// Looks at the Pods in scope every `policy.interval`, forever.
-pub async fn run(client: kube::Client, policy: TerminatedPods, origin: String) {
+/// Looks at the Pods in scope every `policy.interval`, forever; deletions
+/// draw on the agent's deletion budget.
+pub async fn run(client: kube::Client, policy: TerminatedPods, origin: String, budget: Budget) {
     let mut ticks = tokio::time::interval(policy.interval);
     loop {
         ticks.tick().await;
-        if let Err(error) = pass(&client, &policy, &origin).await {
+        if let Err(error) = pass(&client, &policy, &origin, &budget).await {
             warn!(%error, "terminated-Pod pass failed; trying again next interval");
         }
     }
@@ -111,6 +113,7 @@ async fn pass(
     client: &kube::Client,
     policy: &TerminatedPods,
     origin: &str,
+    budget: &Budget,
 ) -> Result<(), kube::Error> {
     let params = ListParams::default().labels(&selector(policy, origin));
     let apis: Vec<Api<Pod>> = if policy.namespaces.is_empty() {
@@ -140,6 +143,7 @@ async fn pass(
                 info!(%namespace, pod = %name, %phase, "dry run: would delete terminated Pod");
                 continue;
             }
+            budget.take().await;
             let delete = DeleteParams {
                 preconditions: Some(Preconditions {
                     uid: pod.uid(),

@@ -26,8 +26,8 @@ use jobrelay_proto::v1::{
 use jobrelay_proto::wire::ORIGIN_UID_LABEL;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
+use kube::Resource;
 use kube::runtime::reflector::Store;
-use kube::{Resource, ResourceExt};
 
 use crate::budget::Budget;
 use crate::report::{phase_of, revision_of};
@@ -41,13 +41,13 @@ pub const FIELD_MANAGER: &str = "jobrelay-agent";
 const REQUEST_CONCURRENCY: usize = 16;
 
 /// How the agent paces what it does on its own.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Pacing {
     /// How long a Pod may outlive its mirror (or be owned by none of the
     /// live one) before the agent deletes it.
     pub orphan_pod_grace: Duration,
-    /// Deletions sent per second at most.
-    pub deletions_per_second: u32,
+    /// Every deletion draws on it (`--deletions-per-second`).
+    pub deletions: Budget,
     /// The longest wait between two tries of an apply the worker refused for
     /// a reason that can clear.
     pub apply_retry_max: Duration,
@@ -123,7 +123,7 @@ impl Mirrors {
             sent: HashMap::new(),
             seen: HashMap::new(),
             strays: HashMap::new(),
-            budget: Budget::per_second(pacing.deletions_per_second),
+            budget: pacing.deletions,
             apply_retry: ExponentialBuilder::default()
                 .with_min_delay(Duration::from_secs(1))
                 .with_max_delay(pacing.apply_retry_max)
@@ -165,8 +165,6 @@ impl Mirrors {
                 InventoryEntry {
                     origin_uid: uid,
                     revision: revision_of(&job),
-                    namespace: job.namespace().unwrap_or_default(),
-                    name: job.name_any(),
                     phase: self.phase(&job) as i32,
                 },
             );
@@ -180,8 +178,6 @@ impl Mirrors {
                 .or_insert_with(|| InventoryEntry {
                     origin_uid: uid,
                     revision: 0,
-                    namespace: pod.namespace().unwrap_or_default(),
-                    name: String::new(),
                     phase: MirrorPhase::Deleting as i32,
                 });
         }
@@ -250,7 +246,6 @@ impl Mirrors {
                     revision: report.revision,
                     phase: report.phase as i32,
                     status: report.status.clone(),
-                    pods: report.pods,
                 })));
             }
             let resource_version = job.metadata.resource_version.clone();
@@ -262,12 +257,6 @@ impl Mirrors {
                 },
             );
         }
-    }
-
-    /// Counts the mirrors held at the moment it is called (for heartbeats).
-    pub fn held_counter(&self) -> impl Fn() -> u32 + Send + 'static {
-        let jobs = self.jobs.clone();
-        move || jobs.state().len() as u32
     }
 }
 
