@@ -8,6 +8,7 @@ pub mod lost;
 pub mod mirrors;
 pub mod report;
 pub mod session;
+pub mod teardown;
 pub mod terminated_pods;
 
 use std::sync::Arc;

@@ -3,6 +3,7 @@
 //! and `MirrorGone` only once the API server shows neither the Job nor a Pod
 //! of its origin UID — Terminating ones count as existing.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jobrelay_proto::v1::{AgentMessage, DeleteMirror, MirrorGone, MirrorLost, agent_message::Kind};
@@ -14,9 +15,10 @@ use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
 use super::{Held, Mirrors, agent_message, concurrently};
+use crate::teardown::{self, Deleted, Next, Progress, Seen};
 
-/// How often a delete that has not taken effect is sent again.
-const DELETE_RETRY: Duration = Duration::from_secs(5);
+/// How long after a delete without effect it is sent again.
+const DELETE_RESEND: Duration = Duration::from_secs(5);
 /// Deletions in flight above which progress is logged.
 const BACKLOG: usize = 100;
 /// How often progress on a backlog is logged.
@@ -27,9 +29,7 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 pub(super) struct Deletion {
     pub namespace: String,
     pub name: String,
-    /// When the agent first saw no Job of this origin UID.
-    job_gone_since: Option<Instant>,
-    last_delete: Option<Instant>,
+    progress: Progress,
     pods_deleted: u32,
     /// Set when the mirror was lost behind jobrelay's back, not deleted at
     /// the manager's request.
@@ -70,8 +70,7 @@ impl Mirrors {
         self.deleting.entry(uid).or_insert(Deletion {
             namespace,
             name,
-            job_gone_since: None,
-            last_delete: None,
+            progress: Progress::default(),
             pods_deleted: 0,
             lost,
         });
@@ -93,48 +92,47 @@ impl Mirrors {
         }
     }
 
+    /// Runs one step of the deletion machine (`teardown::step`) for every
+    /// mirror being deleted, then sends what the steps decided, 16 requests
+    /// at a time, drawing on the deletion budget.
     pub(super) async fn drive_deletions(&mut self, held: &Held, out: &mut Vec<AgentMessage>) {
         let now = Instant::now();
-        let (jobs, pods) = (&held.jobs, &held.pods);
-        // First decide, then send everything decided at once.
         let mut job_deletes = Vec::new();
         let mut pod_deletes = Vec::new();
         let mut gone = Vec::new();
         for (uid, deletion) in &mut self.deleting {
-            let live_jobs = jobs.get(uid).map(Vec::as_slice).unwrap_or_default();
-            let live_pods = pods.get(uid).map(Vec::as_slice).unwrap_or_default();
-            if live_jobs.is_empty() {
-                deletion.job_gone_since.get_or_insert(now);
-            } else if deletion
-                .last_delete
-                .is_none_or(|at| now - at >= DELETE_RETRY)
-            {
-                let due: Vec<_> = live_jobs
-                    .iter()
-                    .filter(|j| j.metadata.deletion_timestamp.is_none())
-                    .cloned()
-                    .collect();
-                if self.budget.try_take_n(due.len()) {
-                    deletion.last_delete = Some(now);
-                    job_deletes.extend(due);
+            let jobs = held.jobs.get(uid).map(Vec::as_slice).unwrap_or_default();
+            let pods = held.pods.get(uid).map(Vec::as_slice).unwrap_or_default();
+            let (progress, next) = teardown::step(
+                deletion.progress,
+                &jobs.iter().map(|j| seen(j.as_ref())).collect::<Vec<_>>(),
+                &pods.iter().map(|p| seen(p.as_ref())).collect::<Vec<_>>(),
+                now,
+                self.orphan_pod_grace,
+                DELETE_RESEND,
+            );
+            match next {
+                Next::Wait => deletion.progress = progress,
+                Next::ConfirmGone => {
+                    deletion.progress = progress;
+                    gone.push(uid.clone());
                 }
-            }
-            if let Some(since) = deletion.job_gone_since
-                && now - since >= self.orphan_pod_grace
-            {
-                for pod in live_pods
-                    .iter()
-                    .filter(|p| p.metadata.deletion_timestamp.is_none())
-                {
-                    if !self.budget.try_take_n(1) {
-                        break;
+                // All of a Job's deletes or none, so none waits on a half.
+                Next::DeleteJobs(due) if self.budget.try_take_n(due.len()) => {
+                    deletion.progress = progress;
+                    job_deletes.extend(due.into_iter().map(|i| Arc::clone(&jobs[i])));
+                }
+                Next::DeleteJobs(_) => {}
+                Next::DeletePods(due) => {
+                    deletion.progress = progress;
+                    for i in due {
+                        if !self.budget.try_take_n(1) {
+                            break;
+                        }
+                        info!(%uid, pod = %pods[i].name_any(), "Pod outlived its Job; deleting it");
+                        pod_deletes.push((uid.clone(), Arc::clone(&pods[i])));
                     }
-                    info!(%uid, pod = %pod.name_any(), "Pod outlived its Job; deleting it");
-                    pod_deletes.push((uid.clone(), pod.clone()));
                 }
-            }
-            if live_jobs.is_empty() && live_pods.is_empty() {
-                gone.push(uid.clone());
             }
         }
         let client = &self.client;
@@ -145,9 +143,7 @@ impl Mirrors {
         )
         .await;
         let deleted_pods = concurrently(pod_deletes.into_iter().map(|(uid, pod)| async move {
-            delete_object::<Pod>(client, pod.as_ref())
-                .await
-                .then_some(uid)
+            (delete_object::<Pod>(client, pod.as_ref()).await == Deleted::Now).then_some(uid)
         }))
         .await;
         for uid in deleted_pods.into_iter().flatten() {
@@ -219,9 +215,15 @@ impl Mirrors {
     }
 }
 
+/// What the worker shows of a Job or Pod, for the deletion machine.
+fn seen<K: Resource>(object: &K) -> Seen {
+    Seen {
+        terminating: object.meta().deletion_timestamp.is_some(),
+    }
+}
+
 /// Deletes one object with Background propagation and a UID precondition.
-/// Returns whether this call deleted it.
-pub(super) async fn delete_object<K>(client: &kube::Client, object: &K) -> bool
+pub(super) async fn delete_object<K>(client: &kube::Client, object: &K) -> Deleted
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -229,7 +231,7 @@ where
         + std::fmt::Debug,
 {
     let (Some(namespace), name) = (object.meta().namespace.clone(), object.name_any()) else {
-        return false;
+        return Deleted::NothingThere;
     };
     let api: Api<K> = Api::namespaced(client.clone(), &namespace);
     let params = DeleteParams {
@@ -240,12 +242,17 @@ where
         }),
         ..Default::default()
     };
-    match api.delete(&name, &params).await {
-        Ok(_) => true,
-        Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => false,
+    let code = match api.delete(&name, &params).await {
+        Ok(_) => None,
+        Err(kube::Error::Api(status)) => Some(status.code),
         Err(error) => {
             warn!(%namespace, %name, %error, "delete failed; will retry");
-            false
+            return Deleted::Failed;
         }
+    };
+    let outcome = teardown::deleted(code);
+    if outcome == Deleted::Failed {
+        warn!(%namespace, %name, ?code, "delete refused; will retry");
     }
+    outcome
 }

@@ -12,6 +12,7 @@ use tracing::{info, warn};
 use super::deletion::{Lost, delete_object};
 use super::{Held, Mirrors, concurrently};
 use crate::lost::{JobSeen, PodSeen, Verdict, judge};
+use crate::teardown::Deleted;
 
 impl Mirrors {
     /// Judges every desired mirror the agent is not deleting itself: a lost
@@ -93,7 +94,7 @@ impl Mirrors {
         }
         let client = &self.client;
         concurrently(due.into_iter().map(|(uid, pod)| async move {
-            if delete_object::<Pod>(client, pod.as_ref()).await {
+            if delete_object::<Pod>(client, pod.as_ref()).await == Deleted::Now {
                 info!(%uid, pod = %pod.name_any(), "Pod not owned by its live mirror outlived the grace; deleted");
             }
         }))
