@@ -23,7 +23,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Reason::Dispatched => "Dispatched",
             Reason::RemoteFinished => "RemoteFinished",

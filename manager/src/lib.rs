@@ -7,6 +7,8 @@ pub mod cluster_status;
 pub mod config;
 pub mod events;
 pub mod fleet;
+pub mod job_life;
+pub mod job_writes;
 pub mod lost;
 pub mod metrics;
 pub mod mirror;
@@ -15,6 +17,7 @@ pub mod placement;
 pub mod reconcile;
 pub mod registry;
 pub mod retention;
+pub mod retries;
 pub mod session;
 pub mod status;
 pub mod status_sync;
@@ -185,6 +188,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         origin,
         config,
         deletions,
+        retries: Default::default(),
     });
     // Every reconcile is triggered through one channel: by Job changes and by
     // what agents report. Each trigger reaches both controllers: the one that

@@ -1,0 +1,499 @@
+//! Every transition of a manager Job's life, without a cluster.
+
+use super::*;
+use jobrelay_proto::v1::RejectReason;
+use jobrelay_proto::wire::{
+    CLUSTER_KEY, DEACTIVATED_ANNOTATION, LAST_LOST_MIRROR_ANNOTATION, MANAGED_BY,
+    MIRRORS_LOST_ANNOTATION, REMOTE_CLEANUP_FINALIZER,
+};
+use serde_json::json;
+
+const NOW: &str = "2026-11-22T12:00:00Z";
+
+fn now() -> Timestamp {
+    NOW.parse().unwrap()
+}
+
+/// A relayed Job; `extra` is merged into it.
+fn job(extra: Value) -> Job {
+    let mut base = json!({
+        "metadata": {"name": "train", "namespace": "ml", "uid": "u1", "annotations": {}},
+        "spec": {"managedBy": MANAGED_BY, "template": {"spec": {"containers": []}}},
+    });
+    merge(&mut base, extra);
+    serde_json::from_value(base).unwrap()
+}
+
+fn merge(base: &mut Value, extra: Value) {
+    match (base, extra) {
+        (Value::Object(base), Value::Object(extra)) => {
+            for (k, v) in extra {
+                merge(base.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (base, extra) => *base = extra,
+    }
+}
+
+fn placed(held: bool) -> Value {
+    let finalizers: Vec<&str> = if held {
+        vec![REMOTE_CLEANUP_FINALIZER]
+    } else {
+        vec![]
+    };
+    json!({"metadata": {"annotations": {CLUSTER_KEY: "w1"}, "finalizers": finalizers}})
+}
+
+fn finished(at: &str) -> Value {
+    json!({"status": {"conditions": [
+        {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": at},
+        {"type": "Complete", "status": "True", "lastTransitionTime": at}]}})
+}
+
+fn deleting() -> Value {
+    json!({"metadata": {"deletionTimestamp": NOW}})
+}
+
+fn with(parts: &[Value]) -> Job {
+    let mut all = json!({});
+    for part in parts {
+        merge(&mut all, part.clone());
+    }
+    job(all)
+}
+
+fn config() -> Config {
+    Config::default()
+}
+
+fn lost(accounted: bool) -> MirrorView {
+    MirrorView {
+        lost: Some(LostMirror {
+            mirror_uid: "m1".into(),
+            observed: "gone".into(),
+            accounted,
+        }),
+        ..Default::default()
+    }
+}
+
+fn cleanup(reason: DeleteReason) -> Step {
+    Step::Cleanup {
+        cluster: "w1".into(),
+        reason,
+    }
+}
+
+#[test]
+fn a_job_of_another_manager_is_left_alone() {
+    let foreign = job(json!({"spec": {"managedBy": "kueue.x-k8s.io/multikueue"}}));
+    assert_eq!(
+        next_step(&foreign, None, &config(), now()),
+        Step::AwaitChange
+    );
+}
+
+#[test]
+fn an_active_job_is_placed_then_held_then_applied() {
+    assert_eq!(
+        next_step(&job(json!({})), None, &config(), now()),
+        Step::Place
+    );
+    assert_eq!(
+        next_step(&with(&[placed(false)]), None, &config(), now()),
+        Step::Hold {
+            cluster: "w1".into()
+        }
+    );
+    assert_eq!(
+        next_step(&with(&[placed(true)]), None, &config(), now()),
+        Step::Apply {
+            cluster: "w1".into()
+        }
+    );
+}
+
+#[test]
+fn a_lost_mirror_is_shown_before_anything_else_and_only_once() {
+    let held = with(&[placed(true)]);
+    let step = next_step(&held, Some(&lost(false)), &config(), now());
+    assert!(
+        matches!(step, Step::ShowLoss { ref cluster, .. } if cluster == "w1"),
+        "{step:?}"
+    );
+    assert_eq!(
+        next_step(&held, Some(&lost(true)), &config(), now()),
+        Step::Apply {
+            cluster: "w1".into()
+        },
+        "once shown, the fleet holds the new attempt back until the remains are gone"
+    );
+}
+
+#[test]
+fn a_suspended_job_has_its_mirror_deleted() {
+    let suspended = json!({"spec": {"suspend": true}});
+    assert_eq!(
+        next_step(
+            &with(std::slice::from_ref(&suspended)),
+            None,
+            &config(),
+            now()
+        ),
+        Step::AwaitChange
+    );
+    assert_eq!(
+        next_step(&with(&[suspended, placed(true)]), None, &config(), now()),
+        cleanup(DeleteReason::Suspended)
+    );
+}
+
+#[test]
+fn a_finished_job_keeps_its_mirror_for_the_remote_retention_unless_it_is_lost() {
+    let mut config = config();
+    config.retention.remote_after_finished = Duration::from_secs(600);
+    let done = with(&[placed(true), finished("2026-11-22T11:55:00Z")]);
+    assert_eq!(
+        next_step(&done, None, &config, now()),
+        Step::Requeue(Duration::from_secs(300))
+    );
+    assert_eq!(
+        next_step(&done, Some(&lost(true)), &config, now()),
+        cleanup(DeleteReason::RetentionExpired),
+        "a lost mirror keeps no logs worth waiting for"
+    );
+    let long_done = with(&[placed(true), finished("2026-11-22T11:00:00Z")]);
+    assert_eq!(
+        next_step(&long_done, None, &config, now()),
+        cleanup(DeleteReason::RetentionExpired)
+    );
+}
+
+#[test]
+fn a_released_finished_job_expires_after_the_manager_retention() {
+    let mut config = config();
+    config.retention.manager_after_finished = Some(Duration::from_secs(3600));
+    let done = with(&[placed(false), finished("2026-11-22T11:30:00Z")]);
+    let step = next_step(&done, None, &config, now());
+    let Step::Expire {
+        since,
+        keep,
+        what,
+        forget,
+    } = step
+    else {
+        panic!("{step:?}");
+    };
+    assert_eq!((what, forget.as_deref()), ("finished", Some("w1")));
+    assert_eq!(
+        expiry(since, keep, now()),
+        Expiry::In(Duration::from_secs(1800))
+    );
+    assert_eq!(expiry(since, None, now()), Expiry::Kept);
+    assert_eq!(
+        expiry(since, Some(Duration::from_secs(60)), now()),
+        Expiry::Due
+    );
+}
+
+#[test]
+fn a_deactivated_job_expires_after_its_own_retention() {
+    let deactivated =
+        json!({"metadata": {"annotations": {DEACTIVATED_ANNOTATION: "2026-11-22T11:00:00Z"}}});
+    let step = next_step(&with(&[deactivated]), None, &config(), now());
+    assert!(
+        matches!(
+            step,
+            Step::Expire {
+                what: "deactivated",
+                keep: None,
+                ..
+            }
+        ),
+        "{step:?}"
+    );
+}
+
+#[test]
+fn a_deleted_job_has_its_mirror_deleted_before_it_is_released() {
+    assert_eq!(
+        next_step(&with(&[placed(true), deleting()]), None, &config(), now()),
+        cleanup(DeleteReason::ManagerJobDeleted)
+    );
+    assert_eq!(
+        next_step(&with(&[placed(false), deleting()]), None, &config(), now()),
+        Step::Forget {
+            cluster: "w1".into()
+        }
+    );
+    let held_nowhere = job(
+        json!({"metadata": {"finalizers": [REMOTE_CLEANUP_FINALIZER], "deletionTimestamp": NOW}}),
+    );
+    assert_eq!(
+        next_step(&held_nowhere, None, &config(), now()),
+        Step::Release
+    );
+    assert_eq!(
+        next_step(&with(&[deleting()]), None, &config(), now()),
+        Step::AwaitChange
+    );
+}
+
+fn rejection(reason: RejectReason) -> Rejection {
+    Rejection {
+        revision: 1,
+        reason,
+        message: "no".into(),
+        retry_in: None,
+    }
+}
+
+fn event(plan: &Plan) -> Option<(Reason, &str)> {
+    plan.effects.iter().find_map(|e| match e {
+        Effect::Event(reason, note) => Some((*reason, note.as_str())),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_sent_mirror_is_recorded_with_its_attempt() {
+    let first = after_apply(&with(&[placed(true)]), "w1", 3, Apply::Sent, false, now());
+    assert_eq!(
+        event(&first),
+        Some((Reason::Dispatched, "sent to cluster w1 (revision 3)"))
+    );
+    assert_eq!(first.then, Some(RESYNC));
+    let again = with(&[
+        placed(true),
+        json!({"metadata": {"annotations": {MIRRORS_LOST_ANNOTATION: "1"}}}),
+    ]);
+    let plan = after_apply(&again, "w1", 3, Apply::Sent, false, now());
+    assert_eq!(
+        event(&plan).unwrap().1,
+        "sent to cluster w1 (revision 3), attempt 2"
+    );
+}
+
+#[test]
+fn a_permanent_refusal_fails_the_job_remote_rejected() {
+    let plan = after_apply(
+        &with(&[placed(true)]),
+        "w1",
+        1,
+        Apply::Rejected(rejection(RejectReason::Conflict)),
+        false,
+        now(),
+    );
+    let [Effect::WriteStatus(status)] = plan.effects.as_slice() else {
+        panic!("{plan:?}");
+    };
+    let failed = &status["conditions"][1];
+    assert_eq!(
+        (failed["type"].as_str(), failed["reason"].as_str()),
+        (Some("Failed"), Some("RemoteRejected"))
+    );
+    assert_eq!(
+        failed["message"],
+        "cluster w1 refused the Job (REJECT_REASON_CONFLICT): no"
+    );
+    assert_eq!(plan.then, None);
+}
+
+#[test]
+fn a_refusal_that_can_clear_is_shown_while_it_lasts_and_cleared_once_held() {
+    let held = with(&[placed(true)]);
+    let waiting = Apply::Waiting(rejection(RejectReason::QuotaExceeded));
+    let plan = after_apply(&held, "w1", 1, waiting.clone(), false, now());
+    let text = "cluster w1 refused the Job (REJECT_REASON_QUOTA_EXCEEDED): no".to_string();
+    assert_eq!(
+        plan.effects,
+        [Effect::Annotate(
+            DISPATCH_WAITING_ANNOTATION,
+            Some(text.clone())
+        )]
+    );
+    assert_eq!(plan.then, Some(AWAIT_AGENT));
+    let shown = with(&[
+        placed(true),
+        json!({"metadata": {"annotations": {DISPATCH_WAITING_ANNOTATION: text}}}),
+    ]);
+    assert!(
+        after_apply(&shown, "w1", 1, waiting, false, now())
+            .effects
+            .is_empty(),
+        "written once"
+    );
+    let cleared = after_apply(&shown, "w1", 1, Apply::InPlace, true, now());
+    assert_eq!(
+        cleared.effects,
+        [Effect::Annotate(DISPATCH_WAITING_ANNOTATION, None)]
+    );
+    assert!(
+        after_apply(&held, "w1", 1, Apply::InPlace, true, now())
+            .effects
+            .is_empty()
+    );
+}
+
+#[test]
+fn an_apply_that_must_wait_looks_again_later() {
+    let held = with(&[placed(true)]);
+    assert_eq!(
+        after_apply(&held, "w1", 1, Apply::AwaitingGone, false, now()).then,
+        Some(AWAIT_AGENT)
+    );
+    assert_eq!(
+        after_apply(&held, "w1", 1, Apply::Disconnected, false, now()).then,
+        Some(AWAIT_CLUSTER)
+    );
+}
+
+#[test]
+fn a_confirmed_deletion_releases_the_job() {
+    let plan = after_cleanup(
+        "w1",
+        DeleteReason::ManagerJobDeleted,
+        Cleanup::Gone { pods_deleted: 2 },
+        false,
+        None,
+    );
+    assert_eq!(
+        &plan.effects[..2],
+        [Effect::RemoveFinalizer, Effect::Forget]
+    );
+    assert_eq!(event(&plan).unwrap().0, Reason::RemotePodsGone);
+    assert!(
+        event(&plan)
+            .unwrap()
+            .1
+            .contains("2 Pods deleted by the agent")
+    );
+}
+
+#[test]
+fn a_suspension_once_confirmed_shows_nothing_running_and_keeps_the_job_held() {
+    let last = json!({"active": 2, "succeeded": 1});
+    let plan = after_cleanup(
+        "w1",
+        DeleteReason::Suspended,
+        Cleanup::Gone { pods_deleted: 0 },
+        false,
+        Some(&last),
+    );
+    assert_eq!(
+        plan.effects,
+        [Effect::WriteStatus(
+            json!({"active": 0, "ready": 0, "terminating": 0, "succeeded": 1})
+        )]
+    );
+}
+
+#[test]
+fn a_lost_cluster_releases_a_deleted_job_without_confirmation_but_not_a_suspended_one() {
+    let plan = after_cleanup(
+        "w1",
+        DeleteReason::ManagerJobDeleted,
+        Cleanup::Disconnected,
+        true,
+        None,
+    );
+    assert_eq!(event(&plan).unwrap().0, Reason::ClusterLost);
+    assert!(plan.effects.contains(&Effect::RemoveFinalizer));
+    let suspended = after_cleanup(
+        "w1",
+        DeleteReason::Suspended,
+        Cleanup::Disconnected,
+        true,
+        None,
+    );
+    assert!(suspended.effects.is_empty());
+    assert_eq!(suspended.then, Some(AWAIT_CLUSTER));
+    let merely_away = after_cleanup(
+        "w1",
+        DeleteReason::ManagerJobDeleted,
+        Cleanup::Disconnected,
+        false,
+        None,
+    );
+    assert_eq!(merely_away.then, Some(AWAIT_CLUSTER));
+}
+
+#[test]
+fn the_first_delete_is_told_and_then_the_agent_is_awaited() {
+    let first = after_cleanup(
+        "w1",
+        DeleteReason::RetentionExpired,
+        Cleanup::Started { first: true },
+        false,
+        None,
+    );
+    assert_eq!(event(&first).unwrap().0, Reason::RemoteCleanupStarted);
+    for outcome in [Cleanup::Started { first: false }, Cleanup::Waiting] {
+        let plan = after_cleanup("w1", DeleteReason::RetentionExpired, outcome, false, None);
+        assert!(plan.effects.is_empty());
+        assert_eq!(plan.then, Some(AWAIT_AGENT));
+    }
+}
+
+#[test]
+fn a_loss_is_counted_shown_with_nothing_running_and_run_again() {
+    let running = with(&[
+        placed(true),
+        json!({"status": {"active": 1, "ready": 1, "startTime": NOW}}),
+    ]);
+    let lost = lost(false).lost.unwrap();
+    let plan = show_loss(&running, "w1", &lost, 3, now());
+    assert_eq!(
+        plan.effects[0],
+        Effect::CountLoss {
+            lost: 1,
+            mirror_uid: "m1".into()
+        }
+    );
+    let Effect::WriteStatus(status) = &plan.effects[1] else {
+        panic!("{plan:?}")
+    };
+    assert_eq!(
+        (status["active"].as_i64(), status["ready"].as_i64()),
+        (Some(0), Some(0))
+    );
+    let (reason, note) = event(&plan).unwrap();
+    assert_eq!(reason, Reason::RemoteJobLost);
+    assert!(
+        note.contains("cluster w1 was lost: gone") && note.contains("attempt 2 of 3"),
+        "{note}"
+    );
+    assert_eq!(plan.effects.last(), Some(&Effect::LossShown));
+}
+
+#[test]
+fn the_loss_that_reaches_the_limit_fails_the_job_remote_job_lost() {
+    let twice = json!({"metadata": {"annotations": {MIRRORS_LOST_ANNOTATION: "2", LAST_LOST_MIRROR_ANNOTATION: "m0"}}});
+    let job = with(&[
+        placed(true),
+        twice,
+        json!({"status": {"active": 1, "startTime": NOW}}),
+    ]);
+    let plan = show_loss(&job, "w1", &lost(false).lost.unwrap(), 3, now());
+    let Effect::WriteStatus(status) = &plan.effects[1] else {
+        panic!("{plan:?}")
+    };
+    assert_eq!(status["conditions"][1]["reason"], "RemoteJobLost");
+    assert!(event(&plan).unwrap().1.contains("3 lost of 3 allowed"));
+}
+
+#[test]
+fn a_loss_already_shown_or_of_a_job_no_longer_running_is_not_counted() {
+    let shown = json!({"metadata": {"annotations": {MIRRORS_LOST_ANNOTATION: "1", LAST_LOST_MIRROR_ANNOTATION: "m1"}}});
+    let plan = show_loss(
+        &with(&[placed(true), shown]),
+        "w1",
+        &lost(false).lost.unwrap(),
+        3,
+        now(),
+    );
+    assert_eq!(plan.effects, [Effect::LossShown]);
+    let done = with(&[placed(true), finished(NOW)]);
+    let plan = show_loss(&done, "w1", &lost(false).lost.unwrap(), 3, now());
+    assert_eq!(plan.effects, [Effect::LossShown]);
+}

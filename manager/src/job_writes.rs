@@ -1,0 +1,152 @@
+//! The writes the manager makes to a manager Job's metadata. Each that
+//! matters is conditional, so a write based on a stale copy fails instead of
+//! winning.
+
+use std::time::Duration;
+
+use jobrelay_proto::wire::{
+    CLUSTER_KEY, DEACTIVATED_ANNOTATION, LAST_LOST_MIRROR_ANNOTATION, MIRRORS_LOST_ANNOTATION,
+    REMOTE_CLEANUP_FINALIZER,
+};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions, PropagationPolicy};
+use tracing::info;
+
+use crate::placement::assigned_cluster;
+
+/// Adds the finalizer and records the cluster, in one write that fails if
+/// the Job changed meanwhile; returns the Job as written.
+pub async fn hold(jobs: &Api<Job>, job: &Job, cluster: &str) -> Result<Job, kube::Error> {
+    let mut finalizers = job.finalizers().to_vec();
+    if !finalizers.iter().any(|f| f == REMOTE_CLEANUP_FINALIZER) {
+        finalizers.push(REMOTE_CLEANUP_FINALIZER.into());
+    }
+    let patch = serde_json::json!({
+        "metadata": {
+            "resourceVersion": job.resource_version(),
+            "finalizers": finalizers,
+            "annotations": {CLUSTER_KEY: assigned_cluster(job).unwrap_or(cluster)},
+        }
+    });
+    let held = jobs
+        .patch(
+            &job.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    info!(%cluster, "holding the Job for its mirror");
+    Ok(held)
+}
+
+/// Counts a lost mirror, if the Job is still the one the count was read
+/// from.
+pub async fn count_loss(
+    jobs: &Api<Job>,
+    job: &Job,
+    lost: u32,
+    mirror_uid: &str,
+) -> Result<(), kube::Error> {
+    let patch = serde_json::json!({
+        "metadata": {
+            "resourceVersion": job.resource_version(),
+            "annotations": {
+                MIRRORS_LOST_ANNOTATION: lost.to_string(),
+                LAST_LOST_MIRROR_ANNOTATION: mirror_uid,
+            },
+        }
+    });
+    jobs.patch(
+        &job.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Sets (or, with `None`, removes) one annotation, unless it already reads so.
+pub async fn annotate(
+    jobs: &Api<Job>,
+    job: &Job,
+    key: &str,
+    value: Option<&str>,
+) -> Result<(), kube::Error> {
+    if job.annotations().get(key).map(String::as_str) == value {
+        return Ok(());
+    }
+    let patch = serde_json::json!({"metadata": {"annotations": {key: value}}});
+    jobs.patch(
+        &job.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Marks a Job that cannot be dispatched any more (its pinned cluster is
+/// Lost): `retention.afterDeactivated` counts from now.
+pub async fn deactivate(jobs: &Api<Job>, job: &Job, why: &str) -> Result<(), kube::Error> {
+    let now = Timestamp::now().to_string();
+    annotate(jobs, job, DEACTIVATED_ANNOTATION, Some(&now)).await?;
+    info!("deactivated: {why}");
+    Ok(())
+}
+
+/// Removes the finalizer by index, with a test so a concurrent change fails
+/// the patch instead of removing the wrong entry.
+pub async fn remove_finalizer(jobs: &Api<Job>, job: &Job) -> Result<(), kube::Error> {
+    let Some(index) = job
+        .finalizers()
+        .iter()
+        .position(|f| f == REMOTE_CLEANUP_FINALIZER)
+    else {
+        return Ok(());
+    };
+    let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
+        {"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": REMOTE_CLEANUP_FINALIZER},
+        {"op": "remove", "path": format!("/metadata/finalizers/{index}")},
+    ]))
+    .expect("static JSON patch");
+    match jobs
+        .patch(
+            &job.name_any(),
+            &PatchParams::default(),
+            &Patch::<()>::Json(patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Deletes the manager Job itself (its retention ran out), Background, with
+/// a UID precondition; returns whether this call deleted it.
+pub async fn delete(
+    jobs: &Api<Job>,
+    job: &Job,
+    what: &str,
+    kept: Duration,
+) -> Result<bool, kube::Error> {
+    let params = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        preconditions: Some(Preconditions {
+            uid: job.uid(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match jobs.delete(&job.name_any(), &params).await {
+        Ok(_) => {
+            info!(after = ?kept, "deleting the manager Job: {what} and its retention ran out");
+            Ok(true)
+        }
+        Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(false),
+        Err(e) => Err(e),
+    }
+}

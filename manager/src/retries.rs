@@ -1,0 +1,73 @@
+//! Backoff of failed reconciles, per manager Job: a Job whose writes keep
+//! failing is looked at less and less often (1 s doubling to 5 min, with
+//! jitter), while every other Job goes on at once; a success starts it over.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
+use k8s_openapi::api::batch::v1::Job;
+use kube::runtime::reflector::ObjectRef;
+
+const FIRST: Duration = Duration::from_secs(1);
+const LONGEST: Duration = Duration::from_secs(300);
+
+#[derive(Default)]
+pub struct Retries {
+    failing: Mutex<HashMap<ObjectRef<Job>, ExponentialBackoff>>,
+}
+
+impl Retries {
+    /// How long until the next try of a Job whose reconcile just failed.
+    pub fn failed(&self, key: &ObjectRef<Job>) -> Duration {
+        let mut failing = self.failing.lock().unwrap_or_else(|p| p.into_inner());
+        failing
+            .entry(key.clone())
+            .or_insert_with(|| {
+                ExponentialBuilder::default()
+                    .with_min_delay(FIRST)
+                    .with_max_delay(LONGEST)
+                    .with_jitter()
+                    .without_max_times()
+                    .build()
+            })
+            .next()
+            .unwrap_or(LONGEST)
+    }
+
+    /// A Job reconciled fine: its next failure starts from the first delay.
+    pub fn succeeded(&self, key: &ObjectRef<Job>) {
+        let mut failing = self.failing.lock().unwrap_or_else(|p| p.into_inner());
+        if !failing.is_empty() {
+            failing.remove(key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_back_off_per_job_and_a_success_starts_over() {
+        let retries = Retries::default();
+        let (a, b) = (
+            ObjectRef::new("a").within("ns"),
+            ObjectRef::new("b").within("ns"),
+        );
+        let delays: Vec<Duration> = (0..12).map(|_| retries.failed(&a)).collect();
+        assert!(delays[0] >= FIRST && delays[0] < FIRST * 2, "{delays:?}");
+        assert!(delays[3] >= FIRST * 8, "doubling: {delays:?}");
+        assert!(
+            delays.iter().all(|d| *d <= LONGEST * 2),
+            "capped (jitter at most doubles): {delays:?}"
+        );
+        assert!(
+            retries.failed(&b) < FIRST * 2,
+            "another Job is not held back"
+        );
+        retries.succeeded(&a);
+        assert!(retries.failed(&a) < FIRST * 2);
+    }
+}
