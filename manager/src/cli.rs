@@ -64,10 +64,10 @@ pub struct Args {
     pub cluster_status_interval: Duration,
 
     #[command(flatten)]
-    pub certificates: jobrelay_link::CertificateFlags,
+    pub certificates: jobrelay_process::CertificateFlags,
 
     #[command(flatten)]
-    pub kube_api: jobrelay_link::KubeApiFlags,
+    pub kube_api: jobrelay_process::KubeApiFlags,
 
     /// CA bundle (PEM) that agents' client certificates must chain to.
     #[arg(

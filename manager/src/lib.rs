@@ -26,7 +26,7 @@ pub mod worker_cluster;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use jobrelay_link::{ServerTls, Shutdown};
+use jobrelay_process::{ServerTls, Shutdown};
 use jobrelay_proto::v1::relay_server::RelayServer;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Namespace;
@@ -85,9 +85,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     info!(?config, "configuration");
     let shutdown = Shutdown::on_signals();
     let (readiness, health) =
-        jobrelay_link::health::serve(args.health_listen, shutdown.clone()).await?;
+        jobrelay_process::health::serve(args.health_listen, shutdown.clone()).await?;
     let health = tokio::spawn(health);
-    let client = jobrelay_link::kube_client::client(kube_api_limit).await?;
+    let client = jobrelay_process::kube_client::client(kube_api_limit).await?;
     let worker_clusters: Api<WorkerCluster> = Api::all(client.clone());
     if let Err(error) = worker_clusters.list(&ListParams::default().limit(1)).await {
         match error {
@@ -255,7 +255,7 @@ where
     let (synced_tx, synced) = watch::channel(false);
     let events = watcher(
         api,
-        watcher::Config::default().timeout(jobrelay_link::WATCH_TIMEOUT_SECS),
+        watcher::Config::default().timeout(jobrelay_process::WATCH_TIMEOUT_SECS),
     )
     .default_backoff()
     .reflect(writer);

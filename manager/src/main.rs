@@ -3,6 +3,6 @@ use jobrelay_manager::cli::Cli;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    jobrelay_link::telemetry::init();
+    jobrelay_process::telemetry::init();
     jobrelay_manager::main(Cli::parse()).await
 }

@@ -151,7 +151,7 @@ impl Metrics {
 pub async fn serve(
     addr: SocketAddr,
     metrics: Arc<Metrics>,
-    shutdown: jobrelay_link::Shutdown,
+    shutdown: jobrelay_process::Shutdown,
 ) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     info!(listen = %listener.local_addr()?, "serving /metrics");

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use jobrelay_link::{RateLimit, TokenBucket};
+use jobrelay_process::{RateLimit, TokenBucket};
 use tokio::time::Instant;
 use tracing::info;
 

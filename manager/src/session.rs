@@ -31,7 +31,7 @@ use crate::placement::assigned_cluster;
 use crate::registry::Registry;
 use crate::retention::keeps_mirror;
 use crate::status;
-use jobrelay_link::{Peer, PeerIdentity};
+use jobrelay_process::{Peer, PeerIdentity};
 use k8s_openapi::jiff::Timestamp;
 
 /// Heartbeats missed before a session is dropped.
@@ -60,7 +60,7 @@ pub struct Sessions {
     /// `retention.remoteAfterFinished`: finished Jobs keep their mirror this long.
     pub remote_retention: Duration,
     /// Ends every session, so agents find the manager that takes over.
-    pub shutdown: jobrelay_link::Shutdown,
+    pub shutdown: jobrelay_process::Shutdown,
 }
 
 type ManagerStream = Pin<Box<dyn Stream<Item = Result<ManagerMessage, Status>> + Send>>;

@@ -44,7 +44,7 @@ struct Manager {
     triggers: mpsc::UnboundedReceiver<ObjectRef<Job>>,
     channel: Channel,
     /// Kept, so the sessions never see a shutdown.
-    _shutdown: jobrelay_link::shutdown::Trigger,
+    _shutdown: jobrelay_process::shutdown::Trigger,
 }
 
 fn key() -> ObjectRef<Job> {
@@ -90,7 +90,7 @@ async fn manager() -> Manager {
         Arc::clone(&fleet),
         Arc::new(Pace::per_second(1.0)),
     ));
-    let (shutdown_trigger, shutdown) = jobrelay_link::Shutdown::new();
+    let (shutdown_trigger, shutdown) = jobrelay_process::Shutdown::new();
     let sessions = Arc::new(Sessions {
         registry: Registry {
             clusters,

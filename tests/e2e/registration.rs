@@ -11,9 +11,9 @@ use jobrelay_e2e::kit::{self, Clusters};
 use jobrelay_e2e::relay::Relay;
 use jobrelay_e2e::scenario::Scenario;
 use jobrelay_e2e::wait::{self, Seen};
-use jobrelay_link::Pem;
-use jobrelay_link::health::RELAY;
 use jobrelay_manager::worker_cluster::WorkerCluster;
+use jobrelay_process::Pem;
+use jobrelay_process::health::RELAY;
 use jobrelay_proto::v1::relay_client::RelayClient;
 use jobrelay_proto::v1::{AgentMessage, Hello, agent_message};
 use jobrelay_proto::wire::{CLUSTER_KEY, DEACTIVATED_ANNOTATION, ORIGIN_UID_LABEL};
@@ -125,7 +125,7 @@ async fn hello(
         .expect("manager URL")
         .connect_timeout(Duration::from_secs(5));
     let tls = match identity {
-        Some(identity) => jobrelay_link::client::client_config(&Pem {
+        Some(identity) => jobrelay_process::client::client_config(&Pem {
             cert: identity.cert.clone().into_bytes(),
             key: identity.key.clone().into_bytes(),
             ca,

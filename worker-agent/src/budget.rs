@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use jobrelay_link::{RateLimit, TokenBucket};
+use jobrelay_process::{RateLimit, TokenBucket};
 use tokio::time::Instant;
 
 /// At most one second's worth is saved up. Clones share the budget.

@@ -49,10 +49,10 @@ pub struct Args {
     pub deletions_per_second: u32,
 
     #[command(flatten)]
-    pub certificates: jobrelay_link::CertificateFlags,
+    pub certificates: jobrelay_process::CertificateFlags,
 
     #[command(flatten)]
-    pub kube_api: jobrelay_link::KubeApiFlags,
+    pub kube_api: jobrelay_process::KubeApiFlags,
 
     /// The CA (PEM) that signed the manager's server certificate.
     #[arg(

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use jobrelay_link::Shutdown;
-use jobrelay_link::health::Readiness;
+use jobrelay_process::Shutdown;
+use jobrelay_process::health::Readiness;
 use jobrelay_proto::wire::ORIGIN_LABEL;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -59,7 +59,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     dial.endpoint().map_err(anyhow::Error::msg)?;
     let shutdown = Shutdown::on_signals();
     let (readiness, health) =
-        jobrelay_link::health::serve(args.health_listen, shutdown.clone()).await?;
+        jobrelay_process::health::serve(args.health_listen, shutdown.clone()).await?;
     let health = tokio::spawn(health);
 
     let config = match &args.config {
@@ -67,7 +67,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         None => Config::default(),
     };
     info!(?config, "configuration");
-    let client = jobrelay_link::kube_client::client(kube_api_limit).await?;
+    let client = jobrelay_process::kube_client::client(kube_api_limit).await?;
     let deletions = Budget::per_second(args.deletions_per_second);
     let terminated = match config.terminated_pods {
         Some(policy) => {
@@ -84,7 +84,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let changed = Arc::new(Notify::new());
     let selector = watcher::Config::default()
         .labels(&format!("{ORIGIN_LABEL}={}", args.origin))
-        .timeout(jobrelay_link::WATCH_TIMEOUT_SECS);
+        .timeout(jobrelay_process::WATCH_TIMEOUT_SECS);
     let (jobs, job_writer) = reflector::store::<Job>();
     let (pods, pod_writer) = reflector::store::<Pod>();
     let job_watch = watch(

@@ -3,6 +3,6 @@ use jobrelay_agent::cli::Args;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    jobrelay_link::telemetry::init();
+    jobrelay_process::telemetry::init();
     jobrelay_agent::run(Args::parse()).await
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use backon::{BackoffBuilder, ExponentialBuilder};
-use jobrelay_link::Pem;
+use jobrelay_process::Pem;
 use jobrelay_proto::v1::relay_client::RelayClient;
 use jobrelay_proto::v1::{
     AgentMessage, Heartbeat, Hello, ManagerMessage, agent_message, manager_message,
@@ -53,7 +53,7 @@ impl Dial {
         };
         let pem = Arc::clone(&tls.borrow_and_update());
         endpoint
-            .tls_config(jobrelay_link::client::client_config(&pem))
+            .tls_config(jobrelay_process::client::client_config(&pem))
             .map_err(|e| format!("TLS configuration: {e}"))
     }
 

@@ -1,4 +1,6 @@
-//! What both ends of the Relay share beyond the wire.
+//! The process both jobrelay binaries run in: how each proves who it is,
+//! says it is healthy, logs, stops, and talks to its own API server. No Job
+//! logic lives here.
 //!
 //! Mutual TLS: the manager accepts only agents whose client certificate
 //! chains to its CA and learns each agent's identity from the certificate's
@@ -8,8 +10,9 @@
 //! rotated without a restart.
 //!
 //! Also the plaintext `grpc.health.v1.Health` endpoint for Kubernetes probes,
-//! the shutdown signal, the Kubernetes client with its rate limit, and how
-//! long a Kubernetes watch may run.
+//! the one shutdown every part of a process waits on, logging, the
+//! Kubernetes client with its rate limit (the one token bucket every write
+//! budget uses), and how long a Kubernetes watch may run.
 
 pub mod client;
 pub mod files;
