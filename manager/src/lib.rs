@@ -5,6 +5,7 @@
 pub mod cli;
 pub mod cluster_status;
 pub mod config;
+pub mod error;
 pub mod events;
 pub mod fleet;
 pub mod job_life;
@@ -40,6 +41,7 @@ use tracing::{info, warn};
 use crate::cli::{Args, Cli, Command};
 use crate::cluster_status::StatusWriter;
 use crate::config::Config;
+pub use crate::error::Error;
 use crate::events::Events;
 use crate::fleet::Fleet;
 use crate::metrics::Metrics;
@@ -55,7 +57,7 @@ const CONCURRENCY: u16 = 32;
 const STATUS_CONCURRENCY: u16 = 16;
 
 /// Runs what the command line asks for.
-pub async fn main(cli: Cli) -> anyhow::Result<()> {
+pub async fn main(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Some(Command::Crd) => {
             print!("{}", worker_cluster::crd_yaml());
@@ -66,12 +68,11 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
 }
 
 /// Runs the manager until SIGINT or SIGTERM.
-pub async fn run(args: Args) -> anyhow::Result<()> {
+pub async fn run(args: Args) -> Result<(), Error> {
     let origin = args.origin.clone().unwrap_or_default();
-    anyhow::ensure!(
-        !origin.is_empty(),
-        "--origin (JOBRELAY_ORIGIN) must not be empty"
-    );
+    if origin.is_empty() {
+        return Err(Error::NoOrigin);
+    }
     let kube_api_limit = args.kube_api.rate_limit()?;
     let tls = args.certificates.files(
         args.client_ca.as_ref(),
@@ -84,17 +85,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     };
     info!(?config, "configuration");
     let shutdown = Shutdown::on_signals();
-    let (readiness, health) =
-        jobrelay_process::health::serve(args.health_listen, shutdown.clone()).await?;
+    let (readiness, health) = jobrelay_process::health::serve(args.health_listen, shutdown.clone())
+        .await
+        .map_err(Error::listen("the health endpoint", args.health_listen))?;
     let health = tokio::spawn(health);
     let client = jobrelay_process::kube_client::client(kube_api_limit).await?;
     let worker_clusters: Api<WorkerCluster> = Api::all(client.clone());
     if let Err(error) = worker_clusters.list(&ListParams::default().limit(1)).await {
         match error {
-            kube::Error::Api(status) if status.code == 404 => anyhow::bail!(
-                "the WorkerCluster CRD (workerclusters.jobrelay.dev) is not installed in this cluster; install it with `jobrelay-manager crd | kubectl apply -f -` or the Helm chart"
-            ),
-            error => anyhow::bail!("cannot list WorkerClusters: {error}"),
+            kube::Error::Api(status) if status.code == 404 => return Err(Error::NoCrd),
+            error => return Err(Error::WorkerClusters(error)),
         }
     }
 
@@ -135,8 +135,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .http2_keepalive_interval(Some(args.heartbeat_interval))
         .http2_keepalive_timeout(Some(args.heartbeat_interval * 2))
         .add_service(RelayServer::new(RelayService { sessions }));
-    let listener = tokio::net::TcpListener::bind(args.listen).await?;
-    info!(listen = %listener.local_addr()?, %origin, tls = tls.is_some(), "serving jobrelay.v1.Relay");
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(Error::listen("the Relay service", args.listen))?;
+    info!(listen = %args.listen, %origin, tls = tls.is_some(), "serving jobrelay.v1.Relay");
     let server = match tls {
         Some(files) => {
             let pem = files.read()?;
@@ -222,7 +224,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     tokio::select! {
         served = server => served??,
-        served = metrics::serve(args.metrics_listen, metrics, shutdown.clone()) => served?,
+        served = metrics::serve(args.metrics_listen, metrics, shutdown.clone()) => {
+            served.map_err(Error::listen("the metrics endpoint", args.metrics_listen))?
+        }
         ((), ()) = futures::future::join(mirrors, status) => {}
     }
     fan_out.abort();

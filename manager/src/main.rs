@@ -4,5 +4,5 @@ use jobrelay_manager::cli::Cli;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     jobrelay_process::telemetry::init();
-    jobrelay_manager::main(Cli::parse()).await
+    Ok(jobrelay_manager::main(Cli::parse()).await?)
 }

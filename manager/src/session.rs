@@ -37,6 +37,23 @@ use k8s_openapi::jiff::Timestamp;
 /// Heartbeats missed before a session is dropped.
 const MISSED_HEARTBEATS: u32 = 3;
 
+/// Why a session ended, for the log.
+#[derive(Debug, thiserror::Error)]
+enum Ended {
+    #[error("the manager is shutting down")]
+    ShuttingDown,
+    #[error("silent for {0:?}")]
+    Silent(Duration),
+    #[error("stream error: {0}")]
+    Stream(Status),
+    #[error("agent closed the session")]
+    ClosedByAgent,
+    #[error("its WorkerCluster was deleted")]
+    Unregistered,
+    #[error("a second Hello in one session")]
+    SecondHello,
+}
+
 /// The gRPC service; cheap to clone, all sessions share one [`Sessions`].
 #[derive(Clone)]
 pub struct RelayService {
@@ -194,15 +211,15 @@ impl Sessions {
         let reason = loop {
             let received = tokio::select! {
                 received = tokio::time::timeout(silence, inbound.message()) => received,
-                () = self.shutdown.clone().requested() => break "the manager is shutting down".to_string(),
+                () = self.shutdown.clone().requested() => break Ended::ShuttingDown,
             };
             match received {
-                Err(_) => break format!("silent for {silence:?}"),
-                Ok(Err(status)) => break format!("stream error: {status}"),
-                Ok(Ok(None)) => break "agent closed the session".to_string(),
+                Err(_) => break Ended::Silent(silence),
+                Ok(Err(status)) => break Ended::Stream(status),
+                Ok(Ok(None)) => break Ended::ClosedByAgent,
                 Ok(Ok(Some(AgentMessage { kind: Some(kind) }))) => {
                     if self.registry.get(&cluster).is_none() {
-                        break "its WorkerCluster was deleted".to_string();
+                        break Ended::Unregistered;
                     }
                     self.fleet.heard(&cluster);
                     if let Err(why) = self.receive(&cluster, kind).await {
@@ -217,10 +234,10 @@ impl Sessions {
         warn!(%reason, "agent disconnected");
     }
 
-    async fn receive(&self, cluster: &str, kind: agent_message::Kind) -> Result<(), String> {
+    async fn receive(&self, cluster: &str, kind: agent_message::Kind) -> Result<(), Ended> {
         use agent_message::Kind as K;
         match kind {
-            K::Hello(_) => return Err("a second Hello in one session".into()),
+            K::Hello(_) => return Err(Ended::SecondHello),
             K::Heartbeat(_) => {}
             K::MirrorStatus(report) => {
                 let copied = match status::copied(&report.status) {

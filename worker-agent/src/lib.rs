@@ -4,6 +4,7 @@
 pub mod budget;
 pub mod cli;
 pub mod config;
+pub mod error;
 pub mod lost;
 pub mod mirrors;
 pub mod report;
@@ -29,6 +30,7 @@ use tracing::info;
 use crate::budget::Budget;
 use crate::cli::Args;
 use crate::config::Config;
+pub use crate::error::Error;
 use crate::mirrors::{Mirrors, Pacing};
 use crate::session::{Agent, Dial};
 
@@ -36,9 +38,13 @@ use crate::session::{Agent, Dial};
 const API_PROBE_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Runs the agent until SIGINT or SIGTERM.
-pub async fn run(args: Args) -> anyhow::Result<()> {
-    anyhow::ensure!(!args.origin.is_empty(), "--origin must not be empty");
-    anyhow::ensure!(!args.cluster.is_empty(), "--cluster must not be empty");
+pub async fn run(args: Args) -> Result<(), Error> {
+    if args.origin.is_empty() {
+        return Err(Error::NoOrigin);
+    }
+    if args.cluster.is_empty() {
+        return Err(Error::NoCluster);
+    }
     let kube_api_limit = args.kube_api.rate_limit()?;
     let certificates = &args.certificates;
     let tls = match certificates.files(
@@ -56,10 +62,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         url: args.manager_url.clone(),
         tls,
     };
-    dial.endpoint().map_err(anyhow::Error::msg)?;
+    dial.endpoint()?;
     let shutdown = Shutdown::on_signals();
-    let (readiness, health) =
-        jobrelay_process::health::serve(args.health_listen, shutdown.clone()).await?;
+    let (readiness, health) = jobrelay_process::health::serve(args.health_listen, shutdown.clone())
+        .await
+        .map_err(|source| Error::Health {
+            addr: args.health_listen,
+            source,
+        })?;
     let health = tokio::spawn(health);
 
     let config = match &args.config {

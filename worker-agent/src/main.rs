@@ -4,5 +4,5 @@ use jobrelay_agent::cli::Args;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     jobrelay_process::telemetry::init();
-    jobrelay_agent::run(Args::parse()).await
+    Ok(jobrelay_agent::run(Args::parse()).await?)
 }

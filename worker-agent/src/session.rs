@@ -32,6 +32,19 @@ const APPLY_CHUNK: usize = 64;
 /// Periodic sync, on top of the one every watch event triggers.
 const SYNC_INTERVAL: Duration = Duration::from_secs(1);
 
+/// Why the manager cannot be dialled.
+#[derive(Debug, thiserror::Error)]
+pub enum DialError {
+    #[error("--manager-url {url:?} is not a URL: {source}")]
+    Url {
+        url: String,
+        #[source]
+        source: tonic::transport::Error,
+    },
+    #[error("TLS configuration: {0}")]
+    Tls(#[source] tonic::transport::Error),
+}
+
 /// How to reach the manager.
 pub struct Dial {
     pub url: String,
@@ -41,9 +54,12 @@ pub struct Dial {
 
 impl Dial {
     /// The endpoint with the certificates loaded now.
-    pub fn endpoint(&mut self) -> Result<Endpoint, String> {
+    pub fn endpoint(&mut self) -> Result<Endpoint, DialError> {
         let endpoint = Endpoint::from_shared(self.url.clone())
-            .map_err(|e| format!("--manager-url {:?} is not a URL: {e}", self.url))?
+            .map_err(|source| DialError::Url {
+                url: self.url.clone(),
+                source,
+            })?
             .connect_timeout(Duration::from_secs(5))
             .http2_keep_alive_interval(Duration::from_secs(5))
             .keep_alive_timeout(Duration::from_secs(10))
@@ -54,7 +70,7 @@ impl Dial {
         let pem = Arc::clone(&tls.borrow_and_update());
         endpoint
             .tls_config(jobrelay_process::client::client_config(&pem))
-            .map_err(|e| format!("TLS configuration: {e}"))
+            .map_err(DialError::Tls)
     }
 
     /// Resolves when the certificate files change (never without TLS).
@@ -93,7 +109,7 @@ impl Agent {
         loop {
             let started = Instant::now();
             let ended = match self.dial.endpoint() {
-                Err(error) => error,
+                Err(error) => error.to_string(),
                 Ok(endpoint) => match endpoint.connect().await {
                     Ok(channel) => {
                         let ended = self.session(channel).await;

@@ -81,18 +81,16 @@ pub async fn check(
     client: &kube::Client,
     policy: &TerminatedPods,
     origin: &str,
-) -> anyhow::Result<()> {
+) -> Result<(), crate::Error> {
     let params = ListParams::default()
         .labels(&selector(policy, origin))
         .limit(1);
     Api::<Pod>::all(client.clone())
         .list_metadata(&params)
         .await
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "terminatedPods.labelSelector {:?}: the API server refused it: {e}",
-                policy.label_selector
-            )
+        .map_err(|source| crate::Error::TerminatedPodsSelector {
+            selector: policy.label_selector.clone(),
+            source,
         })?;
     Ok(())
 }

@@ -29,6 +29,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
 use kube::runtime::reflector::Store;
 
+use tracing::warn;
+
 use crate::budget::Budget;
 use crate::report::{phase_of, revision_of};
 use apply::Pending;
@@ -61,7 +63,7 @@ pub(crate) struct Held {
 }
 
 /// The last status sent for a mirror, and the Job's resourceVersion it was
-/// read from (unchanged, and with as many Pods, nothing else can have).
+/// read from (unchanged, nothing else can have).
 #[derive(Debug)]
 struct Sent {
     resource_version: Option<String>,
@@ -74,7 +76,6 @@ struct Report {
     revision: u64,
     phase: MirrorPhase,
     status: Vec<u8>,
-    pods: u32,
 }
 
 pub struct Mirrors {
@@ -210,11 +211,10 @@ impl Mirrors {
         self.drive_deletions(&held, out).await;
         self.log_progress();
         self.apply_due(out).await;
-        self.report_status(&held, out);
+        self.report_status(out);
     }
 
-    fn report_status(&mut self, held: &Held, out: &mut Vec<AgentMessage>) {
-        let pods = &held.pods;
+    fn report_status(&mut self, out: &mut Vec<AgentMessage>) {
         for job in self.jobs.state() {
             let Some(uid) = origin_uid(job.meta()) else {
                 continue;
@@ -222,23 +222,21 @@ impl Mirrors {
             if self.deleting.contains_key(&uid) {
                 continue;
             }
-            let pod_count = pods.get(&uid).map_or(0, |p| p.len() as u32);
             let previous = self.sent.get(&uid);
-            if previous.is_some_and(|sent| {
-                sent.resource_version == job.metadata.resource_version
-                    && sent.report.pods == pod_count
-            }) {
+            if previous.is_some_and(|sent| sent.resource_version == job.metadata.resource_version) {
                 continue;
             }
+            let status = match job.status.as_ref().map(serde_json::to_vec).transpose() {
+                Ok(status) => status.unwrap_or_else(|| b"{}".to_vec()),
+                Err(error) => {
+                    warn!(%uid, %error, "cannot serialise the mirror's status; not reported");
+                    continue;
+                }
+            };
             let report = Report {
                 revision: revision_of(&job),
                 phase: phase_of(&job),
-                status: job
-                    .status
-                    .as_ref()
-                    .and_then(|s| serde_json::to_vec(s).ok())
-                    .unwrap_or_default(),
-                pods: pod_count,
+                status,
             };
             if previous.is_none_or(|sent| sent.report != report) {
                 out.push(agent_message(Kind::MirrorStatus(MirrorStatus {
