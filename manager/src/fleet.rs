@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use jobrelay_proto::v1::{
     ApplyMirror, DeleteMirror, DeleteReason, DesiredMirror, DesiredSet, InventoryEntry,
@@ -56,8 +57,12 @@ pub struct MirrorView {
     pub held_revision: Option<u64>,
     /// (session, revision) of the last ApplyMirror sent.
     pub apply_sent: Option<(u64, u64)>,
+    /// When an apply was sent that the worker has not reported holding yet.
+    pub awaiting_held_since: Option<Instant>,
     /// Session in which the last DeleteMirror was sent.
     pub delete_sent: Option<u64>,
+    /// When the first DeleteMirror was sent.
+    pub delete_sent_at: Option<Instant>,
     /// Set by MirrorGone: the mirror and its Pods are gone (with the count of
     /// Pods the agent had to delete itself).
     pub gone: Option<u32>,
@@ -331,6 +336,7 @@ impl Fleet {
         };
         let _ = outbox.send(message(Kind::ApplyMirror(apply)));
         view.apply_sent = Some((*session, revision));
+        view.awaiting_held_since.get_or_insert_with(Instant::now);
         Apply::Sent
     }
 
@@ -364,6 +370,7 @@ impl Fleet {
         };
         let _ = outbox.send(message(Kind::DeleteMirror(delete)));
         view.delete_sent = Some(*session);
+        view.delete_sent_at.get_or_insert_with(Instant::now);
         Cleanup::Started { first }
     }
 
@@ -374,8 +381,10 @@ impl Fleet {
         }
     }
 
-    /// Records a MirrorStatus; returns the previous phase, or `None` for a
-    /// mirror this manager does not want on the cluster (dropped).
+    /// Records a MirrorStatus; returns the previous phase and, for the first
+    /// report after an apply, how long the worker took to hold the mirror.
+    /// `None` for a mirror this manager does not want on the cluster
+    /// (dropped).
     pub fn record_status(
         &self,
         cluster: &str,
@@ -383,9 +392,12 @@ impl Fleet {
         revision: u64,
         phase: MirrorPhase,
         status: Option<Value>,
-    ) -> Option<MirrorPhase> {
+    ) -> Option<(MirrorPhase, Option<Duration>)> {
         self.update(cluster, uid, |view| {
-            let previous = view.phase;
+            let previous = (
+                view.phase,
+                view.awaiting_held_since.take().map(|at| at.elapsed()),
+            );
             view.held_revision = Some(revision);
             view.phase = phase;
             view.rejected = None;
@@ -396,12 +408,20 @@ impl Fleet {
         })
     }
 
-    /// Records a MirrorGone; `None` for a mirror not wanted here.
-    pub fn record_gone(&self, cluster: &str, uid: &str, pods_deleted: u32) -> Option<()> {
+    /// Records a MirrorGone; returns how long since the first DeleteMirror,
+    /// if one was sent. `None` for a mirror not wanted here.
+    pub fn record_gone(
+        &self,
+        cluster: &str,
+        uid: &str,
+        pods_deleted: u32,
+    ) -> Option<Option<Duration>> {
         self.update(cluster, uid, |view| {
             view.gone = Some(pods_deleted);
+            view.awaiting_held_since = None;
             view.held_revision = None;
             view.phase = MirrorPhase::Unspecified;
+            view.delete_sent_at.take().map(|at| at.elapsed())
         })
     }
 
@@ -482,6 +502,19 @@ impl Fleet {
     }
 }
 
+impl Fleet {
+    /// Mirrors the manager wants, by cluster and last reported phase.
+    pub fn mirrors_by_phase(&self) -> BTreeMap<(String, MirrorPhase), u64> {
+        let mut counts = BTreeMap::new();
+        for (name, cluster) in self.lock().iter() {
+            for view in cluster.mirrors.values().filter(|v| v.key.is_some()) {
+                *counts.entry((name.clone(), view.phase)).or_default() += 1;
+            }
+        }
+        counts
+    }
+}
+
 fn held(cluster: &Cluster) -> u32 {
     cluster
         .mirrors
@@ -510,319 +543,5 @@ pub fn message(kind: Kind) -> ManagerMessage {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn fleet() -> (Fleet, mpsc::UnboundedReceiver<ObjectRef<Job>>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        (Fleet::new(tx), rx)
-    }
-
-    fn key(name: &str) -> ObjectRef<Job> {
-        ObjectRef::new(name).within("ns")
-    }
-
-    fn kinds(rx: &mut mpsc::UnboundedReceiver<ManagerMessage>) -> Vec<String> {
-        let mut out = Vec::new();
-        while let Ok(m) = rx.try_recv() {
-            out.push(match m.kind.unwrap() {
-                Kind::DesiredSet(d) => format!("desired {}", d.mirrors.len()),
-                Kind::ApplyMirror(a) => format!("apply {} r{}", a.origin_uid, a.revision),
-                Kind::DeleteMirror(d) => format!("delete {}", d.origin_uid),
-                other => format!("{other:?}"),
-            });
-        }
-        out
-    }
-
-    #[test]
-    fn the_desired_set_goes_first_and_applies_are_sent_once_per_session_and_revision() {
-        let (fleet, _) = fleet();
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        fleet.connect("w1", "test", &[], vec![], tx);
-        assert_eq!(
-            fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new),
-            Apply::Sent
-        );
-        assert_eq!(
-            fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new),
-            Apply::InPlace
-        );
-        assert_eq!(
-            fleet.ensure_applied("w1", "u1", &key("a"), 2, Vec::new),
-            Apply::Sent
-        );
-        assert_eq!(kinds(&mut rx), ["desired 0", "apply u1 r1", "apply u1 r2"]);
-
-        // A reconnect whose inventory lacks the mirror sends it again.
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        fleet.connect("w1", "test", &[], vec![], tx);
-        assert_eq!(
-            fleet.ensure_applied("w1", "u1", &key("a"), 2, Vec::new),
-            Apply::Sent
-        );
-        assert_eq!(kinds(&mut rx), ["desired 0", "apply u1 r2"]);
-    }
-
-    #[test]
-    fn a_mirror_in_the_inventory_is_not_sent_again() {
-        let (fleet, _) = fleet();
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let held = InventoryEntry {
-            origin_uid: "u1".into(),
-            revision: 3,
-            ..Default::default()
-        };
-        let desired = DesiredMirror {
-            origin_uid: "u1".into(),
-        };
-        fleet.connect("w1", "test", &[held], vec![(desired, key("a"))], tx);
-        assert_eq!(
-            fleet.ensure_applied("w1", "u1", &key("a"), 3, Vec::new),
-            Apply::InPlace
-        );
-        assert_eq!(kinds(&mut rx), ["desired 1"]);
-    }
-
-    #[test]
-    fn cleanup_waits_for_gone_and_resends_the_delete_in_a_new_session() {
-        let (fleet, _) = fleet();
-        assert_eq!(
-            fleet.cleanup("w1", "u1", &key("a"), DeleteReason::ManagerJobDeleted),
-            Cleanup::Disconnected
-        );
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let s1 = fleet.connect("w1", "test", &[], vec![], tx);
-        assert_eq!(
-            fleet.cleanup("w1", "u1", &key("a"), DeleteReason::ManagerJobDeleted),
-            Cleanup::Started { first: true }
-        );
-        assert_eq!(
-            fleet.cleanup("w1", "u1", &key("a"), DeleteReason::ManagerJobDeleted),
-            Cleanup::Waiting
-        );
-        fleet.disconnect("w1", s1);
-        let (tx, mut rx2) = mpsc::unbounded_channel();
-        fleet.connect("w1", "test", &[], vec![], tx);
-        assert_eq!(
-            fleet.cleanup("w1", "u1", &key("a"), DeleteReason::ManagerJobDeleted),
-            Cleanup::Started { first: false }
-        );
-        fleet.record_gone("w1", "u1", 2);
-        assert_eq!(
-            fleet.cleanup("w1", "u1", &key("a"), DeleteReason::ManagerJobDeleted),
-            Cleanup::Gone { pods_deleted: 2 }
-        );
-        assert_eq!(kinds(&mut rx), ["desired 0", "delete u1"]);
-        assert_eq!(kinds(&mut rx2), ["desired 0", "delete u1"]);
-    }
-
-    #[test]
-    fn a_resumed_job_is_applied_only_after_its_old_mirror_is_gone() {
-        let (fleet, _) = fleet();
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        fleet.connect("w1", "test", &[], vec![], tx);
-        fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
-        fleet.cleanup("w1", "u1", &key("a"), DeleteReason::Suspended);
-        assert_eq!(
-            fleet.ensure_applied("w1", "u1", &key("a"), 3, Vec::new),
-            Apply::AwaitingGone
-        );
-        fleet.record_gone("w1", "u1", 0);
-        assert_eq!(
-            fleet.ensure_applied("w1", "u1", &key("a"), 3, Vec::new),
-            Apply::Sent
-        );
-        assert_eq!(
-            kinds(&mut rx),
-            ["desired 0", "apply u1 r1", "delete u1", "apply u1 r3"]
-        );
-    }
-
-    #[test]
-    fn a_rejected_revision_is_not_resent_and_least_loaded_counts_live_mirrors() {
-        let (fleet, mut triggers) = fleet();
-        let (tx, _rx) = mpsc::unbounded_channel();
-        fleet.connect("w1", "test", &[], vec![], tx);
-        let (tx2, _rx2) = mpsc::unbounded_channel();
-        fleet.connect("w2", "test", &[], vec![], tx2);
-        fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
-        let conflict = rejection(RejectReason::Conflict);
-        fleet.record_rejected("w1", "u1", conflict.clone()).unwrap();
-        assert_eq!(triggers.try_recv().unwrap(), key("a"));
-        assert_eq!(
-            fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new),
-            Apply::Rejected(conflict)
-        );
-        let counts: Vec<(String, usize)> = fleet
-            .candidates()
-            .into_iter()
-            .map(|c| (c.name, c.active_mirrors))
-            .collect();
-        assert_eq!(counts, [("w1".to_string(), 1), ("w2".to_string(), 0)]);
-    }
-
-    fn rejection(reason: RejectReason) -> Rejection {
-        Rejection {
-            revision: 1,
-            reason,
-            message: "no".into(),
-            retry_in: None,
-        }
-    }
-
-    #[test]
-    fn a_refusal_that_can_clear_waits_until_the_worker_holds_the_mirror() {
-        let (fleet, _) = fleet();
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        fleet.connect("w1", "test", &[], vec![], tx);
-        fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
-        let quota = rejection(RejectReason::QuotaExceeded);
-        fleet.record_rejected("w1", "u1", quota.clone()).unwrap();
-        assert_eq!(
-            fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new),
-            Apply::Waiting(quota)
-        );
-        fleet
-            .record_status("w1", "u1", 1, MirrorPhase::Pending, None)
-            .unwrap();
-        assert_eq!(
-            fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new),
-            Apply::InPlace,
-            "once held, the refusal is history"
-        );
-        assert_eq!(
-            kinds(&mut rx),
-            ["desired 0", "apply u1 r1"],
-            "never resent by the manager"
-        );
-    }
-
-    #[test]
-    fn a_lost_mirror_is_applied_again_only_once_its_remains_are_gone() {
-        let (fleet, _) = fleet();
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        fleet.connect("w1", "test", &[], vec![], tx);
-        fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
-        fleet
-            .record_status(
-                "w1",
-                "u1",
-                1,
-                MirrorPhase::Running,
-                Some(serde_json::json!({"active": 1})),
-            )
-            .unwrap();
-        fleet.record_lost("w1", "u1", "j1", "deleted").unwrap();
-        let view = fleet.view("w1", "u1").unwrap();
-        assert_eq!(view.held_revision, None);
-        assert!(!view.lost.as_ref().unwrap().accounted);
-        fleet.lost_accounted("w1", "u1");
-        fleet
-            .record_lost("w1", "u1", "j1", "deleted again")
-            .unwrap();
-        assert!(
-            fleet.view("w1", "u1").unwrap().lost.unwrap().accounted,
-            "a repeated report of the same loss is the same loss"
-        );
-        assert_eq!(
-            fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new),
-            Apply::AwaitingGone,
-            "never two generations live at once"
-        );
-        fleet.record_gone("w1", "u1", 2).unwrap();
-        assert_eq!(
-            fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new),
-            Apply::Sent
-        );
-        assert!(fleet.view("w1", "u1").unwrap().lost.is_none());
-        assert_eq!(kinds(&mut rx), ["desired 0", "apply u1 r1", "apply u1 r1"]);
-    }
-
-    #[test]
-    fn reports_about_mirrors_never_placed_on_the_cluster_are_dropped() {
-        let (fleet, mut triggers) = fleet();
-        let (tx, _rx) = mpsc::unbounded_channel();
-        let stray = InventoryEntry {
-            origin_uid: "elsewhere".into(),
-            revision: 1,
-            ..Default::default()
-        };
-        fleet.connect("w1", "test", &[stray], vec![], tx);
-        for n in 0..1000 {
-            let uid = format!("u{n}");
-            assert_eq!(
-                fleet.record_status("w1", &uid, 1, MirrorPhase::Running, None),
-                None
-            );
-            assert_eq!(fleet.record_lost("w1", &uid, "j", "gone"), None);
-        }
-        assert!(fleet.view("w1", "u1").is_none() && fleet.view("w1", "elsewhere").is_none());
-        assert!(triggers.try_recv().is_err(), "no reconcile asked for");
-        assert_eq!(
-            fleet.record_gone("w9", "u1", 0),
-            None,
-            "nor for an unknown cluster"
-        );
-    }
-
-    #[test]
-    fn jobs_placed_together_spread_and_a_placement_is_stable() {
-        let (fleet, _) = fleet();
-        assert_eq!(
-            fleet.place("u0", &key("z"), None, |_| true),
-            None,
-            "no cluster connected"
-        );
-        let mut outboxes = Vec::new();
-        for cluster in ["w1", "w2"] {
-            let (tx, rx) = mpsc::unbounded_channel();
-            outboxes.push(rx);
-            fleet.connect(cluster, "test", &[], vec![], tx);
-        }
-        let placed: Vec<String> = (0..4)
-            .map(|i| {
-                fleet
-                    .place(&format!("u{i}"), &key("a"), None, |_| true)
-                    .unwrap()
-            })
-            .collect();
-        assert_eq!(placed, ["w1", "w2", "w1", "w2"]);
-        assert_eq!(
-            fleet.place("u1", &key("a"), None, |_| true).as_deref(),
-            Some("w2")
-        );
-        assert_eq!(
-            fleet
-                .place("u9", &key("b"), Some("w7"), |_| true)
-                .as_deref(),
-            Some("w7")
-        );
-        assert_eq!(
-            fleet
-                .place("u5", &key("c"), None, |name| name == "w1")
-                .as_deref(),
-            Some("w1"),
-            "only eligible clusters are candidates"
-        );
-    }
-
-    #[test]
-    fn only_a_disconnected_cluster_can_be_lost_and_a_session_ends_it() {
-        let (fleet, _) = fleet();
-        let (tx, _rx) = mpsc::unbounded_channel();
-        let session = fleet.connect("w1", "0.1.0", &[], vec![], tx);
-        assert!(
-            !fleet.set_lost("w1", true),
-            "a connected cluster is not lost"
-        );
-        fleet.disconnect("w1", session);
-        let link = fleet.link("w1");
-        assert!(!link.connected && link.since.is_some() && link.agent_version == "0.1.0");
-        assert!(fleet.set_lost("w1", true));
-        assert!(fleet.is_lost("w1"));
-        let (tx, _rx) = mpsc::unbounded_channel();
-        fleet.connect("w1", "0.1.0", &[], vec![], tx);
-        assert!(!fleet.is_lost("w1"));
-    }
-}
+#[path = "fleet_tests.rs"]
+mod tests;

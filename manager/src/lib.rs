@@ -191,6 +191,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
         config,
         deletions,
         retries: Default::default(),
+        metrics: Arc::clone(&metrics),
     });
     // Every reconcile is triggered through one channel: by Job changes and by
     // what agents report. Each trigger reaches both controllers: the one that

@@ -1,149 +1,237 @@
-//! Prometheus metrics of the manager, served as text on `/metrics`.
+//! Prometheus metrics of the manager (the `prometheus-client` crate), served
+//! as text on `/metrics`: sessions, refusals and rejections by reason,
+//! mirrors by cluster and phase, and per-cluster histograms of how long
+//! dispatch, status and cleanup take.
 
-use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::fmt::Write;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
 use tracing::{info, warn};
 
 use crate::fleet::Fleet;
 use crate::pace::Pace;
 
-/// What the metrics are read from.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ByCluster {
+    pub cluster: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ByReason {
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Refusal {
+    pub cluster: String,
+    pub reason: String,
+    pub permanent: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ByPhase {
+    pub cluster: String,
+    pub phase: String,
+}
+
+type Seconds = Family<ByCluster, Histogram, fn() -> Histogram>;
+
+/// 50 ms to about 7 minutes, doubling.
+fn seconds() -> Histogram {
+    Histogram::new(exponential_buckets(0.05, 2.0, 14))
+}
+
+/// Every metric of the manager. Counters and histograms are updated where
+/// things happen; gauges are read from the fleet and the retention pace at
+/// each scrape.
 pub struct Metrics {
-    pub fleet: Arc<Fleet>,
-    pub deletions: Arc<Pace>,
-    /// Refused sessions and failed handshakes, by reason.
-    pub refusals: Mutex<BTreeMap<&'static str, u64>>,
-    /// What agents report, counted by kind and labels.
-    pub reports: Mutex<BTreeMap<(Report, String), u64>>,
-}
-
-/// The counted kinds of agent reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Report {
-    /// `jobrelay_apply_refusals_total{cluster, reason, permanent}`.
-    ApplyRefused,
-    /// `jobrelay_mirrors_lost_total{cluster}`.
-    MirrorLost,
-    /// `jobrelay_reports_dropped_total{cluster}`: reports about mirrors the
-    /// manager never placed on that cluster.
-    Dropped,
-}
-
-impl Report {
-    fn name_and_help(self) -> (&'static str, &'static str) {
-        match self {
-            Report::ApplyRefused => (
-                "jobrelay_apply_refusals_total",
-                "Mirrors a worker refused, by cluster, reason and whether the refusal is permanent.",
-            ),
-            Report::MirrorLost => (
-                "jobrelay_mirrors_lost_total",
-                "Mirrors removed behind jobrelay's back, by cluster.",
-            ),
-            Report::Dropped => (
-                "jobrelay_reports_dropped_total",
-                "Agent reports about mirrors not placed on their cluster, dropped, by cluster.",
-            ),
-        }
-    }
+    fleet: Arc<Fleet>,
+    deletions: Arc<Pace>,
+    registry: Mutex<Registry>,
+    sessions_refused: Family<ByReason, Counter>,
+    apply_refusals: Family<Refusal, Counter>,
+    mirrors_lost: Family<ByCluster, Counter>,
+    reports_dropped: Family<ByCluster, Counter>,
+    dispatch_seconds: Seconds,
+    status_seconds: Seconds,
+    cleanup_seconds: Seconds,
+    connected_clusters: Gauge,
+    mirrors: Family<ByPhase, Gauge>,
+    retention_waiting: Gauge,
+    retention_deleted: Counter,
 }
 
 impl Metrics {
     pub fn new(fleet: Arc<Fleet>, deletions: Arc<Pace>) -> Self {
-        Metrics {
+        let metrics = Metrics {
             fleet,
             deletions,
-            refusals: Mutex::default(),
-            reports: Mutex::default(),
-        }
-    }
-
-    /// Counts one agent report of `kind` with these labels.
-    pub fn report(&self, kind: Report, labels: &[(&str, &str)]) {
-        let labels = labels
-            .iter()
-            .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"")))
-            .collect::<Vec<_>>()
-            .join(",");
-        *self
-            .reports
+            registry: Mutex::new(Registry::with_prefix("jobrelay")),
+            sessions_refused: Family::default(),
+            apply_refusals: Family::default(),
+            mirrors_lost: Family::default(),
+            reports_dropped: Family::default(),
+            dispatch_seconds: Family::new_with_constructor(seconds),
+            status_seconds: Family::new_with_constructor(seconds),
+            cleanup_seconds: Family::new_with_constructor(seconds),
+            connected_clusters: Gauge::default(),
+            mirrors: Family::default(),
+            retention_waiting: Gauge::default(),
+            retention_deleted: Counter::default(),
+        };
+        let mut registry = metrics
+            .registry
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry((kind, labels))
-            .or_default() += 1;
+            .unwrap_or_else(PoisonError::into_inner);
+        registry.register(
+            "sessions_refused",
+            "Agent connections refused, by reason",
+            metrics.sessions_refused.clone(),
+        );
+        registry.register(
+            "apply_refusals",
+            "Mirrors a worker refused, by cluster, reason and whether the refusal is permanent",
+            metrics.apply_refusals.clone(),
+        );
+        registry.register(
+            "mirrors_lost",
+            "Mirrors removed behind jobrelay's back, by cluster",
+            metrics.mirrors_lost.clone(),
+        );
+        registry.register(
+            "reports_dropped",
+            "Agent reports about mirrors not placed on their cluster, dropped, by cluster",
+            metrics.reports_dropped.clone(),
+        );
+        registry.register(
+            "dispatch_seconds",
+            "From sending a mirror to the worker reporting it held, by cluster",
+            metrics.dispatch_seconds.clone(),
+        );
+        registry.register(
+            "status_seconds",
+            "From a mirror finishing on its worker (its condition's time) to the manager Job showing it, by cluster",
+            metrics.status_seconds.clone(),
+        );
+        registry.register(
+            "cleanup_seconds",
+            "From sending a delete to the worker confirming the mirror and every Pod gone, by cluster",
+            metrics.cleanup_seconds.clone(),
+        );
+        registry.register(
+            "connected_clusters",
+            "Worker clusters with an open session",
+            metrics.connected_clusters.clone(),
+        );
+        registry.register(
+            "mirrors",
+            "Mirrors the manager wants, by cluster and last reported phase",
+            metrics.mirrors.clone(),
+        );
+        registry.register(
+            "retention_waiting",
+            "Manager Jobs due for deletion, waiting for their turn",
+            metrics.retention_waiting.clone(),
+        );
+        registry.register(
+            "retention_deleted",
+            "Manager Jobs deleted because their retention ran out",
+            metrics.retention_deleted.clone(),
+        );
+        drop(registry);
+        metrics
     }
 
     /// Counts a refused session or connection.
-    pub fn refused(&self, reason: &'static str) {
-        *self
-            .refusals
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(reason)
-            .or_default() += 1;
+    pub fn refused(&self, reason: &str) {
+        self.sessions_refused
+            .get_or_create(&ByReason {
+                reason: reason.into(),
+            })
+            .inc();
     }
 
-    /// The Prometheus text exposition of every metric.
-    pub fn render(&self) -> String {
-        let mut out = String::new();
-        let mut metric = |name: &str, kind: &str, help: &str, value: u64| {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
-            );
+    /// Counts a refusal of a worker.
+    pub fn apply_refused(&self, cluster: &str, reason: &str, permanent: bool) {
+        let labels = Refusal {
+            cluster: cluster.into(),
+            reason: reason.into(),
+            permanent: permanent.to_string(),
         };
-        metric(
-            "jobrelay_retention_deleted_total",
-            "counter",
-            "Manager Jobs deleted because their retention ran out.",
-            self.deletions.total(),
-        );
-        metric(
-            "jobrelay_retention_waiting",
-            "gauge",
-            "Manager Jobs due for deletion, waiting for their turn.",
-            self.deletions.waiting(),
-        );
-        metric(
-            "jobrelay_connected_clusters",
-            "gauge",
-            "Worker clusters with an open session.",
-            self.fleet.candidates().len() as u64,
-        );
-        let _ = writeln!(
-            out,
-            "# HELP jobrelay_sessions_refused_total Agent connections refused, by reason.\n# TYPE jobrelay_sessions_refused_total counter"
-        );
-        for (reason, count) in self
-            .refusals
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
-            let _ = writeln!(
-                out,
-                "jobrelay_sessions_refused_total{{reason=\"{reason}\"}} {count}"
-            );
+        self.apply_refusals.get_or_create(&labels).inc();
+    }
+
+    pub fn mirror_lost(&self, cluster: &str) {
+        self.mirrors_lost.get_or_create(&by(cluster)).inc();
+    }
+
+    pub fn report_dropped(&self, cluster: &str) {
+        self.reports_dropped.get_or_create(&by(cluster)).inc();
+    }
+
+    pub fn dispatched(&self, cluster: &str, took: Duration) {
+        self.dispatch_seconds
+            .get_or_create(&by(cluster))
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn status_shown(&self, cluster: &str, took: Duration) {
+        self.status_seconds
+            .get_or_create(&by(cluster))
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn cleaned_up(&self, cluster: &str, took: Duration) {
+        self.cleanup_seconds
+            .get_or_create(&by(cluster))
+            .observe(took.as_secs_f64());
+    }
+
+    /// The OpenMetrics text of every metric, gauges read now.
+    pub fn render(&self) -> String {
+        self.connected_clusters
+            .set(self.fleet.candidates().len() as i64);
+        self.mirrors.clear();
+        for ((cluster, phase), count) in self.fleet.mirrors_by_phase() {
+            let labels = ByPhase {
+                cluster,
+                phase: phase
+                    .as_str_name()
+                    .trim_start_matches("MIRROR_PHASE_")
+                    .to_lowercase(),
+            };
+            self.mirrors.get_or_create(&labels).set(count as i64);
         }
-        let reports = self.reports.lock().unwrap_or_else(|p| p.into_inner());
-        let mut last = None;
-        for ((kind, labels), count) in reports.iter() {
-            let (name, help) = kind.name_and_help();
-            if last != Some(*kind) {
-                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-                last = Some(*kind);
-            }
-            let _ = writeln!(out, "{name}{{{labels}}} {count}");
+        self.retention_waiting.set(self.deletions.waiting() as i64);
+        let deleted = self.deletions.total();
+        let shown = self.retention_deleted.get();
+        if deleted > shown {
+            self.retention_deleted.inc_by(deleted - shown);
         }
-        out
+        let mut text = String::new();
+        let registry = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Err(error) = prometheus_client::encoding::text::encode(&mut text, &registry) {
+            warn!(%error, "cannot encode the metrics");
+        }
+        text
+    }
+}
+
+fn by(cluster: &str) -> ByCluster {
+    ByCluster {
+        cluster: cluster.into(),
     }
 }
 
@@ -187,7 +275,9 @@ fn respond(request: &Request<hyper::body::Incoming>, metrics: &Metrics) -> Respo
     *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or_default();
     response.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("text/plain; version=0.0.4"),
+        hyper::header::HeaderValue::from_static(
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ),
     );
     response
 }
@@ -195,42 +285,45 @@ fn respond(request: &Request<hyper::body::Incoming>, metrics: &Metrics) -> Respo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use jobrelay_proto::v1::MirrorPhase;
+    use kube::runtime::reflector::ObjectRef;
 
     #[test]
-    fn renders_every_metric_in_prometheus_text() {
+    fn renders_counters_gauges_and_per_cluster_histograms() {
         let (triggers, _) = tokio::sync::mpsc::unbounded_channel();
-        let metrics = Metrics::new(
-            Arc::new(Fleet::new(triggers)),
-            Arc::new(Pace::per_second(1.0)),
-        );
+        let fleet = Arc::new(Fleet::new(triggers));
+        let (outbox, _rx) = tokio::sync::mpsc::unbounded_channel();
+        fleet.connect("w1", "test", &[], vec![], outbox);
+        fleet.ensure_applied("w1", "u1", &ObjectRef::new("a").within("ns"), 1, Vec::new);
+        fleet.record_status("w1", "u1", 1, MirrorPhase::Running, None);
+        let metrics = Metrics::new(Arc::clone(&fleet), Arc::new(Pace::per_second(1.0)));
         metrics.deletions.done();
         metrics.refused("unknown_cluster");
         metrics.refused("unknown_cluster");
-        metrics.report(Report::MirrorLost, &[("cluster", "w1")]);
-        metrics.report(Report::MirrorLost, &[("cluster", "w1")]);
-        metrics.report(
-            Report::ApplyRefused,
-            &[
-                ("cluster", "w2"),
-                ("reason", "QUOTA_EXCEEDED"),
-                ("permanent", "false"),
-            ],
-        );
+        metrics.mirror_lost("w1");
+        metrics.apply_refused("w2", "QUOTA_EXCEEDED", false);
+        metrics.dispatched("w1", Duration::from_millis(120));
+        metrics.cleaned_up("w1", Duration::from_secs(3));
         let text = metrics.render();
-        assert!(text.contains("# TYPE jobrelay_retention_deleted_total counter\njobrelay_retention_deleted_total 1\n"), "{text}");
-        assert!(text.contains("jobrelay_retention_waiting 0\n"), "{text}");
-        assert!(text.contains("jobrelay_connected_clusters 0\n"), "{text}");
+        for line in [
+            "# TYPE jobrelay_retention_deleted counter\njobrelay_retention_deleted_total 1\n",
+            "jobrelay_retention_waiting 0\n",
+            "jobrelay_connected_clusters 1\n",
+            "jobrelay_sessions_refused_total{reason=\"unknown_cluster\"} 2\n",
+            "jobrelay_mirrors_lost_total{cluster=\"w1\"} 1\n",
+            "jobrelay_apply_refusals_total{cluster=\"w2\",reason=\"QUOTA_EXCEEDED\",permanent=\"false\"} 1\n",
+            "jobrelay_mirrors{cluster=\"w1\",phase=\"running\"} 1\n",
+            "jobrelay_dispatch_seconds_count{cluster=\"w1\"} 1\n",
+            "jobrelay_dispatch_seconds_bucket{le=\"0.2\",cluster=\"w1\"} 1\n",
+            "jobrelay_cleanup_seconds_sum{cluster=\"w1\"} 3.0\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in:\n{text}");
+        }
         assert!(
-            text.contains("jobrelay_sessions_refused_total{reason=\"unknown_cluster\"} 2\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("# TYPE jobrelay_mirrors_lost_total counter\njobrelay_mirrors_lost_total{cluster=\"w1\"} 2\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("jobrelay_apply_refusals_total{cluster=\"w2\",reason=\"QUOTA_EXCEEDED\",permanent=\"false\"} 1\n"),
-            "{text}"
+            metrics
+                .render()
+                .contains("jobrelay_retention_deleted_total 1\n"),
+            "a scrape counts each deletion once"
         );
     }
 }

@@ -56,6 +56,7 @@ pub struct Context {
     pub deletions: Arc<Pace>,
     /// Backoff of failed reconciles, per Job.
     pub retries: Retries,
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// One manager Job and what a reconcile of it works with.

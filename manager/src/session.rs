@@ -25,7 +25,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::events::{Events, Reason, job_reference};
 use crate::fleet::{Fleet, Outbox, Rejection, message};
-use crate::metrics::{Metrics, Report};
+use crate::metrics::Metrics;
 use crate::mirror::is_relayed;
 use crate::placement::assigned_cluster;
 use crate::registry::Registry;
@@ -248,7 +248,7 @@ impl Sessions {
                     }
                 };
                 let phase = report.phase();
-                let Some(before) = self.fleet.record_status(
+                let Some((before, held_after)) = self.fleet.record_status(
                     cluster,
                     &report.origin_uid,
                     report.revision,
@@ -256,10 +256,12 @@ impl Sessions {
                     copied,
                 ) else {
                     debug!(uid = %report.origin_uid, "status of a mirror not placed here; dropped");
-                    self.metrics
-                        .report(Report::Dropped, &[("cluster", cluster)]);
+                    self.metrics.report_dropped(cluster);
                     return Ok(());
                 };
+                if let Some(took) = held_after {
+                    self.metrics.dispatched(cluster, took);
+                }
                 if before != phase {
                     let reason = match phase {
                         MirrorPhase::Succeeded => Some((
@@ -279,25 +281,24 @@ impl Sessions {
                 }
             }
             K::MirrorGone(gone) => {
-                if self
+                match self
                     .fleet
                     .record_gone(cluster, &gone.origin_uid, gone.pods_deleted)
-                    .is_none()
                 {
-                    debug!(uid = %gone.origin_uid, "swept orphan confirmed gone");
+                    Some(Some(took)) => self.metrics.cleaned_up(cluster, took),
+                    Some(None) => {}
+                    None => debug!(uid = %gone.origin_uid, "swept orphan confirmed gone"),
                 }
             }
             K::MirrorLost(lost) => {
                 warn!(uid = %lost.origin_uid, mirror_uid = %lost.mirror_uid, observed = %lost.observed, "mirror lost on the worker");
-                self.metrics
-                    .report(Report::MirrorLost, &[("cluster", cluster)]);
+                self.metrics.mirror_lost(cluster);
                 if self
                     .fleet
                     .record_lost(cluster, &lost.origin_uid, &lost.mirror_uid, &lost.observed)
                     .is_none()
                 {
-                    self.metrics
-                        .report(Report::Dropped, &[("cluster", cluster)]);
+                    self.metrics.report_dropped(cluster);
                 }
             }
             K::ApplyRejected(rejected) => {
@@ -306,14 +307,8 @@ impl Sessions {
                     .retry_in
                     .and_then(|d| std::time::Duration::try_from(d).ok());
                 let permanent = reason.is_permanent();
-                self.metrics.report(
-                    Report::ApplyRefused,
-                    &[
-                        ("cluster", cluster),
-                        ("reason", reason.as_str_name()),
-                        ("permanent", if permanent { "true" } else { "false" }),
-                    ],
-                );
+                self.metrics
+                    .apply_refused(cluster, reason.as_str_name(), permanent);
                 let (event, then) = if permanent {
                     (Reason::RemoteRejected, "the Job fails".to_string())
                 } else {
@@ -344,8 +339,7 @@ impl Sessions {
                     self.publish(cluster, &rejected.origin_uid, event, note)
                         .await;
                 } else {
-                    self.metrics
-                        .report(Report::Dropped, &[("cluster", cluster)]);
+                    self.metrics.report_dropped(cluster);
                 }
             }
         }

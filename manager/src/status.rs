@@ -3,6 +3,7 @@
 //! here, so a field the worker dropped is dropped on the manager too.
 
 use k8s_openapi::api::batch::v1::JobStatus;
+use k8s_openapi::jiff::Timestamp;
 use serde_json::{Map, Value};
 
 /// The JobStatus fields that mirror what happens on the worker. The worker's
@@ -104,6 +105,30 @@ pub fn failed(shown: &Value, reason: &str, message: &str, now: &str) -> Value {
     }
     status.insert("conditions".into(), Value::Array(conditions));
     Value::Object(status)
+}
+
+/// When the worker's Job finished, if `desired` shows it finished and the
+/// manager Job does not yet (the moment a finish first reaches the manager).
+pub fn newly_finished_at(current: Option<&JobStatus>, desired: &Value) -> Option<Timestamp> {
+    let terminal = |c: &&Value| {
+        matches!(c["type"].as_str(), Some("Complete" | "Failed")) && c["status"] == "True"
+    };
+    let shown = current
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True");
+    if shown {
+        return None;
+    }
+    desired["conditions"]
+        .as_array()?
+        .iter()
+        .find(terminal)?
+        .get("lastTransitionTime")?
+        .as_str()?
+        .parse()
+        .ok()
 }
 
 /// Whether the manager Job's status differs from `desired` in a copied field.
@@ -231,6 +256,26 @@ mod tests {
         );
         assert_eq!(never_started["startTime"], "2026-11-22T11:00:00Z");
         assert!(never_started.get("completionTime").is_none());
+    }
+
+    #[test]
+    fn a_finish_is_timed_once_when_it_first_reaches_the_manager() {
+        let finished = copied(WORKER.as_bytes()).unwrap();
+        assert_eq!(
+            newly_finished_at(None, &finished),
+            Some("2026-11-22T10:05:00Z".parse().unwrap())
+        );
+        let shown: JobStatus = serde_json::from_str(WORKER).unwrap();
+        assert_eq!(
+            newly_finished_at(Some(&shown), &finished),
+            None,
+            "already shown"
+        );
+        assert_eq!(
+            newly_finished_at(None, &json!({"active": 1})),
+            None,
+            "still running"
+        );
     }
 
     #[test]

@@ -9,6 +9,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::jiff::Timestamp;
+
 use jobrelay_proto::v1::MirrorPhase;
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
@@ -49,12 +51,18 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error
         && let Some(worker_status) = &view.status
     {
         let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
+        let finished_at = status::newly_finished_at(job.status.as_ref(), worker_status);
         write_status(&jobs, &job, worker_status)
             .await
             .map_err(|source| Error::Kube {
                 job: ObjectRef::from_obj(job.as_ref()).to_string(),
                 source,
             })?;
+        if let Some(at) = finished_at {
+            let took = Timestamp::now().duration_since(at);
+            ctx.metrics
+                .status_shown(cluster, Duration::try_from(took).unwrap_or_default());
+        }
     }
     Ok(Action::requeue(RESYNC))
 }
