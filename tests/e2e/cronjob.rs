@@ -7,9 +7,8 @@
 use std::time::Duration;
 
 use jobrelay_e2e::fixtures::TestJob;
-use jobrelay_e2e::kit::{self, Clusters};
+use jobrelay_e2e::kit;
 use jobrelay_e2e::leaks::assert_no_leaks;
-use jobrelay_e2e::relay::Relay;
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::{
     CLUSTER_KEY, MANAGED_BY, ORIGIN_UID_LABEL, OWNER_ANNOTATION, REMOTE_RETENTION_ANNOTATION,
@@ -23,26 +22,24 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 const CRON_TIMEOUT: Duration = Duration::from_secs(150);
 const TIMEOUT: Duration = Duration::from_secs(90);
 
+/// The test kit's scenario, and the CronJobs of its namespace.
 struct Scenario {
-    clusters: &'static Clusters,
-    relay: &'static Relay,
-    ns: String,
-    jobs: Api<Job>,
+    base: jobrelay_e2e::scenario::Scenario,
     cronjobs: Api<CronJob>,
+}
+
+impl std::ops::Deref for Scenario {
+    type Target = jobrelay_e2e::scenario::Scenario;
+    fn deref(&self) -> &Self::Target {
+        &self.base
+    }
 }
 
 impl Scenario {
     async fn new(prefix: &str) -> Scenario {
-        let (clusters, relay) = kit::relay().await;
-        let ns = kit::namespace_everywhere(clusters, prefix).await;
-        let client = kit::client(clusters.manager()).await;
-        Scenario {
-            clusters,
-            relay,
-            jobs: Api::namespaced(client.clone(), &ns),
-            cronjobs: Api::namespaced(client, &ns),
-            ns,
-        }
+        let base = jobrelay_e2e::scenario::Scenario::relayed(prefix).await;
+        let cronjobs = Api::namespaced(base.jobs.clone().into_client(), &base.ns);
+        Scenario { base, cronjobs }
     }
 
     /// A CronJob firing every minute whose Jobs jobrelay mirrors.

@@ -84,24 +84,20 @@ async fn create_backlog(clusters: &Clusters) {
     }
 }
 
-struct Scenario {
-    clusters: &'static Clusters,
-    relay: &'static Relay,
-    ns: String,
-    jobs: Api<Job>,
+/// The test kit's scenario, on the relay with the retention configuration.
+struct Scenario(jobrelay_e2e::scenario::Scenario);
+
+impl std::ops::Deref for Scenario {
+    type Target = jobrelay_e2e::scenario::Scenario;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
 impl Scenario {
     async fn new(prefix: &str) -> Scenario {
         let (clusters, relay) = relay().await;
-        let ns = kit::namespace_everywhere(clusters, prefix).await;
-        let jobs = Api::namespaced(kit::client(clusters.manager()).await, &ns);
-        Scenario {
-            clusters,
-            relay,
-            ns,
-            jobs,
-        }
+        Scenario(jobrelay_e2e::scenario::Scenario::new(clusters, relay, prefix).await)
     }
 
     async fn create(&self, job: TestJob) -> Job {
