@@ -23,20 +23,12 @@ pub async fn hold(jobs: &Api<Job>, job: &Job, cluster: &str) -> Result<Job, kube
     if !finalizers.iter().any(|f| f == REMOTE_CLEANUP_FINALIZER) {
         finalizers.push(REMOTE_CLEANUP_FINALIZER.into());
     }
-    let patch = serde_json::json!({
-        "metadata": {
-            "resourceVersion": job.resource_version(),
-            "finalizers": finalizers,
-            "annotations": {CLUSTER_KEY: assigned_cluster(job).unwrap_or(cluster)},
-        }
+    let metadata = serde_json::json!({
+        "resourceVersion": job.resource_version(),
+        "finalizers": finalizers,
+        "annotations": {CLUSTER_KEY: assigned_cluster(job).unwrap_or(cluster)},
     });
-    let held = jobs
-        .patch(
-            &job.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
+    let held = patch_metadata(jobs, job, metadata).await?;
     info!(%cluster, "holding the Job for its mirror");
     Ok(held)
 }
@@ -49,22 +41,14 @@ pub async fn count_loss(
     lost: u32,
     mirror_uid: &str,
 ) -> Result<(), kube::Error> {
-    let patch = serde_json::json!({
-        "metadata": {
-            "resourceVersion": job.resource_version(),
-            "annotations": {
-                MIRRORS_LOST_ANNOTATION: lost.to_string(),
-                LAST_LOST_MIRROR_ANNOTATION: mirror_uid,
-            },
-        }
+    let metadata = serde_json::json!({
+        "resourceVersion": job.resource_version(),
+        "annotations": {
+            MIRRORS_LOST_ANNOTATION: lost.to_string(),
+            LAST_LOST_MIRROR_ANNOTATION: mirror_uid,
+        },
     });
-    jobs.patch(
-        &job.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
-    Ok(())
+    patch_metadata(jobs, job, metadata).await.map(drop)
 }
 
 /// Sets (or, with `None`, removes) one annotation, unless it already reads so.
@@ -77,14 +61,24 @@ pub async fn annotate(
     if job.annotations().get(key).map(String::as_str) == value {
         return Ok(());
     }
-    let patch = serde_json::json!({"metadata": {"annotations": {key: value}}});
+    let metadata = serde_json::json!({"annotations": {key: value}});
+    patch_metadata(jobs, job, metadata).await.map(drop)
+}
+
+/// A merge patch of the Job's metadata (conditional when it carries a
+/// `resourceVersion`); returns the Job as written.
+async fn patch_metadata(
+    jobs: &Api<Job>,
+    job: &Job,
+    metadata: serde_json::Value,
+) -> Result<Job, kube::Error> {
+    let patch = serde_json::json!({ "metadata": metadata });
     jobs.patch(
         &job.name_any(),
         &PatchParams::default(),
         &Patch::Merge(&patch),
     )
-    .await?;
-    Ok(())
+    .await
 }
 
 /// Marks a Job that cannot be dispatched any more (its pinned cluster is

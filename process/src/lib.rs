@@ -15,6 +15,7 @@
 //! budget uses), and how long a Kubernetes watch may run.
 
 pub mod client;
+pub mod config_file;
 pub mod files;
 pub mod flags;
 pub mod health;

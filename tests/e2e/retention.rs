@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use jobrelay_e2e::fixtures::TestJob;
+use jobrelay_e2e::fixtures::{TestJob, succeeded_status};
 use jobrelay_e2e::kit::{self, Clusters};
 use jobrelay_e2e::leaks::assert_no_leaks;
 use jobrelay_e2e::relay::{Options, Relay};
@@ -70,14 +70,7 @@ async fn create_backlog(clusters: &Clusters) {
         jobs.create(&PostParams::default(), &job)
             .await
             .expect("create backlog Job");
-        let condition = |type_: &str| {
-            serde_json::json!({"type": type_, "status": "True", "lastTransitionTime": finished.to_string(),
-                "reason": "CompletionsReached", "message": "Reached expected number of succeeded pods"})
-        };
-        let status = serde_json::json!({"status": {
-            "startTime": started.to_string(), "completionTime": finished.to_string(), "succeeded": 1,
-            "conditions": [condition("SuccessCriteriaMet"), condition("Complete")],
-        }});
+        let status = succeeded_status(started, finished);
         jobs.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
             .await
             .expect("finish backlog Job");

@@ -143,3 +143,19 @@ pub fn pod_spec() -> PodSpec {
         ..Default::default()
     }
 }
+
+/// The status patch of a Job that succeeded: started at `started`, finished
+/// at `finished`, as the API server accepts it for a Job of another manager.
+pub fn succeeded_status(
+    started: k8s_openapi::jiff::Timestamp,
+    finished: k8s_openapi::jiff::Timestamp,
+) -> serde_json::Value {
+    let condition = |type_: &str| {
+        serde_json::json!({"type": type_, "status": "True", "lastTransitionTime": finished.to_string(),
+            "reason": "CompletionsReached", "message": "Reached expected number of succeeded pods"})
+    };
+    serde_json::json!({"status": {
+        "startTime": started.to_string(), "completionTime": finished.to_string(), "succeeded": 1,
+        "conditions": [condition("SuccessCriteriaMet"), condition("Complete")],
+    }})
+}

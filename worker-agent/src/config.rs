@@ -37,14 +37,8 @@ pub struct TerminatedPods {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("reading {path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}: {message}")]
-    Syntax { path: String, message: String },
+    #[error(transparent)]
+    File(#[from] jobrelay_process::config_file::FileError),
     #[error("{path}: {source}")]
     Duration {
         path: String,
@@ -83,23 +77,13 @@ struct RawTerminatedPods {
 impl Config {
     /// Reads and validates a configuration file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let text = jobrelay_process::config_file::read(path)?;
         Config::parse(&path.display().to_string(), &text)
     }
 
     /// Validates configuration text; `path` names it in errors.
     pub fn parse(path: &str, text: &str) -> Result<Config, ConfigError> {
-        let raw: RawConfig = if text.trim().is_empty() {
-            RawConfig::default()
-        } else {
-            serde_yaml_ng::from_str(text).map_err(|e| ConfigError::Syntax {
-                path: path.into(),
-                message: e.to_string(),
-            })?
-        };
+        let raw: RawConfig = jobrelay_process::config_file::parse(path, text)?;
         let Some(pods) = raw.terminated_pods else {
             return Ok(Config::default());
         };

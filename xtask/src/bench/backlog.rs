@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use jobrelay_e2e::cluster::ClusterSet;
-use jobrelay_e2e::fixtures::TestJob;
+use jobrelay_e2e::fixtures::{TestJob, succeeded_status};
 use jobrelay_e2e::kit;
 use jobrelay_e2e::relay::Relay;
 use jobrelay_proto::wire::MANAGED_BY;
@@ -70,14 +70,7 @@ pub async fn dispatch_beside(set: &ClusterSet, relay: &Relay, n: usize) -> anyho
     })
     .await?;
     let (started, finished) = (Timestamp::now() - 3.hours(), Timestamp::now() - 2.hours());
-    let condition = |type_: &str| {
-        serde_json::json!({"type": type_, "status": "True", "lastTransitionTime": finished.to_string(),
-            "reason": "CompletionsReached", "message": "Reached expected number of succeeded pods"})
-    };
-    let status = serde_json::json!({"status": {
-        "startTime": started.to_string(), "completionTime": finished.to_string(), "succeeded": 1,
-        "conditions": [condition("SuccessCriteriaMet"), condition("Complete")],
-    }});
+    let status = succeeded_status(started, finished);
     let deleted_before = relay
         .metric("jobrelay_retention_deleted_total")
         .await?

@@ -1,0 +1,77 @@
+//! Configuration files of both binaries: YAML, read once at start; an empty
+//! file means every default. What the values mean, and their validation
+//! into typed values, is each binary's own.
+
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+
+/// A configuration file that cannot be read or is not the expected YAML.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Syntax { path: String, message: String },
+}
+
+/// Reads a configuration file's text.
+pub fn read(path: &Path) -> Result<String, FileError> {
+    std::fs::read_to_string(path).map_err(|source| FileError::Read {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// Parses configuration text (blank: the defaults); `path` names it in
+/// errors, which name the offending field.
+pub fn parse<T: DeserializeOwned + Default>(path: &str, text: &str) -> Result<T, FileError> {
+    if text.trim().is_empty() {
+        return Ok(T::default());
+    }
+    serde_yaml_ng::from_str(text).map_err(|e| FileError::Syntax {
+        path: path.into(),
+        message: e.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Default, PartialEq, serde::Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    struct Raw {
+        every: Option<String>,
+    }
+
+    #[test]
+    fn blank_is_the_defaults_and_an_unknown_field_is_named() {
+        assert_eq!(parse::<Raw>("c.yaml", " \n").unwrap(), Raw::default());
+        assert_eq!(
+            parse::<Raw>("c.yaml", "every: 5m\n")
+                .unwrap()
+                .every
+                .as_deref(),
+            Some("5m")
+        );
+        let error = parse::<Raw>("c.yaml", "evry: 5m\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("c.yaml: ") && error.contains("evry"),
+            "{error}"
+        );
+        let missing = read(Path::new("/nonexistent/jobrelay.yaml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            missing.contains("reading /nonexistent/jobrelay.yaml"),
+            "{missing}"
+        );
+    }
+}
