@@ -32,7 +32,6 @@ use jobrelay_proto::v1::relay_server::RelayServer;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
-use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, controller, reflector, watcher};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -55,6 +54,9 @@ use crate::worker_cluster::WorkerCluster;
 const CONCURRENCY: u16 = 32;
 /// Status copies running at once.
 const STATUS_CONCURRENCY: u16 = 16;
+/// Job changes the shared store holds for a controller that has not taken
+/// them yet; past that the watch waits for it.
+const SHARED_BUFFER: usize = 4096;
 
 /// Runs what the command line asks for.
 pub async fn main(cli: Cli) -> Result<(), Error> {
@@ -101,16 +103,21 @@ pub async fn run(args: Args) -> Result<(), Error> {
     let (triggers, triggered) = mpsc::unbounded_channel();
     let fleet = Arc::new(Fleet::new(triggers.clone()));
     let events = Events::new(client.clone(), &origin);
-    // Each cache is fed by a task of its own, never held back by busy
-    // reconciles. Sessions read them once every one has listed its objects
-    // (the store's own readiness future wakes only one of several waiters).
-    let job_triggers = triggers.clone();
-    let (jobs, jobs_synced, job_cache) = cache(Api::<Job>::all(client.clone()), move |job| {
-        let _ = job_triggers.send(ObjectRef::from_obj(job));
+    // Each cache is fed by a task of its own. The Job cache is kube-runtime's
+    // shared store: both controllers subscribe to its changes. Sessions read
+    // the caches once every one has listed its objects.
+    let (jobs, job_writer) = reflector::store_shared::<Job>(SHARED_BUFFER);
+    let [mirror_changes, status_changes] = [(); 2].map(|()| {
+        job_writer
+            .subscribe()
+            .expect("a shared store has subscribers")
     });
-    let (clusters, clusters_synced, cluster_cache) = cache(worker_clusters.clone(), |_| {});
-    let (namespaces, namespaces_synced, namespace_cache) =
-        cache(Api::<Namespace>::all(client.clone()), |_| {});
+    let (jobs_synced, job_cache) = cache(Api::<Job>::all(client.clone()), job_writer);
+    let (clusters, cluster_writer) = reflector::store();
+    let (clusters_synced, cluster_cache) = cache(worker_clusters.clone(), cluster_writer);
+    let (namespaces, namespace_writer) = reflector::store();
+    let (namespaces_synced, namespace_cache) =
+        cache(Api::<Namespace>::all(client.clone()), namespace_writer);
     let synced = all_synced([jobs_synced, clusters_synced, namespaces_synced]);
     let registry = Registry {
         clusters: clusters.clone(),
@@ -193,10 +200,10 @@ pub async fn run(args: Args) -> Result<(), Error> {
         retries: Default::default(),
         metrics: Arc::clone(&metrics),
     });
-    // Every reconcile is triggered through one channel: by Job changes and by
-    // what agents report. Each trigger reaches both controllers: the one that
-    // acts on a Job's mirror, and the one that copies its status (so a status
-    // never waits behind a queue of Jobs to dispatch).
+    // Both controllers see every Job change (their shared-store
+    // subscriptions) and every trigger of the fleet (what agents report): the
+    // one that acts on a Job's mirror, and the one that copies its status (so
+    // a status never waits behind a queue of Jobs to dispatch).
     let (to_mirrors, for_mirrors) = mpsc::unbounded_channel();
     let (to_status, for_status) = mpsc::unbounded_channel();
     let fan_out = tokio::spawn(async move {
@@ -206,7 +213,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
             let _ = to_mirrors.send(key);
         }
     });
-    let mirrors = Controller::for_stream(no_primary_stream(), jobs.clone())
+    let mirrors = Controller::for_shared_stream(mirror_changes, jobs.clone())
         .with_config(controller::Config::default().concurrency(CONCURRENCY))
         .reconcile_on(UnboundedReceiverStream::new(for_mirrors))
         .graceful_shutdown_on(shutdown.clone().requested())
@@ -216,7 +223,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
             Arc::clone(&ctx),
         )
         .for_each(|_| futures::future::ready(()));
-    let status = Controller::for_stream(no_primary_stream(), jobs)
+    let status = Controller::for_shared_stream(status_changes, jobs)
         .with_config(controller::Config::default().concurrency(STATUS_CONCURRENCY))
         .reconcile_on(UnboundedReceiverStream::new(for_status))
         .graceful_shutdown_on(shutdown.clone().requested())
@@ -240,12 +247,12 @@ pub async fn run(args: Args) -> Result<(), Error> {
     Ok(())
 }
 
-/// A cache of every `K`, fed by a task of its own; `on_apply` sees each
-/// object as it arrives. The receiver turns true once the first list is in.
+/// Feeds the store behind `writer` with every `K`, in a task of its own. The
+/// receiver turns true once the first list is in.
 fn cache<K>(
     api: Api<K>,
-    on_apply: impl Fn(&K) + Send + 'static,
-) -> (Store<K>, watch::Receiver<bool>, tokio::task::JoinHandle<()>)
+    writer: reflector::store::Writer<K>,
+) -> (watch::Receiver<bool>, tokio::task::JoinHandle<()>)
 where
     K: kube::Resource<DynamicType = ()>
         + Clone
@@ -256,37 +263,27 @@ where
         + 'static,
 {
     let kind = K::kind(&()).to_string();
-    let (store, writer) = reflector::store();
     let (synced_tx, synced) = watch::channel(false);
     let events = watcher(
         api,
         watcher::Config::default().timeout(jobrelay_process::WATCH_TIMEOUT_SECS),
     )
     .default_backoff()
-    .reflect(writer);
+    .reflect_shared(writer);
     let task = tokio::spawn(events.for_each(move |event| {
         match event {
-            Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => {
-                on_apply(&object)
-            }
             Ok(watcher::Event::InitDone) => {
                 if !*synced_tx.borrow() {
                     info!("{kind} cache synced");
                 }
                 let _ = synced_tx.send(true);
             }
-            Ok(watcher::Event::Delete(_) | watcher::Event::Init) => {}
+            Ok(_) => {}
             Err(error) => warn!(%error, "{kind} watch error; retrying"),
         }
         futures::future::ready(())
     }));
-    (store, synced, task)
-}
-
-/// The controllers' own watch: none, they are fed by triggers over the
-/// shared cache.
-fn no_primary_stream() -> impl futures::Stream<Item = Result<Job, watcher::Error>> {
-    futures::stream::pending()
+    (synced, task)
 }
 
 /// True once every one of `each` is.
