@@ -192,7 +192,12 @@ impl Sessions {
     ) {
         let cluster = hello.cluster.clone();
         // Heartbeats run in a task of their own, beside the session's work.
-        let heartbeats = tokio::spawn(send_heartbeats(outbox.clone(), self.heartbeat_interval));
+        let (_interval, every) = tokio::sync::watch::channel(self.heartbeat_interval);
+        let heartbeats = tokio::spawn(jobrelay_process::heartbeat::send_every(
+            outbox.clone(),
+            every,
+            || message(Kind::Heartbeat(Heartbeat {})),
+        ));
         let desired = desired_set(&self.jobs, &cluster, self.remote_retention);
         info!(
             inventory = hello.inventory.len(),
@@ -380,14 +385,4 @@ fn desired_set(
             Some((mirror, ObjectRef::from_obj(job.as_ref())))
         })
         .collect()
-}
-
-async fn send_heartbeats(outbox: Outbox, interval: Duration) {
-    let mut ticks = tokio::time::interval(interval);
-    loop {
-        ticks.tick().await;
-        if outbox.send(message(Kind::Heartbeat(Heartbeat {}))).is_err() {
-            return;
-        }
-    }
 }

@@ -19,14 +19,12 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use tracing::instrument;
 
+use crate::job_life::RESYNC;
 use crate::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle};
 use crate::placement::assigned_cluster;
 use crate::reconcile::{Context, Error, FIELD_MANAGER};
 use crate::retention::deactivated_at;
 use crate::status;
-
-/// A periodic look at every active Job, in case a report was missed.
-const RESYNC: Duration = Duration::from_secs(300);
 
 #[instrument(skip_all, fields(job = %ObjectRef::from_obj(job.as_ref())))]
 pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error> {

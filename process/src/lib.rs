@@ -19,6 +19,7 @@ pub mod config_file;
 pub mod files;
 pub mod flags;
 pub mod health;
+pub mod heartbeat;
 pub mod kube_client;
 pub mod server;
 pub mod shutdown;

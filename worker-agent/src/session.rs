@@ -158,7 +158,11 @@ impl Agent {
         let (heard, last_heard) = watch::channel(Instant::now());
         let (interval, heartbeat_interval) = watch::channel(DEFAULT_HEARTBEAT);
         let (reader, mut inbox) = spawn_reader(inbound, heard);
-        let beats = tokio::spawn(send_heartbeats(outbox.clone(), heartbeat_interval));
+        let beats = tokio::spawn(jobrelay_process::heartbeat::send_every(
+            outbox.clone(),
+            heartbeat_interval,
+            || agent_message(agent_message::Kind::Heartbeat(Heartbeat {})),
+        ));
         let ended = self.work(&mut inbox, &outbox, &interval, &last_heard).await;
         beats.abort();
         reader.abort();
@@ -310,29 +314,4 @@ fn spawn_reader(
         }
     });
     (reader, inbox)
-}
-
-/// Sends a heartbeat every interval (the manager's Welcome may change it).
-async fn send_heartbeats(
-    outbox: mpsc::UnboundedSender<AgentMessage>,
-    mut interval: watch::Receiver<Duration>,
-) {
-    loop {
-        let every = *interval.borrow_and_update();
-        tokio::select! {
-            _ = tokio::time::sleep(every) => {}
-            changed = interval.changed() => {
-                if changed.is_err() {
-                    return;
-                }
-                continue;
-            }
-        }
-        if outbox
-            .send(agent_message(agent_message::Kind::Heartbeat(Heartbeat {})))
-            .is_err()
-        {
-            return;
-        }
-    }
 }
