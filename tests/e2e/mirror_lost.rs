@@ -11,7 +11,7 @@ use std::time::Duration;
 use jobrelay_e2e::cluster::ClusterInfo;
 use jobrelay_e2e::fixtures::TestJob;
 use jobrelay_e2e::kit;
-use jobrelay_e2e::scenario::{Scenario, WAIT, has_condition};
+use jobrelay_e2e::scenario::{Scenario, WAIT, condition, has_condition};
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::{
     CLUSTER_KEY, DISPATCH_WAITING_ANNOTATION, MIRRORS_LOST_ANNOTATION, ORIGIN_LABEL,
@@ -192,20 +192,13 @@ async fn wait_annotation(
 }
 
 fn failure(job: &Job) -> (String, String) {
-    let failed = job
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .find(|c| c.type_ == "Failed" && c.status == "True")
-        .unwrap_or_else(|| {
-            panic!(
-                "Job {} has no Failed condition: {:?}",
-                job.name_any(),
-                job.status
-            )
-        });
+    let failed = condition(job, "Failed").unwrap_or_else(|| {
+        panic!(
+            "Job {} has no Failed condition: {:?}",
+            job.name_any(),
+            job.status
+        )
+    });
     (
         failed.reason.clone().unwrap_or_default(),
         failed.message.clone().unwrap_or_default(),

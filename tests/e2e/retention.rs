@@ -10,6 +10,7 @@ use jobrelay_e2e::fixtures::{TestJob, succeeded_status};
 use jobrelay_e2e::kit::{self, Clusters};
 use jobrelay_e2e::leaks::assert_no_leaks;
 use jobrelay_e2e::relay::{Options, Relay};
+use jobrelay_e2e::scenario::condition;
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::{
     CLUSTER_KEY, MANAGED_BY, REMOTE_CLEANUP_FINALIZER, REMOTE_RETENTION_ANNOTATION,
@@ -254,14 +255,8 @@ async fn a_job_refused_for_good_fails_and_is_deleted_after_its_retention() {
     let failed_at = s
         .wait_job("refused", "Failed with reason RemoteRejected", |job| {
             let job = job.ok_or("gone before it was seen failed")?;
-            let failed = job
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .into_iter()
-                .flatten()
-                .find(|c| c.type_ == "Failed" && c.status == "True")
-                .ok_or_else(|| format!("status {:?}", job.status))?;
+            let failed =
+                condition(&job, "Failed").ok_or_else(|| format!("status {:?}", job.status))?;
             assert_eq!(failed.reason.as_deref(), Some("RemoteRejected"));
             Ok(failed
                 .last_transition_time

@@ -348,14 +348,22 @@ fn pod_phase(pod: &Pod) -> String {
     }
 }
 
+/// The Job's condition `type_`, if it is True.
+pub fn condition<'a>(
+    job: &'a Job,
+    type_: &str,
+) -> Option<&'a k8s_openapi::api::batch::v1::JobCondition> {
+    job.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == "True")
+}
+
 /// Whether the Job has condition `type_` = True.
 pub fn has_condition(job: &Job, type_: &str) -> bool {
-    job.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == type_ && c.status == "True")
+    condition(job, type_).is_some()
 }
 
 /// `Complete` or `Failed` if the Job has that condition.
