@@ -33,12 +33,6 @@ pub struct Args {
     #[arg(long, env = "JOBRELAY_LISTEN", default_value = "0.0.0.0:8443")]
     pub listen: SocketAddr,
 
-    /// Address of the plaintext `grpc.health.v1.Health` service for
-    /// Kubernetes `grpc:` probes: service "" is SERVING while the process
-    /// runs, "jobrelay.v1.Relay" once the caches are synced.
-    #[arg(long, env = "JOBRELAY_HEALTH_LISTEN", default_value = "0.0.0.0:8081")]
-    pub health_listen: SocketAddr,
-
     /// Address of the Prometheus `/metrics` endpoint.
     #[arg(long, env = "JOBRELAY_METRICS_LISTEN", default_value = "0.0.0.0:9090")]
     pub metrics_listen: SocketAddr,
@@ -64,10 +58,7 @@ pub struct Args {
     pub cluster_status_interval: Duration,
 
     #[command(flatten)]
-    pub certificates: jobrelay_process::CertificateFlags,
-
-    #[command(flatten)]
-    pub kube_api: jobrelay_process::KubeApiFlags,
+    pub process: jobrelay_process::ProcessFlags,
 
     /// CA bundle (PEM) that agents' client certificates must chain to.
     #[arg(

@@ -2,10 +2,8 @@
 //! into typed values. A bad value stops the process with a message naming the
 //! field and the value.
 
-use std::path::Path;
 use std::time::Duration;
 
-use jobrelay_proto::duration;
 use serde::Deserialize;
 
 /// Validated configuration.
@@ -49,12 +47,6 @@ impl Default for Config {
 pub enum ConfigError {
     #[error(transparent)]
     File(#[from] jobrelay_process::config_file::FileError),
-    #[error("{path}: {source}")]
-    Duration {
-        path: String,
-        #[source]
-        source: duration::FieldError,
-    },
     #[error("{path}: mirrorLostLimit: {value} must be at least 1")]
     LostLimit { path: String, value: u32 },
     #[error("{path}: {field}: {value} is not a positive number")]
@@ -83,21 +75,12 @@ struct RawRetention {
 }
 
 impl Config {
-    /// Reads and validates a configuration file.
-    pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = jobrelay_process::config_file::read(path)?;
-        Config::parse(&path.display().to_string(), &text)
-    }
-
     /// Validates configuration text; `path` names it in errors.
     pub fn parse(path: &str, text: &str) -> Result<Config, ConfigError> {
         let raw: RawConfig = jobrelay_process::config_file::parse(path, text)?;
         let defaults = Config::default();
         let duration = |field: &'static str, value: &Option<String>| {
-            duration::parse_field(field, value.as_deref()).map_err(|source| ConfigError::Duration {
-                path: path.into(),
-                source,
-            })
+            jobrelay_process::config_file::duration(path, field, value.as_deref())
         };
         let retention = Retention {
             remote_after_finished: duration(
@@ -144,8 +127,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_empty_file_means_the_defaults() {
-        assert_eq!(Config::parse("c.yaml", "").unwrap(), Config::default());
+    fn the_defaults_keep_everything_but_the_remote_mirror() {
+        // A blank file is the defaults (config_file::parse).
         let defaults = Config::default();
         assert_eq!(defaults.retention.remote_after_finished, Duration::ZERO);
         assert_eq!(defaults.retention.manager_after_finished, None);
@@ -175,43 +158,31 @@ mod tests {
 
     #[test]
     fn a_bad_value_names_the_field_and_the_value() {
-        let err = Config::parse("c.yaml", "retention:\n  managerAfterFinished: -1h\n")
-            .unwrap_err()
-            .to_string();
+        let err = refusal("retention:\n  managerAfterFinished: -1h\n");
         assert!(
             err.contains("retention.managerAfterFinished")
                 && err.contains("-1h")
                 && err.contains("negative"),
             "{err}"
         );
-        let err = Config::parse("c.yaml", "retention:\n  remoteAfterFinished: soon\n")
-            .unwrap_err()
-            .to_string();
+        let err = refusal("retention:\n  remoteAfterFinished: soon\n");
         assert!(
             err.contains("retention.remoteAfterFinished") && err.contains("soon"),
             "{err}"
         );
-        let err = Config::parse("c.yaml", "retention:\n  afterDeactivated: 100000h\n")
-            .unwrap_err()
-            .to_string();
+        let err = refusal("retention:\n  afterDeactivated: 100000h\n");
         assert!(
             err.contains("retention.afterDeactivated") && err.contains("longer than a year"),
             "{err}"
         );
-        let err = Config::parse("c.yaml", "deletionsPerSecond: 0\n")
-            .unwrap_err()
-            .to_string();
+        let err = refusal("deletionsPerSecond: 0\n");
         assert!(err.contains("deletionsPerSecond"), "{err}");
-        let err = Config::parse("c.yaml", "mirrorLostLimit: 0\n")
-            .unwrap_err()
-            .to_string();
+        let err = refusal("mirrorLostLimit: 0\n");
         assert!(
             err.contains("mirrorLostLimit") && err.contains('0'),
             "{err}"
         );
-        let err = Config::parse("c.yaml", "mirrorLostLimit: -2\n")
-            .unwrap_err()
-            .to_string();
+        let err = refusal("mirrorLostLimit: -2\n");
         assert!(
             err.contains("mirrorLostLimit") || err.contains("-2"),
             "{err}"
@@ -226,9 +197,12 @@ mod tests {
 
     #[test]
     fn an_unknown_field_is_refused_by_name() {
-        let err = Config::parse("c.yaml", "retention:\n  remoteAfterFinishd: 5m\n")
-            .unwrap_err()
-            .to_string();
+        let err = refusal("retention:\n  remoteAfterFinishd: 5m\n");
         assert!(err.contains("remoteAfterFinishd"), "{err}");
+    }
+
+    /// What a configuration text is refused for.
+    fn refusal(text: &str) -> String {
+        Config::parse("c.yaml", text).unwrap_err().to_string()
     }
 }

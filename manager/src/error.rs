@@ -1,16 +1,12 @@
 //! Why the manager cannot start or stopped: each error names the flag, file
 //! or object to look at.
 
-use std::net::SocketAddr;
-
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("--origin (JOBRELAY_ORIGIN) must not be empty")]
     NoOrigin,
     #[error(transparent)]
-    KubeClient(#[from] jobrelay_process::kube_client::Error),
-    #[error(transparent)]
-    Certificates(#[from] jobrelay_process::Error),
+    Process(#[from] jobrelay_process::Error),
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     #[error(
@@ -19,22 +15,8 @@ pub enum Error {
     NoCrd,
     #[error("cannot list WorkerClusters: {0}")]
     WorkerClusters(#[source] kube::Error),
-    #[error("{what} cannot listen on {addr}: {source}")]
-    Listen {
-        what: &'static str,
-        addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
-    },
     #[error("the Relay server failed: {0}")]
     Serve(#[from] tonic::transport::Error),
     #[error("a task of the manager ended abnormally: {0}")]
     Task(#[from] tokio::task::JoinError),
-}
-
-impl Error {
-    /// A listener error, naming what could not listen and where.
-    pub fn listen(what: &'static str, addr: SocketAddr) -> impl FnOnce(std::io::Error) -> Error {
-        move |source| Error::Listen { what, addr, source }
-    }
 }

@@ -544,4 +544,4 @@ pub fn message(kind: Kind) -> ManagerMessage {
 
 #[cfg(test)]
 #[path = "fleet_tests.rs"]
-mod tests;
+pub(crate) mod tests;

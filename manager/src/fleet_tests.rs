@@ -151,7 +151,8 @@ fn a_rejected_revision_is_not_resent_and_least_loaded_counts_live_mirrors() {
     assert_eq!(counts, [("w1".to_string(), 1), ("w2".to_string(), 0)]);
 }
 
-fn rejection(reason: RejectReason) -> Rejection {
+/// A refusal of revision 1, for tests.
+pub(crate) fn rejection(reason: RejectReason) -> Rejection {
     Rejection {
         revision: 1,
         reason,

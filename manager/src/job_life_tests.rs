@@ -1,6 +1,7 @@
 //! Every transition of a manager Job's life, without a cluster.
 
 use super::*;
+use crate::fleet::tests::rejection;
 use jobrelay_proto::v1::RejectReason;
 use jobrelay_proto::wire::{
     CLUSTER_KEY, DEACTIVATED_ANNOTATION, LAST_LOST_MIRROR_ANNOTATION, MANAGED_BY,
@@ -237,15 +238,6 @@ fn a_deleted_job_has_its_mirror_deleted_before_it_is_released() {
         next_step(&with(&[deleting()]), None, &config(), now()),
         Step::AwaitChange
     );
-}
-
-fn rejection(reason: RejectReason) -> Rejection {
-    Rejection {
-        revision: 1,
-        reason,
-        message: "no".into(),
-        retry_in: None,
-    }
 }
 
 fn event(plan: &Plan) -> Option<(Reason, &str)> {

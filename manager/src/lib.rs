@@ -75,22 +75,20 @@ pub async fn run(args: Args) -> Result<(), Error> {
     if origin.is_empty() {
         return Err(Error::NoOrigin);
     }
-    let kube_api_limit = args.kube_api.rate_limit()?;
-    let tls = args.certificates.files(
+    let kube_api_limit = args.process.kube_api.rate_limit()?;
+    let tls = args.process.certificates.files(
         args.client_ca.as_ref(),
         "--client-ca",
         args.insecure_plaintext,
     )?;
     let config = match &args.config {
-        Some(path) => Config::load(path)?,
+        Some(path) => jobrelay_process::config_file::load(path, Config::parse)?,
         None => Config::default(),
     };
     info!(?config, "configuration");
     let shutdown = Shutdown::on_signals();
-    let (readiness, health) = jobrelay_process::health::serve(args.health_listen, shutdown.clone())
-        .await
-        .map_err(Error::listen("the health endpoint", args.health_listen))?;
-    let health = tokio::spawn(health);
+    let (readiness, health) =
+        jobrelay_process::health::serve(args.process.health_listen, shutdown.clone()).await?;
     let client = jobrelay_process::kube_client::client(kube_api_limit).await?;
     let worker_clusters: Api<WorkerCluster> = Api::all(client.clone());
     if let Err(error) = worker_clusters.list(&ListParams::default().limit(1)).await {
@@ -142,17 +140,18 @@ pub async fn run(args: Args) -> Result<(), Error> {
         .http2_keepalive_interval(Some(args.heartbeat_interval))
         .http2_keepalive_timeout(Some(args.heartbeat_interval * 2))
         .add_service(RelayServer::new(RelayService { sessions }));
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .map_err(Error::listen("the Relay service", args.listen))?;
+    let listener = tokio::net::TcpListener::bind(args.listen).await.map_err(
+        jobrelay_process::Error::listen("the Relay service", args.listen),
+    )?;
     info!(listen = %args.listen, %origin, tls = tls.is_some(), "serving jobrelay.v1.Relay");
     let server = match tls {
         Some(files) => {
             let pem = files.read()?;
             let server_tls = Arc::new(ServerTls::new(&pem)?);
             tokio::spawn(
-                Arc::clone(&server_tls)
-                    .follow(files.watch(pem, args.certificates.certificate_reload_interval)),
+                Arc::clone(&server_tls).follow(
+                    files.watch(pem, args.process.certificates.certificate_reload_interval),
+                ),
             );
             let failed = Arc::clone(&metrics);
             let incoming = server_tls.incoming(
@@ -233,7 +232,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
     tokio::select! {
         served = server => served??,
         served = metrics::serve(args.metrics_listen, metrics, shutdown.clone()) => {
-            served.map_err(Error::listen("the metrics endpoint", args.metrics_listen))?
+            served.map_err(jobrelay_process::Error::listen("the metrics endpoint", args.metrics_listen))?
         }
         ((), ()) = futures::future::join(mirrors, status) => {}
     }

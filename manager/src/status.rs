@@ -176,18 +176,20 @@ mod tests {
         ]
     }"#;
 
+    fn condition_types(status: &Value) -> Vec<&str> {
+        let conditions = status["conditions"].as_array().unwrap();
+        conditions
+            .iter()
+            .map(|c| c["type"].as_str().unwrap())
+            .collect()
+    }
+
     #[test]
     fn copies_counts_times_and_conditions_in_the_workers_order() {
         let status = copied(WORKER.as_bytes()).unwrap();
         assert_eq!(status["succeeded"], 10);
         assert_eq!(status["completionTime"], "2026-11-22T10:05:00Z");
-        let types: Vec<&str> = status["conditions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["type"].as_str().unwrap())
-            .collect();
-        assert_eq!(types, ["SuccessCriteriaMet", "Complete"]);
+        assert_eq!(condition_types(&status), ["SuccessCriteriaMet", "Complete"]);
         assert!(status.get("uncountedTerminatedPods").is_none());
     }
 
@@ -239,13 +241,10 @@ mod tests {
             "a start time is kept"
         );
         assert_eq!(status["succeeded"], 1);
-        let types: Vec<&str> = status["conditions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["type"].as_str().unwrap())
-            .collect();
-        assert_eq!(types, ["Suspended", "FailureTarget", "Failed"]);
+        assert_eq!(
+            condition_types(&status),
+            ["Suspended", "FailureTarget", "Failed"]
+        );
         assert_eq!(status["conditions"][2]["reason"], "RemoteJobLost");
 
         let never_started = failed(

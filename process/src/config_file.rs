@@ -17,12 +17,41 @@ pub enum FileError {
     },
     #[error("{path}: {message}")]
     Syntax { path: String, message: String },
+    #[error("{path}: {source}")]
+    Duration {
+        path: String,
+        #[source]
+        source: jobrelay_proto::duration::FieldError,
+    },
 }
 
 /// Reads a configuration file's text.
 pub fn read(path: &Path) -> Result<String, FileError> {
     std::fs::read_to_string(path).map_err(|source| FileError::Read {
         path: path.display().to_string(),
+        source,
+    })
+}
+
+/// Reads the file at `path` and has `parse` validate its text (given the
+/// path to name in errors).
+pub fn load<T, E: From<FileError>>(
+    path: &Path,
+    parse: impl FnOnce(&str, &str) -> Result<T, E>,
+) -> Result<T, E> {
+    let text = read(path)?;
+    parse(&path.display().to_string(), &text)
+}
+
+/// Reads the duration field `field` of the file at `path` (absent: `None`);
+/// a bad value names the file, the field and the value.
+pub fn duration(
+    path: &str,
+    field: &'static str,
+    value: Option<&str>,
+) -> Result<Option<std::time::Duration>, FileError> {
+    jobrelay_proto::duration::parse_field(field, value).map_err(|source| FileError::Duration {
+        path: path.into(),
         source,
     })
 }

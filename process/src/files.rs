@@ -10,23 +10,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("{flag} {}: {source}", path.display())]
-    Read {
-        flag: &'static str,
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{flag} {}: {message}", path.display())]
-    Pem {
-        flag: &'static str,
-        path: PathBuf,
-        message: String,
-    },
-    #[error("TLS configuration: {0}")]
-    Config(String),
-}
+use crate::Error;
 
 /// Where the certificate, its key and the CA bundle are, and which flag
 /// named each (for error messages).

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::files::{Error, PemFiles};
+use crate::Error;
+use crate::files::PemFiles;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct CertificateFlags {
@@ -58,4 +59,23 @@ impl CertificateFlags {
             ))),
         }
     }
+}
+
+/// The flags every jobrelay process has: its certificates, the limit of its
+/// Kubernetes client, and where its health endpoint listens.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProcessFlags {
+    #[command(flatten)]
+    pub certificates: CertificateFlags,
+
+    #[command(flatten)]
+    pub kube_api: crate::KubeApiFlags,
+
+    /// Address of the plaintext `grpc.health.v1.Health` service for
+    /// Kubernetes `grpc:` probes: service "" is SERVING while the process
+    /// runs, "jobrelay.v1.Relay" while it can do its work (the manager: its
+    /// caches are synced; the agent: it holds a session and reaches its own
+    /// API server).
+    #[arg(long, env = "JOBRELAY_HEALTH_LISTEN", default_value = "0.0.0.0:8081")]
+    pub health_listen: std::net::SocketAddr,
 }

@@ -29,25 +29,30 @@ impl Readiness {
     }
 }
 
-/// Binds `addr` and serves health there until the shutdown; [`RELAY`]
-/// starts NOT_SERVING.
+/// Binds `addr` and serves health there, in a task of its own, until the
+/// shutdown; [`RELAY`] starts NOT_SERVING.
 pub async fn serve(
     addr: SocketAddr,
     shutdown: crate::Shutdown,
-) -> std::io::Result<(
-    Readiness,
-    impl Future<Output = Result<(), tonic::transport::Error>>,
-)> {
+) -> Result<
+    (
+        Readiness,
+        tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+    ),
+    crate::Error,
+> {
     let (reporter, service) = tonic_health::server::health_reporter();
     let readiness = Readiness { reporter };
     readiness.set(false).await;
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    info!(listen = %listener.local_addr()?, "serving grpc.health.v1.Health");
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(crate::Error::listen("the health endpoint", addr))?;
+    info!(listen = %addr, "serving grpc.health.v1.Health");
     let server = tonic::transport::Server::builder()
         .add_service(service)
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(listener),
             shutdown.requested(),
         );
-    Ok((readiness, server))
+    Ok((readiness, tokio::spawn(server)))
 }

@@ -41,16 +41,16 @@ pub struct KubeApiFlags {
 
 impl KubeApiFlags {
     /// The limit the flags ask for, or what is wrong with them.
-    pub fn rate_limit(&self) -> Result<RateLimit, Error> {
+    pub fn rate_limit(&self) -> Result<RateLimit, crate::Error> {
         let qps = self.kube_api_qps;
         if !qps.is_finite() || qps < 0.0 {
-            return Err(Error::Qps(qps));
+            return Err(crate::Error::Qps(qps));
         }
         if qps == 0.0 {
             return Ok(RateLimit::Unlimited);
         }
         if self.kube_api_burst == 0 {
-            return Err(Error::Burst { qps });
+            return Err(crate::Error::Burst { qps });
         }
         Ok(RateLimit::PerSecond {
             qps,
@@ -79,27 +79,12 @@ impl fmt::Display for RateLimit {
     }
 }
 
-/// Why no Kubernetes client could be made.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("--kube-api-qps (JOBRELAY_KUBE_API_QPS) must be a number of at least 0, not {0}")]
-    Qps(f64),
-    #[error(
-        "--kube-api-burst (JOBRELAY_KUBE_API_BURST) must be at least 1 while --kube-api-qps is above 0 (it is {qps})"
-    )]
-    Burst { qps: f64 },
-    #[error("cannot find the Kubernetes API server: {0}")]
-    InferConfig(#[from] kube::config::InferConfigError),
-    #[error("cannot build the Kubernetes client: {0}")]
-    Client(#[from] kube::Error),
-}
-
 /// A client of the API server found the way `kube::Client::try_default`
 /// finds it (kubeconfig, else the in-cluster service account), with kube's
 /// usual stack (authentication, TLS, retries, tracing) behind the rate
 /// limit. Logs the limit once; while requests have to wait, an info line
 /// says how many did, at most every ten seconds.
-pub async fn client(limit: RateLimit) -> Result<kube::Client, Error> {
+pub async fn client(limit: RateLimit) -> Result<kube::Client, crate::Error> {
     let config = kube::Config::infer().await?;
     let limiter = Arc::new(Limiter::new(limit, Instant::now()));
     let builder = kube::client::ClientBuilder::try_from(config)?.with_layer(&RateLimitLayer {

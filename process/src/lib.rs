@@ -16,6 +16,7 @@
 
 pub mod client;
 pub mod config_file;
+pub mod error;
 pub mod files;
 pub mod flags;
 pub mod health;
@@ -25,8 +26,9 @@ pub mod server;
 pub mod shutdown;
 pub mod telemetry;
 
-pub use files::{Error, Pem, PemFiles};
-pub use flags::CertificateFlags;
+pub use error::Error;
+pub use files::{Pem, PemFiles};
+pub use flags::{CertificateFlags, ProcessFlags};
 pub use kube_client::{KubeApiFlags, RateLimit, TokenBucket};
 pub use server::{CertificateRefusal, Peer, PeerIdentity, ServerTls};
 pub use shutdown::Shutdown;

@@ -21,7 +21,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::Connected;
 use tracing::{debug, info, warn};
 
-use crate::files::{Error, Pem};
+use crate::Error;
+use crate::files::Pem;
 
 /// How long a client may take to finish its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

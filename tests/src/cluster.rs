@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, ServiceAccount};
+use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, PostParams};
 use serde::{Deserialize, Serialize};
 
@@ -569,22 +569,7 @@ async fn wait_workable(cluster: &ClusterInfo) -> Result<(), Error> {
         },
     )
     .await?;
-    let accounts: Api<ServiceAccount> = Api::namespaced(client, "default");
-    wait::try_until(
-        format!("{} ServiceAccount default/default", cluster.name),
-        START_TIMEOUT,
-        || {
-            let accounts = accounts.clone();
-            async move {
-                match accounts.get_opt("default").await {
-                    Ok(Some(_)) => Seen::Ready(()),
-                    Ok(None) => Seen::Waiting("not created yet".into()),
-                    Err(e) => Seen::Waiting(e.to_string()),
-                }
-            }
-        },
-    )
-    .await?;
+    crate::kit::default_service_account(&client, "default", START_TIMEOUT).await?;
     Ok(())
 }
 

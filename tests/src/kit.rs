@@ -198,10 +198,22 @@ pub async fn create_namespace(client: &kube::Client, name: &str) {
         Err(kube::Error::Api(s)) if s.code == 409 => {}
         Err(e) => panic!("creating namespace {name}: {e}"),
     }
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), name);
-    wait::until(
-        format!("ServiceAccount {name}/default"),
-        Duration::from_secs(60),
+    default_service_account(client, name, Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Waits until the namespace has its `default` ServiceAccount, without which
+/// no Pod can be created there.
+pub async fn default_service_account(
+    client: &kube::Client,
+    namespace: &str,
+    timeout: Duration,
+) -> Result<(), wait::Timeout> {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    wait::try_until(
+        format!("ServiceAccount {namespace}/default"),
+        timeout,
         || {
             let accounts = accounts.clone();
             async move {

@@ -1,7 +1,6 @@
 //! Command-line flags of `jobrelay-agent`; every flag can also be set from the
 //! environment.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -49,10 +48,7 @@ pub struct Args {
     pub deletions_per_second: u32,
 
     #[command(flatten)]
-    pub certificates: jobrelay_process::CertificateFlags,
-
-    #[command(flatten)]
-    pub kube_api: jobrelay_process::KubeApiFlags,
+    pub process: jobrelay_process::ProcessFlags,
 
     /// The CA (PEM) that signed the manager's server certificate.
     #[arg(
@@ -61,13 +57,6 @@ pub struct Args {
         required_unless_present = "insecure_plaintext"
     )]
     pub manager_ca: Option<PathBuf>,
-
-    /// Address of the plaintext `grpc.health.v1.Health` service for
-    /// Kubernetes `grpc:` probes: service "" is SERVING while the process
-    /// runs, "jobrelay.v1.Relay" while the agent holds a session with the
-    /// manager and reaches its own API server.
-    #[arg(long, env = "JOBRELAY_HEALTH_LISTEN", default_value = "0.0.0.0:8081")]
-    pub health_listen: SocketAddr,
 
     /// Dial the manager without TLS. For local development on loopback only.
     #[arg(long, env = "JOBRELAY_INSECURE_PLAINTEXT", value_parser = clap::builder::BoolishValueParser::new())]

@@ -2,10 +2,8 @@
 //! into typed values. A bad value stops the process with a message naming the
 //! field and the value.
 
-use std::path::Path;
 use std::time::Duration;
 
-use jobrelay_proto::duration;
 use serde::Deserialize;
 
 /// Validated configuration.
@@ -39,12 +37,6 @@ pub struct TerminatedPods {
 pub enum ConfigError {
     #[error(transparent)]
     File(#[from] jobrelay_process::config_file::FileError),
-    #[error("{path}: {source}")]
-    Duration {
-        path: String,
-        #[source]
-        source: duration::FieldError,
-    },
     #[error("{path}: {field}: {message}")]
     Invalid {
         path: String,
@@ -75,12 +67,6 @@ struct RawTerminatedPods {
 }
 
 impl Config {
-    /// Reads and validates a configuration file.
-    pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = jobrelay_process::config_file::read(path)?;
-        Config::parse(&path.display().to_string(), &text)
-    }
-
     /// Validates configuration text; `path` names it in errors.
     pub fn parse(path: &str, text: &str) -> Result<Config, ConfigError> {
         let raw: RawConfig = jobrelay_process::config_file::parse(path, text)?;
@@ -88,10 +74,7 @@ impl Config {
             return Ok(Config::default());
         };
         let duration = |field: &'static str, value: &Option<String>| {
-            duration::parse_field(field, value.as_deref()).map_err(|source| ConfigError::Duration {
-                path: path.into(),
-                source,
-            })
+            jobrelay_process::config_file::duration(path, field, value.as_deref())
         };
         let succeeded_after = duration("terminatedPods.succeededAfter", &pods.succeeded_after)?;
         let failed_after = duration("terminatedPods.failedAfter", &pods.failed_after)?;
@@ -139,10 +122,16 @@ impl Config {
 mod tests {
     use super::*;
 
+    /// What a configuration text is refused for.
+    fn refusal(text: &str) -> String {
+        Config::parse("a.yaml", text).unwrap_err().to_string()
+    }
+
     #[test]
     fn no_section_means_terminated_pods_are_left_alone() {
-        assert_eq!(Config::parse("a.yaml", "").unwrap(), Config::default());
         assert!(Config::default().terminated_pods.is_none());
+        let other = Config::parse("a.yaml", "terminatedPods:\n").unwrap();
+        assert!(other.terminated_pods.is_none(), "an empty section is none");
     }
 
     #[test]
@@ -163,30 +152,16 @@ mod tests {
 
     #[test]
     fn bad_values_name_the_field_and_the_value() {
-        let err = Config::parse("a.yaml", "terminatedPods:\n  succeededAfter: -1h\n")
-            .unwrap_err()
-            .to_string();
+        let err = refusal("terminatedPods:\n  succeededAfter: -1h\n");
         assert!(
             err.contains("terminatedPods.succeededAfter") && err.contains("-1h"),
             "{err}"
         );
-        let err = Config::parse("a.yaml", "terminatedPods:\n  dryRun: true\n")
-            .unwrap_err()
-            .to_string();
+        let err = refusal("terminatedPods:\n  dryRun: true\n");
         assert!(err.contains("succeededAfter, failedAfter"), "{err}");
-        let err = Config::parse(
-            "a.yaml",
-            "terminatedPods:\n  failedAfter: 1m\n  interval: 0s\n",
-        )
-        .unwrap_err()
-        .to_string();
+        let err = refusal("terminatedPods:\n  failedAfter: 1m\n  interval: 0s\n");
         assert!(err.contains("terminatedPods.interval"), "{err}");
-        let err = Config::parse(
-            "a.yaml",
-            "terminatedPods:\n  failedAfter: 1m\n  includeUnmirored: true\n",
-        )
-        .unwrap_err()
-        .to_string();
+        let err = refusal("terminatedPods:\n  failedAfter: 1m\n  includeUnmirored: true\n");
         assert!(err.contains("includeUnmirored"), "{err}");
     }
 }

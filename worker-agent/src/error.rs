@@ -1,8 +1,6 @@
 //! Why the agent cannot start: each error names the flag, file or setting to
 //! look at.
 
-use std::net::SocketAddr;
-
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("--origin (JOBRELAY_ORIGIN) must not be empty")]
@@ -10,9 +8,7 @@ pub enum Error {
     #[error("--cluster (JOBRELAY_CLUSTER) must not be empty")]
     NoCluster,
     #[error(transparent)]
-    KubeClient(#[from] jobrelay_process::kube_client::Error),
-    #[error(transparent)]
-    Certificates(#[from] jobrelay_process::Error),
+    Process(#[from] jobrelay_process::Error),
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     #[error(transparent)]
@@ -22,11 +18,5 @@ pub enum Error {
         selector: Option<String>,
         #[source]
         source: kube::Error,
-    },
-    #[error("the health endpoint cannot listen on {addr}: {source}")]
-    Health {
-        addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
     },
 }

@@ -45,8 +45,8 @@ pub async fn run(args: Args) -> Result<(), Error> {
     if args.cluster.is_empty() {
         return Err(Error::NoCluster);
     }
-    let kube_api_limit = args.kube_api.rate_limit()?;
-    let certificates = &args.certificates;
+    let kube_api_limit = args.process.kube_api.rate_limit()?;
+    let certificates = &args.process.certificates;
     let tls = match certificates.files(
         args.manager_ca.as_ref(),
         "--manager-ca",
@@ -64,16 +64,11 @@ pub async fn run(args: Args) -> Result<(), Error> {
     };
     dial.endpoint()?;
     let shutdown = Shutdown::on_signals();
-    let (readiness, health) = jobrelay_process::health::serve(args.health_listen, shutdown.clone())
-        .await
-        .map_err(|source| Error::Health {
-            addr: args.health_listen,
-            source,
-        })?;
-    let health = tokio::spawn(health);
+    let (readiness, health) =
+        jobrelay_process::health::serve(args.process.health_listen, shutdown.clone()).await?;
 
     let config = match &args.config {
-        Some(path) => Config::load(path)?,
+        Some(path) => jobrelay_process::config_file::load(path, Config::parse)?,
         None => Config::default(),
     };
     info!(?config, "configuration");
