@@ -22,6 +22,7 @@ pub mod flags;
 pub mod health;
 pub mod heartbeat;
 pub mod kube_client;
+pub mod rate;
 pub mod server;
 pub mod shutdown;
 pub mod telemetry;
@@ -29,7 +30,8 @@ pub mod telemetry;
 pub use error::Error;
 pub use files::{Pem, PemFiles};
 pub use flags::{CertificateFlags, ProcessFlags};
-pub use kube_client::{KubeApiFlags, RateLimit, TokenBucket};
+pub use kube_client::KubeApiFlags;
+pub use rate::{RateLimit, TokenBucket};
 pub use server::{CertificateRefusal, Peer, PeerIdentity, ServerTls};
 pub use shutdown::Shutdown;
 
