@@ -221,21 +221,21 @@ fn status_copied(bencher: Bencher) {
 fn status_reconciled(bencher: Bencher) {
     let current = manager_status_running();
     let worker = copied(&worker_status_bytes()).expect("valid status");
-    bencher.bench_local(|| reconciled(black_box(Some(&current)), black_box(&worker)));
+    bencher.bench_local(|| reconciled(black_box(Some(&current)), black_box(&worker), false));
 }
 
 #[divan::bench]
 fn status_differs(bencher: Bencher) {
     let current = manager_status_running();
     let worker = copied(&worker_status_bytes()).expect("valid status");
-    let desired = reconciled(Some(&current), &worker);
+    let desired = reconciled(Some(&current), &worker, false);
     bencher.bench_local(|| differs(black_box(Some(&current)), black_box(&desired)));
 }
 
 #[divan::bench]
 fn status_apply_body(bencher: Bencher) {
     let worker = copied(&worker_status_bytes()).expect("valid status");
-    let desired = reconciled(Some(&manager_status_running()), &worker);
+    let desired = reconciled(Some(&manager_status_running()), &worker, false);
     bencher.bench_local(|| apply_body(black_box(&desired)));
 }
 
@@ -258,7 +258,7 @@ fn status_path_unchanged(bencher: Bencher) {
 
 fn status_path(bytes: &[u8], current: Option<&JobStatus>) -> Option<Vec<u8>> {
     let worker = copied(bytes).expect("valid status");
-    let desired = reconciled(current, &worker);
+    let desired = reconciled(current, &worker, false);
     if !differs(current, &desired) {
         return None;
     }

@@ -8,7 +8,10 @@
 //! - Active: hold the finalizer and the chosen cluster (recorded before
 //!   anything is sent), have the mirror applied; a mirror lost behind
 //!   jobrelay's back is counted and run again, or the Job fails.
-//! - Suspended: have the mirror deleted; resuming applies it again.
+//! - Suspended: a placed Job keeps its mirror, applied suspended (its Pods
+//!   go, the Job object and its counts stay); resuming applies it unsuspended.
+//!   An unplaced suspended Job waits — unless Kueue reserved quota for it
+//!   (`admitted`), which places it so the mirror is ready before Kueue admits.
 //! - Finished: keep the mirror for `retention.remoteAfterFinished`, then have
 //!   it deleted and release the finalizer; delete the manager Job itself
 //!   after `retention.managerAfterFinished`.
@@ -76,8 +79,15 @@ pub enum Step {
 }
 
 /// Decides the first thing to do for `job`, whose mirror the fleet knows as
-/// `mirror` (on the Job's recorded cluster).
-pub fn next_step(job: &Job, mirror: Option<&MirrorView>, config: &Config, now: Timestamp) -> Step {
+/// `mirror` (on the Job's recorded cluster). `reserved`: Kueue reserved quota
+/// for the Job and waits on jobrelay's admission check.
+pub fn next_step(
+    job: &Job,
+    mirror: Option<&MirrorView>,
+    reserved: bool,
+    config: &Config,
+    now: Timestamp,
+) -> Step {
     if !is_relayed(job) {
         return Step::AwaitChange;
     }
@@ -91,18 +101,15 @@ pub fn next_step(job: &Job, mirror: Option<&MirrorView>, config: &Config, now: T
             forget: None,
         },
         (Lifecycle::Active, None) => Step::Place,
-        (Lifecycle::Active, Some(cluster)) => {
+        (Lifecycle::Suspended, None) if reserved => Step::Place,
+        (Lifecycle::Suspended, None) => Step::AwaitChange,
+        (Lifecycle::Active | Lifecycle::Suspended, Some(cluster)) => {
             match mirror.and_then(|m| m.lost.clone()).filter(|l| !l.accounted) {
                 Some(lost) => Step::ShowLoss { cluster, lost },
                 None if !held => Step::Hold { cluster },
                 None => Step::Apply { cluster },
             }
         }
-        (Lifecycle::Suspended, None) => Step::AwaitChange,
-        (Lifecycle::Suspended, Some(cluster)) => Step::Cleanup {
-            cluster,
-            reason: DeleteReason::Suspended,
-        },
         (Lifecycle::Finished | Lifecycle::Deleting, None) if held => Step::Release,
         (Lifecycle::Finished, Some(cluster)) if held => {
             let (keep, _) = remote_retention(job, config.retention.remote_after_finished);
@@ -230,25 +237,10 @@ pub fn refusal_text(cluster: &str, rejection: &Rejection) -> String {
     )
 }
 
-/// What follows the fleet's answer to a deletion of the mirror on `cluster`
-/// for `reason`. `cluster_lost`: the cluster is Lost; `last_status`: the
-/// copied status the mirror last reported.
-pub fn after_cleanup(
-    cluster: &str,
-    reason: DeleteReason,
-    outcome: Cleanup,
-    cluster_lost: bool,
-    last_status: Option<&Value>,
-) -> Plan {
-    let suspended = reason == DeleteReason::Suspended;
+/// What follows the fleet's answer to a deletion of the mirror on `cluster`.
+/// `cluster_lost`: the cluster is Lost.
+pub fn after_cleanup(cluster: &str, outcome: Cleanup, cluster_lost: bool) -> Plan {
     match outcome {
-        Cleanup::Gone { .. } if suspended => {
-            let plan = Plan::then(None);
-            match last_status {
-                Some(last) => plan.with(Effect::WriteStatus(status::after_suspension(last))),
-                None => plan,
-            }
-        }
         Cleanup::Gone { pods_deleted } => Plan::then(None)
             .with(Effect::RemoveFinalizer)
             .with(Effect::Forget)
@@ -258,7 +250,7 @@ pub fn after_cleanup(
                     "mirror Job and every Pod gone from cluster {cluster} ({pods_deleted} Pods deleted by the agent)"
                 ),
             )),
-        Cleanup::Disconnected if cluster_lost && !suspended => Plan::then(None)
+        Cleanup::Disconnected if cluster_lost => Plan::then(None)
             .with(Effect::RemoveFinalizer)
             .with(Effect::Forget)
             .with(Effect::Event(

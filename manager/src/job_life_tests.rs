@@ -89,7 +89,7 @@ fn cleanup(reason: DeleteReason) -> Step {
 fn a_job_of_another_manager_is_left_alone() {
     let foreign = job(json!({"spec": {"managedBy": "kueue.x-k8s.io/multikueue"}}));
     assert_eq!(
-        next_step(&foreign, None, &config(), now()),
+        next_step(&foreign, None, false, &config(), now()),
         Step::AwaitChange
     );
 }
@@ -97,17 +97,17 @@ fn a_job_of_another_manager_is_left_alone() {
 #[test]
 fn an_active_job_is_placed_then_held_then_applied() {
     assert_eq!(
-        next_step(&job(json!({})), None, &config(), now()),
+        next_step(&job(json!({})), None, false, &config(), now()),
         Step::Place
     );
     assert_eq!(
-        next_step(&with(&[placed(false)]), None, &config(), now()),
+        next_step(&with(&[placed(false)]), None, false, &config(), now()),
         Step::Hold {
             cluster: "w1".into()
         }
     );
     assert_eq!(
-        next_step(&with(&[placed(true)]), None, &config(), now()),
+        next_step(&with(&[placed(true)]), None, false, &config(), now()),
         Step::Apply {
             cluster: "w1".into()
         }
@@ -117,13 +117,13 @@ fn an_active_job_is_placed_then_held_then_applied() {
 #[test]
 fn a_lost_mirror_is_shown_before_anything_else_and_only_once() {
     let held = with(&[placed(true)]);
-    let step = next_step(&held, Some(&lost(false)), &config(), now());
+    let step = next_step(&held, Some(&lost(false)), false, &config(), now());
     assert!(
         matches!(step, Step::ShowLoss { ref cluster, .. } if cluster == "w1"),
         "{step:?}"
     );
     assert_eq!(
-        next_step(&held, Some(&lost(true)), &config(), now()),
+        next_step(&held, Some(&lost(true)), false, &config(), now()),
         Step::Apply {
             cluster: "w1".into()
         },
@@ -132,20 +132,35 @@ fn a_lost_mirror_is_shown_before_anything_else_and_only_once() {
 }
 
 #[test]
-fn a_suspended_job_has_its_mirror_deleted() {
+fn a_suspended_job_keeps_its_mirror_applied_suspended() {
     let suspended = json!({"spec": {"suspend": true}});
+    let unplaced = with(std::slice::from_ref(&suspended));
+    assert_eq!(
+        next_step(&unplaced, None, false, &config(), now()),
+        Step::AwaitChange,
+        "nothing runs, nothing to place"
+    );
     assert_eq!(
         next_step(
-            &with(std::slice::from_ref(&suspended)),
+            &with(&[suspended, placed(true)]),
             None,
+            false,
             &config(),
             now()
         ),
-        Step::AwaitChange
+        Step::Apply {
+            cluster: "w1".into()
+        },
+        "the mirror follows: applied with suspend true"
     );
+}
+
+#[test]
+fn a_suspended_job_kueue_reserved_quota_for_is_placed() {
+    let suspended = with(&[json!({"spec": {"suspend": true}})]);
     assert_eq!(
-        next_step(&with(&[suspended, placed(true)]), None, &config(), now()),
-        cleanup(DeleteReason::Suspended)
+        next_step(&suspended, None, true, &config(), now()),
+        Step::Place
     );
 }
 
@@ -155,17 +170,17 @@ fn a_finished_job_keeps_its_mirror_for_the_remote_retention_unless_it_is_lost() 
     config.retention.remote_after_finished = Duration::from_secs(600);
     let done = with(&[placed(true), finished("2026-11-22T11:55:00Z")]);
     assert_eq!(
-        next_step(&done, None, &config, now()),
+        next_step(&done, None, false, &config, now()),
         Step::Requeue(Duration::from_secs(300))
     );
     assert_eq!(
-        next_step(&done, Some(&lost(true)), &config, now()),
+        next_step(&done, Some(&lost(true)), false, &config, now()),
         cleanup(DeleteReason::RetentionExpired),
         "a lost mirror keeps no logs worth waiting for"
     );
     let long_done = with(&[placed(true), finished("2026-11-22T11:00:00Z")]);
     assert_eq!(
-        next_step(&long_done, None, &config, now()),
+        next_step(&long_done, None, false, &config, now()),
         cleanup(DeleteReason::RetentionExpired)
     );
 }
@@ -175,7 +190,7 @@ fn a_released_finished_job_expires_after_the_manager_retention() {
     let mut config = config();
     config.retention.manager_after_finished = Some(Duration::from_secs(3600));
     let done = with(&[placed(false), finished("2026-11-22T11:30:00Z")]);
-    let step = next_step(&done, None, &config, now());
+    let step = next_step(&done, None, false, &config, now());
     let Step::Expire {
         since,
         keep,
@@ -201,7 +216,7 @@ fn a_released_finished_job_expires_after_the_manager_retention() {
 fn a_deactivated_job_expires_after_its_own_retention() {
     let deactivated =
         json!({"metadata": {"annotations": {DEACTIVATED_ANNOTATION: "2026-11-22T11:00:00Z"}}});
-    let step = next_step(&with(&[deactivated]), None, &config(), now());
+    let step = next_step(&with(&[deactivated]), None, false, &config(), now());
     assert!(
         matches!(
             step,
@@ -218,11 +233,23 @@ fn a_deactivated_job_expires_after_its_own_retention() {
 #[test]
 fn a_deleted_job_has_its_mirror_deleted_before_it_is_released() {
     assert_eq!(
-        next_step(&with(&[placed(true), deleting()]), None, &config(), now()),
+        next_step(
+            &with(&[placed(true), deleting()]),
+            None,
+            false,
+            &config(),
+            now()
+        ),
         cleanup(DeleteReason::ManagerJobDeleted)
     );
     assert_eq!(
-        next_step(&with(&[placed(false), deleting()]), None, &config(), now()),
+        next_step(
+            &with(&[placed(false), deleting()]),
+            None,
+            false,
+            &config(),
+            now()
+        ),
         Step::Forget {
             cluster: "w1".into()
         }
@@ -231,11 +258,11 @@ fn a_deleted_job_has_its_mirror_deleted_before_it_is_released() {
         json!({"metadata": {"finalizers": [REMOTE_CLEANUP_FINALIZER], "deletionTimestamp": NOW}}),
     );
     assert_eq!(
-        next_step(&held_nowhere, None, &config(), now()),
+        next_step(&held_nowhere, None, false, &config(), now()),
         Step::Release
     );
     assert_eq!(
-        next_step(&with(&[deleting()]), None, &config(), now()),
+        next_step(&with(&[deleting()]), None, false, &config(), now()),
         Step::AwaitChange
     );
 }
@@ -342,13 +369,7 @@ fn an_apply_that_must_wait_looks_again_later() {
 
 #[test]
 fn a_confirmed_deletion_releases_the_job() {
-    let plan = after_cleanup(
-        "w1",
-        DeleteReason::ManagerJobDeleted,
-        Cleanup::Gone { pods_deleted: 2 },
-        false,
-        None,
-    );
+    let plan = after_cleanup("w1", Cleanup::Gone { pods_deleted: 2 }, false);
     assert_eq!(
         &plan.effects[..2],
         [Effect::RemoveFinalizer, Effect::Forget]
@@ -363,65 +384,20 @@ fn a_confirmed_deletion_releases_the_job() {
 }
 
 #[test]
-fn a_suspension_once_confirmed_shows_nothing_running_and_keeps_the_job_held() {
-    let last = json!({"active": 2, "succeeded": 1});
-    let plan = after_cleanup(
-        "w1",
-        DeleteReason::Suspended,
-        Cleanup::Gone { pods_deleted: 0 },
-        false,
-        Some(&last),
-    );
-    assert_eq!(
-        plan.effects,
-        [Effect::WriteStatus(
-            json!({"active": 0, "ready": 0, "terminating": 0, "succeeded": 1})
-        )]
-    );
-}
-
-#[test]
-fn a_lost_cluster_releases_a_deleted_job_without_confirmation_but_not_a_suspended_one() {
-    let plan = after_cleanup(
-        "w1",
-        DeleteReason::ManagerJobDeleted,
-        Cleanup::Disconnected,
-        true,
-        None,
-    );
+fn a_lost_cluster_releases_a_deleted_job_without_confirmation() {
+    let plan = after_cleanup("w1", Cleanup::Disconnected, true);
     assert_eq!(event(&plan).unwrap().0, Reason::ClusterLost);
     assert!(plan.effects.contains(&Effect::RemoveFinalizer));
-    let suspended = after_cleanup(
-        "w1",
-        DeleteReason::Suspended,
-        Cleanup::Disconnected,
-        true,
-        None,
-    );
-    assert!(suspended.effects.is_empty());
-    assert_eq!(suspended.then, Some(AWAIT_CLUSTER));
-    let merely_away = after_cleanup(
-        "w1",
-        DeleteReason::ManagerJobDeleted,
-        Cleanup::Disconnected,
-        false,
-        None,
-    );
+    let merely_away = after_cleanup("w1", Cleanup::Disconnected, false);
     assert_eq!(merely_away.then, Some(AWAIT_CLUSTER));
 }
 
 #[test]
 fn the_first_delete_is_told_and_then_the_agent_is_awaited() {
-    let first = after_cleanup(
-        "w1",
-        DeleteReason::RetentionExpired,
-        Cleanup::Started { first: true },
-        false,
-        None,
-    );
+    let first = after_cleanup("w1", Cleanup::Started { first: true }, false);
     assert_eq!(event(&first).unwrap().0, Reason::RemoteCleanupStarted);
     for outcome in [Cleanup::Started { first: false }, Cleanup::Waiting] {
-        let plan = after_cleanup("w1", DeleteReason::RetentionExpired, outcome, false, None);
+        let plan = after_cleanup("w1", outcome, false);
         assert!(plan.effects.is_empty());
         assert_eq!(plan.then, Some(AWAIT_AGENT));
     }

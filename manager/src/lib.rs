@@ -10,6 +10,7 @@ pub mod events;
 pub mod fleet;
 pub mod job_life;
 pub mod job_writes;
+pub mod kueue;
 pub mod lost;
 pub mod metrics;
 pub mod mirror;
@@ -182,12 +183,37 @@ pub async fn run(args: Args) -> Result<(), Error> {
             clusters,
             fleet: Arc::clone(&fleet),
             jobs: jobs.clone(),
-            triggers,
+            triggers: triggers.clone(),
             interval: args.cluster_status_interval,
         }
         .run(),
     );
 
+    let reservations = Arc::new(kueue::Reservations::default());
+    let admission = if kueue::controller::installed(&client).await {
+        info!(
+            "Kueue is installed: answering AdmissionChecks with controllerName {}",
+            kueue::CONTROLLER_NAME
+        );
+        let (checks, flavors, caches) = kueue::controller::caches(&client);
+        let ctx = kueue::controller::Context {
+            client: client.clone(),
+            checks,
+            flavors,
+            jobs: jobs.clone(),
+            registry: registry.clone(),
+            fleet: Arc::clone(&fleet),
+            reservations: Arc::clone(&reservations),
+            triggers: triggers.clone(),
+        };
+        Some((
+            tokio::spawn(kueue::controller::run(ctx, shutdown.clone())),
+            caches,
+        ))
+    } else {
+        info!("Kueue is not installed: every relayed Job is dispatched directly");
+        None
+    };
     let ctx = Arc::new(Context {
         client,
         fleet,
@@ -198,6 +224,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
         deletions,
         retries: Default::default(),
         metrics: Arc::clone(&metrics),
+        reservations,
     });
     // Both controllers see every Job change (their shared-store
     // subscriptions) and every trigger of the fleet (what agents report): the
@@ -240,6 +267,10 @@ pub async fn run(args: Args) -> Result<(), Error> {
     readiness.set(false).await;
     for task in [job_cache, cluster_cache, namespace_cache, status_writer] {
         task.abort();
+    }
+    if let Some((controllers, caches)) = admission {
+        controllers.abort();
+        caches.iter().for_each(|task| task.abort());
     }
     health.abort();
     info!("stopped");

@@ -23,7 +23,7 @@ const CONTROLLER_LABELS: [&str; 4] = [
 pub enum Lifecycle {
     /// Should run on a worker.
     Active,
-    /// Suspended: no mirror may exist until it is resumed.
+    /// Suspended: its mirror, if it has one, is kept suspended (no Pods).
     Suspended,
     /// Complete or Failed: the mirror goes once its retention ran out.
     Finished,
@@ -83,7 +83,8 @@ pub enum MirrorError {
 /// The Job to apply on the worker: same namespace and name, the origin labels
 /// on the Job and its pod template, and nothing that must not cross clusters
 /// (owner references, UID, resource version, managed fields, status, selector,
-/// controller labels, `managedBy`, `ttlSecondsAfterFinished`, `suspend`).
+/// controller labels, `managedBy`, `ttlSecondsAfterFinished`). `suspend`
+/// follows the manager Job's, so a suspended Job's mirror runs no Pods.
 pub fn mirror_job(job: &Job, origin: &str) -> Result<Job, MirrorError> {
     let name = job
         .metadata
@@ -125,7 +126,6 @@ pub fn mirror_job(job: &Job, origin: &str) -> Result<Job, MirrorError> {
     spec.manual_selector = None;
     spec.managed_by = None;
     spec.ttl_seconds_after_finished = None;
-    spec.suspend = None;
     let template_meta = spec
         .template
         .metadata
@@ -219,7 +219,11 @@ mod tests {
                 && spec.selector.is_none()
                 && spec.ttl_seconds_after_finished.is_none()
         );
-        assert!(spec.suspend.is_none());
+        assert_eq!(
+            spec.suspend,
+            Some(false),
+            "suspend follows the manager Job's"
+        );
         assert_eq!(spec.parallelism, Some(2));
         let template_labels = spec
             .template

@@ -22,6 +22,7 @@ use crate::events::{Events, Reason};
 use crate::fleet::Fleet;
 use crate::job_life::{self, AWAIT_CLUSTER, Effect, Expiry, Plan, Step};
 use crate::job_writes;
+use crate::kueue::{Reservations, scheduling};
 use crate::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle, mirror_job, revision};
 use crate::pace::Pace;
 use crate::placement::{assigned_cluster, pinned_cluster};
@@ -57,6 +58,8 @@ pub struct Context {
     /// Backoff of failed reconciles, per Job.
     pub retries: Retries,
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Jobs Kueue reserved quota for, waiting on jobrelay's admission check.
+    pub reservations: Arc<Reservations>,
 }
 
 /// One manager Job and what a reconcile of it works with.
@@ -106,7 +109,8 @@ impl Subject<'_> {
             }
         }
         let now = Timestamp::now();
-        match job_life::next_step(job, mirror.as_ref(), &ctx.config, now) {
+        let reserved = ctx.reservations.get(&self.uid).is_some();
+        match job_life::next_step(job, mirror.as_ref(), reserved, &ctx.config, now) {
             Step::AwaitChange => Ok(Action::await_change()),
             Step::Requeue(after) => {
                 debug!(?after, "nothing to do until then");
@@ -129,8 +133,7 @@ impl Subject<'_> {
             Step::Cleanup { cluster, reason } => {
                 let outcome = ctx.fleet.cleanup(&cluster, &self.uid, &self.key, reason);
                 let lost = ctx.fleet.is_lost(&cluster);
-                let last = mirror.as_ref().and_then(|m| m.status.as_ref());
-                let plan = job_life::after_cleanup(&cluster, reason, outcome, lost, last);
+                let plan = job_life::after_cleanup(&cluster, outcome, lost);
                 self.execute(job, &cluster, plan).await
             }
             Step::Release => {
@@ -167,7 +170,13 @@ impl Subject<'_> {
         {
             return self.unplaceable(pinned, &namespace, refusal).await.map(Err);
         }
-        let eligible = |cluster: &str| ctx.registry.admits(cluster, &namespace).is_ok();
+        let reservation = ctx.reservations.get(&self.uid);
+        let eligible = |cluster: &str| {
+            ctx.registry.admits(cluster, &namespace).is_ok()
+                && reservation
+                    .as_ref()
+                    .is_none_or(|r| r.allowed.allows(cluster))
+        };
         let Some(cluster) = ctx.fleet.place(&self.uid, &self.key, pinned, eligible) else {
             debug!("no connected worker cluster admits the Job's namespace; waiting");
             return Ok(Err(Action::requeue(AWAIT_CLUSTER)));
@@ -220,7 +229,18 @@ impl Subject<'_> {
     /// Has the mirror of `job` (as held) applied on `cluster`.
     async fn apply(&self, job: &Job, cluster: &str) -> Result<Action, kube::Error> {
         let ctx = self.ctx;
-        let payload = match mirror_job(job, &ctx.origin).map(|m| serde_json::to_vec(&m)) {
+        // A Job Kueue has not admitted yet gets its mirror with the
+        // constraints Kueue will give it on admission.
+        let reservation = (lifecycle(job) == Lifecycle::Suspended)
+            .then(|| ctx.reservations.get(&self.uid))
+            .flatten();
+        let mirror = mirror_job(job, &ctx.origin).map(|mut mirror| {
+            if let Some(reservation) = &reservation {
+                scheduling::apply(&mut mirror, &reservation.scheduling);
+            }
+            mirror
+        });
+        let payload = match mirror.map(|m| serde_json::to_vec(&m)) {
             Ok(Ok(payload)) => payload,
             Ok(Err(error)) => {
                 warn!(%error, "cannot serialise the mirror");

@@ -32,14 +32,29 @@ pub fn copied(worker_status: &[u8]) -> Result<Value, serde_json::Error> {
 
 /// The status to write, given the manager Job's current one: the API server
 /// refuses to let `succeeded` or `failed` decrease or `startTime` change on a
-/// running Job, so a mirror that started over (after a suspension) keeps the
-/// counts and start time the manager Job already shows.
-pub fn reconciled(current: Option<&JobStatus>, desired: &Value) -> Value {
+/// running Job, so a mirror that started over (after a loss) keeps the counts
+/// and start time the manager Job already shows.
+///
+/// A `suspended` manager Job shows no `startTime` (as Kubernetes' own Job
+/// controller leaves it, so whoever suspended it may change its pod template
+/// — Kueue does on eviction) and counts the worker's terminating Pods as
+/// active: `active` reaches 0 only once every Pod on the worker is gone, and
+/// Kueue releases an evicted Workload's quota only then.
+pub fn reconciled(current: Option<&JobStatus>, desired: &Value, suspended: bool) -> Value {
     let mut status = desired.as_object().cloned().unwrap_or_default();
+    if suspended {
+        status.remove("startTime");
+        let count = |field: &str| status.get(field).and_then(Value::as_i64).unwrap_or(0);
+        let remaining = count("active") + count("terminating");
+        if remaining > 0 {
+            status.insert("active".into(), Value::from(remaining));
+        }
+    }
     let Some(current) = current else {
         return Value::Object(status);
     };
-    if let Some(start) = &current.start_time
+    if !suspended
+        && let Some(start) = &current.start_time
         && let Ok(start) = serde_json::to_value(start)
     {
         status.insert("startTime".into(), start);
@@ -210,14 +225,31 @@ mod tests {
         }))
         .unwrap();
         let restarted = json!({"active": 2, "succeeded": 1});
-        let status = reconciled(Some(&shown), &restarted);
+        let status = reconciled(Some(&shown), &restarted, false);
         assert_eq!(status["startTime"], "2026-11-22T09:00:00Z");
         assert_eq!(
             (status["succeeded"].as_i64(), status["failed"].as_i64()),
             (Some(3), Some(1))
         );
         assert_eq!(status["active"], 2);
-        assert_eq!(reconciled(None, &restarted), restarted);
+        assert_eq!(reconciled(None, &restarted, false), restarted);
+    }
+
+    #[test]
+    fn a_suspended_job_shows_no_start_time_and_its_terminating_pods_as_active() {
+        let shown: JobStatus = serde_json::from_value(json!({
+            "startTime": "2026-11-22T09:00:00Z", "active": 2
+        }))
+        .unwrap();
+        let stopping = json!({"active": 0, "terminating": 2, "startTime": "2026-11-22T09:00:00Z"});
+        let status = reconciled(Some(&shown), &stopping, true);
+        assert!(status.get("startTime").is_none(), "{status}");
+        assert_eq!(status["active"], 2, "Pods still on the worker count");
+        let stopped = json!({"active": 0, "terminating": 0, "succeeded": 1});
+        let status = reconciled(Some(&shown), &stopped, true);
+        assert_eq!(status["active"], 0, "every Pod is gone");
+        assert!(status.get("startTime").is_none());
+        assert_eq!(status["succeeded"], 1);
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! It runs as a controller of its own over the same Job cache and triggers as
 //! the one in `reconcile`, so a Job that finished on its worker is shown
 //! finished at once, even while a wave of new Jobs queues up for dispatch
-//! there. It alone copies an active Job's status; the reconcile in
-//! `reconcile.rs` writes status only for a Job it suspended.
+//! there. It alone copies the status of an active or suspended Job; the
+//! reconcile in `reconcile.rs` writes status only to show a lost or refused
+//! mirror.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,7 +30,7 @@ use crate::status;
 #[instrument(skip_all, fields(job = %ObjectRef::from_obj(job.as_ref())))]
 pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error> {
     if !is_relayed(&job)
-        || lifecycle(&job) != Lifecycle::Active
+        || !matches!(lifecycle(&job), Lifecycle::Active | Lifecycle::Suspended)
         || !has_finalizer(&job)
         || deactivated_at(&job).is_some()
     {
@@ -72,7 +73,8 @@ pub async fn write_status(
     job: &Job,
     worker: &serde_json::Value,
 ) -> Result<(), kube::Error> {
-    let desired = status::reconciled(job.status.as_ref(), worker);
+    let suspended = lifecycle(job) == Lifecycle::Suspended;
+    let desired = status::reconciled(job.status.as_ref(), worker, suspended);
     if !status::differs(job.status.as_ref(), &desired) {
         return Ok(());
     }

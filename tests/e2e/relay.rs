@@ -7,8 +7,9 @@ use jobrelay_e2e::scenario::{Scenario, WAIT as TIMEOUT, has_condition};
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::{CLUSTER_KEY, ORIGIN_LABEL, ORIGIN_UID_LABEL, REMOTE_CLEANUP_FINALIZER};
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 
 #[tokio::test]
 async fn a_job_runs_on_a_worker_completes_and_leaves_nothing_behind() {
@@ -138,29 +139,67 @@ async fn deleting_a_running_job_removes_its_pods_before_the_manager_job_goes() {
 }
 
 #[tokio::test]
-async fn suspending_removes_the_mirror_and_resuming_dispatches_it_again() {
+async fn a_suspended_job_suspends_its_mirror_and_shows_its_pods_until_they_are_gone() {
     let s = Scenario::relayed("suspend").await;
+    // Pods take 4 s to terminate on the worker, so "still going" is observable.
     let uid = s
-        .create(s.job("pausable").run_for("1h").terminate_after("1s"))
+        .create(s.job("pausable").run_for("1h").terminate_after("4s"))
         .await;
     let worker = s.assigned_worker("pausable").await;
     s.wait_worker_pods(worker, &uid, 1, "Running").await;
+    let mirror = s.worker_api::<Job>(&worker.name).await;
+    let mirror_uid = mirror.get("pausable").await.expect("mirror").uid();
 
     let suspend = |value: bool| Patch::Merge(serde_json::json!({"spec": {"suspend": value}}));
     s.jobs
         .patch("pausable", &PatchParams::default(), &suspend(true))
         .await
         .expect("suspend");
-    let mirror = s.worker_api::<Job>(&worker.name).await;
-    wait::until("mirror Job removed after suspension", TIMEOUT, || async {
+    wait::until("the mirror suspended on the worker", TIMEOUT, || async {
         match mirror.get_opt("pausable").await {
-            Ok(None) => Seen::Ready(()),
-            Ok(Some(_)) => Seen::Waiting("still there".into()),
-            Err(e) => Seen::Waiting(e.to_string()),
+            Ok(Some(job)) if job.spec.as_ref().and_then(|s| s.suspend) == Some(true) => {
+                Seen::Ready(())
+            }
+            other => Seen::Waiting(format!("{other:?}")),
         }
     })
     .await;
-    s.wait_worker_pods(worker, &uid, 0, "").await;
+    // Until the worker's Pod is gone, the manager Job counts it as active.
+    let pods = s.worker_api::<Pod>(&worker.name).await;
+    let selector = ListParams::default().labels(&format!("{ORIGIN_UID_LABEL}={uid}"));
+    let seen_active_while_pod_remained = std::cell::Cell::new(false);
+    wait::until(
+        "the worker's Pod gone and the manager Job showing 0 active",
+        TIMEOUT,
+        || async {
+            let remaining = pods
+                .list(&selector)
+                .await
+                .map(|l| l.items.len())
+                .unwrap_or(1);
+            let job = s.jobs.get("pausable").await.expect("get");
+            let active = job.status.as_ref().and_then(|st| st.active).unwrap_or(0);
+            assert!(
+                active > 0 || remaining == 0,
+                "the manager Job shows active 0 while {remaining} Pod(s) remain on the worker"
+            );
+            if active > 0 && remaining > 0 {
+                seen_active_while_pod_remained.set(true);
+            }
+            let start = job.status.as_ref().and_then(|st| st.start_time.as_ref());
+            match (remaining, active, start) {
+                (0, 0, None) => Seen::Ready(()),
+                _ => Seen::Waiting(format!(
+                    "{remaining} Pods, active {active}, startTime {start:?}"
+                )),
+            }
+        },
+    )
+    .await;
+    assert!(
+        seen_active_while_pod_remained.get(),
+        "the terminating Pod was shown as active on the manager Job"
+    );
     let held = s.jobs.get("pausable").await.expect("get");
     assert!(
         held.finalizers()
@@ -174,6 +213,11 @@ async fn suspending_removes_the_mirror_and_resuming_dispatches_it_again() {
         .await
         .expect("resume");
     s.wait_worker_pods(worker, &uid, 1, "Running").await;
+    assert_eq!(
+        mirror.get("pausable").await.expect("mirror").uid(),
+        mirror_uid,
+        "the same mirror Job resumed, not a new one"
+    );
     assert_eq!(
         s.assigned_worker("pausable").await.name,
         worker.name,

@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
-use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::ObjectMeta;
 
 /// Pod annotation: Pending -> Running after this long (Go duration).
@@ -29,6 +30,8 @@ pub struct TestJob {
     backoff_limit: i32,
     managed_by: Option<String>,
     suspend: bool,
+    cpu: Option<String>,
+    node_selector: BTreeMap<String, String>,
 }
 
 impl TestJob {
@@ -45,6 +48,8 @@ impl TestJob {
             backoff_limit: 0,
             managed_by: None,
             suspend: false,
+            cpu: None,
+            node_selector: BTreeMap::new(),
         }
     }
 
@@ -95,12 +100,34 @@ impl TestJob {
         self
     }
 
+    /// Each Pod requests this much CPU (what Kueue's quota counts).
+    pub fn cpu(mut self, quantity: &str) -> Self {
+        self.cpu = Some(quantity.into());
+        self
+    }
+
+    /// Each Pod may run only on nodes with this label.
+    pub fn node_selector(mut self, key: &str, value: &str) -> Self {
+        self.node_selector.insert(key.into(), value.into());
+        self
+    }
+
     pub fn suspended(mut self) -> Self {
         self.suspend = true;
         self
     }
 
     pub fn build(self) -> Job {
+        let mut pod = pod_spec();
+        if let Some(cpu) = &self.cpu {
+            pod.containers[0].resources = Some(ResourceRequirements {
+                requests: Some(BTreeMap::from([("cpu".to_string(), Quantity(cpu.clone()))])),
+                ..Default::default()
+            });
+        }
+        if !self.node_selector.is_empty() {
+            pod.node_selector = Some(self.node_selector.clone());
+        }
         Job {
             metadata: ObjectMeta {
                 name: Some(self.name),
@@ -120,7 +147,7 @@ impl TestJob {
                         annotations: Some(self.pod_annotations),
                         ..Default::default()
                     }),
-                    spec: Some(pod_spec()),
+                    spec: Some(pod),
                 },
                 ..Default::default()
             }),

@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod controlplane;
 pub mod fixtures;
 pub mod kit;
+pub mod kueue;
 pub mod leaks;
 pub mod processes;
 pub mod proxy;

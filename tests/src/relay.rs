@@ -366,17 +366,8 @@ impl Relay {
 
     /// The manager's `/metrics` text.
     pub async fn metrics(&self) -> anyhow::Result<String> {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut stream = tokio::net::TcpStream::connect(&self.metrics_addr).await?;
-        stream
-            .write_all(b"GET /metrics HTTP/1.0\r\nHost: jobrelay\r\n\r\n")
-            .await?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).await?;
-        let body = response
-            .split_once("\r\n\r\n")
-            .map(|(_, body)| body.to_string());
-        body.ok_or_else(|| anyhow::anyhow!("no HTTP body from {}: {response:?}", self.metrics_addr))
+        let (_, body) = http_get(&self.metrics_addr, "/metrics").await?;
+        Ok(body)
     }
 
     /// The value of one metric (with its labels, e.g.
@@ -521,7 +512,27 @@ impl Launch {
     }
 }
 
-fn free_port() -> std::io::Result<u16> {
+/// A plain HTTP/1.0 GET of `path` at `addr` (`127.0.0.1:<port>`): the
+/// status code and the body.
+pub(crate) async fn http_get(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: jobrelay\r\n\r\n").as_bytes())
+        .await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| anyhow::anyhow!("no HTTP body from {addr}{path}: {response:?}"))?;
+    let code = head
+        .get(9..12)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("not an HTTP answer from {addr}{path}: {head:?}"))?;
+    Ok((code, body.to_string()))
+}
+
+pub(crate) fn free_port() -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
@@ -531,7 +542,11 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn start_logged(mut command: Command, log: &Path, filter: &str) -> anyhow::Result<Child> {
+pub(crate) fn start_logged(
+    mut command: Command,
+    log: &Path,
+    filter: &str,
+) -> anyhow::Result<Child> {
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

@@ -174,12 +174,61 @@ impl Mirrors {
         if revision_of(&existing) >= apply.revision {
             return Ok(());
         }
+        for step in before_update(&existing, &job) {
+            let (patch, status) = match step {
+                Prepare::Suspend => (serde_json::json!({"spec": {"suspend": true}}), false),
+                Prepare::ClearStartTime => {
+                    (serde_json::json!({"status": {"startTime": null}}), true)
+                }
+            };
+            let params = PatchParams::default();
+            let patched = match status {
+                false => api.patch(&name, &params, &Patch::Merge(&patch)).await,
+                true => {
+                    api.patch_status(&name, &params, &Patch::Merge(&patch))
+                        .await
+                }
+            };
+            patched.map_err(|e| apply_failure(&e))?;
+            debug!(uid = %apply.origin_uid, %namespace, %name, ?step, "mirror prepared for a suspended revision");
+        }
         let params = PatchParams::apply(FIELD_MANAGER).force();
         api.patch(&name, &params, &Patch::Apply(&job))
             .await
             .map_err(|e| apply_failure(&e))?;
         info!(uid = %apply.origin_uid, %namespace, %name, revision = apply.revision, "mirror updated");
         Ok(())
+    }
+}
+
+/// A write that must come before a new revision is applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Prepare {
+    /// Suspend the mirror first.
+    Suspend,
+    /// Clear `status.startTime`, which Kubernetes' Job controller keeps on a
+    /// suspended Job: only a suspended Job without one may have its pod
+    /// template's scheduling (node selector, tolerations, labels) changed —
+    /// as Kueue does when it evicts and later admits a Job elsewhere.
+    ClearStartTime,
+}
+
+/// What to write before applying `desired` over `existing`: a mirror being
+/// suspended is suspended, then has its start time cleared, so this and any
+/// later revision may change its pod template.
+fn before_update(existing: &Job, desired: &Job) -> Vec<Prepare> {
+    let suspended = |job: &Job| job.spec.as_ref().and_then(|s| s.suspend) == Some(true);
+    let started = existing
+        .status
+        .as_ref()
+        .is_some_and(|s| s.start_time.is_some());
+    if !suspended(desired) || !started {
+        return Vec::new();
+    }
+    if suspended(existing) {
+        vec![Prepare::ClearStartTime]
+    } else {
+        vec![Prepare::Suspend, Prepare::ClearStartTime]
     }
 }
 
@@ -196,4 +245,43 @@ fn refusal(
         message,
         retry_in: retry_in.and_then(|d| prost_types::Duration::try_from(d).ok()),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(suspend: bool, started: bool) -> Job {
+        let mut job: Job = serde_json::from_value(serde_json::json!({
+            "spec": {"suspend": suspend, "template": {}},
+        }))
+        .unwrap();
+        if started {
+            job.status = Some(
+                serde_json::from_value(serde_json::json!({"startTime": "2026-11-24T10:00:00Z"}))
+                    .unwrap(),
+            );
+        }
+        job
+    }
+
+    #[test]
+    fn a_started_mirror_is_suspended_and_its_start_time_cleared_before_a_suspended_revision() {
+        assert_eq!(
+            before_update(&job(false, true), &job(true, false)),
+            [Prepare::Suspend, Prepare::ClearStartTime]
+        );
+        assert_eq!(
+            before_update(&job(true, true), &job(true, false)),
+            [Prepare::ClearStartTime],
+            "suspended by an earlier revision, start time still set"
+        );
+    }
+
+    #[test]
+    fn nothing_comes_first_for_a_running_revision_or_a_mirror_that_never_started() {
+        assert!(before_update(&job(false, true), &job(false, false)).is_empty());
+        assert!(before_update(&job(true, false), &job(true, false)).is_empty());
+        assert!(before_update(&job(true, false), &job(false, false)).is_empty());
+    }
 }

@@ -1,0 +1,332 @@
+//! What jobrelay answers on its admission check, as pure decisions: the
+//! state of one Workload's check ([`decide`]) and whether an AdmissionCheck
+//! is usable at all ([`active`]).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use super::types::Parameters;
+
+/// How soon Kueue is asked to try again when no worker can take a Workload.
+pub const RETRY_AFTER: Duration = Duration::from_secs(10);
+/// How soon a Workload whose mirror is on its way is looked at again.
+pub const AWAIT_MIRROR: Duration = Duration::from_secs(1);
+
+/// Which WorkerClusters a check lets its Workloads use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Allowed {
+    /// No `parameters`: every WorkerCluster.
+    Any,
+    /// `parameters` naming a WorkerCluster: that one only.
+    Only(BTreeSet<String>),
+}
+
+impl Allowed {
+    pub fn allows(&self, cluster: &str) -> bool {
+        match self {
+            Allowed::Any => true,
+            Allowed::Only(clusters) => clusters.contains(cluster),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Allowed::Any => "any WorkerCluster".into(),
+            Allowed::Only(clusters) => {
+                let names: Vec<&str> = clusters.iter().map(String::as_str).collect();
+                format!("WorkerCluster {}", names.join(", "))
+            }
+        }
+    }
+}
+
+/// Reads a check's `parameters`; the error says what is wrong with them.
+pub fn allowed(parameters: Option<&Parameters>) -> Result<Allowed, String> {
+    let Some(p) = parameters else {
+        return Ok(Allowed::Any);
+    };
+    if p.api_group != "jobrelay.dev" || p.kind != "WorkerCluster" {
+        return Err(format!(
+            "spec.parameters must name a WorkerCluster (apiGroup jobrelay.dev, kind WorkerCluster), not {}/{}",
+            p.api_group, p.kind
+        ));
+    }
+    if p.name.is_empty() {
+        return Err("spec.parameters.name is empty".into());
+    }
+    Ok(Allowed::Only(BTreeSet::from([p.name.clone()])))
+}
+
+/// An AdmissionCheck's `Active` condition: (status, reason, message).
+pub fn active(
+    allowed: &Result<Allowed, String>,
+    registered: &BTreeSet<String>,
+    connected: &BTreeSet<String>,
+) -> (bool, &'static str, String) {
+    let allowed = match allowed {
+        Err(why) => return (false, "InvalidParameters", why.clone()),
+        Ok(allowed) => allowed,
+    };
+    if let Allowed::Only(clusters) = allowed
+        && let Some(missing) = clusters.iter().find(|c| !registered.contains(*c))
+    {
+        return (
+            false,
+            "UnknownCluster",
+            format!("no WorkerCluster named {missing} is registered"),
+        );
+    }
+    let usable: Vec<&str> = connected
+        .iter()
+        .filter(|c| allowed.allows(c))
+        .map(String::as_str)
+        .collect();
+    if usable.is_empty() {
+        return (
+            false,
+            "NoClusterConnected",
+            format!("no agent of {} is connected", allowed.describe()),
+        );
+    }
+    (
+        true,
+        "Active",
+        format!("jobrelay can place Workloads on {}", usable.join(", ")),
+    )
+}
+
+/// Where a Workload's Job stands with jobrelay.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobSide {
+    /// The cluster recorded on the Job, if placed.
+    pub cluster: Option<String>,
+    /// The Job's pinned cluster (label `jobrelay.dev/cluster`).
+    pub pinned: Option<String>,
+    /// The worker reported holding the mirror.
+    pub mirror_held: bool,
+    /// The Job's recorded cluster has an agent connected now.
+    pub cluster_connected: bool,
+}
+
+/// What jobrelay knows of one Workload that lists its check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Input {
+    /// `QuotaReserved` is true.
+    pub quota_reserved: bool,
+    /// `Finished` is true.
+    pub finished: bool,
+    /// `Evicted` is true: Kueue is stopping the Job and will release the
+    /// quota once nothing runs (it sets `Evicted` false when it reserves
+    /// quota again).
+    pub evicted: bool,
+    /// The check's state in `status.admissionChecks`.
+    pub state: String,
+    /// The owning Job, if the cache has it.
+    pub job: Option<JobSide>,
+    pub allowed: Allowed,
+    /// Some allowed cluster is connected and admits the Job's namespace.
+    pub placeable: bool,
+}
+
+/// The next thing to do about one Workload's check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckStep {
+    /// Not jobrelay's turn: no quota, or the check is not Pending.
+    Idle,
+    /// Let the Job controller place the Job and apply its mirror
+    /// suspended; look again after this long.
+    Reserve(Duration),
+    /// The mirror is on its way; look again after this long.
+    Wait(Duration),
+    /// The mirror is held, suspended, on a worker.
+    Ready(String),
+    /// No worker can take it now; Kueue releases the quota and tries later.
+    Retry { message: String, after: Duration },
+    /// It can never go through this check.
+    Rejected(String),
+}
+
+pub fn decide(input: &Input) -> CheckStep {
+    if !input.quota_reserved || input.finished || input.evicted || input.state != "Pending" {
+        return CheckStep::Idle;
+    }
+    let Some(job) = &input.job else {
+        return CheckStep::Wait(AWAIT_MIRROR);
+    };
+    if let Some(cluster) = &job.cluster {
+        if !input.allowed.allows(cluster) {
+            return CheckStep::Rejected(format!(
+                "the Job is bound to cluster {cluster}, which this check does not allow ({})",
+                input.allowed.describe()
+            ));
+        }
+        if !job.cluster_connected {
+            return CheckStep::Retry {
+                message: format!("cluster {cluster}, where the Job's mirror is, is not connected"),
+                after: RETRY_AFTER,
+            };
+        }
+        if job.mirror_held {
+            return CheckStep::Ready(format!(
+                "the mirror is held on cluster {cluster}, suspended until the Job is admitted"
+            ));
+        }
+        return CheckStep::Reserve(AWAIT_MIRROR);
+    }
+    if let Some(pinned) = &job.pinned
+        && !input.allowed.allows(pinned)
+    {
+        return CheckStep::Rejected(format!(
+            "the Job is pinned to cluster {pinned} (label jobrelay.dev/cluster), which this check does not allow ({})",
+            input.allowed.describe()
+        ));
+    }
+    if !input.placeable {
+        return CheckStep::Retry {
+            message: format!(
+                "no connected worker cluster ({}) admits the Job's namespace",
+                input.allowed.describe()
+            ),
+            after: RETRY_AFTER,
+        };
+    }
+    CheckStep::Reserve(AWAIT_MIRROR)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input() -> Input {
+        Input {
+            quota_reserved: true,
+            finished: false,
+            evicted: false,
+            state: "Pending".into(),
+            job: Some(JobSide::default()),
+            allowed: Allowed::Any,
+            placeable: true,
+        }
+    }
+
+    fn placed(held: bool, connected: bool) -> Input {
+        Input {
+            job: Some(JobSide {
+                cluster: Some("w1".into()),
+                mirror_held: held,
+                cluster_connected: connected,
+                ..JobSide::default()
+            }),
+            ..input()
+        }
+    }
+
+    #[test]
+    fn nothing_to_do_without_quota_or_once_the_check_left_pending() {
+        for change in [
+            |i: &mut Input| i.quota_reserved = false,
+            |i: &mut Input| i.finished = true,
+            |i: &mut Input| i.evicted = true,
+            |i: &mut Input| i.state = "Ready".into(),
+            |i: &mut Input| i.state = "Retry".into(),
+        ] {
+            let mut i = input();
+            change(&mut i);
+            assert_eq!(decide(&i), CheckStep::Idle);
+        }
+    }
+
+    #[test]
+    fn a_reserved_workload_is_placed_then_ready_once_its_mirror_is_held() {
+        assert_eq!(decide(&input()), CheckStep::Reserve(AWAIT_MIRROR));
+        assert_eq!(
+            decide(&placed(false, true)),
+            CheckStep::Reserve(AWAIT_MIRROR)
+        );
+        assert!(matches!(decide(&placed(true, true)), CheckStep::Ready(m) if m.contains("w1")));
+    }
+
+    #[test]
+    fn waits_for_a_job_the_cache_has_not_seen() {
+        let i = Input {
+            job: None,
+            ..input()
+        };
+        assert_eq!(decide(&i), CheckStep::Wait(AWAIT_MIRROR));
+    }
+
+    #[test]
+    fn retries_when_no_worker_can_take_it() {
+        let i = Input {
+            placeable: false,
+            ..input()
+        };
+        assert!(matches!(
+            decide(&i),
+            CheckStep::Retry {
+                after: RETRY_AFTER,
+                ..
+            }
+        ));
+        assert!(matches!(
+            decide(&placed(true, false)),
+            CheckStep::Retry { message, .. } if message.contains("w1") && message.contains("not connected")
+        ));
+    }
+
+    #[test]
+    fn rejects_a_job_bound_or_pinned_outside_the_allowed_clusters() {
+        let only_w2 = Allowed::Only(BTreeSet::from(["w2".to_string()]));
+        let bound = Input {
+            allowed: only_w2.clone(),
+            ..placed(true, true)
+        };
+        assert!(
+            matches!(decide(&bound), CheckStep::Rejected(m) if m.contains("bound to cluster w1"))
+        );
+        let pinned = Input {
+            allowed: only_w2,
+            job: Some(JobSide {
+                pinned: Some("w1".into()),
+                ..JobSide::default()
+            }),
+            ..input()
+        };
+        assert!(
+            matches!(decide(&pinned), CheckStep::Rejected(m) if m.contains("pinned to cluster w1"))
+        );
+    }
+
+    #[test]
+    fn parameters_name_one_worker_cluster_or_none() {
+        assert_eq!(allowed(None), Ok(Allowed::Any));
+        let p = |group: &str, kind: &str, name: &str| Parameters {
+            api_group: group.into(),
+            kind: kind.into(),
+            name: name.into(),
+        };
+        assert_eq!(
+            allowed(Some(&p("jobrelay.dev", "WorkerCluster", "w1"))),
+            Ok(Allowed::Only(BTreeSet::from(["w1".to_string()])))
+        );
+        let wrong = allowed(Some(&p("kueue.x-k8s.io", "MultiKueueConfig", "c"))).unwrap_err();
+        assert!(wrong.contains("spec.parameters") && wrong.contains("MultiKueueConfig"));
+        assert!(allowed(Some(&p("jobrelay.dev", "WorkerCluster", ""))).is_err());
+    }
+
+    #[test]
+    fn a_check_is_active_while_an_allowed_cluster_is_connected() {
+        let set = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>();
+        let (registered, connected) = (set(&["w1", "w2"]), set(&["w2"]));
+        let any = active(&Ok(Allowed::Any), &registered, &connected);
+        assert_eq!((any.0, any.1), (true, "Active"));
+        let only_w1 = Ok(Allowed::Only(set(&["w1"])));
+        let (on, reason, message) = active(&only_w1, &registered, &connected);
+        assert_eq!((on, reason), (false, "NoClusterConnected"));
+        assert!(message.contains("w1"), "{message}");
+        let unknown = active(&Ok(Allowed::Only(set(&["w9"]))), &registered, &connected);
+        assert_eq!((unknown.0, unknown.1), (false, "UnknownCluster"));
+        let invalid = active(&Err("bad".into()), &registered, &connected);
+        assert_eq!((invalid.0, invalid.1), (false, "InvalidParameters"));
+    }
+}

@@ -1,0 +1,365 @@
+//! The thin side of the admission check: watches Kueue's Workloads and
+//! AdmissionChecks, asks [`check`](super::check) what to do, and writes the
+//! answer — the check's state on a Workload, the `Active` condition of an
+//! AdmissionCheck — with server-side apply. Placing the Job and applying its
+//! mirror are the Job controller's work: this side only records a
+//! [`Reservation`] and wakes it.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use jobrelay_process::Shutdown;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{Controller, controller, reflector, watcher};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tracing::{debug, info, instrument, warn};
+
+use super::check::{self, CheckStep, Input, JobSide};
+use super::scheduling::{self, Scheduling};
+use super::types::{AdmissionCheck, ResourceFlavor, Workload};
+use super::{CONTROLLER_NAME, Reservation, Reservations};
+use crate::fleet::Fleet;
+use crate::placement::{assigned_cluster, pinned_cluster};
+use crate::reconcile::FIELD_MANAGER;
+use crate::registry::Registry;
+
+/// How often an AdmissionCheck's `Active` condition is looked at again, so
+/// that it follows agents connecting and leaving.
+const ACTIVE_RESYNC: Duration = Duration::from_secs(5);
+/// Workloads reconciled at once.
+const CONCURRENCY: u16 = 16;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{what}: {source}")]
+    Kube {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+pub struct Context {
+    pub client: kube::Client,
+    pub checks: Store<AdmissionCheck>,
+    pub flavors: Store<ResourceFlavor>,
+    pub jobs: Store<Job>,
+    pub registry: Registry,
+    pub fleet: Arc<Fleet>,
+    pub reservations: Arc<Reservations>,
+    /// Wakes the Job controller for a Job.
+    pub triggers: mpsc::UnboundedSender<ObjectRef<Job>>,
+}
+
+/// Whether the manager cluster serves Kueue's Workloads (Kueue installed).
+pub async fn installed(client: &kube::Client) -> bool {
+    let workloads: Api<Workload> = Api::all(client.clone());
+    workloads
+        .list_metadata(&kube::api::ListParams::default().limit(1))
+        .await
+        .is_ok()
+}
+
+/// Runs the Workload and AdmissionCheck controllers until shutdown.
+pub async fn run(ctx: Context, shutdown: Shutdown) {
+    let ctx = Arc::new(ctx);
+    let checks = Controller::new(
+        Api::<AdmissionCheck>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    )
+    .graceful_shutdown_on(shutdown.clone().requested())
+    .run(reconcile_check, error_policy, Arc::clone(&ctx))
+    .for_each(|_| futures::future::ready(()));
+    let workloads = Controller::new(
+        Api::<Workload>::all(ctx.client.clone()),
+        watcher::Config::default().any_semantic(),
+    )
+    .with_config(controller::Config::default().concurrency(CONCURRENCY))
+    .graceful_shutdown_on(shutdown.requested())
+    .run(reconcile_workload, error_policy, ctx)
+    .for_each(|_| futures::future::ready(()));
+    futures::future::join(checks, workloads).await;
+}
+
+/// Starts the caches the controllers read (AdmissionChecks, ResourceFlavors).
+pub fn caches(
+    client: &kube::Client,
+) -> (
+    Store<AdmissionCheck>,
+    Store<ResourceFlavor>,
+    [tokio::task::JoinHandle<()>; 2],
+) {
+    fn cache<K>(api: Api<K>) -> (Store<K>, tokio::task::JoinHandle<()>)
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
+        let (store, writer) = reflector::store();
+        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+            .for_each(|event| {
+                if let Err(error) = event {
+                    warn!(%error, "Kueue watch error; retrying");
+                }
+                futures::future::ready(())
+            });
+        (store, tokio::spawn(stream))
+    }
+    let (checks, a) = cache(Api::<AdmissionCheck>::all(client.clone()));
+    let (flavors, b) = cache(Api::<ResourceFlavor>::all(client.clone()));
+    (checks, flavors, [a, b])
+}
+
+fn error_policy<K>(_: Arc<K>, error: &Error, _: Arc<Context>) -> Action {
+    warn!(%error, "admission check reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(2))
+}
+
+/// Keeps a jobrelay AdmissionCheck's `Active` condition true to life.
+#[instrument(skip_all, fields(check = %check.name_any()))]
+async fn reconcile_check(check: Arc<AdmissionCheck>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if check.spec.controller_name != CONTROLLER_NAME {
+        return Ok(Action::await_change());
+    }
+    let allowed = check::allowed(check.spec.parameters.as_ref());
+    let registered: BTreeSet<String> = ctx
+        .registry
+        .clusters
+        .state()
+        .iter()
+        .map(|c| c.name_any())
+        .collect();
+    let connected: BTreeSet<String> = ctx.fleet.candidates().into_iter().map(|c| c.name).collect();
+    let (active, reason, message) = check::active(&allowed, &registered, &connected);
+    let status = if active { "True" } else { "False" };
+    let shown = check
+        .status
+        .iter()
+        .flat_map(|s| &s.conditions)
+        .find(|c| c.type_ == "Active");
+    if shown.is_some_and(|c| {
+        c.status == status
+            && c.reason.as_deref() == Some(reason)
+            && c.message.as_deref() == Some(&message)
+    }) {
+        return Ok(Action::requeue(ACTIVE_RESYNC));
+    }
+    info!(active, reason, %message, "AdmissionCheck Active");
+    let body = json!({
+        "apiVersion": check_api_version(),
+        "kind": "AdmissionCheck",
+        "metadata": {"name": check.name_any()},
+        "status": {"conditions": [{
+            "type": "Active", "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": Timestamp::now().to_string(),
+            "observedGeneration": check.metadata.generation.unwrap_or(0),
+        }]},
+    });
+    let api: Api<AdmissionCheck> = Api::all(ctx.client.clone());
+    api.patch_status(&check.name_any(), &apply_params(), &Patch::Apply(body))
+        .await
+        .map_err(|source| Error::Kube {
+            what: format!(
+                "AdmissionCheck {}: writing status.conditions[Active]",
+                check.name_any()
+            ),
+            source,
+        })?;
+    Ok(Action::requeue(ACTIVE_RESYNC))
+}
+
+fn check_api_version() -> String {
+    format!("{}/{}", super::types::GROUP, super::types::VERSION)
+}
+
+fn apply_params() -> PatchParams {
+    PatchParams::apply(FIELD_MANAGER).force()
+}
+
+/// Answers jobrelay's check on one Workload.
+#[instrument(skip_all, fields(workload = %ObjectRef::from_obj(workload.as_ref())))]
+async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let Some((check_name, allowed)) = jobrelay_check(&workload, &ctx.checks) else {
+        return Ok(Action::await_change());
+    };
+    let namespace = workload.namespace().unwrap_or_default();
+    let job = workload.owner_job().and_then(|(name, uid)| {
+        ctx.jobs
+            .get(&ObjectRef::new(name).within(&namespace))
+            .filter(|job| job.metadata.uid.as_deref() == Some(uid))
+    });
+    let job_uid = workload
+        .owner_job()
+        .map(|(_, uid)| uid.to_string())
+        .unwrap_or_default();
+    let allowed = match allowed {
+        Ok(allowed) => allowed,
+        Err(why) => {
+            // Kueue holds back a ClusterQueue whose checks are not Active;
+            // a Workload that got here anyway is retried.
+            return write_state(
+                &workload,
+                &check_name,
+                "Retry",
+                &why,
+                Some(check::RETRY_AFTER),
+                &ctx,
+            )
+            .await;
+        }
+    };
+    let input =
+        Input {
+            quota_reserved: workload.has("QuotaReserved"),
+            finished: workload.has("Finished"),
+            evicted: workload.has("Evicted"),
+            state: workload
+                .check(&check_name)
+                .map(|c| c.state.clone())
+                .unwrap_or_default(),
+            job: job
+                .as_deref()
+                .map(|job| job_side(job, &job_uid, &ctx.fleet)),
+            placeable: ctx.fleet.candidates().iter().any(|c| {
+                allowed.allows(&c.name) && ctx.registry.admits(&c.name, &namespace).is_ok()
+            }),
+            allowed: allowed.clone(),
+        };
+    let step = check::decide(&input);
+    debug!(?step, "admission check");
+    match step {
+        CheckStep::Idle => {
+            ctx.reservations.release(&job_uid);
+            Ok(Action::await_change())
+        }
+        CheckStep::Wait(after) => Ok(Action::requeue(after)),
+        CheckStep::Reserve(after) => {
+            let scheduling = workload
+                .status
+                .as_ref()
+                .and_then(|s| s.admission.as_ref())
+                .map(|admission| {
+                    let flavors = ctx.flavors.state();
+                    scheduling::from_admission(admission, |name| {
+                        flavors
+                            .iter()
+                            .find(|f| f.name_any() == name)
+                            .map(|f| &f.spec)
+                    })
+                })
+                .unwrap_or_else(|| Ok(Scheduling::default()));
+            let scheduling = match scheduling {
+                Ok(scheduling) => scheduling,
+                Err(why) => {
+                    debug!(%why, "waiting for the flavor cache");
+                    return Ok(Action::requeue(after));
+                }
+            };
+            if ctx.reservations.hold(
+                &job_uid,
+                Reservation {
+                    allowed,
+                    scheduling,
+                },
+            ) && let Some(job) = &job
+            {
+                let _ = ctx.triggers.send(ObjectRef::from_obj(job.as_ref()));
+            }
+            Ok(Action::requeue(after))
+        }
+        CheckStep::Ready(message) => {
+            write_state(&workload, &check_name, "Ready", &message, None, &ctx).await
+        }
+        CheckStep::Retry { message, after } => {
+            ctx.reservations.release(&job_uid);
+            write_state(&workload, &check_name, "Retry", &message, Some(after), &ctx).await
+        }
+        CheckStep::Rejected(message) => {
+            ctx.reservations.release(&job_uid);
+            write_state(&workload, &check_name, "Rejected", &message, None, &ctx).await
+        }
+    }
+}
+
+/// The first of the Workload's checks that jobrelay controls, with what its
+/// parameters allow.
+fn jobrelay_check(
+    workload: &Workload,
+    checks: &Store<AdmissionCheck>,
+) -> Option<(String, Result<check::Allowed, String>)> {
+    workload
+        .status
+        .iter()
+        .flat_map(|s| &s.admission_checks)
+        .find_map(|state| {
+            let check = checks.get(&ObjectRef::new(&state.name))?;
+            (check.spec.controller_name == CONTROLLER_NAME).then(|| {
+                (
+                    state.name.clone(),
+                    check::allowed(check.spec.parameters.as_ref()),
+                )
+            })
+        })
+}
+
+fn job_side(job: &Job, uid: &str, fleet: &Fleet) -> JobSide {
+    let cluster = assigned_cluster(job).map(str::to_string);
+    let view = cluster.as_deref().and_then(|c| fleet.view(c, uid));
+    JobSide {
+        pinned: pinned_cluster(job).map(str::to_string),
+        mirror_held: view
+            .is_some_and(|v| v.held_revision.is_some() && v.gone.is_none() && v.lost.is_none()),
+        cluster_connected: cluster.as_deref().is_some_and(|c| fleet.is_connected(c)),
+        cluster,
+    }
+}
+
+/// Sets the check's state on the Workload (server-side apply of that one
+/// entry of `status.admissionChecks`).
+async fn write_state(
+    workload: &Workload,
+    check: &str,
+    state: &str,
+    message: &str,
+    requeue_after: Option<Duration>,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let name = workload.name_any();
+    let namespace = workload.namespace().unwrap_or_default();
+    let mut entry = json!({
+        "name": check, "state": state, "message": message,
+        "lastTransitionTime": Timestamp::now().to_string(),
+    });
+    if let Some(after) = requeue_after {
+        entry["requeueAfterSeconds"] = json!(after.as_secs());
+    }
+    let body = json!({
+        "apiVersion": check_api_version(),
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace},
+        "status": {"admissionChecks": [entry]},
+    });
+    info!(check, state, message, "admission check state");
+    let api: Api<Workload> = Api::namespaced(ctx.client.clone(), &namespace);
+    api.patch_status(&name, &apply_params(), &Patch::Apply(body))
+        .await
+        .map_err(|source| Error::Kube {
+            what: format!(
+                "Workload {namespace}/{name}: setting admission check {check} to {state}"
+            ),
+            source,
+        })?;
+    Ok(Action::await_change())
+}

@@ -1,0 +1,21 @@
+//! jobrelay behind Kueue: the controller of `AdmissionCheck`s whose
+//! `controllerName` is `jobrelay.dev/manager`.
+//!
+//! For a Workload with quota reserved and jobrelay's check `Pending`, the
+//! owning Job is placed and its mirror created suspended (carrying the
+//! assigned flavors' node selectors and tolerations), then the check is set
+//! `Ready`; Kueue then admits and unsuspends the Job, and the mirror follows.
+//! No worker can take it: `Retry`, or `Rejected` with a message a user can act
+//! on. The decisions are pure ([`check`], [`scheduling`]); [`controller`]
+//! watches Kueue's objects and writes the check states.
+
+pub mod check;
+pub mod controller;
+pub mod reservations;
+pub mod scheduling;
+pub mod types;
+
+/// The `controllerName` of the AdmissionChecks jobrelay answers.
+pub const CONTROLLER_NAME: &str = jobrelay_proto::wire::MANAGED_BY;
+
+pub use reservations::{Reservation, Reservations};

@@ -1,0 +1,162 @@
+//! The parts of Kueue's objects (`kueue.x-k8s.io/v1beta2`) jobrelay reads.
+//! Only the fields used are declared, so the caches hold little; every write
+//! is a server-side apply of the few fields jobrelay owns.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Toleration;
+use kube::CustomResource;
+use serde::{Deserialize, Serialize};
+
+/// API group of Kueue's objects.
+pub const GROUP: &str = "kueue.x-k8s.io";
+/// The version read and written.
+pub const VERSION: &str = "v1beta2";
+
+/// A Workload: Kueue's unit of admission, one per queued Job.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default)]
+#[kube(
+    group = "kueue.x-k8s.io",
+    version = "v1beta2",
+    kind = "Workload",
+    namespaced,
+    status = "WorkloadStatus",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadSpec {
+    /// `false`: deactivated (evicted, not requeued).
+    #[serde(default)]
+    pub active: Option<bool>,
+    #[serde(default)]
+    pub queue_name: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadStatus {
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    /// Set once quota is reserved: the ClusterQueue and the flavors.
+    #[serde(default)]
+    pub admission: Option<Admission>,
+    #[serde(default)]
+    pub admission_checks: Vec<AdmissionCheckState>,
+}
+
+/// A condition, as far as jobrelay reads it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Admission {
+    pub cluster_queue: String,
+    #[serde(default)]
+    pub pod_set_assignments: Vec<PodSetAssignment>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSetAssignment {
+    pub name: String,
+    /// Resource name → ResourceFlavor name.
+    #[serde(default)]
+    pub flavors: BTreeMap<String, String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionCheckState {
+    pub name: String,
+    /// `Pending`, `Ready`, `Retry` or `Rejected`.
+    pub state: String,
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// An AdmissionCheck: a gate a ClusterQueue puts before admission, owned by
+/// the controller its `controllerName` names.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default)]
+#[kube(
+    group = "kueue.x-k8s.io",
+    version = "v1beta2",
+    kind = "AdmissionCheck",
+    status = "AdmissionCheckStatus",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionCheckSpec {
+    pub controller_name: String,
+    #[serde(default)]
+    pub parameters: Option<Parameters>,
+}
+
+/// A reference to the object that configures an AdmissionCheck.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Parameters {
+    pub api_group: String,
+    pub kind: String,
+    pub name: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionCheckStatus {
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+/// A ResourceFlavor: the node labels and taints a flavor stands for.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default)]
+#[kube(
+    group = "kueue.x-k8s.io",
+    version = "v1beta2",
+    kind = "ResourceFlavor",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceFlavorSpec {
+    #[serde(default)]
+    pub node_labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub tolerations: Vec<Toleration>,
+}
+
+impl Workload {
+    /// Whether a condition of this type is `True`.
+    pub fn has(&self, type_: &str) -> bool {
+        self.status
+            .iter()
+            .flat_map(|s| &s.conditions)
+            .any(|c| c.type_ == type_ && c.status == "True")
+    }
+
+    /// The state of the named admission check, if the Workload lists it.
+    pub fn check(&self, name: &str) -> Option<&AdmissionCheckState> {
+        self.status
+            .iter()
+            .flat_map(|s| &s.admission_checks)
+            .find(|c| c.name == name)
+    }
+
+    /// The Job that owns the Workload: (name, uid).
+    pub fn owner_job(&self) -> Option<(&str, &str)> {
+        self.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.kind == "Job" && o.api_version == "batch/v1")
+            .map(|o| (o.name.as_str(), o.uid.as_str()))
+    }
+}

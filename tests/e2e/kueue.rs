@@ -1,0 +1,505 @@
+//! jobrelay behind a real Kueue (v0.19.2, built from its module and run as a
+//! process on the manager cluster, webhooks by URL on loopback): Kueue queues
+//! and admits the manager Jobs, jobrelay is the controller of their
+//! AdmissionCheck, and the mirrors' `suspend` follows the manager Jobs'.
+//! Every scenario ends with the leak audit at zero.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use jobrelay_e2e::kit::{self, Clusters};
+use jobrelay_e2e::kueue::{Kueue, Settings};
+use jobrelay_e2e::relay::{Options, Relay};
+use jobrelay_e2e::scenario::{Scenario, WAIT, has_condition};
+use jobrelay_e2e::wait::{self, Seen};
+use jobrelay_manager::kueue::types::{AdmissionCheck, Workload};
+use jobrelay_proto::wire::{MANAGED_BY, ORIGIN_LABEL, ORIGIN_UID_LABEL};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
+use serde_json::json;
+use tokio::sync::OnceCell;
+
+/// The AdmissionCheck every test's ClusterQueue lists.
+const CHECK: &str = "jobrelay";
+/// The ResourceFlavor every test's ClusterQueue uses.
+const FLAVOR: &str = "default";
+/// Label Kueue reads a Job's LocalQueue from.
+const QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
+/// Label Kueue reads a Job's WorkloadPriorityClass from.
+const PRIORITY_CLASS: &str = "kueue.x-k8s.io/priority-class";
+/// `waitForPodsReady.timeout` of the Kueue these tests run.
+const PODS_READY_TIMEOUT: &str = "15s";
+
+static SETUP: OnceCell<(&'static Clusters, &'static Relay)> = OnceCell::const_new();
+static KUEUE: OnceCell<Kueue> = OnceCell::const_new();
+
+/// The clusters, Kueue on the manager (before jobrelay starts, so the
+/// manager finds it), jobrelay, and the shared Kueue objects.
+async fn setup() -> (&'static Clusters, &'static Relay) {
+    *SETUP
+        .get_or_init(|| async {
+            let clusters = kit::clusters(2);
+            KUEUE
+                .get_or_init(|| async {
+                    let settings = Settings {
+                        wait_for_pods_ready: Some(PODS_READY_TIMEOUT.into()),
+                    };
+                    Kueue::start(clusters.manager(), &clusters.set().state_dir, &settings)
+                        .await
+                        .unwrap_or_else(|e| panic!("starting Kueue: {e:#}"))
+                })
+                .await;
+            let (clusters, relay) = kit::relay_with(2, Options::default()).await;
+            let client = kit::client(clusters.manager()).await;
+            apply(
+                &client,
+                "ResourceFlavor",
+                None,
+                json!({"metadata": {"name": FLAVOR}}),
+            )
+            .await;
+            apply(
+                &client,
+                "AdmissionCheck",
+                None,
+                json!({
+                    "metadata": {"name": CHECK},
+                    "spec": {"controllerName": MANAGED_BY},
+                }),
+            )
+            .await;
+            for (name, value) in [("low", 100), ("high", 1000)] {
+                apply(
+                    &client,
+                    "WorkloadPriorityClass",
+                    None,
+                    json!({"metadata": {"name": name}, "value": value}),
+                )
+                .await;
+            }
+            (clusters, relay)
+        })
+        .await
+}
+
+/// A scenario with its own ClusterQueue (`cpu` CPUs of quota, lower
+/// priorities preempted) and LocalQueue `queue` in its namespace.
+async fn queued(prefix: &str, cpu: u32) -> Scenario {
+    let (clusters, relay) = setup().await;
+    let s = Scenario::new(clusters, relay, prefix).await;
+    let client = kit::client(clusters.manager()).await;
+    apply(&client, "ClusterQueue", None, json!({
+        "metadata": {"name": s.ns},
+        "spec": {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": s.ns}},
+            "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                {"name": FLAVOR, "resources": [{"name": "cpu", "nominalQuota": cpu.to_string()}]},
+            ]}],
+            "preemption": {"withinClusterQueue": "LowerPriority"},
+            "admissionChecksStrategy": {"admissionChecks": [{"name": CHECK}]},
+        },
+    }))
+    .await;
+    apply(
+        &client,
+        "LocalQueue",
+        Some(&s.ns),
+        json!({
+            "metadata": {"name": "queue", "namespace": s.ns},
+            "spec": {"clusterQueue": s.ns},
+        }),
+    )
+    .await;
+    wait::until(format!("ClusterQueue {} active", s.ns), WAIT, || async {
+        let queues = kueue_api(&client, "ClusterQueue", None);
+        match queues.get(&s.ns).await {
+            Ok(q) if condition_true(&q.data, "Active") => Seen::Ready(()),
+            Ok(q) => Seen::Waiting(format!("{}", q.data["status"])),
+            Err(e) => Seen::Waiting(e.to_string()),
+        }
+    })
+    .await;
+    s
+}
+
+fn kueue_api(client: &kube::Client, kind: &str, namespace: Option<&str>) -> Api<DynamicObject> {
+    let kind_lower = kind.to_lowercase();
+    let plural = match kind_lower.ends_with('s') {
+        true => format!("{kind_lower}es"),
+        false => format!("{kind_lower}s"),
+    };
+    let gvk = GroupVersionKind::gvk("kueue.x-k8s.io", "v1beta2", kind);
+    let resource = ApiResource::from_gvk_with_plural(&gvk, &plural);
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    }
+}
+
+async fn apply(
+    client: &kube::Client,
+    kind: &str,
+    namespace: Option<&str>,
+    mut body: serde_json::Value,
+) {
+    body["apiVersion"] = json!("kueue.x-k8s.io/v1beta2");
+    body["kind"] = json!(kind);
+    let name = body["metadata"]["name"]
+        .as_str()
+        .expect("a name")
+        .to_string();
+    kueue_api(client, kind, namespace)
+        .patch(
+            &name,
+            &PatchParams::apply("jobrelay-e2e").force(),
+            &Patch::Apply(&body),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("applying {kind} {name}: {e}"));
+}
+
+fn condition_true(object: &serde_json::Value, type_: &str) -> bool {
+    object["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == type_ && c["status"] == "True")
+}
+
+/// A Job queued in the scenario's LocalQueue, requesting one CPU.
+fn queued_job(s: &Scenario, name: &str) -> jobrelay_e2e::fixtures::TestJob {
+    s.job(name).label(QUEUE_NAME, "queue").cpu("1")
+}
+
+/// The Workload Kueue made for the manager Job `name`.
+async fn workload_of(s: &Scenario, name: &str) -> Workload {
+    let workloads: Api<Workload> = Api::namespaced(s.jobs.clone().into_client(), &s.ns);
+    wait::until(format!("the Workload of Job {name}"), WAIT, || async {
+        match workloads.list(&ListParams::default()).await {
+            Ok(list) => match list
+                .items
+                .into_iter()
+                .find(|w| w.owner_job().is_some_and(|(n, _)| n == name))
+            {
+                Some(w) => Seen::Ready(w),
+                None => Seen::Waiting("none yet".into()),
+            },
+            Err(e) => Seen::Waiting(e.to_string()),
+        }
+    })
+    .await
+}
+
+/// Worker Pods of this namespace's mirrors that are not terminating, by
+/// origin UID.
+async fn live_worker_pods(s: &Scenario) -> BTreeMap<String, usize> {
+    let mut live = BTreeMap::new();
+    let selector = ListParams::default().labels(&format!("{ORIGIN_LABEL}={}", s.relay.origin));
+    for worker in s.clusters.workers() {
+        let pods: Api<Pod> = s.worker_api(&worker.name).await;
+        for pod in pods
+            .list(&selector)
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+        {
+            let phase = pod
+                .status
+                .as_ref()
+                .and_then(|st| st.phase.clone())
+                .unwrap_or_default();
+            if pod.metadata.deletion_timestamp.is_none()
+                && (phase == "Running" || phase == "Pending")
+            {
+                *live
+                    .entry(
+                        pod.labels()
+                            .get(ORIGIN_UID_LABEL)
+                            .cloned()
+                            .unwrap_or_default(),
+                    )
+                    .or_insert(0) += 1;
+            }
+        }
+    }
+    live
+}
+
+/// Worker Pods of one origin UID, terminating or not.
+async fn worker_pods_of(s: &Scenario, uid: &str) -> usize {
+    let selector = ListParams::default().labels(&format!("{ORIGIN_UID_LABEL}={uid}"));
+    let mut count = 0;
+    for worker in s.clusters.workers() {
+        let pods: Api<Pod> = s.worker_api(&worker.name).await;
+        count += pods
+            .list(&selector)
+            .await
+            .map(|l| l.items.len())
+            .unwrap_or(1);
+    }
+    count
+}
+
+#[tokio::test]
+async fn the_admission_check_is_active_while_agents_are_connected() {
+    let (clusters, _) = setup().await;
+    let checks: Api<AdmissionCheck> = Api::all(kit::client(clusters.manager()).await);
+    let check = wait::until("AdmissionCheck jobrelay Active", WAIT, || async {
+        match checks.get(CHECK).await {
+            Ok(c)
+                if c.status
+                    .iter()
+                    .flat_map(|s| &s.conditions)
+                    .any(|c| c.type_ == "Active" && c.status == "True") =>
+            {
+                Seen::Ready(c)
+            }
+            Ok(c) => Seen::Waiting(format!("{:?}", c.status)),
+            Err(e) => Seen::Waiting(e.to_string()),
+        }
+    })
+    .await;
+    let active = check
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "Active")
+        .unwrap();
+    assert!(active.message.unwrap_or_default().contains("worker-1"));
+}
+
+#[tokio::test]
+async fn quota_for_two_runs_five_jobs_never_more_than_two_at_once() {
+    let s = queued("quota", 2).await;
+    let mut uids = BTreeSet::new();
+    for i in 0..5 {
+        uids.insert(
+            s.create(queued_job(&s, &format!("q{i}")).run_for("3s"))
+                .await,
+        );
+    }
+    let most = std::cell::Cell::new(0);
+    wait::until(
+        "all 5 queued Jobs Complete, at most 2 running at once",
+        Duration::from_secs(180),
+        || async {
+            let live = live_worker_pods(&s).await;
+            let running: usize = live.values().sum();
+            assert!(
+                running <= 2,
+                "quota is 2 CPUs, {running} Pods run on workers: {live:?}"
+            );
+            most.set(most.get().max(running));
+            let jobs = s
+                .jobs
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default();
+            let complete = jobs.iter().filter(|j| has_condition(j, "Complete")).count();
+            match complete {
+                5 => Seen::Ready(()),
+                n => Seen::Waiting(format!("{n} of 5 Complete, {running} running")),
+            }
+        },
+    )
+    .await;
+    assert!(most.get() >= 1, "the Jobs ran on the workers");
+    // Each mirror was created suspended and resumed once Kueue admitted its Job.
+    let job = s.jobs.get("q0").await.expect("q0");
+    let conditions = job.status.and_then(|st| st.conditions).unwrap_or_default();
+    let suspended = conditions.iter().find(|c| c.type_ == "Suspended");
+    assert_eq!(
+        suspended.map(|c| (c.status.as_str(), c.reason.as_deref())),
+        Some(("False", Some("JobResumed"))),
+        "the mirror started suspended: {conditions:?}"
+    );
+    let workload = workload_of(&s, "q0").await;
+    let check = workload.check(CHECK).expect("the check on the Workload");
+    assert_eq!(check.state, "Ready");
+    s.finish(WAIT).await;
+}
+
+#[tokio::test]
+async fn a_high_priority_job_preempts_and_the_low_ones_worker_pods_go_first() {
+    let s = queued("preempt", 1).await;
+    let low = s
+        .create(
+            queued_job(&s, "low")
+                .label(PRIORITY_CLASS, "low")
+                .run_for("12s")
+                .terminate_after("3s"),
+        )
+        .await;
+    wait::until("the low-priority Job running on a worker", WAIT, || async {
+        match live_worker_pods(&s).await.get(&low) {
+            Some(_) => Seen::Ready(()),
+            None => Seen::Waiting("no Pod yet".into()),
+        }
+    })
+    .await;
+    let high = s
+        .create(
+            queued_job(&s, "high")
+                .label(PRIORITY_CLASS, "high")
+                .run_for("3s"),
+        )
+        .await;
+    wait::until(
+        "the high-priority Job running, after every Pod of the low one is gone",
+        WAIT,
+        || async {
+            let high_pods = live_worker_pods(&s).await.get(&high).copied().unwrap_or(0);
+            let low_pods = worker_pods_of(&s, &low).await;
+            if high_pods > 0 {
+                assert_eq!(
+                    low_pods, 0,
+                    "the high Job's mirror runs while {low_pods} Pod(s) of the preempted one remain"
+                );
+                return Seen::Ready(());
+            }
+            Seen::Waiting(format!("low has {low_pods} Pods, high none running"))
+        },
+    )
+    .await;
+    let evicted = workload_of(&s, "low").await;
+    assert!(
+        evicted.has("Evicted") || evicted.has("Requeued") || !evicted.has("Admitted"),
+        "the low Workload was evicted: {:?}",
+        evicted.status
+    );
+    let mut outcomes = BTreeMap::new();
+    outcomes.insert("high".to_string(), "Complete");
+    outcomes.insert("low".to_string(), "Complete");
+    s.wait_outcomes(&outcomes, Duration::from_secs(150)).await;
+    s.finish(WAIT).await;
+}
+
+#[tokio::test]
+async fn a_deactivated_workload_stops_its_pods_then_frees_its_quota() {
+    let s = queued("deactivate", 1).await;
+    let uid = s
+        .create(queued_job(&s, "paused").run_for("1h").terminate_after("3s"))
+        .await;
+    wait::until("the Job running on a worker", WAIT, || async {
+        match live_worker_pods(&s).await.get(&uid) {
+            Some(_) => Seen::Ready(()),
+            None => Seen::Waiting("no Pod yet".into()),
+        }
+    })
+    .await;
+    let workload = workload_of(&s, "paused").await;
+    let workloads: Api<Workload> = Api::namespaced(s.jobs.clone().into_client(), &s.ns);
+    workloads
+        .patch(
+            &workload.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"active": false}})),
+        )
+        .await
+        .expect("deactivate the Workload");
+    wait::until(
+        "quota released only once the worker's Pods are gone",
+        WAIT,
+        || async {
+            let pods = worker_pods_of(&s, &uid).await;
+            let workload = match workloads.get(&workload.name_any()).await {
+                Ok(w) => w,
+                Err(e) => return Seen::Waiting(e.to_string()),
+            };
+            let reserved = workload.has("QuotaReserved");
+            assert!(
+                reserved || pods == 0,
+                "quota released while {pods} Pod(s) remain on the worker"
+            );
+            let job = s.jobs.get("paused").await.expect("get");
+            let suspended = job.spec.as_ref().and_then(|sp| sp.suspend) == Some(true);
+            match (reserved, pods, suspended) {
+                (false, 0, true) => Seen::Ready(()),
+                _ => Seen::Waiting(format!(
+                    "reserved {reserved}, {pods} worker Pods, suspended {suspended}"
+                )),
+            }
+        },
+    )
+    .await;
+    let mirror: Api<Job> = s.worker_api(&s.assigned_worker("paused").await.name).await;
+    let kept = mirror
+        .get("paused")
+        .await
+        .expect("the mirror is kept, suspended");
+    assert_eq!(kept.spec.and_then(|sp| sp.suspend), Some(true));
+    s.finish(WAIT).await;
+}
+
+#[tokio::test]
+async fn a_job_whose_pods_never_get_ready_is_evicted_and_requeued() {
+    let s = queued("podsready", 1).await;
+    // No worker node carries this label: the Pod stays Pending.
+    let uid = s
+        .create(
+            queued_job(&s, "stuck")
+                .node_selector("jobrelay.dev/test-pool", "none")
+                .run_for("1h"),
+        )
+        .await;
+    let workload = workload_of(&s, "stuck").await;
+    let workloads: Api<Workload> = Api::namespaced(s.jobs.clone().into_client(), &s.ns);
+    wait::until(
+        "the Workload evicted for PodsReadyTimeout",
+        Duration::from_secs(120),
+        || async {
+            match workloads.get(&workload.name_any()).await {
+                Ok(w) => {
+                    let evicted = w
+                        .status
+                        .iter()
+                        .flat_map(|st| &st.conditions)
+                        .find(|c| c.type_ == "Evicted" && c.status == "True");
+                    match evicted {
+                        Some(c) if c.reason.as_deref() == Some("PodsReadyTimeout") => {
+                            Seen::Ready(())
+                        }
+                        other => Seen::Waiting(format!("{other:?}")),
+                    }
+                }
+                Err(e) => Seen::Waiting(e.to_string()),
+            }
+        },
+    )
+    .await;
+    wait::until(
+        "the evicted Job's worker Pods gone, then quota reserved again",
+        Duration::from_secs(120),
+        || async {
+            let pods = worker_pods_of(&s, &uid).await;
+            let requeued = workloads
+                .get(&workload.name_any())
+                .await
+                .map(|w| w.has("QuotaReserved") && w.has("Requeued"))
+                .unwrap_or(false);
+            match (pods, requeued) {
+                (0, true) => Seen::Ready(()),
+                _ => Seen::Waiting(format!(
+                    "{pods} worker Pods, requeued and reserved {requeued}"
+                )),
+            }
+        },
+    )
+    .await;
+    s.finish(WAIT).await;
+}
+
+#[tokio::test]
+async fn a_job_without_a_queue_name_is_dispatched_directly_beside_kueue() {
+    let (clusters, relay) = setup().await;
+    let s = Scenario::new(clusters, relay, "unqueued").await;
+    s.create(s.job("direct").run_for("2s")).await;
+    s.wait_condition("direct", "Complete").await;
+    s.finish(WAIT).await;
+}

@@ -1,0 +1,318 @@
+//! Kueue in a test: the real controller (`cmd/kueue` of the pinned release,
+//! built by [`controlplane::ensure_kueue_built`]) run as a process against
+//! one test cluster, as Kueue's own integration tests run it. Its CRDs are
+//! applied server-side with their conversion webhook, and its webhook
+//! configurations are registered, each pointing by URL at the process on
+//! loopback, with a serving certificate of a CA made for it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::certs::RelayCa;
+use crate::cluster::ClusterInfo;
+use crate::controlplane;
+use crate::relay::{free_port, http_get, start_logged};
+use crate::wait::{self, Seen};
+
+/// The namespace Kueue runs in (its Events, its configuration's `namespace`).
+pub const NAMESPACE: &str = "kueue-system";
+/// Where Kueue v0.19.2 reads its metrics serving certificate when it does
+/// not manage certificates itself; the path is fixed in its `main`.
+const METRICS_CERTS: &str = "/etc/kueue/metrics/certs";
+/// Field manager of what the test kit applies for Kueue.
+const FIELD_MANAGER: &str = "jobrelay-e2e-kueue";
+/// How long Kueue gets to start and install.
+const START_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// How a test wants Kueue configured.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// `waitForPodsReady.timeout`, e.g. `"5s"`; off when `None`.
+    pub wait_for_pods_ready: Option<String>,
+}
+
+/// A running Kueue; it dies with the test process.
+pub struct Kueue {
+    pub cluster: String,
+    child: Mutex<Option<Child>>,
+}
+
+impl Kueue {
+    /// Installs and starts Kueue on `cluster` and waits until it is ready
+    /// and its webhooks answer.
+    pub async fn start(
+        cluster: &ClusterInfo,
+        state_dir: &Path,
+        settings: &Settings,
+    ) -> anyhow::Result<Kueue> {
+        let release = controlplane::ensure_kueue_built(&mut |line| eprintln!("{line}"))?;
+        let dir = state_dir.join(format!("kueue-{}", cluster.name));
+        std::fs::create_dir_all(&dir)?;
+        let ca = RelayCa::new("Kueue webhook CA")?;
+        let serving = ca.server()?;
+        serving.write(&dir, "tls")?;
+        metrics_certificate(&serving)?;
+
+        let client = cluster.client().await?;
+        let webhook_port = free_port()?;
+        let health_port = free_port()?;
+        let base = format!("https://127.0.0.1:{webhook_port}");
+        let ca_bundle = serde_json::to_value(ByteString(ca.ca_pem.clone().into_bytes()))?;
+        install_crds(&client, &release.crds(), &base, &ca_bundle).await?;
+        ensure_namespace(&client, NAMESPACE).await?;
+
+        let config = dir.join("config.yaml");
+        std::fs::write(
+            &config,
+            configuration(&dir, webhook_port, health_port, settings),
+        )?;
+        let mut command = Command::new(release.binary());
+        command
+            .arg(format!("--config={}", config.display()))
+            .arg("--feature-gates=VisibilityOnDemand=false")
+            .arg("--zap-log-level=info")
+            .env("KUBECONFIG", &cluster.kubeconfig);
+        let log = state_dir
+            .join("logs")
+            .join(format!("kueue-{}.log", cluster.name));
+        std::fs::create_dir_all(log.parent().expect("logs folder"))?;
+        let child = start_logged(command, &log, "")?;
+        let kueue = Kueue {
+            cluster: cluster.name.clone(),
+            child: Mutex::new(Some(child)),
+        };
+        let ready = format!("http://127.0.0.1:{health_port}/readyz");
+        wait::try_until(
+            format!(
+                "Kueue ready on {} ({ready}; log {})",
+                cluster.name,
+                log.display()
+            ),
+            START_TIMEOUT,
+            || async {
+                match http_get(&format!("127.0.0.1:{health_port}"), "/readyz").await {
+                    Ok((200, _)) => Seen::Ready(()),
+                    Ok((code, body)) => Seen::Waiting(format!("HTTP {code}: {body}")),
+                    Err(e) => Seen::Waiting(e.to_string()),
+                }
+            },
+        )
+        .await?;
+        install_webhooks(&client, &release.webhooks(), &base, &ca_bundle).await?;
+        Ok(kueue)
+    }
+
+    /// Kills the Kueue process.
+    pub fn kill(&self) {
+        if let Some(mut child) = self.child.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Kueue's configuration file for a process on loopback.
+fn configuration(dir: &Path, webhook_port: u16, health_port: u16, settings: &Settings) -> String {
+    let mut config = format!(
+        "apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+namespace: {NAMESPACE}
+health:
+  healthProbeBindAddress: 127.0.0.1:{health_port}
+metrics:
+  bindAddress: \"0\"
+webhook:
+  host: 127.0.0.1
+  port: {webhook_port}
+  certDir: {}
+leaderElection:
+  leaderElect: false
+internalCertManagement:
+  enable: false
+clientConnection:
+  qps: 200
+  burst: 400
+integrations:
+  frameworks: [\"batch/job\"]
+",
+        dir.display()
+    );
+    if let Some(timeout) = &settings.wait_for_pods_ready {
+        config.push_str(&format!(
+            "waitForPodsReady:
+  timeout: {timeout}
+  blockAdmission: false
+  requeuingStrategy:
+    timestamp: Eviction
+    backoffBaseSeconds: 1
+    backoffMaxSeconds: 5
+"
+        ));
+    }
+    config
+}
+
+/// Kueue v0.19.2 exits without a metrics certificate at its fixed path, even
+/// with metrics off; one is written there when the path is free.
+fn metrics_certificate(serving: &crate::certs::Issued) -> anyhow::Result<()> {
+    let dir = PathBuf::from(METRICS_CERTS);
+    if dir.join("tls.crt").is_file() && dir.join("tls.key").is_file() {
+        return Ok(());
+    }
+    serving.write(&dir, "tls").with_context(|| {
+        format!("Kueue v0.19.2 needs a certificate in {METRICS_CERTS} (fixed in its main); writing one there failed")
+    })?;
+    Ok(())
+}
+
+async fn ensure_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+    match namespaces.create(&PostParams::default(), &namespace).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.is_already_exists() => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The CRDs whose versions Kueue converts (its webhook at `/convert`), as
+/// the release's `config/components/crd/kustomization.yaml` patches them;
+/// the others serve v1beta1 and v1beta2 with the same schema.
+const CONVERTED: [&str; 5] = [
+    "localqueues",
+    "clusterqueues",
+    "cohorts",
+    "workloads",
+    "multikueueclusters",
+];
+
+/// Applies every CRD of the release server-side, those Kueue converts with
+/// their conversion webhook.
+async fn install_crds(
+    client: &kube::Client,
+    dir: &Path,
+    base: &str,
+    ca_bundle: &Value,
+) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut names = Vec::new();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    for file in files {
+        let text = std::fs::read_to_string(&file)?;
+        let mut crd: Value =
+            serde_yaml_ng::from_str(&text).with_context(|| file.display().to_string())?;
+        let plural = crd["spec"]["names"]["plural"].as_str().unwrap_or_default();
+        if CONVERTED.contains(&plural) {
+            crd["spec"]["conversion"] = json!({
+                "strategy": "Webhook",
+                "webhook": {
+                    "clientConfig": {"url": format!("{base}/convert"), "caBundle": ca_bundle},
+                    "conversionReviewVersions": ["v1"],
+                },
+            });
+        }
+        let name = crd["metadata"]["name"]
+            .as_str()
+            .context("CRD without a name")?
+            .to_string();
+        crds.patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .with_context(|| format!("applying CRD {name}"))?;
+        names.push(name);
+    }
+    for name in names {
+        wait::try_until(format!("CRD {name} established"), START_TIMEOUT, || async {
+            match crds.get(&name).await {
+                Ok(crd) if established(&crd) => Seen::Ready(()),
+                Ok(_) => Seen::Waiting("not established".into()),
+                Err(e) => Seen::Waiting(e.to_string()),
+            }
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+fn established(crd: &CustomResourceDefinition) -> bool {
+    crd.status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .any(|c| c.type_ == "Established" && c.status == "True")
+}
+
+/// The paths the process serves with only the `batch/job` integration on:
+/// Kueue's own kinds and batch/v1 Jobs.
+fn served(path: &str) -> bool {
+    path.contains("-kueue-x-k8s-io-") || path.ends_with("-batch-v1-job")
+}
+
+/// Registers the release's webhook configurations, keeping the webhooks of
+/// the paths the process serves, each by URL on loopback.
+async fn install_webhooks(
+    client: &kube::Client,
+    file: &Path,
+    base: &str,
+    ca_bundle: &Value,
+) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(file)?;
+    for document in serde_yaml_ng::Deserializer::from_str(&text) {
+        let mut config: Value = serde::Deserialize::deserialize(document)?;
+        let kind = config["kind"].as_str().unwrap_or_default().to_string();
+        let name = format!(
+            "kueue-{}",
+            config["metadata"]["name"].as_str().unwrap_or_default()
+        );
+        config["metadata"]["name"] = json!(name);
+        let webhooks: Vec<Value> = config["webhooks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|hook| {
+                let path = hook["clientConfig"]["service"]["path"]
+                    .as_str()?
+                    .to_string();
+                if !served(&path) {
+                    return None;
+                }
+                let mut hook = hook.clone();
+                hook["clientConfig"] =
+                    json!({"url": format!("{base}{path}"), "caBundle": ca_bundle});
+                Some(hook)
+            })
+            .collect();
+        config["webhooks"] = Value::Array(webhooks);
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        match kind.as_str() {
+            "MutatingWebhookConfiguration" => {
+                let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+                api.patch(&name, &params, &Patch::Apply(&config)).await?;
+            }
+            "ValidatingWebhookConfiguration" => {
+                let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+                api.patch(&name, &params, &Patch::Apply(&config)).await?;
+            }
+            other => anyhow::bail!("unexpected {other} in {}", file.display()),
+        }
+    }
+    Ok(())
+}
