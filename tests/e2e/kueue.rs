@@ -4,7 +4,7 @@
 //! AdmissionCheck, and the mirrors' `suspend` follows the manager Jobs'.
 //! Every scenario ends with the leak audit at zero.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jobrelay_e2e::kit::{self, Clusters};
@@ -33,6 +33,8 @@ const QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
 const PRIORITY_CLASS: &str = "kueue.x-k8s.io/priority-class";
 /// `waitForPodsReady.timeout` of the Kueue these tests run.
 const PODS_READY_TIMEOUT: &str = "15s";
+/// `objectRetentionPolicies.workloads.afterFinished` of that Kueue.
+const WORKLOADS_AFTER_FINISHED: &str = "5s";
 
 static SETUP: OnceCell<(&'static Clusters, &'static Relay)> = OnceCell::const_new();
 static KUEUE: OnceCell<Kueue> = OnceCell::const_new();
@@ -47,6 +49,7 @@ async fn setup() -> (&'static Clusters, &'static Relay) {
                 .get_or_init(|| async {
                     let settings = Settings {
                         wait_for_pods_ready: Some(PODS_READY_TIMEOUT.into()),
+                        workloads_after_finished: Some(WORKLOADS_AFTER_FINISHED.into()),
                     };
                     Kueue::start(clusters.manager(), &clusters.set().state_dir, &settings)
                         .await
@@ -276,13 +279,23 @@ async fn the_admission_check_is_active_while_agents_are_connected() {
 #[tokio::test]
 async fn quota_for_two_runs_five_jobs_never_more_than_two_at_once() {
     let s = queued("quota", 2).await;
-    let mut uids = BTreeSet::new();
     for i in 0..5 {
-        uids.insert(
-            s.create(queued_job(&s, &format!("q{i}")).run_for("3s"))
-                .await,
-        );
+        s.create(queued_job(&s, &format!("q{i}")).run_for("3s"))
+            .await;
     }
+    let workloads: Api<Workload> = Api::namespaced(s.jobs.clone().into_client(), &s.ns);
+    let first = workload_of(&s, "q0").await.name_any();
+    wait::until(
+        "jobrelay's check Ready on the first Workload",
+        WAIT,
+        || async {
+            match workloads.get(&first).await.map(|w| w.check(CHECK).cloned()) {
+                Ok(Some(check)) if check.state == "Ready" => Seen::Ready(()),
+                other => Seen::Waiting(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
     let most = std::cell::Cell::new(0);
     wait::until(
         "all 5 queued Jobs Complete, at most 2 running at once",
@@ -319,9 +332,6 @@ async fn quota_for_two_runs_five_jobs_never_more_than_two_at_once() {
         Some(("False", Some("JobResumed"))),
         "the mirror started suspended: {conditions:?}"
     );
-    let workload = workload_of(&s, "q0").await;
-    let check = workload.check(CHECK).expect("the check on the Workload");
-    assert_eq!(check.state, "Ready");
     s.finish(WAIT).await;
 }
 
@@ -502,4 +512,48 @@ async fn a_job_without_a_queue_name_is_dispatched_directly_beside_kueue() {
     s.create(s.job("direct").run_for("2s")).await;
     s.wait_condition("direct", "Complete").await;
     s.finish(WAIT).await;
+}
+
+#[tokio::test]
+async fn kueue_deleting_a_finished_workload_leaves_nothing_that_blocks_the_namespace() {
+    let s = queued("retained", 1).await;
+    s.create(queued_job(&s, "done").run_for("1s")).await;
+    let workload = workload_of(&s, "done").await.name_any();
+    s.wait_condition("done", "Complete").await;
+    let workloads: Api<Workload> = Api::namespaced(s.jobs.clone().into_client(), &s.ns);
+    wait::until(
+        "Kueue deleting the finished Workload (afterFinished 5s)",
+        WAIT,
+        || async {
+            match workloads.get_opt(&workload).await {
+                Ok(None) => Seen::Ready(()),
+                Ok(Some(w)) => {
+                    Seen::Waiting(format!("still there, finalizers {:?}", w.finalizers()))
+                }
+                Err(e) => Seen::Waiting(e.to_string()),
+            }
+        },
+    )
+    .await;
+    s.wait_released("done").await;
+    // The namespace goes with everything in it: no finalizer of jobrelay's holds it.
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> =
+        Api::all(s.jobs.clone().into_client());
+    namespaces
+        .delete(&s.ns, &Default::default())
+        .await
+        .expect("delete the namespace");
+    wait::until(
+        format!("namespace {} gone from the manager", s.ns),
+        WAIT,
+        || async {
+            match namespaces.get_opt(&s.ns).await {
+                Ok(None) => Seen::Ready(()),
+                Ok(Some(ns)) => Seen::Waiting(format!("{:?}", ns.status)),
+                Err(e) => Seen::Waiting(e.to_string()),
+            }
+        },
+    )
+    .await;
+    jobrelay_e2e::leaks::assert_no_leaks(s.clusters.set(), &s.relay.origin, &s.ns).await;
 }

@@ -41,6 +41,9 @@ const START_TIMEOUT: Duration = Duration::from_secs(90);
 pub struct Settings {
     /// `waitForPodsReady.timeout`, e.g. `"5s"`; off when `None`.
     pub wait_for_pods_ready: Option<String>,
+    /// `objectRetentionPolicies.workloads.afterFinished`; kept for good when
+    /// `None`.
+    pub workloads_after_finished: Option<String>,
 }
 
 /// A running Kueue; it dies with the test process.
@@ -158,6 +161,14 @@ integrations:
     timestamp: Eviction
     backoffBaseSeconds: 1
     backoffMaxSeconds: 5
+"
+        ));
+    }
+    if let Some(after) = &settings.workloads_after_finished {
+        config.push_str(&format!(
+            "objectRetentionPolicies:
+  workloads:
+    afterFinished: {after}
 "
         ));
     }
