@@ -112,7 +112,7 @@ fn a_resumed_job_is_applied_only_after_its_old_mirror_is_gone() {
     let (tx, mut rx) = mpsc::unbounded_channel();
     fleet.connect("w1", "test", &[], vec![], tx);
     fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
-    fleet.cleanup("w1", "u1", &key("a"), DeleteReason::Suspended);
+    fleet.cleanup("w1", "u1", &key("a"), DeleteReason::ManagerJobDeleted);
     assert_eq!(
         fleet.ensure_applied("w1", "u1", &key("a"), 3, Vec::new),
         Apply::AwaitingGone

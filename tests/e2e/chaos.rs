@@ -318,7 +318,8 @@ async fn jobs_survive_random_kills_and_cuts_and_leave_nothing_behind() {
         doubled.is_empty(),
         "Jobs with live mirrors on two clusters: {doubled:?}"
     );
-    // A suspended and resumed Job gets a second mirror, after the first is gone.
+    // A suspended Job keeps its mirror (suspended); a lost one is replaced,
+    // after the first is gone.
     scenario.assert_created_at_most(2);
     scenario.finish(CONVERGE).await;
     println!("chaos run clean in {:?} (seed {seed})", started.elapsed());

@@ -8,25 +8,21 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jobrelay_e2e::kit::{self, Clusters};
-use jobrelay_e2e::kueue::{Kueue, Settings};
+use jobrelay_e2e::kueue::{self, Kueue, Settings};
 use jobrelay_e2e::relay::{Options, Relay};
 use jobrelay_e2e::scenario::{Scenario, WAIT, has_condition};
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_manager::kueue::types::{AdmissionCheck, Workload};
-use jobrelay_proto::wire::{MANAGED_BY, ORIGIN_LABEL, ORIGIN_UID_LABEL};
+use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
-};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 use tokio::sync::OnceCell;
 
 /// The AdmissionCheck every test's ClusterQueue lists.
 const CHECK: &str = "jobrelay";
-/// The ResourceFlavor every test's ClusterQueue uses.
-const FLAVOR: &str = "default";
 /// Label Kueue reads a Job's LocalQueue from.
 const QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
 /// Label Kueue reads a Job's WorkloadPriorityClass from.
@@ -58,124 +54,35 @@ async fn setup() -> (&'static Clusters, &'static Relay) {
                 .await;
             let (clusters, relay) = kit::relay_with(2, Options::default()).await;
             let client = kit::client(clusters.manager()).await;
-            apply(
-                &client,
-                "ResourceFlavor",
-                None,
-                json!({"metadata": {"name": FLAVOR}}),
-            )
-            .await;
-            apply(
-                &client,
-                "AdmissionCheck",
-                None,
-                json!({
-                    "metadata": {"name": CHECK},
-                    "spec": {"controllerName": MANAGED_BY},
-                }),
-            )
-            .await;
-            for (name, value) in [("low", 100), ("high", 1000)] {
-                apply(
-                    &client,
-                    "WorkloadPriorityClass",
-                    None,
-                    json!({"metadata": {"name": name}, "value": value}),
-                )
-                .await;
-            }
+            let prioritised = async {
+                kueue::admission_check(&client, CHECK).await?;
+                for (name, value) in [("low", 100), ("high", 1000)] {
+                    let class = json!({"metadata": {"name": name}, "value": value});
+                    kueue::apply(&client, "WorkloadPriorityClass", None, class).await?;
+                }
+                anyhow::Ok(())
+            };
+            prioritised.await.unwrap_or_else(|e| panic!("{e:#}"));
             (clusters, relay)
         })
         .await
 }
 
 /// A scenario with its own ClusterQueue (`cpu` CPUs of quota, lower
-/// priorities preempted) and LocalQueue `queue` in its namespace.
+/// priorities preempted) and LocalQueue in its namespace.
 async fn queued(prefix: &str, cpu: u32) -> Scenario {
     let (clusters, relay) = setup().await;
     let s = Scenario::new(clusters, relay, prefix).await;
     let client = kit::client(clusters.manager()).await;
-    apply(&client, "ClusterQueue", None, json!({
-        "metadata": {"name": s.ns},
-        "spec": {
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": s.ns}},
-            "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
-                {"name": FLAVOR, "resources": [{"name": "cpu", "nominalQuota": cpu.to_string()}]},
-            ]}],
-            "preemption": {"withinClusterQueue": "LowerPriority"},
-            "admissionChecksStrategy": {"admissionChecks": [{"name": CHECK}]},
-        },
-    }))
-    .await;
-    apply(
-        &client,
-        "LocalQueue",
-        Some(&s.ns),
-        json!({
-            "metadata": {"name": "queue", "namespace": s.ns},
-            "spec": {"clusterQueue": s.ns},
-        }),
-    )
-    .await;
-    wait::until(format!("ClusterQueue {} active", s.ns), WAIT, || async {
-        let queues = kueue_api(&client, "ClusterQueue", None);
-        match queues.get(&s.ns).await {
-            Ok(q) if condition_true(&q.data, "Active") => Seen::Ready(()),
-            Ok(q) => Seen::Waiting(format!("{}", q.data["status"])),
-            Err(e) => Seen::Waiting(e.to_string()),
-        }
-    })
-    .await;
-    s
-}
-
-fn kueue_api(client: &kube::Client, kind: &str, namespace: Option<&str>) -> Api<DynamicObject> {
-    let kind_lower = kind.to_lowercase();
-    let plural = match kind_lower.ends_with('s') {
-        true => format!("{kind_lower}es"),
-        false => format!("{kind_lower}s"),
-    };
-    let gvk = GroupVersionKind::gvk("kueue.x-k8s.io", "v1beta2", kind);
-    let resource = ApiResource::from_gvk_with_plural(&gvk, &plural);
-    match namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-        None => Api::all_with(client.clone(), &resource),
-    }
-}
-
-async fn apply(
-    client: &kube::Client,
-    kind: &str,
-    namespace: Option<&str>,
-    mut body: serde_json::Value,
-) {
-    body["apiVersion"] = json!("kueue.x-k8s.io/v1beta2");
-    body["kind"] = json!(kind);
-    let name = body["metadata"]["name"]
-        .as_str()
-        .expect("a name")
-        .to_string();
-    kueue_api(client, kind, namespace)
-        .patch(
-            &name,
-            &PatchParams::apply("jobrelay-e2e").force(),
-            &Patch::Apply(&body),
-        )
+    kueue::queue(&client, &s.ns, &s.ns, cpu, CHECK)
         .await
-        .unwrap_or_else(|e| panic!("applying {kind} {name}: {e}"));
-}
-
-fn condition_true(object: &serde_json::Value, type_: &str) -> bool {
-    object["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == type_ && c["status"] == "True")
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    s
 }
 
 /// A Job queued in the scenario's LocalQueue, requesting one CPU.
 fn queued_job(s: &Scenario, name: &str) -> jobrelay_e2e::fixtures::TestJob {
-    s.job(name).label(QUEUE_NAME, "queue").cpu("1")
+    s.job(name).label(QUEUE_NAME, kueue::LOCAL_QUEUE).cpu("1")
 }
 
 /// The Workload Kueue made for the manager Job `name`.

@@ -17,7 +17,9 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use serde_json::{Value, json};
 
 use crate::certs::RelayCa;
@@ -124,6 +126,169 @@ impl Kueue {
             let _ = child.wait();
         }
     }
+}
+
+/// The ResourceFlavor [`queue`] uses.
+pub const FLAVOR: &str = "default";
+/// The LocalQueue [`queue`] makes in its namespace.
+pub const LOCAL_QUEUE: &str = "queue";
+
+/// Kueue's objects of `kind` (v1beta2), in `namespace` or cluster-wide.
+pub fn api(client: &kube::Client, kind: &str, namespace: Option<&str>) -> Api<DynamicObject> {
+    let lower = kind.to_lowercase();
+    let plural = match lower.ends_with('s') {
+        true => format!("{lower}es"),
+        false => format!("{lower}s"),
+    };
+    let gvk = GroupVersionKind::gvk("kueue.x-k8s.io", "v1beta2", kind);
+    let resource = ApiResource::from_gvk_with_plural(&gvk, &plural);
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    }
+}
+
+/// Applies one of Kueue's objects (server-side); `body` needs no
+/// `apiVersion` or `kind`.
+pub async fn apply(
+    client: &kube::Client,
+    kind: &str,
+    namespace: Option<&str>,
+    mut body: Value,
+) -> anyhow::Result<()> {
+    body["apiVersion"] = json!("kueue.x-k8s.io/v1beta2");
+    body["kind"] = json!(kind);
+    let name = body["metadata"]["name"]
+        .as_str()
+        .context("a Kueue object without a name")?
+        .to_string();
+    api(client, kind, namespace)
+        .patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
+        .await
+        .with_context(|| format!("applying {kind} {name}"))?;
+    Ok(())
+}
+
+/// The ResourceFlavor [`FLAVOR`] and an AdmissionCheck `check` answered by
+/// jobrelay.
+pub async fn admission_check(client: &kube::Client, check: &str) -> anyhow::Result<()> {
+    apply(
+        client,
+        "ResourceFlavor",
+        None,
+        json!({"metadata": {"name": FLAVOR}}),
+    )
+    .await?;
+    apply(
+        client,
+        "AdmissionCheck",
+        None,
+        json!({
+            "metadata": {"name": check},
+            "spec": {"controllerName": jobrelay_proto::wire::MANAGED_BY},
+        }),
+    )
+    .await
+}
+
+/// A ClusterQueue `name` for `namespace` only, with `cpu` CPUs of quota in
+/// [`FLAVOR`], lower priorities preempted, behind the AdmissionCheck
+/// `check`; and the LocalQueue [`LOCAL_QUEUE`] in `namespace` pointing at
+/// it. Waits until the ClusterQueue is active.
+pub async fn queue(
+    client: &kube::Client,
+    name: &str,
+    namespace: &str,
+    cpu: u32,
+    check: &str,
+) -> anyhow::Result<()> {
+    apply(
+        client,
+        "ClusterQueue",
+        None,
+        json!({
+            "metadata": {"name": name},
+            "spec": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                    {"name": FLAVOR, "resources": [{"name": "cpu", "nominalQuota": cpu.to_string()}]},
+                ]}],
+                "preemption": {"withinClusterQueue": "LowerPriority"},
+                "admissionChecksStrategy": {"admissionChecks": [{"name": check}]},
+            },
+        }),
+    )
+    .await?;
+    apply(
+        client,
+        "LocalQueue",
+        Some(namespace),
+        json!({
+            "metadata": {"name": LOCAL_QUEUE, "namespace": namespace},
+            "spec": {"clusterQueue": name},
+        }),
+    )
+    .await?;
+    let queues = api(client, "ClusterQueue", None);
+    wait::try_until(
+        format!("ClusterQueue {name} active"),
+        START_TIMEOUT,
+        || async {
+            match queues.get(name).await {
+                Ok(q) if condition_true(&q.data, "Active") => Seen::Ready(()),
+                Ok(q) => Seen::Waiting(format!("{}", q.data["status"])),
+                Err(e) => Seen::Waiting(e.to_string()),
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// Where each Workload of `namespace` stands, by the name of the Job that
+/// owns it: `queued`, `reserved` (quota reserved, checks pending),
+/// `admitted`, `evicted` or `finished`.
+pub async fn workload_states(
+    client: &kube::Client,
+    namespace: &str,
+) -> anyhow::Result<std::collections::BTreeMap<String, &'static str>> {
+    let workloads = api(client, "Workload", Some(namespace));
+    let mut states = std::collections::BTreeMap::new();
+    for workload in workloads.list(&Default::default()).await? {
+        let Some(owner) = workload
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.kind == "Job")
+        else {
+            continue;
+        };
+        let state = ["Finished", "Evicted", "Admitted", "QuotaReserved"]
+            .into_iter()
+            .find(|c| condition_true(&workload.data, c))
+            .map_or("queued", |c| match c {
+                "Finished" => "finished",
+                "Evicted" => "evicted",
+                "Admitted" => "admitted",
+                _ => "reserved",
+            });
+        states.insert(owner.name.clone(), state);
+    }
+    Ok(states)
+}
+
+/// Whether an object's `status.conditions` has `type_` true.
+pub fn condition_true(object: &Value, type_: &str) -> bool {
+    object["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == type_ && c["status"] == "True")
 }
 
 /// Kueue's configuration file for a process on loopback.

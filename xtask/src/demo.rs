@@ -1,7 +1,8 @@
 //! `cargo xtask demo`: the main job on local clusters. One manager and two
-//! worker control planes, `jobrelay-manager` and an agent per worker, and a
-//! handful of Jobs — short, long, parallel, failing, and one deleted while it
-//! runs — shown live, then a leak report counted on every worker.
+//! worker control planes, Kueue on the manager, `jobrelay-manager` and an
+//! agent per worker, and a handful of Jobs — short, long, parallel, failing,
+//! one deleted while it runs, and three queued in Kueue with quota for two —
+//! shown live, then a leak report counted on every worker.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -11,6 +12,7 @@ use jobrelay_e2e::cluster::{ClusterInfo, ClusterSet};
 use jobrelay_e2e::controlplane::{self, seconds};
 use jobrelay_e2e::fixtures::TestJob;
 use jobrelay_e2e::kit;
+use jobrelay_e2e::kueue::{self, Kueue};
 use jobrelay_e2e::leaks::leaks;
 use jobrelay_e2e::relay::Relay;
 use jobrelay_e2e::supervisor::Supervisor;
@@ -23,6 +25,10 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use crate::{log, supervisor_command, workspace_root};
 
 const NAMESPACE: &str = "demo";
+/// The demo's AdmissionCheck (answered by jobrelay) and ClusterQueue.
+const CHECK: &str = "jobrelay";
+/// Label Kueue reads a Job's LocalQueue from.
+const QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
 /// The demo stops waiting for its Jobs after this long.
 const DEADLINE: Duration = Duration::from_secs(180);
 
@@ -59,6 +65,16 @@ fn workload() -> Vec<(TestJob, Option<u64>)> {
             Some(8),
         ),
     ]
+    .into_iter()
+    .chain((1..=3).map(|i| {
+        let queued = job(&format!("queued-{i}"))
+            .label(QUEUE_NAME, kueue::LOCAL_QUEUE)
+            .cpu("1")
+            .run_for("5s")
+            .terminate_after("1s");
+        (queued, None)
+    }))
+    .collect()
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -74,6 +90,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         seconds(started.elapsed())
     ));
     let set = supervisor.set().clone();
+    // Kueue first: the manager answers its AdmissionChecks when it finds it.
+    let kueue = Kueue::start(set.manager(), &set.state_dir, &Default::default()).await?;
+    log("Kueue ready on the manager cluster");
     let relay = Relay::start(&set).await?;
     log(&format!(
         "jobrelay-manager and 2 agents connected; logs in {}/logs",
@@ -84,7 +103,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     for cluster in &set.clusters {
         kit::create_namespace(&cluster.client().await?, NAMESPACE).await;
     }
-    let jobs: Api<Job> = Api::namespaced(manager, NAMESPACE);
+    kueue::admission_check(&manager, CHECK).await?;
+    kueue::queue(&manager, NAMESPACE, NAMESPACE, 2, CHECK).await?;
+    log("ClusterQueue demo: 2 CPUs, behind AdmissionCheck jobrelay");
+    let jobs: Api<Job> = Api::namespaced(manager.clone(), NAMESPACE);
     let mut deletions = BTreeMap::new();
     for (job, delete_after) in workload() {
         let created = jobs.create(&PostParams::default(), &job.build()).await?;
@@ -108,7 +130,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 jobs.delete(name, &DeleteParams::default()).await?;
             }
         }
-        let rows = table(&jobs, &workers).await?;
+        let queues = kueue::workload_states(&manager, NAMESPACE).await?;
+        let rows = table(&jobs, &workers, &queues).await?;
         draw(&rows, shown.elapsed());
         if rows.iter().all(|r| r.settled) || shown.elapsed() > DEADLINE {
             break;
@@ -150,6 +173,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         tokio::signal::ctrl_c().await?;
     }
     drop(relay);
+    kueue.kill();
     supervisor.stop()?;
     anyhow::ensure!(
         found.is_empty(),
@@ -207,6 +231,7 @@ impl Workers {
 
 struct Row {
     name: String,
+    queue: String,
     cluster: String,
     remote: String,
     pods: String,
@@ -215,13 +240,19 @@ struct Row {
     settled: bool,
 }
 
-async fn table(jobs: &Api<Job>, workers: &Workers) -> anyhow::Result<Vec<Row>> {
+async fn table(
+    jobs: &Api<Job>,
+    workers: &Workers,
+    queues: &BTreeMap<String, &'static str>,
+) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();
     for (job, _) in workload() {
         let name = job.build().name_any();
+        let queue = queues.get(&name).copied().unwrap_or("-").to_string();
         let Some(manager_job) = jobs.get_opt(&name).await? else {
             rows.push(Row {
                 name,
+                queue,
                 cluster: "-".into(),
                 remote: "-".into(),
                 pods: "-".into(),
@@ -255,6 +286,7 @@ async fn table(jobs: &Api<Job>, workers: &Workers) -> anyhow::Result<Vec<Row>> {
         };
         rows.push(Row {
             name,
+            queue,
             cluster,
             remote,
             pods,
@@ -281,8 +313,10 @@ fn describe(job: &Job) -> String {
         status.succeeded.unwrap_or(0),
         status.failed.unwrap_or(0)
     );
+    let suspended = job.spec.as_ref().and_then(|s| s.suspend) == Some(true);
     match condition {
         Some(condition) => format!("{condition} ({counts})"),
+        None if suspended => format!("Suspended ({counts})"),
         None => format!("Running ({counts})"),
     }
 }
@@ -299,19 +333,20 @@ fn draw(rows: &[Row], elapsed: Duration) {
     );
     let header = [
         "JOB",
+        "KUEUE",
         "CLUSTER",
         "ON THE WORKER",
         "WORKER PODS",
         "ON THE MANAGER",
         "FINALIZER",
     ];
-    let [job, cluster, worker, pods, manager, finalizer] = header;
-    println!("{job:<9} {cluster:<9} {worker:<36} {pods:<18} {manager:<46} {finalizer}");
+    let [job, queue, cluster, worker, pods, manager, finalizer] = header;
+    println!("{job:<9} {queue:<9} {cluster:<9} {worker:<36} {pods:<18} {manager:<46} {finalizer}");
     for r in rows {
         let finalizer = if r.held { "held" } else { "released" };
         println!(
-            "{:<9} {:<9} {:<36} {:<18} {:<46} {}",
-            r.name, r.cluster, r.remote, r.pods, r.manager, finalizer
+            "{:<9} {:<9} {:<9} {:<36} {:<18} {:<46} {}",
+            r.name, r.queue, r.cluster, r.remote, r.pods, r.manager, finalizer
         );
     }
 }
