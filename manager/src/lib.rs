@@ -279,7 +279,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
 
 /// Feeds the store behind `writer` with every `K`, in a task of its own. The
 /// receiver turns true once the first list is in.
-fn cache<K>(
+pub(crate) fn cache<K>(
     api: Api<K>,
     writer: reflector::store::Writer<K>,
 ) -> (watch::Receiver<bool>, tokio::task::JoinHandle<()>)

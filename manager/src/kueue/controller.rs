@@ -13,11 +13,11 @@ use futures::StreamExt;
 use jobrelay_process::Shutdown;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, controller, reflector, watcher};
-use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tracing::{debug, info, instrument, warn};
@@ -70,6 +70,16 @@ pub async fn installed(client: &kube::Client) -> bool {
 
 /// Runs the Workload and AdmissionCheck controllers until shutdown.
 pub async fn run(ctx: Context, shutdown: Shutdown) {
+    // A Workload looked at before the caches listed would look like none of
+    // jobrelay's business, and not be looked at again until it changes.
+    let listed = futures::future::try_join3(
+        ctx.checks.wait_until_ready(),
+        ctx.flavors.wait_until_ready(),
+        ctx.jobs.wait_until_ready(),
+    );
+    if listed.await.is_err() {
+        return;
+    }
     let ctx = Arc::new(ctx);
     let checks = Controller::new(
         Api::<AdmissionCheck>::all(ctx.client.clone()),
@@ -97,28 +107,10 @@ pub fn caches(
     Store<ResourceFlavor>,
     [tokio::task::JoinHandle<()>; 2],
 ) {
-    fn cache<K>(api: Api<K>) -> (Store<K>, tokio::task::JoinHandle<()>)
-    where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + std::fmt::Debug
-            + serde::de::DeserializeOwned
-            + Send
-            + Sync
-            + 'static,
-    {
-        let (store, writer) = reflector::store();
-        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-            .for_each(|event| {
-                if let Err(error) = event {
-                    warn!(%error, "Kueue watch error; retrying");
-                }
-                futures::future::ready(())
-            });
-        (store, tokio::spawn(stream))
-    }
-    let (checks, a) = cache(Api::<AdmissionCheck>::all(client.clone()));
-    let (flavors, b) = cache(Api::<ResourceFlavor>::all(client.clone()));
+    let (checks, checks_writer) = reflector::store();
+    let (_, a) = crate::cache(Api::<AdmissionCheck>::all(client.clone()), checks_writer);
+    let (flavors, flavors_writer) = reflector::store();
+    let (_, b) = crate::cache(Api::<ResourceFlavor>::all(client.clone()), flavors_writer);
     (checks, flavors, [a, b])
 }
 
