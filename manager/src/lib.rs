@@ -190,6 +190,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
     );
 
     let reservations = Arc::new(kueue::Reservations::default());
+    let (to_workloads, for_workloads) = mpsc::unbounded_channel();
     let admission = if kueue::controller::installed(&client).await {
         info!(
             "Kueue is installed: answering AdmissionChecks with controllerName {}",
@@ -206,10 +207,8 @@ pub async fn run(args: Args) -> Result<(), Error> {
             reservations: Arc::clone(&reservations),
             triggers: triggers.clone(),
         };
-        Some((
-            tokio::spawn(kueue::controller::run(ctx, shutdown.clone())),
-            caches,
-        ))
+        let controllers = kueue::controller::run(ctx, shutdown.clone(), for_workloads);
+        Some((tokio::spawn(controllers), caches))
     } else {
         info!("Kueue is not installed: every relayed Job is dispatched directly");
         None
@@ -232,9 +231,13 @@ pub async fn run(args: Args) -> Result<(), Error> {
     // a status never waits behind a queue of Jobs to dispatch).
     let (to_mirrors, for_mirrors) = mpsc::unbounded_channel();
     let (to_status, for_status) = mpsc::unbounded_channel();
+    let waiting = Arc::clone(&ctx.reservations);
     let fan_out = tokio::spawn(async move {
         let mut triggered = triggered;
         while let Some(key) = triggered.recv().await {
+            if let Some(workload) = waiting.workload_of(&key) {
+                let _ = to_workloads.send(workload);
+            }
             let _ = to_status.send(key.clone());
             let _ = to_mirrors.send(key);
         }

@@ -42,7 +42,8 @@ pub fn copied(worker_status: &[u8]) -> Result<Value, serde_json::Error> {
 /// Kueue releases an evicted Workload's quota only then.
 pub fn reconciled(current: Option<&JobStatus>, desired: &Value, suspended: bool) -> Value {
     let mut status = desired.as_object().cloned().unwrap_or_default();
-    if suspended {
+    // A finished Job needs a start time, suspended or not.
+    if suspended && !finished(desired) {
         status.remove("startTime");
         let count = |field: &str| status.get(field).and_then(Value::as_i64).unwrap_or(0);
         let remaining = count("active") + count("terminating");
@@ -122,12 +123,24 @@ pub fn failed(shown: &Value, reason: &str, message: &str, now: &str) -> Value {
     Value::Object(status)
 }
 
+/// Whether `status` (copied fields) shows `Complete` or `Failed`.
+fn finished(status: &Value) -> bool {
+    status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(terminal)
+}
+
+/// A `Complete` or `Failed` condition that is true.
+fn terminal(condition: &Value) -> bool {
+    matches!(condition["type"].as_str(), Some("Complete" | "Failed"))
+        && condition["status"] == "True"
+}
+
 /// When the worker's Job finished, if `desired` shows it finished and the
 /// manager Job does not yet (the moment a finish first reaches the manager).
 pub fn newly_finished_at(current: Option<&JobStatus>, desired: &Value) -> Option<Timestamp> {
-    let terminal = |c: &&Value| {
-        matches!(c["type"].as_str(), Some("Complete" | "Failed")) && c["status"] == "True"
-    };
     let shown = current
         .and_then(|s| s.conditions.as_ref())
         .into_iter()
@@ -139,7 +152,7 @@ pub fn newly_finished_at(current: Option<&JobStatus>, desired: &Value) -> Option
     desired["conditions"]
         .as_array()?
         .iter()
-        .find(terminal)?
+        .find(|c| terminal(c))?
         .get("lastTransitionTime")?
         .as_str()?
         .parse()
@@ -250,6 +263,17 @@ mod tests {
         assert_eq!(status["active"], 0, "every Pod is gone");
         assert!(status.get("startTime").is_none());
         assert_eq!(status["succeeded"], 1);
+        let refused = failed(
+            &json!({}),
+            "RemoteRejected",
+            "invalid",
+            "2026-11-22T11:00:00Z",
+        );
+        let status = reconciled(None, &refused, true);
+        assert_eq!(
+            status["startTime"], "2026-11-22T11:00:00Z",
+            "a finished Job keeps the start time the API server requires"
+        );
     }
 
     #[test]

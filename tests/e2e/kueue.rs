@@ -464,3 +464,45 @@ async fn kueue_deleting_a_finished_workload_leaves_nothing_that_blocks_the_names
     .await;
     jobrelay_e2e::leaks::assert_no_leaks(s.clusters.set(), &s.relay.origin, &s.ns).await;
 }
+
+#[tokio::test]
+async fn a_queued_job_a_worker_refuses_for_good_fails_and_its_workload_finishes() {
+    let s = queued("refused", 1).await;
+    // A Job of the same name that jobrelay did not create waits on worker-1.
+    let foreign_jobs: Api<Job> = s.worker_api("worker-1").await;
+    let foreign = jobrelay_e2e::fixtures::TestJob::new(&s.ns, "clash").run_for("1h");
+    foreign_jobs
+        .create(&Default::default(), &foreign.build())
+        .await
+        .expect("create the foreign Job");
+    s.create(queued_job(&s, "clash").label(jobrelay_proto::wire::CLUSTER_KEY, "worker-1"))
+        .await;
+    let failed = s.wait_condition("clash", "Failed").await;
+    let spec = failed.spec.as_ref().expect("spec");
+    assert_eq!(spec.suspend, Some(true), "never admitted: still suspended");
+    let status = failed.status.as_ref().expect("status");
+    assert!(
+        status.start_time.is_some(),
+        "a finished Job has a start time"
+    );
+    let workload = workload_of(&s, "clash").await.name_any();
+    let workloads: Api<Workload> = Api::namespaced(s.jobs.clone().into_client(), &s.ns);
+    wait::until(
+        "Kueue finishing the refused Job's Workload",
+        WAIT,
+        || async {
+            match workloads.get_opt(&workload).await {
+                Ok(Some(w)) if w.has("Finished") => Seen::Ready(()),
+                Ok(None) => Seen::Ready(()),
+                Ok(Some(w)) => Seen::Waiting(format!("{:?}", w.status.map(|st| st.conditions))),
+                Err(e) => Seen::Waiting(e.to_string()),
+            }
+        },
+    )
+    .await;
+    s.finish(WAIT).await;
+    foreign_jobs
+        .delete("clash", &kube::api::DeleteParams::background())
+        .await
+        .expect("delete the foreign Job");
+}

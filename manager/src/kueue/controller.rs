@@ -68,8 +68,13 @@ pub async fn installed(client: &kube::Client) -> bool {
         .is_ok()
 }
 
-/// Runs the Workload and AdmissionCheck controllers until shutdown.
-pub async fn run(ctx: Context, shutdown: Shutdown) {
+/// Runs the Workload and AdmissionCheck controllers until shutdown;
+/// `woken` names Workloads whose Job or mirror changed.
+pub async fn run(
+    ctx: Context,
+    shutdown: Shutdown,
+    woken: mpsc::UnboundedReceiver<ObjectRef<Workload>>,
+) {
     // A Workload looked at before the caches listed would look like none of
     // jobrelay's business, and not be looked at again until it changes.
     let listed = futures::future::try_join3(
@@ -93,6 +98,7 @@ pub async fn run(ctx: Context, shutdown: Shutdown) {
         watcher::Config::default().any_semantic(),
     )
     .with_config(controller::Config::default().concurrency(CONCURRENCY))
+    .reconcile_on(tokio_stream::wrappers::UnboundedReceiverStream::new(woken))
     .graceful_shutdown_on(shutdown.requested())
     .run(reconcile_workload, error_policy, ctx)
     .for_each(|_| futures::future::ready(()));
@@ -259,15 +265,16 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
                     return Ok(Action::requeue(after));
                 }
             };
-            if ctx.reservations.hold(
-                &job_uid,
-                Reservation {
+            if let Some(job) = &job {
+                let reservation = Reservation {
+                    job: ObjectRef::from_obj(job.as_ref()),
+                    workload: ObjectRef::from_obj(workload.as_ref()),
                     allowed,
                     scheduling,
-                },
-            ) && let Some(job) = &job
-            {
-                let _ = ctx.triggers.send(ObjectRef::from_obj(job.as_ref()));
+                };
+                if ctx.reservations.hold(&job_uid, reservation) {
+                    let _ = ctx.triggers.send(ObjectRef::from_obj(job.as_ref()));
+                }
             }
             Ok(Action::requeue(after))
         }
