@@ -191,13 +191,9 @@ pub async fn run(args: Args) -> Result<(), Error> {
 
     let reservations = Arc::new(kueue::Reservations::default());
     let (to_workloads, for_workloads) = mpsc::unbounded_channel();
-    let admission = if kueue::controller::installed(&client).await {
-        info!(
-            "Kueue is installed: answering AdmissionChecks with controllerName {}",
-            kueue::CONTROLLER_NAME
-        );
-        let (checks, flavors, caches) = kueue::controller::caches(&client);
-        let ctx = kueue::controller::Context {
+    let (checks, flavors, writers) = kueue::controller::stores();
+    let admission = tokio::spawn(kueue::controller::run_when_installed(
+        kueue::controller::Context {
             client: client.clone(),
             checks,
             flavors,
@@ -206,13 +202,11 @@ pub async fn run(args: Args) -> Result<(), Error> {
             fleet: Arc::clone(&fleet),
             reservations: Arc::clone(&reservations),
             triggers: triggers.clone(),
-        };
-        let controllers = kueue::controller::run(ctx, shutdown.clone(), for_workloads);
-        Some((tokio::spawn(controllers), caches))
-    } else {
-        info!("Kueue is not installed: every relayed Job is dispatched directly");
-        None
-    };
+        },
+        writers,
+        shutdown.clone(),
+        for_workloads,
+    ));
     let ctx = Arc::new(Context {
         client,
         fleet,
@@ -271,10 +265,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
     for task in [job_cache, cluster_cache, namespace_cache, status_writer] {
         task.abort();
     }
-    if let Some((controllers, caches)) = admission {
-        controllers.abort();
-        caches.iter().for_each(|task| task.abort());
-    }
+    admission.abort();
     health.abort();
     info!("stopped");
     Ok(())

@@ -59,8 +59,11 @@ pub struct Context {
     pub triggers: mpsc::UnboundedSender<ObjectRef<Job>>,
 }
 
+/// How often the manager looks for Kueue while it is not installed.
+const DISCOVERY_INTERVAL: Duration = Duration::from_secs(30);
+
 /// Whether the manager cluster serves Kueue's Workloads (Kueue installed).
-pub async fn installed(client: &kube::Client) -> bool {
+async fn installed(client: &kube::Client) -> bool {
     let workloads: Api<Workload> = Api::all(client.clone());
     workloads
         .list_metadata(&kube::api::ListParams::default().limit(1))
@@ -68,9 +71,64 @@ pub async fn installed(client: &kube::Client) -> bool {
         .is_ok()
 }
 
+/// What fills the caches of a [`Context`] once Kueue is found.
+pub struct Writers {
+    checks: reflector::store::Writer<AdmissionCheck>,
+    flavors: reflector::store::Writer<ResourceFlavor>,
+}
+
+/// The (empty) caches of AdmissionChecks and ResourceFlavors, and their
+/// writers for [`run_when_installed`].
+pub fn stores() -> (Store<AdmissionCheck>, Store<ResourceFlavor>, Writers) {
+    let (checks, checks_writer) = reflector::store();
+    let (flavors, flavors_writer) = reflector::store();
+    let writers = Writers {
+        checks: checks_writer,
+        flavors: flavors_writer,
+    };
+    (checks, flavors, writers)
+}
+
+/// Looks for Kueue until it is installed (now, or every
+/// [`DISCOVERY_INTERVAL`] after), then fills the caches and runs the
+/// controllers until shutdown.
+pub async fn run_when_installed(
+    ctx: Context,
+    writers: Writers,
+    shutdown: Shutdown,
+    woken: mpsc::UnboundedReceiver<ObjectRef<Workload>>,
+) {
+    let mut said = false;
+    while !installed(&ctx.client).await {
+        if !said {
+            info!(
+                "Kueue is not installed: relayed Jobs are dispatched directly; looking again every {}s",
+                DISCOVERY_INTERVAL.as_secs()
+            );
+            said = true;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(DISCOVERY_INTERVAL) => {}
+            () = shutdown.clone().requested() => return,
+        }
+    }
+    info!("Kueue is installed: answering AdmissionChecks with controllerName {CONTROLLER_NAME}");
+    let (_, checks) = crate::cache(
+        Api::<AdmissionCheck>::all(ctx.client.clone()),
+        writers.checks,
+    );
+    let (_, flavors) = crate::cache(
+        Api::<ResourceFlavor>::all(ctx.client.clone()),
+        writers.flavors,
+    );
+    run(ctx, shutdown, woken).await;
+    checks.abort();
+    flavors.abort();
+}
+
 /// Runs the Workload and AdmissionCheck controllers until shutdown;
 /// `woken` names Workloads whose Job or mirror changed.
-pub async fn run(
+async fn run(
     ctx: Context,
     shutdown: Shutdown,
     woken: mpsc::UnboundedReceiver<ObjectRef<Workload>>,
@@ -103,21 +161,6 @@ pub async fn run(
     .run(reconcile_workload, error_policy, ctx)
     .for_each(|_| futures::future::ready(()));
     futures::future::join(checks, workloads).await;
-}
-
-/// Starts the caches the controllers read (AdmissionChecks, ResourceFlavors).
-pub fn caches(
-    client: &kube::Client,
-) -> (
-    Store<AdmissionCheck>,
-    Store<ResourceFlavor>,
-    [tokio::task::JoinHandle<()>; 2],
-) {
-    let (checks, checks_writer) = reflector::store();
-    let (_, a) = crate::cache(Api::<AdmissionCheck>::all(client.clone()), checks_writer);
-    let (flavors, flavors_writer) = reflector::store();
-    let (_, b) = crate::cache(Api::<ResourceFlavor>::all(client.clone()), flavors_writer);
-    (checks, flavors, [a, b])
 }
 
 fn error_policy<K>(_: Arc<K>, error: &Error, _: Arc<Context>) -> Action {
