@@ -627,3 +627,82 @@ async fn the_mirror_waits_suspended_with_the_flavors_constraints_until_kueue_adm
     s.wait_condition("flavored", "Complete").await;
     s.finish(WAIT).await;
 }
+
+#[tokio::test]
+async fn parameters_keep_a_checks_workloads_on_one_worker_cluster_and_bad_ones_show() {
+    let (clusters, relay) = setup().await;
+    let s = Scenario::new(clusters, relay, "pinnedcq").await;
+    let client = kit::client(clusters.manager()).await;
+    let check = |name: &str, group: &str, kind: &str, cluster: &str| {
+        json!({
+            "metadata": {"name": name},
+            "spec": {
+                "controllerName": jobrelay_proto::wire::MANAGED_BY,
+                "parameters": {"apiGroup": group, "kind": kind, "name": cluster},
+            },
+        })
+    };
+    let only = format!("only-w2-{}", s.ns);
+    let unknown = format!("unknown-{}", s.ns);
+    let invalid = format!("invalid-{}", s.ns);
+    for (name, body) in [
+        (
+            &only,
+            check(&only, "jobrelay.dev", "WorkerCluster", "worker-2"),
+        ),
+        (
+            &unknown,
+            check(&unknown, "jobrelay.dev", "WorkerCluster", "worker-9"),
+        ),
+        (
+            &invalid,
+            check(&invalid, "kueue.x-k8s.io", "MultiKueueConfig", "c"),
+        ),
+    ] {
+        kueue::apply(&client, "AdmissionCheck", None, body)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e:#}"));
+    }
+    let checks: Api<AdmissionCheck> = Api::all(client.clone());
+    for (name, status, reason) in [
+        (&only, "True", "Active"),
+        (&unknown, "False", "UnknownCluster"),
+        (&invalid, "False", "InvalidParameters"),
+    ] {
+        wait::until(
+            format!("AdmissionCheck {name} Active={status} ({reason})"),
+            WAIT,
+            || async {
+                let active = checks.get(name).await.ok().and_then(|c| {
+                    c.status?
+                        .conditions
+                        .into_iter()
+                        .find(|c| c.type_ == "Active")
+                });
+                match active {
+                    Some(c) if c.status == status && c.reason.as_deref() == Some(reason) => {
+                        Seen::Ready(())
+                    }
+                    other => Seen::Waiting(format!("{other:?}")),
+                }
+            },
+        )
+        .await;
+    }
+    kueue::queue(&client, &s.ns, &s.ns, 4, &only)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    for i in 0..3 {
+        s.create(queued_job(&s, &format!("p{i}")).run_for("1s"))
+            .await;
+    }
+    for i in 0..3 {
+        let name = format!("p{i}");
+        assert_eq!(s.assigned_worker(&name).await.name, "worker-2", "{name}");
+        s.wait_condition(&name, "Complete").await;
+    }
+    s.finish(WAIT).await;
+    for name in [&only, &unknown, &invalid] {
+        let _ = checks.delete(name, &Default::default()).await;
+    }
+}
