@@ -293,6 +293,7 @@ where
         watcher::Config::default().timeout(jobrelay_process::WATCH_TIMEOUT_SECS),
     )
     .default_backoff()
+    .modify(jobrelay_process::cache::trim)
     .reflect_shared(writer);
     let task = tokio::spawn(events.for_each(move |event| {
         match event {

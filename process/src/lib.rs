@@ -12,8 +12,10 @@
 //! Also the plaintext `grpc.health.v1.Health` endpoint for Kubernetes probes,
 //! the one shutdown every part of a process waits on, logging, the
 //! Kubernetes client with its rate limit (the one token bucket every write
-//! budget uses), and how long a Kubernetes watch may run.
+//! budget uses), how long a Kubernetes watch may run, and what a watch cache
+//! keeps of an object.
 
+pub mod cache;
 pub mod client;
 pub mod config_file;
 pub mod error;

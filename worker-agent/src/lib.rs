@@ -95,14 +95,16 @@ pub async fn run(args: Args) -> Result<(), Error> {
     let job_watch = watch(
         reflector::reflector(
             job_writer,
-            watcher(Api::<Job>::all(client.clone()), selector.clone()),
+            watcher(Api::<Job>::all(client.clone()), selector.clone())
+                .modify(jobrelay_process::cache::trim),
         ),
         Arc::clone(&changed),
     );
     let pod_watch = watch(
         reflector::reflector(
             pod_writer,
-            watcher(Api::<Pod>::all(client.clone()), selector),
+            watcher(Api::<Pod>::all(client.clone()), selector)
+                .modify(jobrelay_process::cache::trim),
         ),
         Arc::clone(&changed),
     );
