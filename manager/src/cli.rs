@@ -22,7 +22,8 @@ pub struct Cli {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// Print the WorkerCluster CustomResourceDefinition as YAML.
+    /// Print jobrelay's CustomResourceDefinitions (WorkerCluster, then
+    /// WorkerClusterSet) as YAML.
     Crd,
 }
 

@@ -24,6 +24,7 @@ pub mod session;
 pub mod status;
 pub mod status_sync;
 pub mod worker_cluster;
+pub mod worker_cluster_set;
 
 use std::sync::Arc;
 
@@ -63,7 +64,11 @@ const SHARED_BUFFER: usize = 4096;
 pub async fn main(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Some(Command::Crd) => {
-            print!("{}", worker_cluster::crd_yaml());
+            print!(
+                "{}---\n{}",
+                worker_cluster::crd_yaml(),
+                worker_cluster_set::crd_yaml()
+            );
             Ok(())
         }
         None => run(cli.run).await,
@@ -191,12 +196,13 @@ pub async fn run(args: Args) -> Result<(), Error> {
 
     let reservations = Arc::new(kueue::Reservations::default());
     let (to_workloads, for_workloads) = mpsc::unbounded_channel();
-    let (checks, flavors, writers) = kueue::controller::stores();
+    let (stores, writers) = kueue::controller::stores();
     let admission = tokio::spawn(kueue::controller::run_when_installed(
         kueue::controller::Context {
             client: client.clone(),
-            checks,
-            flavors,
+            checks: stores.checks,
+            flavors: stores.flavors,
+            sets: stores.sets,
             jobs: jobs.clone(),
             registry: registry.clone(),
             fleet: Arc::clone(&fleet),

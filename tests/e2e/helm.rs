@@ -26,6 +26,8 @@ const HEALTH_PORT: i32 = 8081;
 const READY_SERVICE: &str = "jobrelay.v1.Relay";
 const TLS_DIR: &str = "/etc/jobrelay/tls";
 const CRD_NAME: &str = "workerclusters.jobrelay.dev";
+/// The CRD of the sets of clusters a Kueue AdmissionCheck may name.
+const SET_CRD_NAME: &str = "workerclustersets.jobrelay.dev";
 /// Longer than helm or kubectl ever take here; a command still running then
 /// is stuck.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
@@ -476,6 +478,13 @@ async fn manager_objects_are_accepted_by_the_api_server() {
             .iter()
             .any(|o| kind(o) == "CustomResourceDefinition" && name(o) == CRD_NAME),
         "the chart ships the {CRD_NAME} CRD (crds/workercluster.yaml): {:?}",
+        summary(objects)
+    );
+    assert!(
+        objects
+            .iter()
+            .any(|o| kind(o) == "CustomResourceDefinition" && name(o) == SET_CRD_NAME),
+        "the chart ships the {SET_CRD_NAME} CRD (crds/workerclusterset.yaml): {:?}",
         summary(objects)
     );
     assert!(

@@ -13,6 +13,7 @@ use jobrelay_e2e::relay::{Options, Relay};
 use jobrelay_e2e::scenario::{Scenario, WAIT, has_condition};
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_manager::kueue::types::{AdmissionCheck, Workload};
+use jobrelay_manager::worker_cluster_set::{WorkerClusterSet, WorkerClusterSetSpec};
 use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -629,30 +630,56 @@ async fn the_mirror_waits_suspended_with_the_flavors_constraints_until_kueue_adm
 }
 
 #[tokio::test]
-async fn parameters_keep_a_checks_workloads_on_one_worker_cluster_and_bad_ones_show() {
+async fn parameters_keep_a_checks_workloads_on_its_worker_clusters_and_bad_ones_show() {
     let (clusters, relay) = setup().await;
     let s = Scenario::new(clusters, relay, "pinnedcq").await;
     let client = kit::client(clusters.manager()).await;
-    let check = |name: &str, group: &str, kind: &str, cluster: &str| {
+    let check = |name: &str, group: &str, kind: &str, target: &str| {
         json!({
             "metadata": {"name": name},
             "spec": {
                 "controllerName": jobrelay_proto::wire::MANAGED_BY,
-                "parameters": {"apiGroup": group, "kind": kind, "name": cluster},
+                "parameters": {"apiGroup": group, "kind": kind, "name": target},
             },
         })
     };
+    // A WorkerClusterSet of worker-2 alone, in the spirit of MultiKueueConfig.
+    let set_name = format!("only-w2-{}", s.ns);
+    let sets: Api<WorkerClusterSet> = Api::all(client.clone());
+    let set = WorkerClusterSet::new(
+        &set_name,
+        WorkerClusterSetSpec {
+            clusters: vec!["worker-2".into()],
+        },
+    );
+    sets.patch(
+        &set_name,
+        &PatchParams::apply("jobrelay-e2e").force(),
+        &Patch::Apply(&set),
+    )
+    .await
+    .expect("apply the WorkerClusterSet");
     let only = format!("only-w2-{}", s.ns);
+    let single = format!("single-{}", s.ns);
     let unknown = format!("unknown-{}", s.ns);
+    let no_set = format!("no-set-{}", s.ns);
     let invalid = format!("invalid-{}", s.ns);
     for (name, body) in [
         (
             &only,
-            check(&only, "jobrelay.dev", "WorkerCluster", "worker-2"),
+            check(&only, "jobrelay.dev", "WorkerClusterSet", &set_name),
+        ),
+        (
+            &single,
+            check(&single, "jobrelay.dev", "WorkerCluster", "worker-1"),
         ),
         (
             &unknown,
             check(&unknown, "jobrelay.dev", "WorkerCluster", "worker-9"),
+        ),
+        (
+            &no_set,
+            check(&no_set, "jobrelay.dev", "WorkerClusterSet", "missing"),
         ),
         (
             &invalid,
@@ -666,7 +693,9 @@ async fn parameters_keep_a_checks_workloads_on_one_worker_cluster_and_bad_ones_s
     let checks: Api<AdmissionCheck> = Api::all(client.clone());
     for (name, status, reason) in [
         (&only, "True", "Active"),
+        (&single, "True", "Active"),
         (&unknown, "False", "UnknownCluster"),
+        (&no_set, "False", "InvalidParameters"),
         (&invalid, "False", "InvalidParameters"),
     ] {
         wait::until(
@@ -702,7 +731,8 @@ async fn parameters_keep_a_checks_workloads_on_one_worker_cluster_and_bad_ones_s
         s.wait_condition(&name, "Complete").await;
     }
     s.finish(WAIT).await;
-    for name in [&only, &unknown, &invalid] {
+    for name in [&only, &single, &unknown, &no_set, &invalid] {
         let _ = checks.delete(name, &Default::default()).await;
     }
+    let _ = sets.delete(&set_name, &Default::default()).await;
 }

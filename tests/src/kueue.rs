@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use crate::certs::RelayCa;
 use crate::cluster::ClusterInfo;
 use crate::controlplane;
-use crate::relay::{free_port, http_get, start_logged};
+use crate::relay::{free_port, http_get, install_crd, start_logged};
 use crate::wait::{self, Seen};
 
 /// The namespace Kueue runs in (its Events, its configuration's `namespace`).
@@ -383,7 +383,6 @@ async fn install_crds(
     ca_bundle: &Value,
 ) -> anyhow::Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut names = Vec::new();
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .flatten()
         .map(|e| e.path())
@@ -407,33 +406,11 @@ async fn install_crds(
             .as_str()
             .context("CRD without a name")?
             .to_string();
-        crds.patch(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .with_context(|| format!("applying CRD {name}"))?;
-        names.push(name);
-    }
-    for name in names {
-        wait::try_until(format!("CRD {name} established"), START_TIMEOUT, || async {
-            match crds.get(&name).await {
-                Ok(crd) if established(&crd) => Seen::Ready(()),
-                Ok(_) => Seen::Waiting("not established".into()),
-                Err(e) => Seen::Waiting(e.to_string()),
-            }
-        })
-        .await?;
+        install_crd(&crds, &name, &crd)
+            .await
+            .with_context(|| format!("installing CRD {name}"))?;
     }
     Ok(())
-}
-
-fn established(crd: &CustomResourceDefinition) -> bool {
-    crd.status
-        .iter()
-        .flat_map(|s| s.conditions.iter().flatten())
-        .any(|c| c.type_ == "Established" && c.status == "True")
 }
 
 /// The paths the process serves with only the `batch/job` integration on:

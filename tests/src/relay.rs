@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use jobrelay_manager::worker_cluster::{WorkerCluster, WorkerClusterSpec};
+use jobrelay_manager::worker_cluster_set::WorkerClusterSet;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{CustomResourceExt, ResourceExt};
@@ -435,20 +436,19 @@ impl Drop for Relay {
     }
 }
 
-/// Installs the WorkerCluster CRD on the manager cluster, waits until it is
-/// served, and registers every worker of the set.
-pub async fn register(set: &ClusterSet) -> anyhow::Result<()> {
-    let client = set.manager().client().await?;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = WorkerCluster::crd();
-    let name = crd.name_any();
+/// Applies a CRD server-side and waits until it is established.
+pub(crate) async fn install_crd(
+    crds: &Api<CustomResourceDefinition>,
+    name: &str,
+    crd: &(impl serde::Serialize + std::fmt::Debug),
+) -> anyhow::Result<()> {
     let apply = PatchParams::apply("jobrelay-e2e").force();
-    crds.patch(&name, &apply, &Patch::Apply(&crd)).await?;
+    crds.patch(name, &apply, &Patch::Apply(crd)).await?;
     wait::try_until(
         format!("CRD {name} established"),
         Duration::from_secs(30),
         || async {
-            match crds.get(&name).await {
+            match crds.get(name).await {
                 Ok(crd) => {
                     let established = crd
                         .status
@@ -467,6 +467,19 @@ pub async fn register(set: &ClusterSet) -> anyhow::Result<()> {
         },
     )
     .await?;
+    Ok(())
+}
+
+/// Installs jobrelay's CRDs (WorkerCluster, WorkerClusterSet) on the manager
+/// cluster, waits until they are served, and registers every worker of the
+/// set.
+pub async fn register(set: &ClusterSet) -> anyhow::Result<()> {
+    let client = set.manager().client().await?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in [WorkerCluster::crd(), WorkerClusterSet::crd()] {
+        install_crd(&crds, &crd.name_any(), &crd).await?;
+    }
+    let apply = PatchParams::apply("jobrelay-e2e").force();
     let clusters: Api<WorkerCluster> = Api::all(client);
     for worker in set.workers() {
         let registration = WorkerCluster::new(&worker.name, WorkerClusterSpec::default());

@@ -17,7 +17,8 @@ pub const AWAIT_MIRROR: Duration = Duration::from_secs(1);
 pub enum Allowed {
     /// No `parameters`: every WorkerCluster.
     Any,
-    /// `parameters` naming a WorkerCluster: that one only.
+    /// `parameters` naming a WorkerCluster (that one) or a
+    /// WorkerClusterSet (its clusters).
     Only(BTreeSet<String>),
 }
 
@@ -40,21 +41,34 @@ impl Allowed {
     }
 }
 
-/// Reads a check's `parameters`; the error says what is wrong with them.
-pub fn allowed(parameters: Option<&Parameters>) -> Result<Allowed, String> {
+/// Reads a check's `parameters`, looking a WorkerClusterSet's clusters up
+/// with `set`; the error says what is wrong with them.
+pub fn allowed(
+    parameters: Option<&Parameters>,
+    set: impl Fn(&str) -> Option<Vec<String>>,
+) -> Result<Allowed, String> {
     let Some(p) = parameters else {
         return Ok(Allowed::Any);
     };
-    if p.api_group != "jobrelay.dev" || p.kind != "WorkerCluster" {
-        return Err(format!(
-            "spec.parameters must name a WorkerCluster (apiGroup jobrelay.dev, kind WorkerCluster), not {}/{}",
-            p.api_group, p.kind
-        ));
-    }
     if p.name.is_empty() {
         return Err("spec.parameters.name is empty".into());
     }
-    Ok(Allowed::Only(BTreeSet::from([p.name.clone()])))
+    match (p.api_group.as_str(), p.kind.as_str()) {
+        ("jobrelay.dev", "WorkerCluster") => Ok(Allowed::Only(BTreeSet::from([p.name.clone()]))),
+        ("jobrelay.dev", "WorkerClusterSet") => match set(&p.name) {
+            Some(clusters) if !clusters.is_empty() => {
+                Ok(Allowed::Only(clusters.into_iter().collect()))
+            }
+            Some(_) => Err(format!("WorkerClusterSet {} lists no cluster", p.name)),
+            None => Err(format!(
+                "WorkerClusterSet {} (spec.parameters.name) does not exist",
+                p.name
+            )),
+        },
+        (group, kind) => Err(format!(
+            "spec.parameters must name a WorkerCluster or a WorkerClusterSet (apiGroup jobrelay.dev), not {group}/{kind}"
+        )),
+    }
 }
 
 /// An AdmissionCheck's `Active` condition: (status, reason, message).
@@ -298,7 +312,13 @@ mod tests {
     }
 
     #[test]
-    fn parameters_name_one_worker_cluster_or_none() {
+    fn parameters_name_a_worker_cluster_a_set_of_them_or_none() {
+        let sets = |name: &str| match name {
+            "gpu" => Some(vec!["w1".to_string(), "w2".to_string()]),
+            "empty" => Some(Vec::new()),
+            _ => None,
+        };
+        let allowed = |p: Option<&Parameters>| allowed(p, sets);
         assert_eq!(allowed(None), Ok(Allowed::Any));
         let p = |group: &str, kind: &str, name: &str| Parameters {
             api_group: group.into(),
@@ -312,6 +332,19 @@ mod tests {
         let wrong = allowed(Some(&p("kueue.x-k8s.io", "MultiKueueConfig", "c"))).unwrap_err();
         assert!(wrong.contains("spec.parameters") && wrong.contains("MultiKueueConfig"));
         assert!(allowed(Some(&p("jobrelay.dev", "WorkerCluster", ""))).is_err());
+        assert_eq!(
+            allowed(Some(&p("jobrelay.dev", "WorkerClusterSet", "gpu"))),
+            Ok(Allowed::Only(BTreeSet::from([
+                "w1".to_string(),
+                "w2".to_string()
+            ])))
+        );
+        let missing = allowed(Some(&p("jobrelay.dev", "WorkerClusterSet", "cpu"))).unwrap_err();
+        assert!(
+            missing.contains("cpu") && missing.contains("does not exist"),
+            "{missing}"
+        );
+        assert!(allowed(Some(&p("jobrelay.dev", "WorkerClusterSet", "empty"))).is_err());
     }
 
     #[test]

@@ -30,6 +30,7 @@ use crate::fleet::Fleet;
 use crate::placement::{assigned_cluster, pinned_cluster};
 use crate::reconcile::FIELD_MANAGER;
 use crate::registry::Registry;
+use crate::worker_cluster_set::WorkerClusterSet;
 
 /// How often an AdmissionCheck's `Active` condition is looked at again, so
 /// that it follows agents connecting and leaving.
@@ -51,6 +52,7 @@ pub struct Context {
     pub client: kube::Client,
     pub checks: Store<AdmissionCheck>,
     pub flavors: Store<ResourceFlavor>,
+    pub sets: Store<WorkerClusterSet>,
     pub jobs: Store<Job>,
     pub registry: Registry,
     pub fleet: Arc<Fleet>,
@@ -75,18 +77,35 @@ async fn installed(client: &kube::Client) -> bool {
 pub struct Writers {
     checks: reflector::store::Writer<AdmissionCheck>,
     flavors: reflector::store::Writer<ResourceFlavor>,
+    sets: reflector::store::Writer<WorkerClusterSet>,
 }
 
-/// The (empty) caches of AdmissionChecks and ResourceFlavors, and their
-/// writers for [`run_when_installed`].
-pub fn stores() -> (Store<AdmissionCheck>, Store<ResourceFlavor>, Writers) {
+/// The caches a [`Context`] reads: AdmissionChecks, ResourceFlavors and
+/// WorkerClusterSets.
+pub struct Stores {
+    pub checks: Store<AdmissionCheck>,
+    pub flavors: Store<ResourceFlavor>,
+    pub sets: Store<WorkerClusterSet>,
+}
+
+/// The (empty) caches, and their writers for [`run_when_installed`].
+pub fn stores() -> (Stores, Writers) {
     let (checks, checks_writer) = reflector::store();
     let (flavors, flavors_writer) = reflector::store();
+    let (sets, sets_writer) = reflector::store();
     let writers = Writers {
         checks: checks_writer,
         flavors: flavors_writer,
+        sets: sets_writer,
     };
-    (checks, flavors, writers)
+    (
+        Stores {
+            checks,
+            flavors,
+            sets,
+        },
+        writers,
+    )
 }
 
 /// Looks for Kueue until it is installed (now, or every
@@ -121,9 +140,14 @@ pub async fn run_when_installed(
         Api::<ResourceFlavor>::all(ctx.client.clone()),
         writers.flavors,
     );
+    let (_, sets) = crate::cache(
+        Api::<WorkerClusterSet>::all(ctx.client.clone()),
+        writers.sets,
+    );
     run(ctx, shutdown, woken).await;
     checks.abort();
     flavors.abort();
+    sets.abort();
 }
 
 /// Runs the Workload and AdmissionCheck controllers until shutdown;
@@ -174,7 +198,7 @@ async fn reconcile_check(check: Arc<AdmissionCheck>, ctx: Arc<Context>) -> Resul
     if check.spec.controller_name != CONTROLLER_NAME {
         return Ok(Action::await_change());
     }
-    let allowed = check::allowed(check.spec.parameters.as_ref());
+    let allowed = allowed(&check, &ctx.sets);
     let registered: BTreeSet<String> = ctx
         .registry
         .clusters
@@ -232,7 +256,7 @@ fn apply_params() -> PatchParams {
 /// Answers jobrelay's check on one Workload.
 #[instrument(skip_all, fields(workload = %ObjectRef::from_obj(workload.as_ref())))]
 async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let Some((check_name, allowed)) = jobrelay_check(&workload, &ctx.checks) else {
+    let Some((check_name, allowed)) = jobrelay_check(&workload, &ctx.checks, &ctx.sets) else {
         return Ok(Action::await_change());
     };
     let namespace = workload.namespace().unwrap_or_default();
@@ -340,6 +364,7 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
 fn jobrelay_check(
     workload: &Workload,
     checks: &Store<AdmissionCheck>,
+    sets: &Store<WorkerClusterSet>,
 ) -> Option<(String, Result<check::Allowed, String>)> {
     workload
         .status
@@ -347,13 +372,20 @@ fn jobrelay_check(
         .flat_map(|s| &s.admission_checks)
         .find_map(|state| {
             let check = checks.get(&ObjectRef::new(&state.name))?;
-            (check.spec.controller_name == CONTROLLER_NAME).then(|| {
-                (
-                    state.name.clone(),
-                    check::allowed(check.spec.parameters.as_ref()),
-                )
-            })
+            (check.spec.controller_name == CONTROLLER_NAME)
+                .then(|| (state.name.clone(), allowed(&check, sets)))
         })
+}
+
+/// What a check's parameters allow, WorkerClusterSets read from the cache.
+fn allowed(
+    check: &AdmissionCheck,
+    sets: &Store<WorkerClusterSet>,
+) -> Result<check::Allowed, String> {
+    check::allowed(check.spec.parameters.as_ref(), |name| {
+        sets.get(&ObjectRef::new(name))
+            .map(|set| set.spec.clusters.clone())
+    })
 }
 
 fn job_side(job: &Job, uid: &str, fleet: &Fleet) -> JobSide {
