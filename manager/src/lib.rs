@@ -5,6 +5,7 @@
 pub mod cli;
 pub mod cluster_status;
 pub mod config;
+pub mod crds;
 pub mod error;
 pub mod events;
 pub mod fleet;
@@ -64,11 +65,7 @@ const SHARED_BUFFER: usize = 4096;
 pub async fn main(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Some(Command::Crd) => {
-            print!(
-                "{}---\n{}",
-                worker_cluster::crd_yaml(),
-                worker_cluster_set::crd_yaml()
-            );
+            print!("{}", crds::all());
             Ok(())
         }
         None => run(cli.run).await,

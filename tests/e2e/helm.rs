@@ -473,20 +473,15 @@ async fn manager_objects_are_accepted_by_the_api_server() {
             summary(objects)
         );
     }
-    assert!(
-        objects
-            .iter()
-            .any(|o| kind(o) == "CustomResourceDefinition" && name(o) == CRD_NAME),
-        "the chart ships the {CRD_NAME} CRD (crds/workercluster.yaml): {:?}",
-        summary(objects)
-    );
-    assert!(
-        objects
-            .iter()
-            .any(|o| kind(o) == "CustomResourceDefinition" && name(o) == SET_CRD_NAME),
-        "the chart ships the {SET_CRD_NAME} CRD (crds/workerclusterset.yaml): {:?}",
-        summary(objects)
-    );
+    for crd in [CRD_NAME, SET_CRD_NAME] {
+        assert!(
+            objects
+                .iter()
+                .any(|o| kind(o) == "CustomResourceDefinition" && name(o) == crd),
+            "the chart ships the {crd} CRD (crds/): {:?}",
+            summary(objects)
+        );
+    }
     assert!(
         !objects.iter().any(|o| name(o).ends_with("-agent")),
         "the agent is off: {:?}",
