@@ -137,7 +137,8 @@ pub struct Input {
     pub state: String,
     /// The owning Job, if the cache has it.
     pub job: Option<JobSide>,
-    pub allowed: Allowed,
+    /// What the check's parameters allow, or what is wrong with them.
+    pub allowed: Result<Allowed, String>,
     /// Some allowed cluster is connected and admits the Job's namespace.
     pub placeable: bool,
 }
@@ -164,14 +165,25 @@ pub fn decide(input: &Input) -> CheckStep {
     if !input.quota_reserved || input.finished || input.evicted || input.state != "Pending" {
         return CheckStep::Idle;
     }
+    // Kueue holds back a ClusterQueue whose checks are not Active; a
+    // Workload that got quota anyway is sent back.
+    let allowed = match &input.allowed {
+        Ok(allowed) => allowed,
+        Err(why) => {
+            return CheckStep::Retry {
+                message: why.clone(),
+                after: RETRY_AFTER,
+            };
+        }
+    };
     let Some(job) = &input.job else {
         return CheckStep::Wait(AWAIT_MIRROR);
     };
     if let Some(cluster) = &job.cluster {
-        if !input.allowed.allows(cluster) {
+        if !allowed.allows(cluster) {
             return CheckStep::Rejected(format!(
                 "the Job is bound to cluster {cluster}, which this check does not allow ({})",
-                input.allowed.describe()
+                allowed.describe()
             ));
         }
         if !job.cluster_connected {
@@ -188,18 +200,18 @@ pub fn decide(input: &Input) -> CheckStep {
         return CheckStep::Reserve(AWAIT_MIRROR);
     }
     if let Some(pinned) = &job.pinned
-        && !input.allowed.allows(pinned)
+        && !allowed.allows(pinned)
     {
         return CheckStep::Rejected(format!(
             "the Job is pinned to cluster {pinned} (label jobrelay.dev/cluster), which this check does not allow ({})",
-            input.allowed.describe()
+            allowed.describe()
         ));
     }
     if !input.placeable {
         return CheckStep::Retry {
             message: format!(
                 "no connected worker cluster ({}) admits the Job's namespace",
-                input.allowed.describe()
+                allowed.describe()
             ),
             after: RETRY_AFTER,
         };
@@ -218,7 +230,7 @@ mod tests {
             evicted: false,
             state: "Pending".into(),
             job: Some(JobSide::default()),
-            allowed: Allowed::Any,
+            allowed: Ok(Allowed::Any),
             placeable: true,
         }
     }
@@ -270,6 +282,26 @@ mod tests {
     }
 
     #[test]
+    fn invalid_parameters_send_a_reserved_workload_back_and_leave_others_alone() {
+        let invalid = Input {
+            allowed: Err("WorkerClusterSet gpu does not exist".into()),
+            ..input()
+        };
+        assert!(
+            matches!(decide(&invalid), CheckStep::Retry { message, .. } if message.contains("gpu"))
+        );
+        let unreserved = Input {
+            quota_reserved: false,
+            ..invalid
+        };
+        assert_eq!(
+            decide(&unreserved),
+            CheckStep::Idle,
+            "written once at most, never in a loop"
+        );
+    }
+
+    #[test]
     fn retries_when_no_worker_can_take_it() {
         let i = Input {
             placeable: false,
@@ -292,14 +324,14 @@ mod tests {
     fn rejects_a_job_bound_or_pinned_outside_the_allowed_clusters() {
         let only_w2 = Allowed::Only(BTreeSet::from(["w2".to_string()]));
         let bound = Input {
-            allowed: only_w2.clone(),
+            allowed: Ok(only_w2.clone()),
             ..placed(true, true)
         };
         assert!(
             matches!(decide(&bound), CheckStep::Rejected(m) if m.contains("bound to cluster w1"))
         );
         let pinned = Input {
-            allowed: only_w2,
+            allowed: Ok(only_w2),
             job: Some(JobSide {
                 pinned: Some("w1".into()),
                 ..JobSide::default()

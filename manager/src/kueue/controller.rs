@@ -269,39 +269,23 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
         .owner_job()
         .map(|(_, uid)| uid.to_string())
         .unwrap_or_default();
-    let allowed = match allowed {
-        Ok(allowed) => allowed,
-        Err(why) => {
-            // Kueue holds back a ClusterQueue whose checks are not Active;
-            // a Workload that got here anyway is retried.
-            return write_state(
-                &workload,
-                &check_name,
-                "Retry",
-                &why,
-                Some(check::RETRY_AFTER),
-                &ctx,
-            )
-            .await;
-        }
+    let input = Input {
+        quota_reserved: workload.has("QuotaReserved"),
+        finished: workload.has("Finished"),
+        evicted: workload.has("Evicted"),
+        state: workload
+            .check(&check_name)
+            .map(|c| c.state.clone())
+            .unwrap_or_default(),
+        job: job
+            .as_deref()
+            .map(|job| job_side(job, &job_uid, &ctx.fleet)),
+        placeable: ctx.fleet.candidates().iter().any(|c| {
+            allowed.as_ref().is_ok_and(|a| a.allows(&c.name))
+                && ctx.registry.admits(&c.name, &namespace).is_ok()
+        }),
+        allowed: allowed.clone(),
     };
-    let input =
-        Input {
-            quota_reserved: workload.has("QuotaReserved"),
-            finished: workload.has("Finished"),
-            evicted: workload.has("Evicted"),
-            state: workload
-                .check(&check_name)
-                .map(|c| c.state.clone())
-                .unwrap_or_default(),
-            job: job
-                .as_deref()
-                .map(|job| job_side(job, &job_uid, &ctx.fleet)),
-            placeable: ctx.fleet.candidates().iter().any(|c| {
-                allowed.allows(&c.name) && ctx.registry.admits(&c.name, &namespace).is_ok()
-            }),
-            allowed: allowed.clone(),
-        };
     let step = check::decide(&input);
     debug!(?step, "admission check");
     match step {
@@ -332,7 +316,9 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
                     return Ok(Action::requeue(after));
                 }
             };
-            if let Some(job) = &job {
+            if let Some(job) = &job
+                && let Ok(allowed) = allowed
+            {
                 let reservation = Reservation {
                     job: ObjectRef::from_obj(job.as_ref()),
                     workload: ObjectRef::from_obj(workload.as_ref()),
