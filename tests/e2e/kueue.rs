@@ -8,15 +8,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jobrelay_e2e::kit::{self, Clusters};
-use jobrelay_e2e::kueue::{self, Kueue, Settings};
+use jobrelay_e2e::kueue::{Kueue, Settings};
+use jobrelay_e2e::kueue_objects::{self, live_worker_pods, worker_pods_of, workload_of};
 use jobrelay_e2e::relay::{Options, Relay};
 use jobrelay_e2e::scenario::{Scenario, WAIT, has_condition};
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_manager::kueue::types::{AdmissionCheck, Workload};
 use jobrelay_manager::worker_cluster_set::{WorkerClusterSet, WorkerClusterSetSpec};
-use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
@@ -56,10 +55,10 @@ async fn setup() -> (&'static Clusters, &'static Relay) {
             let (clusters, relay) = kit::relay_with(2, Options::default()).await;
             let client = kit::client(clusters.manager()).await;
             let prioritised = async {
-                kueue::admission_check(&client, CHECK).await?;
+                kueue_objects::admission_check(&client, CHECK).await?;
                 for (name, value) in [("low", 100), ("high", 1000)] {
                     let class = json!({"metadata": {"name": name}, "value": value});
-                    kueue::apply(&client, "WorkloadPriorityClass", None, class).await?;
+                    kueue_objects::apply(&client, "WorkloadPriorityClass", None, class).await?;
                 }
                 anyhow::Ok(())
             };
@@ -75,7 +74,7 @@ async fn queued(prefix: &str, cpu: u32) -> Scenario {
     let (clusters, relay) = setup().await;
     let s = Scenario::new(clusters, relay, prefix).await;
     let client = kit::client(clusters.manager()).await;
-    kueue::queue(&client, &s.ns, &s.ns, cpu, CHECK)
+    kueue_objects::queue(&client, &s.ns, &s.ns, cpu, CHECK)
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     s
@@ -83,76 +82,9 @@ async fn queued(prefix: &str, cpu: u32) -> Scenario {
 
 /// A Job queued in the scenario's LocalQueue, requesting one CPU.
 fn queued_job(s: &Scenario, name: &str) -> jobrelay_e2e::fixtures::TestJob {
-    s.job(name).label(QUEUE_NAME, kueue::LOCAL_QUEUE).cpu("1")
-}
-
-/// The Workload Kueue made for the manager Job `name`.
-async fn workload_of(s: &Scenario, name: &str) -> Workload {
-    let workloads: Api<Workload> = Api::namespaced(s.jobs.clone().into_client(), &s.ns);
-    wait::until(format!("the Workload of Job {name}"), WAIT, || async {
-        match workloads.list(&ListParams::default()).await {
-            Ok(list) => match list
-                .items
-                .into_iter()
-                .find(|w| w.owner_job().is_some_and(|(n, _)| n == name))
-            {
-                Some(w) => Seen::Ready(w),
-                None => Seen::Waiting("none yet".into()),
-            },
-            Err(e) => Seen::Waiting(e.to_string()),
-        }
-    })
-    .await
-}
-
-/// Worker Pods of this namespace's mirrors that are not terminating, by
-/// origin UID.
-async fn live_worker_pods(s: &Scenario) -> BTreeMap<String, usize> {
-    let mut live = BTreeMap::new();
-    let selector = ListParams::default().labels(&format!("{ORIGIN_LABEL}={}", s.relay.origin));
-    for worker in s.clusters.workers() {
-        let pods: Api<Pod> = s.worker_api(&worker.name).await;
-        for pod in pods
-            .list(&selector)
-            .await
-            .map(|l| l.items)
-            .unwrap_or_default()
-        {
-            let phase = pod
-                .status
-                .as_ref()
-                .and_then(|st| st.phase.clone())
-                .unwrap_or_default();
-            if pod.metadata.deletion_timestamp.is_none()
-                && (phase == "Running" || phase == "Pending")
-            {
-                *live
-                    .entry(
-                        pod.labels()
-                            .get(ORIGIN_UID_LABEL)
-                            .cloned()
-                            .unwrap_or_default(),
-                    )
-                    .or_insert(0) += 1;
-            }
-        }
-    }
-    live
-}
-
-/// Worker Pods of one origin UID, terminating or not.
-async fn worker_pods_of(s: &Scenario, uid: &str) -> usize {
-    let selector = ListParams::default().labels(&format!("{ORIGIN_UID_LABEL}={uid}"));
-    let mut count = 0;
-    for worker in s.clusters.workers() {
-        let pods: Api<Pod> = s.worker_api(&worker.name).await;
-        count += pods
-            .list(&selector)
-            .await
-            .map(|l| l.items.len())
-            .unwrap_or(1);
-    }
-    count
+    s.job(name)
+        .label(QUEUE_NAME, kueue_objects::LOCAL_QUEUE)
+        .cpu("1")
 }
 
 #[tokio::test]
@@ -524,21 +456,21 @@ async fn the_mirror_waits_suspended_with_the_flavors_constraints_until_kueue_adm
                 "tolerations": [{"key": "jobrelay.dev/pool", "operator": "Exists", "effect": "NoSchedule"}],
             },
         });
-        kueue::apply(&client, "ResourceFlavor", None, flavor_spec).await?;
+        kueue_objects::apply(&client, "ResourceFlavor", None, flavor_spec).await?;
         let gate_spec = json!({"metadata": {"name": gate}, "spec": {"controllerName": "e2e.jobrelay.dev/gate"}});
-        kueue::apply(&client, "AdmissionCheck", None, gate_spec).await?;
+        kueue_objects::apply(&client, "AdmissionCheck", None, gate_spec).await?;
         let active = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "status": {"conditions": [{
             "type": "Active", "status": "True", "reason": "Active", "message": "the test decides",
             "lastTransitionTime": "2026-01-01T00:00:00Z",
         }]}});
-        kueue::api(&client, "AdmissionCheck", None)
+        kueue_objects::api(&client, "AdmissionCheck", None)
             .patch_status(
                 &gate,
                 &PatchParams::apply("e2e-gate").force(),
                 &Patch::Apply(&active),
             )
             .await?;
-        kueue::apply(&client, "ClusterQueue", None, json!({
+        kueue_objects::apply(&client, "ClusterQueue", None, json!({
             "metadata": {"name": s.ns},
             "spec": {
                 "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": s.ns}},
@@ -549,12 +481,12 @@ async fn the_mirror_waits_suspended_with_the_flavors_constraints_until_kueue_adm
             },
         }))
         .await?;
-        kueue::apply(
+        kueue_objects::apply(
             &client,
             "LocalQueue",
             Some(&s.ns),
             json!({
-                "metadata": {"name": kueue::LOCAL_QUEUE, "namespace": s.ns},
+                "metadata": {"name": kueue_objects::LOCAL_QUEUE, "namespace": s.ns},
                 "spec": {"clusterQueue": s.ns},
             }),
         )
@@ -686,7 +618,7 @@ async fn parameters_keep_a_checks_workloads_on_its_worker_clusters_and_bad_ones_
             check(&invalid, "kueue.x-k8s.io", "MultiKueueConfig", "c"),
         ),
     ] {
-        kueue::apply(&client, "AdmissionCheck", None, body)
+        kueue_objects::apply(&client, "AdmissionCheck", None, body)
             .await
             .unwrap_or_else(|e| panic!("{name}: {e:#}"));
     }
@@ -718,7 +650,7 @@ async fn parameters_keep_a_checks_workloads_on_its_worker_clusters_and_bad_ones_
         )
         .await;
     }
-    kueue::queue(&client, &s.ns, &s.ns, 4, &only)
+    kueue_objects::queue(&client, &s.ns, &s.ns, 4, &only)
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     for i in 0..3 {

@@ -12,7 +12,8 @@ use jobrelay_e2e::cluster::{ClusterInfo, ClusterSet};
 use jobrelay_e2e::controlplane::{self, seconds};
 use jobrelay_e2e::fixtures::TestJob;
 use jobrelay_e2e::kit;
-use jobrelay_e2e::kueue::{self, Kueue};
+use jobrelay_e2e::kueue::Kueue;
+use jobrelay_e2e::kueue_objects;
 use jobrelay_e2e::leaks::leaks;
 use jobrelay_e2e::relay::Relay;
 use jobrelay_e2e::supervisor::Supervisor;
@@ -68,7 +69,7 @@ fn workload() -> Vec<(TestJob, Option<u64>)> {
     .into_iter()
     .chain((1..=3).map(|i| {
         let queued = job(&format!("queued-{i}"))
-            .label(QUEUE_NAME, kueue::LOCAL_QUEUE)
+            .label(QUEUE_NAME, kueue_objects::LOCAL_QUEUE)
             .cpu("1")
             .run_for("5s")
             .terminate_after("1s");
@@ -103,8 +104,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     for cluster in &set.clusters {
         kit::create_namespace(&cluster.client().await?, NAMESPACE).await;
     }
-    kueue::admission_check(&manager, CHECK).await?;
-    kueue::queue(&manager, NAMESPACE, NAMESPACE, 2, CHECK).await?;
+    kueue_objects::admission_check(&manager, CHECK).await?;
+    kueue_objects::queue(&manager, NAMESPACE, NAMESPACE, 2, CHECK).await?;
     log("ClusterQueue demo: 2 CPUs, behind AdmissionCheck jobrelay");
     let jobs: Api<Job> = Api::namespaced(manager.clone(), NAMESPACE);
     let mut deletions = BTreeMap::new();
@@ -130,7 +131,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 jobs.delete(name, &DeleteParams::default()).await?;
             }
         }
-        let queues = kueue::workload_states(&manager, NAMESPACE).await?;
+        let queues = kueue_objects::workload_states(&manager, NAMESPACE).await?;
         let rows = table(&jobs, &workers, &queues).await?;
         draw(&rows, shown.elapsed());
         if rows.iter().all(|r| r.settled) || shown.elapsed() > DEADLINE {

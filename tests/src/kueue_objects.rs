@@ -1,0 +1,255 @@
+//! Kueue's objects in a test: applying them (v1beta2, server-side), the
+//! ClusterQueue-and-LocalQueue pair a scenario queues in, jobrelay's
+//! AdmissionCheck, and where each Workload stands.
+
+use anyhow::Context as _;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use std::collections::BTreeMap;
+
+use jobrelay_manager::kueue::types::Workload;
+use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL};
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::ListParams;
+
+use crate::scenario::{Scenario, WAIT};
+use crate::wait::{self, Seen};
+
+/// Field manager of what the test kit applies for Kueue.
+const FIELD_MANAGER: &str = "jobrelay-e2e-kueue";
+/// How long a ClusterQueue gets to become active.
+const ACTIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(90);
+
+/// The ResourceFlavor [`queue`] uses.
+pub const FLAVOR: &str = "default";
+/// The LocalQueue [`queue`] makes in its namespace.
+pub const LOCAL_QUEUE: &str = "queue";
+
+/// Kueue's objects of `kind` (v1beta2), in `namespace` or cluster-wide.
+pub fn api(client: &kube::Client, kind: &str, namespace: Option<&str>) -> Api<DynamicObject> {
+    let lower = kind.to_lowercase();
+    let plural = match lower.ends_with('s') {
+        true => format!("{lower}es"),
+        false => format!("{lower}s"),
+    };
+    let gvk = GroupVersionKind::gvk("kueue.x-k8s.io", "v1beta2", kind);
+    let resource = ApiResource::from_gvk_with_plural(&gvk, &plural);
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    }
+}
+
+/// Applies one of Kueue's objects (server-side); `body` needs no
+/// `apiVersion` or `kind`.
+pub async fn apply(
+    client: &kube::Client,
+    kind: &str,
+    namespace: Option<&str>,
+    mut body: Value,
+) -> anyhow::Result<()> {
+    body["apiVersion"] = json!("kueue.x-k8s.io/v1beta2");
+    body["kind"] = json!(kind);
+    let name = body["metadata"]["name"]
+        .as_str()
+        .context("a Kueue object without a name")?
+        .to_string();
+    api(client, kind, namespace)
+        .patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
+        .await
+        .with_context(|| format!("applying {kind} {name}"))?;
+    Ok(())
+}
+
+/// The ResourceFlavor [`FLAVOR`] and an AdmissionCheck `check` answered by
+/// jobrelay.
+pub async fn admission_check(client: &kube::Client, check: &str) -> anyhow::Result<()> {
+    apply(
+        client,
+        "ResourceFlavor",
+        None,
+        json!({"metadata": {"name": FLAVOR}}),
+    )
+    .await?;
+    apply(
+        client,
+        "AdmissionCheck",
+        None,
+        json!({
+            "metadata": {"name": check},
+            "spec": {"controllerName": jobrelay_proto::wire::MANAGED_BY},
+        }),
+    )
+    .await
+}
+
+/// A ClusterQueue `name` for `namespace` only, with `cpu` CPUs of quota in
+/// [`FLAVOR`], lower priorities preempted, behind the AdmissionCheck
+/// `check`; and the LocalQueue [`LOCAL_QUEUE`] in `namespace` pointing at
+/// it. Waits until the ClusterQueue is active.
+pub async fn queue(
+    client: &kube::Client,
+    name: &str,
+    namespace: &str,
+    cpu: u32,
+    check: &str,
+) -> anyhow::Result<()> {
+    apply(
+        client,
+        "ClusterQueue",
+        None,
+        json!({
+            "metadata": {"name": name},
+            "spec": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                    {"name": FLAVOR, "resources": [{"name": "cpu", "nominalQuota": cpu.to_string()}]},
+                ]}],
+                "preemption": {"withinClusterQueue": "LowerPriority"},
+                "admissionChecksStrategy": {"admissionChecks": [{"name": check}]},
+            },
+        }),
+    )
+    .await?;
+    apply(
+        client,
+        "LocalQueue",
+        Some(namespace),
+        json!({
+            "metadata": {"name": LOCAL_QUEUE, "namespace": namespace},
+            "spec": {"clusterQueue": name},
+        }),
+    )
+    .await?;
+    let queues = api(client, "ClusterQueue", None);
+    wait::try_until(
+        format!("ClusterQueue {name} active"),
+        ACTIVE_TIMEOUT,
+        || async {
+            match queues.get(name).await {
+                Ok(q) if condition_true(&q.data, "Active") => Seen::Ready(()),
+                Ok(q) => Seen::Waiting(format!("{}", q.data["status"])),
+                Err(e) => Seen::Waiting(e.to_string()),
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// Where each Workload of `namespace` stands, by the name of the Job that
+/// owns it: `queued`, `reserved` (quota reserved, checks pending),
+/// `admitted`, `evicted` or `finished`.
+pub async fn workload_states(
+    client: &kube::Client,
+    namespace: &str,
+) -> anyhow::Result<std::collections::BTreeMap<String, &'static str>> {
+    let workloads = api(client, "Workload", Some(namespace));
+    let mut states = std::collections::BTreeMap::new();
+    for workload in workloads.list(&Default::default()).await? {
+        let Some(owner) = workload
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.kind == "Job")
+        else {
+            continue;
+        };
+        let state = ["Finished", "Evicted", "Admitted", "QuotaReserved"]
+            .into_iter()
+            .find(|c| condition_true(&workload.data, c))
+            .map_or("queued", |c| match c {
+                "Finished" => "finished",
+                "Evicted" => "evicted",
+                "Admitted" => "admitted",
+                _ => "reserved",
+            });
+        states.insert(owner.name.clone(), state);
+    }
+    Ok(states)
+}
+
+/// Whether an object's `status.conditions` has `type_` true.
+pub fn condition_true(object: &Value, type_: &str) -> bool {
+    object["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == type_ && c["status"] == "True")
+}
+
+/// The Workload Kueue made for the manager Job `name`.
+pub async fn workload_of(s: &Scenario, name: &str) -> Workload {
+    let workloads: Api<Workload> = Api::namespaced(s.jobs.clone().into_client(), &s.ns);
+    wait::until(format!("the Workload of Job {name}"), WAIT, || async {
+        match workloads.list(&ListParams::default()).await {
+            Ok(list) => match list
+                .items
+                .into_iter()
+                .find(|w| w.owner_job().is_some_and(|(n, _)| n == name))
+            {
+                Some(w) => Seen::Ready(w),
+                None => Seen::Waiting("none yet".into()),
+            },
+            Err(e) => Seen::Waiting(e.to_string()),
+        }
+    })
+    .await
+}
+
+/// Worker Pods of this namespace's mirrors that are not terminating, by
+/// origin UID.
+pub async fn live_worker_pods(s: &Scenario) -> BTreeMap<String, usize> {
+    let mut live = BTreeMap::new();
+    let selector = ListParams::default().labels(&format!("{ORIGIN_LABEL}={}", s.relay.origin));
+    for worker in s.clusters.workers() {
+        let pods: Api<Pod> = s.worker_api(&worker.name).await;
+        for pod in pods
+            .list(&selector)
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+        {
+            let phase = pod
+                .status
+                .as_ref()
+                .and_then(|st| st.phase.clone())
+                .unwrap_or_default();
+            if pod.metadata.deletion_timestamp.is_none()
+                && (phase == "Running" || phase == "Pending")
+            {
+                *live
+                    .entry(
+                        pod.labels()
+                            .get(ORIGIN_UID_LABEL)
+                            .cloned()
+                            .unwrap_or_default(),
+                    )
+                    .or_insert(0) += 1;
+            }
+        }
+    }
+    live
+}
+
+/// Worker Pods of one origin UID, terminating or not.
+pub async fn worker_pods_of(s: &Scenario, uid: &str) -> usize {
+    let selector = ListParams::default().labels(&format!("{ORIGIN_UID_LABEL}={uid}"));
+    let mut count = 0;
+    for worker in s.clusters.workers() {
+        let pods: Api<Pod> = s.worker_api(&worker.name).await;
+        count += pods
+            .list(&selector)
+            .await
+            .map(|l| l.items.len())
+            .unwrap_or(1);
+    }
+    count
+}
