@@ -56,10 +56,11 @@ pub fn remote_retention(job: &Job, default: Duration) -> (Duration, Option<Strin
 }
 
 /// Whether the worker should hold a mirror of this Job now: while it is
-/// active, and after it finished until its remote retention ran out.
+/// active or suspended (the mirror is kept, suspended), and after it finished
+/// until its remote retention ran out.
 pub fn keeps_mirror(job: &Job, now: Timestamp, default: Duration) -> bool {
     match lifecycle(job) {
-        Lifecycle::Active => true,
+        Lifecycle::Active | Lifecycle::Suspended => true,
         Lifecycle::Finished if has_finalizer(job) => {
             let (keep, _) = remote_retention(job, default);
             finished_at(job).is_some_and(|at| remaining(now, at, keep).is_some())
@@ -89,6 +90,23 @@ mod tests {
 
     fn at(text: &str) -> Timestamp {
         text.parse().unwrap()
+    }
+
+    #[test]
+    fn a_mirror_is_kept_while_its_job_runs_or_is_suspended_not_while_it_is_deleted() {
+        let now = at("2026-11-22T10:00:00Z");
+        let mut running = job(serde_json::json!({}), serde_json::json!([]));
+        assert!(keeps_mirror(&running, now, Duration::ZERO));
+        running.spec = Some(
+            serde_json::from_value(serde_json::json!({"suspend": true, "template": {}})).unwrap(),
+        );
+        assert!(
+            keeps_mirror(&running, now, Duration::ZERO),
+            "a suspended Job keeps its (suspended) mirror"
+        );
+        running.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
+        assert!(!keeps_mirror(&running, now, Duration::ZERO));
     }
 
     #[test]

@@ -149,6 +149,46 @@ async fn an_agent_killed_while_applying_creates_each_mirror_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_suspended_jobs_mirror_survives_an_agent_restart_and_resumes() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let scenario = setup("agent-suspended").await;
+    let relay = scenario.relay;
+    let uid = scenario
+        .create(scenario.job("paused").run_for("1h").terminate_after("1s"))
+        .await;
+    let worker = scenario.assigned_worker("paused").await;
+    scenario.wait_worker_pods(worker, &uid, 1, "Running").await;
+    let mirrors: Api<Job> = scenario.worker_api(&worker.name).await;
+    let first = mirrors.get("paused").await.expect("the mirror").uid();
+    let suspend =
+        |value: bool| kube::api::Patch::Merge(serde_json::json!({"spec": {"suspend": value}}));
+    let params = kube::api::PatchParams::default();
+    scenario
+        .jobs
+        .patch("paused", &params, &suspend(true))
+        .await
+        .expect("suspend");
+    scenario.wait_worker_pods(worker, &uid, 0, "").await;
+    // The agent comes back to a desired set that must still hold the
+    // suspended Job: its orphan sweep would otherwise delete the mirror.
+    relay.kill_agent(&worker.name);
+    restart_agent(relay, &worker.name).await;
+    scenario
+        .jobs
+        .patch("paused", &params, &suspend(false))
+        .await
+        .expect("resume");
+    scenario.wait_worker_pods(worker, &uid, 1, "Running").await;
+    let resumed = mirrors.get("paused").await.expect("the mirror").uid();
+    assert_eq!(
+        resumed, first,
+        "the suspended mirror was kept, not made again"
+    );
+    scenario.assert_created_at_most(1);
+    scenario.finish(TIMEOUT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_agent_killed_during_deletion_still_confirms_every_pod_gone() {
     let _exclusive = EXCLUSIVE.lock().await;
     let scenario = setup("agent-deleting").await;
