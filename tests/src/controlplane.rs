@@ -3,8 +3,9 @@
 //! how they are built from Go modules.
 //!
 //! The pins live in `tests/controlplane/go.mod` (Kubernetes and etcd),
-//! `tests/controlplane/kwok/go.mod` (kwok), `tests/controlplane/helm/go.mod`
-//! (helm) and `tests/controlplane/kueue/go.mod` (Kueue), with their `go.sum`.
+//! `tests/controlplane/kwok/go.mod` (kwok) and `tests/controlplane/helm/go.mod`
+//! (helm), with their `go.sum`; Kueue is built by `kueue_build` with the same
+//! Go settings.
 //! The control plane's cache key is a digest of its files, the etcd main and
 //! the Go version, so changing a pin builds anew and everything else reuses
 //! what is there. helm and Kueue have a cache folder and a key of their own:
@@ -26,9 +27,6 @@ pub const KWOK_VERSION: &str = "v0.8.0";
 /// the same Kubernetes libraries (0.34) as the clusters the tests run.
 pub const HELM_VERSION: &str = "v3.19.5";
 
-/// The Kueue release the Kueue tests and the demo run on the manager cluster.
-pub const KUEUE_VERSION: &str = "v0.19.2";
-
 /// Every binary a cluster needs, by file name.
 pub const BINARIES: [&str; 6] = [
     "etcd",
@@ -47,7 +45,7 @@ const KUBERNETES_COMMANDS: [&str; 4] = [
 ];
 
 /// Written last into a cache folder; a folder without it is incomplete.
-const STAMP: &str = "complete";
+pub(crate) const STAMP: &str = "complete";
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -65,7 +63,7 @@ pub enum Error {
     NotBuilt(PathBuf),
     #[error("helm {HELM_VERSION} is not built yet (looked in {0}); run `cargo xtask k8s`")]
     HelmNotBuilt(PathBuf),
-    #[error("Kueue {KUEUE_VERSION} is not built yet (looked in {0}); run `cargo xtask k8s`")]
+    #[error("Kueue {version} is not built yet (looked in {0}); run `cargo xtask k8s`", version = crate::kueue_build::KUEUE_VERSION)]
     KueueNotBuilt(PathBuf),
     #[error("{binary} reports version {found:?}, expected it to mention {expected}")]
     WrongVersion {
@@ -136,7 +134,7 @@ pub fn ensure_built(log: &mut dyn FnMut(&str)) -> Result<Binaries, Error> {
         Err(_) => build(log)?,
     };
     ensure_helm_built(log)?;
-    ensure_kueue_built(log)?;
+    crate::kueue_build::ensure_kueue_built(log)?;
     Ok(binaries)
 }
 
@@ -157,114 +155,6 @@ pub fn ensure_helm_built(log: &mut dyn FnMut(&str)) -> Result<PathBuf, Error> {
         return Ok(helm);
     }
     build_helm(log)
-}
-
-/// A built Kueue: its binary and the manifests of the same release that
-/// install it (CRDs, webhook configurations).
-#[derive(Debug, Clone)]
-pub struct KueueRelease {
-    dir: PathBuf,
-}
-
-impl KueueRelease {
-    /// The `kueue` controller binary.
-    pub fn binary(&self) -> PathBuf {
-        self.dir.join("bin").join("kueue")
-    }
-
-    /// The folder of its CRDs (`config/components/crd/bases`).
-    pub fn crds(&self) -> PathBuf {
-        self.dir.join("crd")
-    }
-
-    /// Its webhook configurations (`config/components/webhook/manifests.yaml`).
-    pub fn webhooks(&self) -> PathBuf {
-        self.dir.join("webhooks.yaml")
-    }
-}
-
-/// The cached Kueue of the current pin, if it was built before.
-pub fn kueue() -> Result<KueueRelease, Error> {
-    let dir = kueue_dir()?;
-    if dir.join(STAMP).is_file() {
-        Ok(KueueRelease { dir })
-    } else {
-        Err(Error::KueueNotBuilt(dir))
-    }
-}
-
-/// Returns the cached Kueue, building it first when it is missing.
-pub fn ensure_kueue_built(log: &mut dyn FnMut(&str)) -> Result<KueueRelease, Error> {
-    if let Ok(kueue) = kueue() {
-        log(&format!(
-            "Kueue {KUEUE_VERSION} cached in {}",
-            kueue.dir.display()
-        ));
-        return Ok(kueue);
-    }
-    build_kueue(log)
-}
-
-fn kueue_dir() -> Result<PathBuf, Error> {
-    let key = format!(
-        "{KUEUE_VERSION}-{}",
-        digest(&["kueue/go.mod", "kueue/go.sum"])?
-    );
-    Ok(cache_root().join("kueue").join(key))
-}
-
-/// Builds `cmd/kueue` from the pinned module and copies the release's CRDs
-/// and webhook configurations from the module's tree beside it.
-fn build_kueue(log: &mut dyn FnMut(&str)) -> Result<KueueRelease, Error> {
-    let dir = kueue_dir()?;
-    let partial = dir.with_extension("partial");
-    let _ = std::fs::remove_dir_all(&partial);
-    let bin = partial.join("bin");
-    std::fs::create_dir_all(&bin).map_err(|e| Error::Io(bin.display().to_string(), e))?;
-    let src = source_dir().join("kueue");
-    let args = go_build_args(
-        &format!("{}/", bin.display()),
-        &format!("-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion={KUEUE_VERSION}"),
-        &["sigs.k8s.io/kueue/cmd/kueue"],
-    );
-    log(&format!("building Kueue (go {})", args.join(" ")));
-    let started = Instant::now();
-    run(go_command(&src).args(&args))?;
-    log(&format!("built Kueue in {}", seconds(started.elapsed())));
-
-    let module = cache_root()
-        .join("go")
-        .join("mod")
-        .join(format!("sigs.k8s.io/kueue@{KUEUE_VERSION}"))
-        .join("config")
-        .join("components");
-    let crds = partial.join("crd");
-    std::fs::create_dir_all(&crds).map_err(|e| Error::Io(crds.display().to_string(), e))?;
-    let bases = module.join("crd").join("bases");
-    let entries =
-        std::fs::read_dir(&bases).map_err(|e| Error::Io(bases.display().to_string(), e))?;
-    for entry in entries.flatten() {
-        copy(&entry.path(), &crds.join(entry.file_name()))?;
-    }
-    copy(
-        &module.join("webhook").join("manifests.yaml"),
-        &partial.join("webhooks.yaml"),
-    )?;
-    std::fs::write(partial.join(STAMP), KUEUE_VERSION)
-        .map_err(|e| Error::Io("writing stamp".into(), e))?;
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::rename(&partial, &dir).map_err(|e| Error::Io(dir.display().to_string(), e))?;
-    log(&format!(
-        "Kueue {KUEUE_VERSION} cached in {}",
-        dir.display()
-    ));
-    Ok(KueueRelease { dir })
-}
-
-fn copy(from: &Path, to: &Path) -> Result<(), Error> {
-    std::fs::copy(from, to)
-        .map(|_| ())
-        .map_err(|e| Error::Io(format!("copying {} to {}", from.display(), to.display()), e))
 }
 
 fn binary_dir() -> Result<PathBuf, Error> {
@@ -293,7 +183,7 @@ fn cache_key() -> Result<String, Error> {
 }
 
 /// A short digest of `files` (under [`source_dir`]) and the Go version.
-fn digest(files: &[&str]) -> Result<String, Error> {
+pub(crate) fn digest(files: &[&str]) -> Result<String, Error> {
     let src = source_dir();
     let mut digest = Sha256::new();
     for file in files {
@@ -323,7 +213,7 @@ fn go_version() -> Result<String, Error> {
 /// A `go` invocation with the project's settings: pinned modules only
 /// (`go.sum` is committed, so the checksum database is not needed), no
 /// toolchain downloads, static binaries, caches beside the binaries.
-fn go_command(dir: &Path) -> Command {
+pub(crate) fn go_command(dir: &Path) -> Command {
     let cache = cache_root().join("go");
     let mut cmd = Command::new("go");
     cmd.current_dir(dir)
@@ -439,7 +329,7 @@ fn build_helm(log: &mut dyn FnMut(&str)) -> Result<PathBuf, Error> {
     Ok(dir.join("helm"))
 }
 
-fn go_build_args(out: &str, ldflags: &str, packages: &[&str]) -> Vec<String> {
+pub(crate) fn go_build_args(out: &str, ldflags: &str, packages: &[&str]) -> Vec<String> {
     let mut args = vec![
         "build".into(),
         "-trimpath".into(),
@@ -475,7 +365,7 @@ fn check_version(dir: &Path, binary: &str, expected: &str) -> Result<(), Error> 
     }
 }
 
-fn run(cmd: &mut Command) -> Result<(), Error> {
+pub(crate) fn run(cmd: &mut Command) -> Result<(), Error> {
     let described = format!("{cmd:?}");
     let out = cmd.output().map_err(|e| Error::Io(described.clone(), e))?;
     if out.status.success() {

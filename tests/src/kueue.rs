@@ -1,5 +1,5 @@
 //! Kueue in a test: the real controller (`cmd/kueue` of the pinned release,
-//! built by [`controlplane::ensure_kueue_built`]) run as a process against
+//! built by [`kueue_build::ensure_kueue_built`](crate::kueue_build::ensure_kueue_built)) run as a process against
 //! one test cluster, as Kueue's own integration tests run it. Its CRDs are
 //! applied server-side with their conversion webhook, and its webhook
 //! configurations are registered, each pointing by URL at the process on
@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 use crate::certs::RelayCa;
 use crate::cluster::ClusterInfo;
-use crate::controlplane;
+use crate::kueue_build;
 use crate::relay::{free_port, http_get, install_crd, start_logged};
 use crate::wait::{self, Seen};
 
@@ -60,7 +60,7 @@ impl Kueue {
         state_dir: &Path,
         settings: &Settings,
     ) -> anyhow::Result<Kueue> {
-        let release = controlplane::ensure_kueue_built(&mut |line| eprintln!("{line}"))?;
+        let release = kueue_build::ensure_kueue_built(&mut |line| eprintln!("{line}"))?;
         let dir = state_dir.join(format!("kueue-{}", cluster.name));
         std::fs::create_dir_all(&dir)?;
         let ca = RelayCa::new("Kueue webhook CA")?;

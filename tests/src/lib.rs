@@ -9,6 +9,7 @@ pub mod controlplane;
 pub mod fixtures;
 pub mod kit;
 pub mod kueue;
+pub mod kueue_build;
 pub mod kueue_objects;
 pub mod leaks;
 pub mod processes;
