@@ -20,6 +20,10 @@ pub enum Reason {
     ClusterLost,
     /// No registered cluster can take the Job as it is pinned.
     Unplaceable,
+    /// A mirror queued in its worker's own Kueue was removed, Pods first
+    /// (the manager's Kueue evicted the Job, or the worker's did not admit
+    /// it in time); the Job is placed again when Kueue admits it.
+    MirrorWithdrawn,
 }
 
 impl Reason {
@@ -34,6 +38,7 @@ impl Reason {
             Reason::RemoteJobLost => "RemoteJobLost",
             Reason::ClusterLost => "ClusterLost",
             Reason::Unplaceable => "Unplaceable",
+            Reason::MirrorWithdrawn => "MirrorWithdrawn",
         }
     }
 

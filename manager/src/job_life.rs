@@ -12,6 +12,9 @@
 //!   go, the Job object and its counts stay); resuming applies it unsuspended.
 //!   An unplaced suspended Job waits — unless Kueue reserved quota for it
 //!   (`admitted`), which places it so the mirror is ready before Kueue admits.
+//!   A mirror queued in its worker's own Kueue cannot be suspended (that
+//!   Kueue owns its `suspend`): when Kueue asks, it is withdrawn — deleted,
+//!   Pods first — and the Job unplaced, to be placed again on readmission.
 //! - Finished: keep the mirror for `retention.remoteAfterFinished`, then have
 //!   it deleted and release the finalizer; delete the manager Job itself
 //!   after `retention.managerAfterFinished`.
@@ -76,15 +79,31 @@ pub enum Step {
     },
     /// The Job is going and holds nothing: forget its mirror.
     Forget { cluster: String },
+    /// Have the mirror withdrawn, then unplace the Job (see
+    /// [`after_withdrawal`]).
+    Withdraw { cluster: String },
+}
+
+/// What Kueue asks of a suspended Job, through jobrelay's admission check.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum KueueAsks {
+    #[default]
+    Nothing,
+    /// Kueue reserved quota for the Job and waits on jobrelay's check:
+    /// place it now, so its mirror is ready before Kueue admits it.
+    Place,
+    /// Its mirror is queued in its worker's own Kueue, which owns the
+    /// mirror's `suspend`: the suspended Job cannot suspend it, so it is
+    /// withdrawn — deleted, Pods first — and the Job unplaced.
+    Withdraw,
 }
 
 /// Decides the first thing to do for `job`, whose mirror the fleet knows as
-/// `mirror` (on the Job's recorded cluster). `reserved`: Kueue reserved quota
-/// for the Job and waits on jobrelay's admission check.
+/// `mirror` (on the Job's recorded cluster).
 pub fn next_step(
     job: &Job,
     mirror: Option<&MirrorView>,
-    reserved: bool,
+    kueue: KueueAsks,
     config: &Config,
     now: Timestamp,
 ) -> Step {
@@ -101,8 +120,11 @@ pub fn next_step(
             forget: None,
         },
         (Lifecycle::Active, None) => Step::Place,
-        (Lifecycle::Suspended, None) if reserved => Step::Place,
+        (Lifecycle::Suspended, None) if kueue == KueueAsks::Place => Step::Place,
         (Lifecycle::Suspended, None) => Step::AwaitChange,
+        (Lifecycle::Suspended, Some(cluster)) if kueue == KueueAsks::Withdraw => {
+            Step::Withdraw { cluster }
+        }
         (Lifecycle::Active | Lifecycle::Suspended, Some(cluster)) => {
             match mirror.and_then(|m| m.lost.clone()).filter(|l| !l.accounted) {
                 Some(lost) => Step::ShowLoss { cluster, lost },
@@ -157,6 +179,10 @@ pub enum Effect {
     RemoveFinalizer,
     /// Drop what the fleet knows of the mirror.
     Forget,
+    /// Drop the Job's cluster and finalizer (nothing of it is left on any
+    /// worker), adding the cluster to `jobrelay.dev/not-admitted-by` when
+    /// its Kueue did not admit the mirror in time; the withdrawal is done.
+    Unplace { not_admitted_by: Option<String> },
 }
 
 /// What to do, then when to look again (`None`: when the Job changes).
@@ -266,6 +292,55 @@ pub fn after_cleanup(cluster: &str, outcome: Cleanup, cluster_lost: bool) -> Pla
         Cleanup::Disconnected => Plan::then(Some(AWAIT_CLUSTER)),
         Cleanup::Started { first: false } | Cleanup::Waiting => Plan::then(Some(AWAIT_AGENT)),
     }
+}
+
+/// What follows the fleet's answer to a withdrawal of the mirror on
+/// `cluster`: once it and its Pods are gone (or the cluster is Lost), the
+/// Job shows nothing running and is unplaced, so Kueue releases its quota
+/// and a later admission places it afresh. `not_admitted`: the worker's
+/// Kueue did not admit it in time; `why` says what asked for it.
+pub fn after_withdrawal(
+    job: &Job,
+    cluster: &str,
+    outcome: Cleanup,
+    cluster_lost: bool,
+    not_admitted: bool,
+    why: &str,
+) -> Plan {
+    let gone = match outcome {
+        Cleanup::Gone { .. } => true,
+        Cleanup::Disconnected => cluster_lost,
+        Cleanup::Started { first: true } => {
+            return Plan::then(Some(AWAIT_AGENT)).with(Effect::Event(
+                Reason::MirrorWithdrawn,
+                format!(
+                    "withdrawing the mirror queued in cluster {cluster}'s Kueue (Background propagation): {why}"
+                ),
+            ));
+        }
+        Cleanup::Started { first: false } | Cleanup::Waiting => false,
+    };
+    if !gone {
+        let wait = if outcome == Cleanup::Disconnected {
+            AWAIT_CLUSTER
+        } else {
+            AWAIT_AGENT
+        };
+        return Plan::then(Some(wait));
+    }
+    let shown = status::shown(job.status.as_ref());
+    Plan::then(None)
+        .with(Effect::WriteStatus(status::after_suspension(&shown)))
+        .with(Effect::Unplace {
+            not_admitted_by: not_admitted.then(|| cluster.to_string()),
+        })
+        .with(Effect::Forget)
+        .with(Effect::Event(
+            Reason::MirrorWithdrawn,
+            format!(
+                "the mirror and every Pod are gone from cluster {cluster}; the Job is placed again when Kueue admits it"
+            ),
+        ))
 }
 
 /// How a lost mirror is shown on its Job: the loss counted in its

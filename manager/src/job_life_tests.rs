@@ -89,7 +89,7 @@ fn cleanup(reason: DeleteReason) -> Step {
 fn a_job_of_another_manager_is_left_alone() {
     let foreign = job(json!({"spec": {"managedBy": "kueue.x-k8s.io/multikueue"}}));
     assert_eq!(
-        next_step(&foreign, None, false, &config(), now()),
+        next_step(&foreign, None, KueueAsks::Nothing, &config(), now()),
         Step::AwaitChange
     );
 }
@@ -97,17 +97,29 @@ fn a_job_of_another_manager_is_left_alone() {
 #[test]
 fn an_active_job_is_placed_then_held_then_applied() {
     assert_eq!(
-        next_step(&job(json!({})), None, false, &config(), now()),
+        next_step(&job(json!({})), None, KueueAsks::Nothing, &config(), now()),
         Step::Place
     );
     assert_eq!(
-        next_step(&with(&[placed(false)]), None, false, &config(), now()),
+        next_step(
+            &with(&[placed(false)]),
+            None,
+            KueueAsks::Nothing,
+            &config(),
+            now()
+        ),
         Step::Hold {
             cluster: "w1".into()
         }
     );
     assert_eq!(
-        next_step(&with(&[placed(true)]), None, false, &config(), now()),
+        next_step(
+            &with(&[placed(true)]),
+            None,
+            KueueAsks::Nothing,
+            &config(),
+            now()
+        ),
         Step::Apply {
             cluster: "w1".into()
         }
@@ -117,13 +129,25 @@ fn an_active_job_is_placed_then_held_then_applied() {
 #[test]
 fn a_lost_mirror_is_shown_before_anything_else_and_only_once() {
     let held = with(&[placed(true)]);
-    let step = next_step(&held, Some(&lost(false)), false, &config(), now());
+    let step = next_step(
+        &held,
+        Some(&lost(false)),
+        KueueAsks::Nothing,
+        &config(),
+        now(),
+    );
     assert!(
         matches!(step, Step::ShowLoss { ref cluster, .. } if cluster == "w1"),
         "{step:?}"
     );
     assert_eq!(
-        next_step(&held, Some(&lost(true)), false, &config(), now()),
+        next_step(
+            &held,
+            Some(&lost(true)),
+            KueueAsks::Nothing,
+            &config(),
+            now()
+        ),
         Step::Apply {
             cluster: "w1".into()
         },
@@ -136,7 +160,7 @@ fn a_suspended_job_keeps_its_mirror_applied_suspended() {
     let suspended = json!({"spec": {"suspend": true}});
     let unplaced = with(std::slice::from_ref(&suspended));
     assert_eq!(
-        next_step(&unplaced, None, false, &config(), now()),
+        next_step(&unplaced, None, KueueAsks::Nothing, &config(), now()),
         Step::AwaitChange,
         "nothing runs, nothing to place"
     );
@@ -144,7 +168,7 @@ fn a_suspended_job_keeps_its_mirror_applied_suspended() {
         next_step(
             &with(&[suspended, placed(true)]),
             None,
-            false,
+            KueueAsks::Nothing,
             &config(),
             now()
         ),
@@ -159,7 +183,7 @@ fn a_suspended_job_keeps_its_mirror_applied_suspended() {
 fn a_suspended_job_kueue_reserved_quota_for_is_placed() {
     let suspended = with(&[json!({"spec": {"suspend": true}})]);
     assert_eq!(
-        next_step(&suspended, None, true, &config(), now()),
+        next_step(&suspended, None, KueueAsks::Place, &config(), now()),
         Step::Place
     );
 }
@@ -170,17 +194,17 @@ fn a_finished_job_keeps_its_mirror_for_the_remote_retention_unless_it_is_lost() 
     config.retention.remote_after_finished = Duration::from_secs(600);
     let done = with(&[placed(true), finished("2026-11-22T11:55:00Z")]);
     assert_eq!(
-        next_step(&done, None, false, &config, now()),
+        next_step(&done, None, KueueAsks::Nothing, &config, now()),
         Step::Requeue(Duration::from_secs(300))
     );
     assert_eq!(
-        next_step(&done, Some(&lost(true)), false, &config, now()),
+        next_step(&done, Some(&lost(true)), KueueAsks::Nothing, &config, now()),
         cleanup(DeleteReason::RetentionExpired),
         "a lost mirror keeps no logs worth waiting for"
     );
     let long_done = with(&[placed(true), finished("2026-11-22T11:00:00Z")]);
     assert_eq!(
-        next_step(&long_done, None, false, &config, now()),
+        next_step(&long_done, None, KueueAsks::Nothing, &config, now()),
         cleanup(DeleteReason::RetentionExpired)
     );
 }
@@ -190,7 +214,7 @@ fn a_released_finished_job_expires_after_the_manager_retention() {
     let mut config = config();
     config.retention.manager_after_finished = Some(Duration::from_secs(3600));
     let done = with(&[placed(false), finished("2026-11-22T11:30:00Z")]);
-    let step = next_step(&done, None, false, &config, now());
+    let step = next_step(&done, None, KueueAsks::Nothing, &config, now());
     let Step::Expire {
         since,
         keep,
@@ -216,7 +240,13 @@ fn a_released_finished_job_expires_after_the_manager_retention() {
 fn a_deactivated_job_expires_after_its_own_retention() {
     let deactivated =
         json!({"metadata": {"annotations": {DEACTIVATED_ANNOTATION: "2026-11-22T11:00:00Z"}}});
-    let step = next_step(&with(&[deactivated]), None, false, &config(), now());
+    let step = next_step(
+        &with(&[deactivated]),
+        None,
+        KueueAsks::Nothing,
+        &config(),
+        now(),
+    );
     assert!(
         matches!(
             step,
@@ -236,7 +266,7 @@ fn a_deleted_job_has_its_mirror_deleted_before_it_is_released() {
         next_step(
             &with(&[placed(true), deleting()]),
             None,
-            false,
+            KueueAsks::Nothing,
             &config(),
             now()
         ),
@@ -246,7 +276,7 @@ fn a_deleted_job_has_its_mirror_deleted_before_it_is_released() {
         next_step(
             &with(&[placed(false), deleting()]),
             None,
-            false,
+            KueueAsks::Nothing,
             &config(),
             now()
         ),
@@ -258,11 +288,17 @@ fn a_deleted_job_has_its_mirror_deleted_before_it_is_released() {
         json!({"metadata": {"finalizers": [REMOTE_CLEANUP_FINALIZER], "deletionTimestamp": NOW}}),
     );
     assert_eq!(
-        next_step(&held_nowhere, None, false, &config(), now()),
+        next_step(&held_nowhere, None, KueueAsks::Nothing, &config(), now()),
         Step::Release
     );
     assert_eq!(
-        next_step(&with(&[deleting()]), None, false, &config(), now()),
+        next_step(
+            &with(&[deleting()]),
+            None,
+            KueueAsks::Nothing,
+            &config(),
+            now()
+        ),
         Step::AwaitChange
     );
 }
@@ -464,4 +500,115 @@ fn a_loss_already_shown_or_of_a_job_no_longer_running_is_not_counted() {
     let done = with(&[placed(true), finished(NOW)]);
     let plan = show_loss(&done, "w1", &lost(false).lost.unwrap(), 3, now());
     assert_eq!(plan.effects, [Effect::LossShown]);
+}
+
+#[test]
+fn a_suspended_job_whose_mirror_kueue_asks_to_withdraw_has_it_withdrawn() {
+    let suspended = json!({"spec": {"suspend": true}});
+    let placed_job = with(&[suspended.clone(), placed(true)]);
+    assert_eq!(
+        next_step(&placed_job, None, KueueAsks::Withdraw, &config(), now()),
+        Step::Withdraw {
+            cluster: "w1".into()
+        }
+    );
+    assert_eq!(
+        next_step(
+            &with(&[placed(true)]),
+            None,
+            KueueAsks::Withdraw,
+            &config(),
+            now()
+        ),
+        Step::Apply {
+            cluster: "w1".into()
+        },
+        "a Job not yet suspended keeps running until Kueue suspends it"
+    );
+    assert_eq!(
+        next_step(
+            &with(&[suspended]),
+            None,
+            KueueAsks::Withdraw,
+            &config(),
+            now()
+        ),
+        Step::AwaitChange,
+        "nothing placed, nothing to withdraw"
+    );
+}
+
+#[test]
+fn a_withdrawal_unplaces_the_job_only_once_the_mirror_and_its_pods_are_gone() {
+    let running = with(&[
+        placed(true),
+        json!({"status": {"active": 2, "succeeded": 1}}),
+    ]);
+    let started = after_withdrawal(
+        &running,
+        "w1",
+        Cleanup::Started { first: true },
+        false,
+        false,
+        "evicted",
+    );
+    assert_eq!(started.then, Some(AWAIT_AGENT));
+    assert!(
+        matches!(&started.effects[..], [Effect::Event(Reason::MirrorWithdrawn, note)] if note.contains("evicted"))
+    );
+    for waiting in [Cleanup::Waiting, Cleanup::Started { first: false }] {
+        assert!(
+            after_withdrawal(&running, "w1", waiting, false, false, "evicted")
+                .effects
+                .is_empty()
+        );
+    }
+    let away = after_withdrawal(
+        &running,
+        "w1",
+        Cleanup::Disconnected,
+        false,
+        false,
+        "evicted",
+    );
+    assert_eq!((away.effects.len(), away.then), (0, Some(AWAIT_CLUSTER)));
+
+    let gone = after_withdrawal(
+        &running,
+        "w1",
+        Cleanup::Gone { pods_deleted: 0 },
+        false,
+        true,
+        "late",
+    );
+    let Effect::WriteStatus(status) = &gone.effects[0] else {
+        panic!("{gone:?}");
+    };
+    assert_eq!(
+        status["active"], 0,
+        "nothing runs: Kueue may release the quota"
+    );
+    assert_eq!(status["succeeded"], 1, "what ran stays counted");
+    assert_eq!(
+        gone.effects[1],
+        Effect::Unplace {
+            not_admitted_by: Some("w1".into())
+        }
+    );
+    assert_eq!(gone.effects[2], Effect::Forget);
+    let lost_cluster = after_withdrawal(
+        &running,
+        "w1",
+        Cleanup::Disconnected,
+        true,
+        false,
+        "evicted",
+    );
+    assert_eq!(
+        lost_cluster.effects[1],
+        Effect::Unplace {
+            not_admitted_by: None
+        },
+        "a Lost cluster's agent sweeps the mirror when it returns"
+    );
 }

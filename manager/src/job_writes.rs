@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use jobrelay_proto::wire::{
     CLUSTER_KEY, DEACTIVATED_ANNOTATION, LAST_LOST_MIRROR_ANNOTATION, MIRRORS_LOST_ANNOTATION,
-    REMOTE_CLEANUP_FINALIZER,
+    NOT_ADMITTED_BY_ANNOTATION, REMOTE_CLEANUP_FINALIZER,
 };
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
@@ -93,18 +93,56 @@ pub async fn deactivate(jobs: &Api<Job>, job: &Job, why: &str) -> Result<(), kub
 /// Removes the finalizer by index, with a test so a concurrent change fails
 /// the patch instead of removing the wrong entry.
 pub async fn remove_finalizer(jobs: &Api<Job>, job: &Job) -> Result<(), kube::Error> {
-    let Some(index) = job
+    patch_without_finalizer(jobs, job, Vec::new()).await
+}
+
+/// Drops the Job's cluster and remote-cleanup finalizer (its mirror was
+/// withdrawn and nothing of it is left), and adds `not_admitted_by` to the
+/// clusters placement tries last.
+pub async fn unplace(
+    jobs: &Api<Job>,
+    job: &Job,
+    not_admitted_by: Option<&str>,
+) -> Result<(), kube::Error> {
+    let annotation = |key: &str| format!("/metadata/annotations/{}", key.replace('/', "~1"));
+    let mut ops = Vec::new();
+    if assigned_cluster(job).is_some() {
+        ops.push(serde_json::json!({"op": "remove", "path": annotation(CLUSTER_KEY)}));
+    }
+    if let Some(cluster) = not_admitted_by {
+        let value = crate::kueue::worker_queue::with_not_admitted_by(job, cluster);
+        ops.push(serde_json::json!({"op": "add", "path": annotation(NOT_ADMITTED_BY_ANNOTATION), "value": value}));
+    }
+    info!(
+        ?not_admitted_by,
+        "unplacing the Job: its withdrawn mirror is gone"
+    );
+    patch_without_finalizer(jobs, job, ops).await
+}
+
+/// A JSON patch of `ops` that also removes the remote-cleanup finalizer if
+/// the Job holds it (tested at its index, so a concurrent change of the list
+/// fails it rather than removing another); a Job gone is no error.
+async fn patch_without_finalizer(
+    jobs: &Api<Job>,
+    job: &Job,
+    mut ops: Vec<serde_json::Value>,
+) -> Result<(), kube::Error> {
+    if let Some(index) = job
         .finalizers()
         .iter()
         .position(|f| f == REMOTE_CLEANUP_FINALIZER)
-    else {
+    {
+        ops.push(serde_json::json!({"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": REMOTE_CLEANUP_FINALIZER}));
+        ops.push(
+            serde_json::json!({"op": "remove", "path": format!("/metadata/finalizers/{index}")}),
+        );
+    }
+    if ops.is_empty() {
         return Ok(());
-    };
-    let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
-        {"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": REMOTE_CLEANUP_FINALIZER},
-        {"op": "remove", "path": format!("/metadata/finalizers/{index}")},
-    ]))
-    .expect("static JSON patch");
+    }
+    let patch: json_patch::Patch =
+        serde_json::from_value(serde_json::Value::Array(ops)).expect("JSON patch operations");
     match jobs
         .patch(
             &job.name_any(),

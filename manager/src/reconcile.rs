@@ -20,9 +20,11 @@ use tracing::{debug, info, instrument, warn};
 use crate::config::Config;
 use crate::events::{Events, Reason};
 use crate::fleet::Fleet;
-use crate::job_life::{self, AWAIT_CLUSTER, Effect, Expiry, Plan, Step};
+use crate::job_life::{self, AWAIT_CLUSTER, Effect, Expiry, KueueAsks, Plan, Step};
 use crate::job_writes;
-use crate::kueue::{Reservations, scheduling};
+use crate::kueue::controller::is_queued;
+use crate::kueue::worker_queue::{not_admitted_by, queue_on_worker};
+use crate::kueue::{Reservations, Withdrawal, scheduling};
 use crate::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle, mirror_job, revision};
 use crate::pace::Pace;
 use crate::placement::{assigned_cluster, pinned_cluster};
@@ -30,6 +32,7 @@ use crate::registry::{Refusal, Registry};
 use crate::retention::remote_retention;
 use crate::retries::Retries;
 use crate::status_sync::write_status;
+use jobrelay_proto::v1::DeleteReason;
 
 /// Field manager of everything the manager writes.
 pub const FIELD_MANAGER: &str = "jobrelay-manager";
@@ -109,8 +112,8 @@ impl Subject<'_> {
             }
         }
         let now = Timestamp::now();
-        let reserved = ctx.reservations.get(&self.uid).is_some();
-        match job_life::next_step(job, mirror.as_ref(), reserved, &ctx.config, now) {
+        let kueue = self.kueue_asks();
+        match job_life::next_step(job, mirror.as_ref(), kueue, &ctx.config, now) {
             Step::AwaitChange => Ok(Action::await_change()),
             Step::Requeue(after) => {
                 debug!(?after, "nothing to do until then");
@@ -156,6 +159,54 @@ impl Subject<'_> {
                 ctx.fleet.forget(&cluster, &self.uid);
                 Ok(Action::await_change())
             }
+            Step::Withdraw { cluster } => {
+                let withdrawal = ctx
+                    .reservations
+                    .withdrawal(&self.uid)
+                    .unwrap_or(Withdrawal {
+                        why:
+                            "the Job was suspended, and the mirror's own Kueue decides when it runs"
+                                .into(),
+                        not_admitted: false,
+                    });
+                let outcome =
+                    ctx.fleet
+                        .cleanup(&cluster, &self.uid, &self.key, DeleteReason::Withdrawn);
+                let lost = ctx.fleet.is_lost(&cluster);
+                let plan = job_life::after_withdrawal(
+                    job,
+                    &cluster,
+                    outcome,
+                    lost,
+                    withdrawal.not_admitted,
+                    &withdrawal.why,
+                );
+                self.execute(job, &cluster, plan).await
+            }
+        }
+    }
+
+    /// What Kueue asks of the Job: withdraw its mirror (asked through the
+    /// admission check, or — with no Kueue on the manager — a suspended Job
+    /// whose mirror is queued in its worker's Kueue), place it (quota
+    /// reserved), or nothing.
+    fn kueue_asks(&self) -> KueueAsks {
+        let (job, ctx) = (self.job, self.ctx);
+        if ctx.reservations.withdrawal(&self.uid).is_some() {
+            return KueueAsks::Withdraw;
+        }
+        let queued_on_worker = assigned_cluster(job)
+            .is_some_and(|c| is_queued(job) && ctx.registry.worker_queue(c).is_some());
+        if queued_on_worker
+            && lifecycle(job) == Lifecycle::Suspended
+            && ctx.reservations.manager_kueue() == Some(false)
+        {
+            return KueueAsks::Withdraw;
+        }
+        if ctx.reservations.get(&self.uid).is_some() {
+            KueueAsks::Place
+        } else {
+            KueueAsks::Nothing
         }
     }
 
@@ -177,7 +228,14 @@ impl Subject<'_> {
                     .as_ref()
                     .is_none_or(|r| r.allowed.allows(cluster))
         };
-        let Some(cluster) = ctx.fleet.place(&self.uid, &self.key, pinned, eligible) else {
+        // A cluster whose Kueue did not admit the Job in time is tried last.
+        let not_admitted = not_admitted_by(job);
+        let preferred = |cluster: &str| eligible(cluster) && !not_admitted.contains(cluster);
+        let placed = ctx
+            .fleet
+            .place(&self.uid, &self.key, pinned, preferred)
+            .or_else(|| ctx.fleet.place(&self.uid, &self.key, pinned, eligible));
+        let Some(cluster) = placed else {
             debug!("no connected worker cluster admits the Job's namespace; waiting");
             return Ok(Err(Action::requeue(AWAIT_CLUSTER)));
         };
@@ -234,8 +292,12 @@ impl Subject<'_> {
         let reservation = (lifecycle(job) == Lifecycle::Suspended)
             .then(|| ctx.reservations.get(&self.uid))
             .flatten();
+        // Queued in the worker's own Kueue, the mirror gets that Kueue's
+        // flavors when it admits it.
+        let worker_queue = ctx.registry.worker_queue(cluster);
         let mirror = mirror_job(job, &ctx.origin).map(|mut mirror| {
-            if let Some(reservation) = &reservation {
+            let queued_on_worker = queue_on_worker(&mut mirror, worker_queue.as_ref());
+            if let Some(reservation) = reservation.as_ref().filter(|_| !queued_on_worker) {
                 scheduling::apply(&mut mirror, &reservation.scheduling);
             }
             mirror
@@ -305,6 +367,10 @@ impl Subject<'_> {
                 Effect::LossShown => ctx.fleet.lost_accounted(cluster, &self.uid),
                 Effect::RemoveFinalizer => job_writes::remove_finalizer(jobs, job).await?,
                 Effect::Forget => ctx.fleet.forget(cluster, &self.uid),
+                Effect::Unplace { not_admitted_by } => {
+                    job_writes::unplace(jobs, job, not_admitted_by.as_deref()).await?;
+                    ctx.reservations.withdrawn(&self.uid);
+                }
             }
         }
         Ok(plan.then.map_or_else(Action::await_change, Action::requeue))

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use crate::worker_cluster::WorkerCluster;
+use crate::worker_cluster::{DEFAULT_ADMIT_WITHIN, WorkerCluster, WorkerQueue};
 
 /// Why a cluster cannot take a Job.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +33,24 @@ impl Registry {
             .get(&ObjectRef::new(namespace))
             .and_then(|ns| ns.metadata.labels.clone())
             .unwrap_or_default()
+    }
+
+    /// How `cluster`'s own Kueue takes queued Jobs, if it runs one for
+    /// jobrelay (`spec.kueue`); an invalid `admitWithin` is logged and the
+    /// default used.
+    pub fn worker_queue(&self, cluster: &str) -> Option<WorkerQueue> {
+        let registered = self.get(cluster)?;
+        match registered.worker_queue() {
+            Ok(queue) => queue,
+            Err(error) => {
+                tracing::warn!(%error, "invalid WorkerCluster; using the default");
+                let kueue = registered.spec.kueue.as_ref()?;
+                Some(WorkerQueue {
+                    local_queues: kueue.local_queues.clone(),
+                    admit_within: DEFAULT_ADMIT_WITHIN,
+                })
+            }
+        }
     }
 
     /// May `cluster` run Jobs of `namespace` (lost or not)?

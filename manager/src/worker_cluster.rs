@@ -4,6 +4,7 @@
 //! long a disconnected cluster is waited for; its status is what the manager
 //! knows of the link.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
@@ -46,7 +47,44 @@ pub struct WorkerClusterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
     pub lost_after: Option<String>,
+    /// Opt-in: this cluster runs its own Kueue, and a queued Job's mirror is
+    /// queued there too (see [`WorkerKueue`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kueue: Option<WorkerKueue>,
 }
+
+/// How a worker cluster's own Kueue takes queued Jobs: the mirror of a Job
+/// that carries `kueue.x-k8s.io/queue-name` keeps that label (its value
+/// mapped by `localQueues`), so the worker's Kueue admits it against the
+/// worker's own quota and owns its `suspend`. Behind a manager-side Kueue,
+/// jobrelay's admission check is `Ready` only once the worker's Kueue
+/// admitted the mirror.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerKueue {
+    /// The worker's LocalQueue for a manager LocalQueue, by name; a queue not
+    /// listed keeps its name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub local_queues: BTreeMap<String, String>,
+    /// How long the worker's Kueue may take to admit a mirror (a Go-style
+    /// duration; default 5m). Past it the mirror is removed, Pods first, and
+    /// the Workload sent back to its queue (`Retry`), preferring another
+    /// cluster next time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
+    pub admit_within: Option<String>,
+}
+
+/// A worker's Kueue settings, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerQueue {
+    pub local_queues: BTreeMap<String, String>,
+    pub admit_within: Duration,
+}
+
+/// How long a worker's Kueue may take to admit a mirror, unless
+/// `spec.kueue.admitWithin` says otherwise.
+pub const DEFAULT_ADMIT_WITHIN: Duration = Duration::from_secs(5 * 60);
 
 /// What the manager knows of the cluster's link.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -74,6 +112,11 @@ pub enum SpecError {
         cluster: String,
         source: jobrelay_proto::duration::DurationError,
     },
+    #[error("WorkerCluster {cluster}: spec.kueue.admitWithin: {source}")]
+    AdmitWithin {
+        cluster: String,
+        source: jobrelay_proto::duration::DurationError,
+    },
     #[error("WorkerCluster {cluster}: spec.namespaceSelector: {message}")]
     NamespaceSelector { cluster: String, message: String },
 }
@@ -90,6 +133,27 @@ impl WorkerCluster {
                 })
             }
         }
+    }
+
+    /// `spec.kueue`, validated: `None` when the cluster runs no Kueue of its
+    /// own for jobrelay.
+    pub fn worker_queue(&self) -> Result<Option<WorkerQueue>, SpecError> {
+        let Some(kueue) = &self.spec.kueue else {
+            return Ok(None);
+        };
+        let admit_within = match &kueue.admit_within {
+            None => DEFAULT_ADMIT_WITHIN,
+            Some(text) => {
+                jobrelay_proto::duration::parse(text).map_err(|source| SpecError::AdmitWithin {
+                    cluster: kube::ResourceExt::name_any(self),
+                    source,
+                })?
+            }
+        };
+        Ok(Some(WorkerQueue {
+            local_queues: kueue.local_queues.clone(),
+            admit_within,
+        }))
     }
 
     /// Does `spec.namespaceSelector` admit a namespace with these labels?
@@ -175,6 +239,33 @@ mod tests {
             .to_string();
         assert!(
             error.contains("WorkerCluster worker-a: spec.lostAfter"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_worker_kueue_is_opt_in_with_a_default_admission_time_and_a_bad_one_names_the_field() {
+        assert_eq!(cluster(serde_json::json!({})).worker_queue().unwrap(), None);
+        let queue = cluster(serde_json::json!({"kueue": {}}))
+            .worker_queue()
+            .unwrap()
+            .unwrap();
+        assert_eq!(queue.admit_within, DEFAULT_ADMIT_WITHIN);
+        assert!(queue.local_queues.is_empty());
+        let mapped = cluster(serde_json::json!({"kueue": {
+            "localQueues": {"team-a": "batch"}, "admitWithin": "30s",
+        }}))
+        .worker_queue()
+        .unwrap()
+        .unwrap();
+        assert_eq!(mapped.admit_within, Duration::from_secs(30));
+        assert_eq!(mapped.local_queues["team-a"], "batch");
+        let error = cluster(serde_json::json!({"kueue": {"admitWithin": "later"}}))
+            .worker_queue()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("WorkerCluster worker-a: spec.kueue.admitWithin"),
             "{error}"
         );
     }

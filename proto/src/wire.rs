@@ -50,3 +50,12 @@ pub const REMOTE_JOB_LOST: &str = "RemoteJobLost";
 
 /// Condition reason of a manager Job whose worker refused it for good.
 pub const REMOTE_REJECTED: &str = "RemoteRejected";
+
+/// Kueue's label naming a Job's LocalQueue. A mirror keeps it only on a
+/// worker cluster that runs its own Kueue for jobrelay; there the worker's
+/// Kueue owns the mirror's `suspend` and pod template.
+pub const QUEUE_NAME_LABEL: &str = "kueue.x-k8s.io/queue-name";
+
+/// Annotation on a manager Job: the worker clusters whose Kueue did not
+/// admit its mirror in time (comma-separated); placement tries others first.
+pub const NOT_ADMITTED_BY_ANNOTATION: &str = "jobrelay.dev/not-admitted-by";

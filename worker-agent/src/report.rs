@@ -22,7 +22,8 @@ pub fn phase_of(job: &Job) -> MirrorPhase {
         MirrorPhase::Succeeded
     } else if condition("Failed") {
         MirrorPhase::Failed
-    } else if condition("Suspended") {
+    } else if condition("Suspended") || job.spec.as_ref().and_then(|s| s.suspend) == Some(true) {
+        // Asked to suspend, before the Job controller said so too.
         MirrorPhase::Suspended
     } else if status.and_then(|s| s.active).unwrap_or(0) > 0 {
         MirrorPhase::Running
@@ -105,6 +106,15 @@ mod tests {
         let failed =
             serde_json::json!({"active": 1, "conditions": [{"type": "Failed", "status": "True"}]});
         assert_eq!(phase_of(&job(failed)), MirrorPhase::Failed);
+        let mut asked_to_suspend = job(serde_json::json!({}));
+        asked_to_suspend.spec = Some(
+            serde_json::from_value(serde_json::json!({"suspend": true, "template": {}})).unwrap(),
+        );
+        assert_eq!(
+            phase_of(&asked_to_suspend),
+            MirrorPhase::Suspended,
+            "suspended before the Job controller wrote its condition"
+        );
         assert_eq!(revision_of(&job(serde_json::json!({}))), 7);
     }
 

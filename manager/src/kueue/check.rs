@@ -109,6 +109,15 @@ pub fn active(
     )
 }
 
+/// A Job placed on a cluster that runs its own Kueue for jobrelay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerKueueSide {
+    /// That Kueue admitted the mirror.
+    pub admitted: bool,
+    /// How long it may take to (`spec.kueue.admitWithin`).
+    pub admit_within: Duration,
+}
+
 /// Where a Workload's Job stands with jobrelay.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct JobSide {
@@ -120,6 +129,10 @@ pub struct JobSide {
     pub mirror_held: bool,
     /// The Job's recorded cluster has an agent connected now.
     pub cluster_connected: bool,
+    /// The Job's cluster runs its own Kueue, where the mirror is queued.
+    pub worker_kueue: Option<WorkerKueueSide>,
+    /// Its mirror is being withdrawn.
+    pub withdrawing: bool,
 }
 
 /// What jobrelay knows of one Workload that lists its check.
@@ -141,6 +154,8 @@ pub struct Input {
     pub allowed: Result<Allowed, String>,
     /// Some allowed cluster is connected and admits the Job's namespace.
     pub placeable: bool,
+    /// How long jobrelay has been answering this reservation.
+    pub reserved_for: Duration,
 }
 
 /// The next thing to do about one Workload's check.
@@ -159,9 +174,33 @@ pub enum CheckStep {
     Retry { message: String, after: Duration },
     /// It can never go through this check.
     Rejected(String),
+    /// The mirror is queued in its worker's own Kueue, which owns its
+    /// `suspend`, and Kueue no longer holds quota for the Job: have it
+    /// withdrawn (deleted, Pods first) and the Job unplaced.
+    Withdraw(String),
+    /// The worker's Kueue did not admit the mirror in time: have it
+    /// withdrawn and send the Workload back (`Retry`), so placement can try
+    /// another cluster.
+    NotAdmitted { message: String, after: Duration },
 }
 
 pub fn decide(input: &Input) -> CheckStep {
+    if let Some(job) = &input.job
+        && let Some(cluster) = &job.cluster
+        && job.worker_kueue.is_some()
+        && !job.withdrawing
+        && !input.finished
+        && (input.evicted || !input.quota_reserved)
+    {
+        let why = if input.evicted {
+            "Kueue evicted the Workload"
+        } else {
+            "Kueue holds no quota for the Workload"
+        };
+        return CheckStep::Withdraw(format!(
+            "{why}, and cluster {cluster}'s own Kueue decides when the mirror runs"
+        ));
+    }
     if !input.quota_reserved || input.finished || input.evicted || input.state != "Pending" {
         return CheckStep::Idle;
     }
@@ -180,6 +219,9 @@ pub fn decide(input: &Input) -> CheckStep {
         return CheckStep::Wait(AWAIT_MIRROR);
     };
     if let Some(cluster) = &job.cluster {
+        if job.withdrawing {
+            return CheckStep::Wait(AWAIT_MIRROR);
+        }
         if !allowed.allows(cluster) {
             return CheckStep::Rejected(format!(
                 "the Job is bound to cluster {cluster}, which this check does not allow ({})",
@@ -192,12 +234,25 @@ pub fn decide(input: &Input) -> CheckStep {
                 after: RETRY_AFTER,
             };
         }
-        if job.mirror_held {
-            return CheckStep::Ready(format!(
-                "the mirror is held on cluster {cluster}, suspended until the Job is admitted"
-            ));
+        if !job.mirror_held {
+            return CheckStep::Reserve(AWAIT_MIRROR);
         }
-        return CheckStep::Reserve(AWAIT_MIRROR);
+        return match &job.worker_kueue {
+            None => CheckStep::Ready(format!(
+                "the mirror is held on cluster {cluster}, suspended until the Job is admitted"
+            )),
+            Some(worker) if worker.admitted => CheckStep::Ready(format!(
+                "the mirror was admitted by cluster {cluster}'s Kueue"
+            )),
+            Some(worker) if input.reserved_for >= worker.admit_within => CheckStep::NotAdmitted {
+                message: format!(
+                    "cluster {cluster}'s Kueue did not admit the mirror within {}s (WorkerCluster spec.kueue.admitWithin); it is withdrawn and the Job placed again, on another cluster if one can take it",
+                    worker.admit_within.as_secs()
+                ),
+                after: RETRY_AFTER,
+            },
+            Some(worker) => CheckStep::Wait(worker.admit_within - input.reserved_for),
+        };
     }
     if let Some(pinned) = &job.pinned
         && !allowed.allows(pinned)
@@ -232,7 +287,78 @@ mod tests {
             job: Some(JobSide::default()),
             allowed: Ok(Allowed::Any),
             placeable: true,
+            reserved_for: Duration::ZERO,
         }
+    }
+
+    fn queued_on_worker(admitted: bool, reserved_for: u64) -> Input {
+        let mut i = placed(true, true);
+        if let Some(job) = i.job.as_mut() {
+            job.worker_kueue = Some(WorkerKueueSide {
+                admitted,
+                admit_within: Duration::from_secs(60),
+            });
+        }
+        i.reserved_for = Duration::from_secs(reserved_for);
+        i
+    }
+
+    #[test]
+    fn a_mirror_queued_on_its_worker_is_ready_only_once_that_kueue_admitted_it() {
+        assert_eq!(
+            decide(&queued_on_worker(false, 20)),
+            CheckStep::Wait(Duration::from_secs(40)),
+            "looked at again when the time runs out, or when the mirror changes"
+        );
+        assert!(
+            matches!(decide(&queued_on_worker(true, 20)), CheckStep::Ready(m) if m.contains("admitted by cluster w1's Kueue"))
+        );
+    }
+
+    #[test]
+    fn a_mirror_not_admitted_in_time_is_withdrawn_and_the_workload_sent_back() {
+        let step = decide(&queued_on_worker(false, 60));
+        assert!(
+            matches!(&step, CheckStep::NotAdmitted { message, after: RETRY_AFTER } if message.contains("admitWithin") && message.contains("w1")),
+            "{step:?}"
+        );
+        let mut withdrawing = queued_on_worker(false, 90);
+        withdrawing.job.as_mut().unwrap().withdrawing = true;
+        assert_eq!(
+            decide(&withdrawing),
+            CheckStep::Wait(AWAIT_MIRROR),
+            "readmitted before the old mirror is gone: wait for it"
+        );
+    }
+
+    #[test]
+    fn an_evicted_job_queued_on_its_worker_has_its_mirror_withdrawn_once() {
+        let mut evicted = queued_on_worker(true, 0);
+        evicted.evicted = true;
+        assert!(
+            matches!(decide(&evicted), CheckStep::Withdraw(why) if why.contains("evicted")),
+            "the worker's Kueue would run it again if it were only suspended"
+        );
+        let mut released = queued_on_worker(true, 0);
+        released.quota_reserved = false;
+        assert!(matches!(decide(&released), CheckStep::Withdraw(why) if why.contains("no quota")));
+        evicted.job.as_mut().unwrap().withdrawing = true;
+        assert_eq!(decide(&evicted), CheckStep::Idle);
+        let mut finished = queued_on_worker(true, 0);
+        finished.quota_reserved = false;
+        finished.finished = true;
+        assert_eq!(
+            decide(&finished),
+            CheckStep::Idle,
+            "a finished Job's mirror goes by retention"
+        );
+        let mut elsewhere = placed(true, true);
+        elsewhere.evicted = true;
+        assert_eq!(
+            decide(&elsewhere),
+            CheckStep::Idle,
+            "a mirror jobrelay suspends itself is kept"
+        );
     }
 
     fn placed(held: bool, connected: bool) -> Input {

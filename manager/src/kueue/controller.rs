@@ -22,10 +22,11 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tracing::{debug, info, instrument, warn};
 
-use super::check::{self, CheckStep, Input, JobSide};
+use super::check::{self, CheckStep, Input, JobSide, WorkerKueueSide};
 use super::scheduling::{self, Scheduling};
 use super::types::{AdmissionCheck, ResourceFlavor, Workload};
-use super::{CONTROLLER_NAME, Reservation, Reservations};
+use super::worker_queue::worker_admitted;
+use super::{CONTROLLER_NAME, Reservation, Reservations, Withdrawal};
 use crate::fleet::Fleet;
 use crate::placement::{assigned_cluster, pinned_cluster};
 use crate::reconcile::FIELD_MANAGER;
@@ -64,13 +65,21 @@ pub struct Context {
 /// How often the manager looks for Kueue while it is not installed.
 const DISCOVERY_INTERVAL: Duration = Duration::from_secs(30);
 
-/// Whether the manager cluster serves Kueue's Workloads (Kueue installed).
-async fn installed(client: &kube::Client) -> bool {
+/// Whether the manager cluster serves Kueue's Workloads (Kueue installed);
+/// `None` when the API server could not say.
+async fn installed(client: &kube::Client) -> Option<bool> {
     let workloads: Api<Workload> = Api::all(client.clone());
-    workloads
+    match workloads
         .list_metadata(&kube::api::ListParams::default().limit(1))
         .await
-        .is_ok()
+    {
+        Ok(_) => Some(true),
+        Err(kube::Error::Api(status)) if status.is_not_found() => Some(false),
+        Err(error) => {
+            debug!(%error, "cannot tell whether Kueue is installed yet");
+            None
+        }
+    }
 }
 
 /// What fills the caches of a [`Context`] once Kueue is found.
@@ -118,7 +127,14 @@ pub async fn run_when_installed(
     woken: mpsc::UnboundedReceiver<ObjectRef<Workload>>,
 ) {
     let mut said = false;
-    while !installed(&ctx.client).await {
+    loop {
+        let found = installed(&ctx.client).await;
+        if let Some(found) = found {
+            ctx.reservations.set_manager_kueue(found);
+        }
+        if found == Some(true) {
+            break;
+        }
         if !said {
             info!(
                 "Kueue is not installed: relayed Jobs are dispatched directly; looking again every {}s",
@@ -277,14 +293,13 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
             .check(&check_name)
             .map(|c| c.state.clone())
             .unwrap_or_default(),
-        job: job
-            .as_deref()
-            .map(|job| job_side(job, &job_uid, &ctx.fleet)),
+        job: job.as_deref().map(|job| job_side(job, &job_uid, &ctx)),
         placeable: ctx.fleet.candidates().iter().any(|c| {
             allowed.as_ref().is_ok_and(|a| a.allows(&c.name))
                 && ctx.registry.admits(&c.name, &namespace).is_ok()
         }),
         allowed: allowed.clone(),
+        reserved_for: ctx.reservations.held_for(&job_uid),
     };
     let step = check::decide(&input);
     debug!(?step, "admission check");
@@ -342,6 +357,28 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
             ctx.reservations.release(&job_uid);
             write_state(&workload, &check_name, "Rejected", &message, None, &ctx).await
         }
+        CheckStep::Withdraw(why) => {
+            ctx.reservations.release(&job_uid);
+            withdraw(&job, &job_uid, why, false, &ctx);
+            Ok(Action::await_change())
+        }
+        CheckStep::NotAdmitted { message, after } => {
+            ctx.reservations.release(&job_uid);
+            withdraw(&job, &job_uid, message.clone(), true, &ctx);
+            write_state(&workload, &check_name, "Retry", &message, Some(after), &ctx).await
+        }
+    }
+}
+
+/// Asks the Job controller to withdraw the Job's mirror, and wakes it.
+fn withdraw(job: &Option<Arc<Job>>, job_uid: &str, why: String, not_admitted: bool, ctx: &Context) {
+    let Some(job) = job else {
+        return;
+    };
+    info!(%why, not_admitted, "withdrawing a mirror queued in its worker's Kueue");
+    let withdrawal = Withdrawal { why, not_admitted };
+    if ctx.reservations.withdraw(job_uid, withdrawal) {
+        let _ = ctx.triggers.send(ObjectRef::from_obj(job.as_ref()));
     }
 }
 
@@ -374,16 +411,39 @@ fn allowed(
     })
 }
 
-fn job_side(job: &Job, uid: &str, fleet: &Fleet) -> JobSide {
+fn job_side(job: &Job, uid: &str, ctx: &Context) -> JobSide {
     let cluster = assigned_cluster(job).map(str::to_string);
-    let view = cluster.as_deref().and_then(|c| fleet.view(c, uid));
+    let view = cluster.as_deref().and_then(|c| ctx.fleet.view(c, uid));
+    let mirror_held = view
+        .as_ref()
+        .is_some_and(|v| v.held_revision.is_some() && v.gone.is_none() && v.lost.is_none());
+    let queued = is_queued(job);
+    let worker_kueue = cluster
+        .as_deref()
+        .filter(|_| queued)
+        .and_then(|c| ctx.registry.worker_queue(c))
+        .map(|worker| WorkerKueueSide {
+            admitted: mirror_held && view.as_ref().is_some_and(|v| worker_admitted(v.phase)),
+            admit_within: worker.admit_within,
+        });
     JobSide {
         pinned: pinned_cluster(job).map(str::to_string),
-        mirror_held: view
-            .is_some_and(|v| v.held_revision.is_some() && v.gone.is_none() && v.lost.is_none()),
-        cluster_connected: cluster.as_deref().is_some_and(|c| fleet.is_connected(c)),
+        mirror_held,
+        cluster_connected: cluster
+            .as_deref()
+            .is_some_and(|c| ctx.fleet.is_connected(c)),
+        worker_kueue,
+        withdrawing: ctx.reservations.withdrawal(uid).is_some(),
         cluster,
     }
+}
+
+/// The Job names a Kueue LocalQueue.
+pub fn is_queued(job: &Job) -> bool {
+    job.metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(jobrelay_proto::wire::QUEUE_NAME_LABEL))
 }
 
 /// Sets the check's state on the Workload (server-side apply of that one

@@ -14,8 +14,9 @@ pub mod controller;
 pub mod reservations;
 pub mod scheduling;
 pub mod types;
+pub mod worker_queue;
 
 /// The `controllerName` of the AdmissionChecks jobrelay answers.
 pub const CONTROLLER_NAME: &str = jobrelay_proto::wire::MANAGED_BY;
 
-pub use reservations::{Reservation, Reservations};
+pub use reservations::{Reservation, Reservations, Withdrawal};

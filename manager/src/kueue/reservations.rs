@@ -1,10 +1,13 @@
 //! Jobs Kueue reserved quota for whose check jobrelay is answering, by Job
 //! UID: shared between the admission check controller, which fills it, and
 //! the Job controller, which places such a Job while it is still suspended
-//! and creates its mirror with the reservation's constraints.
+//! and creates its mirror with the reservation's constraints. It also carries
+//! the withdrawals the admission check asks of the Job controller: mirrors
+//! queued in a worker's own Kueue that must go.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::reflector::ObjectRef;
@@ -24,17 +27,36 @@ pub struct Reservation {
     pub scheduling: Scheduling,
 }
 
+/// Why a mirror queued in its worker's own Kueue must go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Withdrawal {
+    /// What asked for it, for the Job's Event.
+    pub why: String,
+    /// The worker's Kueue did not admit it in time: placement tries other
+    /// clusters first next time.
+    pub not_admitted: bool,
+}
+
 #[derive(Debug, Default)]
 pub struct Reservations {
-    by_job: Mutex<HashMap<String, Reservation>>,
+    /// Each reservation with when it was first held.
+    by_job: Mutex<HashMap<String, (Reservation, Instant)>>,
+    withdrawals: Mutex<HashMap<String, Withdrawal>>,
+    /// Whether Kueue runs on the manager cluster: unknown (0) until first
+    /// looked for, then no (1) or yes (2).
+    manager_kueue: std::sync::atomic::AtomicU8,
 }
 
 impl Reservations {
     /// Records (or replaces) the reservation of a Job; true if it is new or
-    /// changed.
+    /// changed. A replaced reservation keeps the moment it was first held.
     pub fn hold(&self, job_uid: &str, reservation: Reservation) -> bool {
         let mut by_job = self.by_job.lock().unwrap_or_else(|p| p.into_inner());
-        by_job.insert(job_uid.to_string(), reservation.clone()) != Some(reservation)
+        let since = by_job.get(job_uid).map_or_else(Instant::now, |(_, at)| *at);
+        by_job
+            .insert(job_uid.to_string(), (reservation.clone(), since))
+            .map(|(r, _)| r)
+            != Some(reservation)
     }
 
     /// Drops a Job's reservation (the check left Pending, or quota went).
@@ -45,7 +67,61 @@ impl Reservations {
 
     pub fn get(&self, job_uid: &str) -> Option<Reservation> {
         let by_job = self.by_job.lock().unwrap_or_else(|p| p.into_inner());
-        by_job.get(job_uid).cloned()
+        by_job.get(job_uid).map(|(r, _)| r.clone())
+    }
+
+    /// When the Job's reservation was first held.
+    pub fn since(&self, job_uid: &str) -> Option<Instant> {
+        let by_job = self.by_job.lock().unwrap_or_else(|p| p.into_inner());
+        by_job.get(job_uid).map(|(_, since)| *since)
+    }
+
+    /// How long the Job's reservation has been held (zero if none is).
+    pub fn held_for(&self, job_uid: &str) -> Duration {
+        self.since(job_uid)
+            .map_or(Duration::ZERO, |since| since.elapsed())
+    }
+
+    /// Asks for the Job's mirror to be withdrawn; an earlier request of the
+    /// same Job stands. True if the request is new.
+    pub fn withdraw(&self, job_uid: &str, withdrawal: Withdrawal) -> bool {
+        let mut withdrawals = self.withdrawals.lock().unwrap_or_else(|p| p.into_inner());
+        if withdrawals.contains_key(job_uid) {
+            return false;
+        }
+        withdrawals.insert(job_uid.to_string(), withdrawal);
+        true
+    }
+
+    /// The withdrawal asked of the Job, until it is done.
+    pub fn withdrawal(&self, job_uid: &str) -> Option<Withdrawal> {
+        let withdrawals = self.withdrawals.lock().unwrap_or_else(|p| p.into_inner());
+        withdrawals.get(job_uid).cloned()
+    }
+
+    /// Records whether Kueue runs on the manager cluster.
+    pub fn set_manager_kueue(&self, installed: bool) {
+        let state = if installed { 2 } else { 1 };
+        self.manager_kueue
+            .store(state, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether Kueue runs on the manager cluster; `None` until known.
+    pub fn manager_kueue(&self) -> Option<bool> {
+        match self
+            .manager_kueue
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            1 => Some(false),
+            2 => Some(true),
+            _ => None,
+        }
+    }
+
+    /// The Job was unplaced (or went): its withdrawal is done.
+    pub fn withdrawn(&self, job_uid: &str) {
+        let mut withdrawals = self.withdrawals.lock().unwrap_or_else(|p| p.into_inner());
+        withdrawals.remove(job_uid);
     }
 
     /// The Workload waiting on `job`, if it holds a reservation: what a
@@ -54,8 +130,8 @@ impl Reservations {
         let by_job = self.by_job.lock().unwrap_or_else(|p| p.into_inner());
         by_job
             .values()
-            .find(|r| r.job == *job)
-            .map(|r| r.workload.clone())
+            .find(|(r, _)| r.job == *job)
+            .map(|(r, _)| r.workload.clone())
     }
 }
 
@@ -93,5 +169,40 @@ mod tests {
             reservations.workload_of(&ObjectRef::new("a").within("ns")),
             None
         );
+    }
+
+    #[test]
+    fn a_reservation_keeps_the_moment_it_was_first_held() {
+        let reservations = Reservations::default();
+        assert_eq!(reservations.held_for("u1"), Duration::ZERO);
+        reservations.hold("u1", reservation("a", Allowed::Any));
+        let since = reservations.since("u1");
+        assert!(since.is_some());
+        reservations.hold(
+            "u1",
+            reservation("a", Allowed::Only(["w1".to_string()].into())),
+        );
+        assert_eq!(reservations.since("u1"), since, "replaced, not restarted");
+        reservations.release("u1");
+        assert_eq!(reservations.held_for("u1"), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_withdrawal_stands_as_first_asked_until_done() {
+        let reservations = Reservations::default();
+        let late = Withdrawal {
+            why: "not admitted in time".into(),
+            not_admitted: true,
+        };
+        assert!(reservations.withdraw("u1", late.clone()));
+        let evicted = Withdrawal {
+            why: "evicted".into(),
+            not_admitted: false,
+        };
+        assert!(!reservations.withdraw("u1", evicted.clone()));
+        assert_eq!(reservations.withdrawal("u1"), Some(late));
+        reservations.withdrawn("u1");
+        assert_eq!(reservations.withdrawal("u1"), None);
+        assert!(reservations.withdraw("u1", evicted));
     }
 }

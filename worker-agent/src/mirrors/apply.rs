@@ -11,7 +11,7 @@ use backon::{BackoffBuilder, ExponentialBackoff};
 use jobrelay_proto::v1::{
     AgentMessage, ApplyMirror, ApplyRejected, RejectReason, agent_message::Kind,
 };
-use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL};
+use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL, QUEUE_NAME_LABEL};
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -114,7 +114,7 @@ impl Mirrors {
 
     async fn try_apply(&self, apply: &ApplyMirror) -> Result<(), ApplyFailure> {
         let rejected = |reason, message: String| Err(ApplyFailure::Refused(reason, message));
-        let job: Job = match serde_json::from_slice(&apply.job) {
+        let mut job: Job = match serde_json::from_slice(&apply.job) {
             Ok(job) => job,
             Err(e) => return rejected(RejectReason::Invalid, format!("unreadable Job: {e}")),
         };
@@ -174,7 +174,13 @@ impl Mirrors {
         if revision_of(&existing) >= apply.revision {
             return Ok(());
         }
-        for step in before_update(&existing, &job) {
+        let queued_here = keep_what_the_workers_kueue_owns(&mut job, &existing);
+        let steps = if queued_here {
+            Vec::new()
+        } else {
+            before_update(&existing, &job)
+        };
+        for step in steps {
             let (patch, status) = match step {
                 Prepare::Suspend => (serde_json::json!({"spec": {"suspend": true}}), false),
                 Prepare::ClearStartTime => {
@@ -232,6 +238,36 @@ fn before_update(existing: &Job, desired: &Job) -> Vec<Prepare> {
     }
 }
 
+/// A mirror queued in this cluster's own Kueue (it carries a queue name) has
+/// its `suspend`, pod template and queue name owned by that Kueue once
+/// created: a later revision keeps what the cluster shows for them, so it
+/// neither fights Kueue's admission nor touches a started Job's template.
+/// True when the mirror is such a one.
+fn keep_what_the_workers_kueue_owns(desired: &mut Job, existing: &Job) -> bool {
+    let queue = |job: &Job| {
+        job.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(QUEUE_NAME_LABEL))
+            .cloned()
+    };
+    if queue(desired).is_none() {
+        return false;
+    }
+    if let Some(existing_queue) = queue(existing) {
+        desired
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(QUEUE_NAME_LABEL.into(), existing_queue);
+    }
+    if let (Some(desired), Some(existing)) = (desired.spec.as_mut(), existing.spec.as_ref()) {
+        desired.suspend = existing.suspend;
+        desired.template = existing.template.clone();
+    }
+    true
+}
+
 fn refusal(
     apply: &ApplyMirror,
     reason: RejectReason,
@@ -276,6 +312,37 @@ mod tests {
             [Prepare::ClearStartTime],
             "suspended by an earlier revision, start time still set"
         );
+    }
+
+    #[test]
+    fn a_mirror_queued_in_the_workers_kueue_keeps_what_that_kueue_owns() {
+        let labelled = |mut job: Job, queue: &str| {
+            job.metadata.labels = Some([(QUEUE_NAME_LABEL.to_string(), queue.to_string())].into());
+            job
+        };
+        let mut existing = labelled(job(false, true), "batch");
+        existing.spec.as_mut().unwrap().template.spec = Some(
+            serde_json::from_value(serde_json::json!({
+                "containers": [], "nodeSelector": {"pool": "worker-flavor"},
+            }))
+            .unwrap(),
+        );
+        let mut desired = labelled(job(true, false), "batch-renamed");
+        desired.spec.as_mut().unwrap().parallelism = Some(3);
+        assert!(keep_what_the_workers_kueue_owns(&mut desired, &existing));
+        let spec = desired.spec.as_ref().unwrap();
+        assert_eq!(
+            spec.suspend,
+            Some(false),
+            "admitted by the worker's Kueue: left so"
+        );
+        assert_eq!(spec.template, existing.spec.as_ref().unwrap().template);
+        assert_eq!(spec.parallelism, Some(3), "the rest is applied");
+        assert_eq!(desired.metadata.labels.unwrap()[QUEUE_NAME_LABEL], "batch");
+
+        let mut unqueued = job(true, false);
+        assert!(!keep_what_the_workers_kueue_owns(&mut unqueued, &existing));
+        assert_eq!(unqueued.spec.unwrap().suspend, Some(true));
     }
 
     #[test]

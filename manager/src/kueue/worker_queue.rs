@@ -1,0 +1,172 @@
+//! Worker-side Kueue, as pure decisions: which mirrors are queued in a
+//! worker cluster's own Kueue ([`queue_on_worker`]), when that Kueue has
+//! admitted one ([`worker_admitted`]), and which clusters a Job's placement
+//! tries first after a worker did not admit it in time ([`not_admitted_by`]).
+//!
+//! A mirror queued on its worker is created suspended; from then on the
+//! worker's Kueue owns its `suspend` and pod template. A manager Job evicted
+//! by the manager's Kueue therefore cannot suspend such a mirror: it is
+//! withdrawn (deleted, Pods first) and the Job placed again when readmitted.
+
+use std::collections::BTreeSet;
+
+use jobrelay_proto::v1::MirrorPhase;
+use jobrelay_proto::wire::{NOT_ADMITTED_BY_ANNOTATION, QUEUE_NAME_LABEL};
+use k8s_openapi::api::batch::v1::Job;
+
+use crate::worker_cluster::WorkerQueue;
+
+/// Prepares the mirror for its worker: queued in the worker's Kueue (its
+/// LocalQueue mapped, created suspended) when the worker runs one and the
+/// Job names a queue; otherwise without a queue name, so a Kueue on the
+/// worker leaves it to jobrelay. True when the mirror is queued there.
+pub fn queue_on_worker(mirror: &mut Job, worker: Option<&WorkerQueue>) -> bool {
+    let labels = mirror.metadata.labels.get_or_insert_with(Default::default);
+    let Some(queue) = labels.remove(QUEUE_NAME_LABEL) else {
+        return false;
+    };
+    let Some(worker) = worker else {
+        return false;
+    };
+    let mapped = worker.local_queues.get(&queue).cloned().unwrap_or(queue);
+    labels.insert(QUEUE_NAME_LABEL.into(), mapped);
+    if let Some(spec) = mirror.spec.as_mut() {
+        spec.suspend = Some(true);
+    }
+    true
+}
+
+/// Whether a mirror queued on its worker was admitted there: the worker's
+/// Kueue unsuspended it (it then runs, or already finished).
+pub fn worker_admitted(phase: MirrorPhase) -> bool {
+    matches!(
+        phase,
+        MirrorPhase::Pending | MirrorPhase::Running | MirrorPhase::Succeeded | MirrorPhase::Failed
+    )
+}
+
+/// The clusters whose Kueue did not admit the Job's mirror in time.
+pub fn not_admitted_by(job: &Job) -> BTreeSet<String> {
+    job.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(NOT_ADMITTED_BY_ANNOTATION))
+        .map(|list| {
+            list.split(',')
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The annotation's value once `cluster` is added to it.
+pub fn with_not_admitted_by(job: &Job, cluster: &str) -> String {
+    let mut clusters = not_admitted_by(job);
+    clusters.insert(cluster.to_string());
+    clusters.into_iter().collect::<Vec<_>>().join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    fn mirror(queue: Option<&str>) -> Job {
+        let mut labels = serde_json::json!({"team": "a"});
+        if let Some(queue) = queue {
+            labels[QUEUE_NAME_LABEL] = queue.into();
+        }
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "j", "labels": labels},
+            "spec": {"suspend": false, "template": {}},
+        }))
+        .unwrap()
+    }
+
+    fn worker(map: &[(&str, &str)]) -> WorkerQueue {
+        WorkerQueue {
+            local_queues: map
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+            admit_within: Duration::from_secs(60),
+        }
+    }
+
+    fn queue_of(job: &Job) -> Option<&str> {
+        job.metadata
+            .labels
+            .as_ref()?
+            .get(QUEUE_NAME_LABEL)
+            .map(String::as_str)
+    }
+
+    #[test]
+    fn a_queued_job_is_queued_on_a_worker_with_kueue_under_the_mapped_name_and_suspended() {
+        let mut job = mirror(Some("team-a"));
+        assert!(queue_on_worker(
+            &mut job,
+            Some(&worker(&[("team-a", "batch")]))
+        ));
+        assert_eq!(queue_of(&job), Some("batch"));
+        assert_eq!(job.spec.as_ref().unwrap().suspend, Some(true));
+        let mut unmapped = mirror(Some("team-b"));
+        assert!(queue_on_worker(
+            &mut unmapped,
+            Some(&worker(&[("team-a", "batch")]))
+        ));
+        assert_eq!(
+            queue_of(&unmapped),
+            Some("team-b"),
+            "a queue not listed keeps its name"
+        );
+    }
+
+    #[test]
+    fn elsewhere_the_queue_name_is_dropped_and_suspend_left_as_it_was() {
+        let mut job = mirror(Some("team-a"));
+        assert!(!queue_on_worker(&mut job, None));
+        assert_eq!(queue_of(&job), None);
+        assert_eq!(job.spec.as_ref().unwrap().suspend, Some(false));
+        let mut unqueued = mirror(None);
+        assert!(!queue_on_worker(&mut unqueued, Some(&worker(&[]))));
+        assert_eq!(unqueued.spec.as_ref().unwrap().suspend, Some(false));
+        assert_eq!(unqueued.metadata.labels.as_ref().unwrap()["team"], "a");
+    }
+
+    #[test]
+    fn admitted_once_the_workers_kueue_unsuspended_it() {
+        for phase in [
+            MirrorPhase::Unspecified,
+            MirrorPhase::Suspended,
+            MirrorPhase::Deleting,
+        ] {
+            assert!(!worker_admitted(phase), "{phase:?}");
+        }
+        for phase in [
+            MirrorPhase::Pending,
+            MirrorPhase::Running,
+            MirrorPhase::Succeeded,
+            MirrorPhase::Failed,
+        ] {
+            assert!(worker_admitted(phase), "{phase:?}");
+        }
+    }
+
+    #[test]
+    fn clusters_that_did_not_admit_in_time_accumulate_in_one_annotation() {
+        let mut job = mirror(None);
+        assert!(not_admitted_by(&job).is_empty());
+        let value = with_not_admitted_by(&job, "w3");
+        assert_eq!(value, "w3");
+        job.metadata.annotations = Some(BTreeMap::from([(
+            NOT_ADMITTED_BY_ANNOTATION.to_string(),
+            value,
+        )]));
+        assert_eq!(with_not_admitted_by(&job, "w1"), "w1,w3");
+        assert_eq!(with_not_admitted_by(&job, "w3"), "w3");
+    }
+}
