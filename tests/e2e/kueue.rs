@@ -3,17 +3,26 @@
 //! and admits the manager Jobs, jobrelay is the controller of their
 //! AdmissionCheck, and the mirrors' `suspend` follows the manager Jobs'.
 //! Every scenario ends with the leak audit at zero.
+//!
+//! worker-3 runs a Kueue of its own and is opted in to worker-side Kueue
+//! (see `kueue/worker_side.rs`); the shared check keeps every other
+//! scenario on worker-1 and worker-2.
+
+#[path = "kueue/worker_side.rs"]
+mod worker_side;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jobrelay_e2e::kit::{self, Clusters};
 use jobrelay_e2e::kueue::{Kueue, Settings};
+use jobrelay_e2e::kueue_objects::LOCAL_QUEUE;
 use jobrelay_e2e::kueue_objects::{self, live_worker_pods, worker_pods_of, workload_of};
 use jobrelay_e2e::relay::{Options, Relay};
 use jobrelay_e2e::scenario::{Scenario, WAIT, has_condition};
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_manager::kueue::types::{AdmissionCheck, Workload};
+use jobrelay_manager::worker_cluster::WorkerCluster;
 use jobrelay_manager::worker_cluster_set::{WorkerClusterSet, WorkerClusterSetSpec};
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
@@ -32,15 +41,26 @@ const PODS_READY_TIMEOUT: &str = "15s";
 /// `objectRetentionPolicies.workloads.afterFinished` of that Kueue.
 const WORKLOADS_AFTER_FINISHED: &str = "5s";
 
+/// The worker running its own Kueue, opted in with `spec.kueue`.
+const KUEUE_WORKER: &str = "worker-3";
+/// The check of Workloads that go to [`KUEUE_WORKER`].
+const WORKER_CHECK: &str = "jobrelay-worker-kueue";
+/// The LocalQueue on [`KUEUE_WORKER`] a manager LocalQueue
+/// ([`LOCAL_QUEUE`]) maps to.
+const WORKER_LOCAL_QUEUE: &str = "worker-queue";
+/// `spec.kueue.admitWithin` of [`KUEUE_WORKER`].
+const ADMIT_WITHIN: &str = "15s";
+
 static SETUP: OnceCell<(&'static Clusters, &'static Relay)> = OnceCell::const_new();
 static KUEUE: OnceCell<Kueue> = OnceCell::const_new();
+static WORKER_KUEUE: OnceCell<Kueue> = OnceCell::const_new();
 
 /// The clusters, Kueue on the manager (before jobrelay starts, so the
-/// manager finds it), jobrelay, and the shared Kueue objects.
+/// manager finds it) and on worker-3, jobrelay, and the shared objects.
 async fn setup() -> (&'static Clusters, &'static Relay) {
     *SETUP
         .get_or_init(|| async {
-            let clusters = kit::clusters(2);
+            let clusters = kit::clusters(3);
             KUEUE
                 .get_or_init(|| async {
                     let settings = Settings {
@@ -52,10 +72,35 @@ async fn setup() -> (&'static Clusters, &'static Relay) {
                         .unwrap_or_else(|e| panic!("starting Kueue: {e:#}"))
                 })
                 .await;
-            let (clusters, relay) = kit::relay_with(2, Options::default()).await;
+            let worker = clusters
+                .workers()
+                .iter()
+                .find(|w| w.name == KUEUE_WORKER)
+                .expect("worker-3");
+            WORKER_KUEUE
+                .get_or_init(|| async {
+                    Kueue::start(worker, &clusters.set().state_dir, &Settings::default())
+                        .await
+                        .unwrap_or_else(|e| panic!("starting Kueue on {KUEUE_WORKER}: {e:#}"))
+                })
+                .await;
+            let (clusters, relay) = kit::relay_with(3, Options::default()).await;
             let client = kit::client(clusters.manager()).await;
             let prioritised = async {
-                kueue_objects::admission_check(&client, CHECK).await?;
+                let (plain, own) = ("kueue-plain", "kueue-worker");
+                apply_set(&client, plain, &["worker-1", "worker-2"]).await;
+                apply_set(&client, own, &[KUEUE_WORKER]).await;
+                let set = |name: &str| json!({"apiGroup": "jobrelay.dev", "kind": "WorkerClusterSet", "name": name});
+                kueue_objects::admission_check(&client, CHECK, Some(set(plain))).await?;
+                kueue_objects::admission_check(&client, WORKER_CHECK, Some(set(own))).await?;
+                kueue_objects::flavor(&kit::client(worker).await).await?;
+                let opt_in = json!({"spec": {"kueue": {
+                    "localQueues": {(LOCAL_QUEUE): WORKER_LOCAL_QUEUE},
+                    "admitWithin": ADMIT_WITHIN,
+                }}});
+                Api::<WorkerCluster>::all(client.clone())
+                    .patch(KUEUE_WORKER, &PatchParams::default(), &Patch::Merge(opt_in))
+                    .await?;
                 for (name, value) in [("low", 100), ("high", 1000)] {
                     let class = json!({"metadata": {"name": name}, "value": value});
                     kueue_objects::apply(&client, "WorkloadPriorityClass", None, class).await?;
@@ -66,6 +111,24 @@ async fn setup() -> (&'static Clusters, &'static Relay) {
             (clusters, relay)
         })
         .await
+}
+
+/// Applies the WorkerClusterSet `name` of `clusters`.
+async fn apply_set(client: &kube::Client, name: &str, clusters: &[&str]) {
+    let sets: Api<WorkerClusterSet> = Api::all(client.clone());
+    let set = WorkerClusterSet::new(
+        name,
+        WorkerClusterSetSpec {
+            clusters: clusters.iter().map(|c| c.to_string()).collect(),
+        },
+    );
+    sets.patch(
+        name,
+        &PatchParams::apply("jobrelay-e2e").force(),
+        &Patch::Apply(&set),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("applying WorkerClusterSet {name}: {e}"));
 }
 
 /// A scenario with its own ClusterQueue (`cpu` CPUs of quota, lower

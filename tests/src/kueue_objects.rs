@@ -68,23 +68,31 @@ pub async fn apply(
 }
 
 /// The ResourceFlavor [`FLAVOR`] and an AdmissionCheck `check` answered by
-/// jobrelay.
-pub async fn admission_check(client: &kube::Client, check: &str) -> anyhow::Result<()> {
+/// jobrelay, with `parameters` if given.
+pub async fn admission_check(
+    client: &kube::Client,
+    check: &str,
+    parameters: Option<Value>,
+) -> anyhow::Result<()> {
+    flavor(client).await?;
+    let mut body = json!({
+        "metadata": {"name": check},
+        "spec": {"controllerName": jobrelay_proto::wire::MANAGED_BY},
+    });
+    if let Some(parameters) = parameters {
+        body["spec"]["parameters"] = parameters;
+    }
+    apply(client, "AdmissionCheck", None, body).await
+}
+
+/// A ResourceFlavor [`FLAVOR`] (with no checks: the queue of a worker
+/// cluster's own Kueue).
+pub async fn flavor(client: &kube::Client) -> anyhow::Result<()> {
     apply(
         client,
         "ResourceFlavor",
         None,
         json!({"metadata": {"name": FLAVOR}}),
-    )
-    .await?;
-    apply(
-        client,
-        "AdmissionCheck",
-        None,
-        json!({
-            "metadata": {"name": check},
-            "spec": {"controllerName": jobrelay_proto::wire::MANAGED_BY},
-        }),
     )
     .await
 }
@@ -100,6 +108,21 @@ pub async fn queue(
     cpu: u32,
     check: &str,
 ) -> anyhow::Result<()> {
+    queue_named(client, name, namespace, LOCAL_QUEUE, cpu, &[check]).await
+}
+
+/// A ClusterQueue `name` with `cpu` CPUs of quota and the admission
+/// `checks`, with LocalQueue `local_queue` in `namespace` pointing at it;
+/// waits until the ClusterQueue is active.
+pub async fn queue_named(
+    client: &kube::Client,
+    name: &str,
+    namespace: &str,
+    local_queue: &str,
+    cpu: u32,
+    checks: &[&str],
+) -> anyhow::Result<()> {
+    let checks: Vec<Value> = checks.iter().map(|c| json!({"name": c})).collect();
     apply(
         client,
         "ClusterQueue",
@@ -112,7 +135,7 @@ pub async fn queue(
                     {"name": FLAVOR, "resources": [{"name": "cpu", "nominalQuota": cpu.to_string()}]},
                 ]}],
                 "preemption": {"withinClusterQueue": "LowerPriority"},
-                "admissionChecksStrategy": {"admissionChecks": [{"name": check}]},
+                "admissionChecksStrategy": {"admissionChecks": checks},
             },
         }),
     )
@@ -122,7 +145,7 @@ pub async fn queue(
         "LocalQueue",
         Some(namespace),
         json!({
-            "metadata": {"name": LOCAL_QUEUE, "namespace": namespace},
+            "metadata": {"name": local_queue, "namespace": namespace},
             "spec": {"clusterQueue": name},
         }),
     )

@@ -104,7 +104,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     for cluster in &set.clusters {
         kit::create_namespace(&cluster.client().await?, NAMESPACE).await;
     }
-    kueue_objects::admission_check(&manager, CHECK).await?;
+    kueue_objects::admission_check(&manager, CHECK, None).await?;
     kueue_objects::queue(&manager, NAMESPACE, NAMESPACE, 2, CHECK).await?;
     log("ClusterQueue demo: 2 CPUs, behind AdmissionCheck jobrelay");
     let jobs: Api<Job> = Api::namespaced(manager.clone(), NAMESPACE);
