@@ -122,24 +122,21 @@ pub async fn queue_named(
     cpu: u32,
     checks: &[&str],
 ) -> anyhow::Result<()> {
-    let checks: Vec<Value> = checks.iter().map(|c| json!({"name": c})).collect();
-    apply(
-        client,
-        "ClusterQueue",
-        None,
-        json!({
-            "metadata": {"name": name},
-            "spec": {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
-                    {"name": FLAVOR, "resources": [{"name": "cpu", "nominalQuota": cpu.to_string()}]},
-                ]}],
-                "preemption": {"withinClusterQueue": "LowerPriority"},
-                "admissionChecksStrategy": {"admissionChecks": checks},
-            },
-        }),
-    )
-    .await?;
+    let mut cluster_queue = json!({
+        "metadata": {"name": name},
+        "spec": {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                {"name": FLAVOR, "resources": [{"name": "cpu", "nominalQuota": cpu.to_string()}]},
+            ]}],
+            "preemption": {"withinClusterQueue": "LowerPriority"},
+        },
+    });
+    if !checks.is_empty() {
+        let checks: Vec<Value> = checks.iter().map(|c| json!({"name": c})).collect();
+        cluster_queue["spec"]["admissionChecksStrategy"] = json!({"admissionChecks": checks});
+    }
+    apply(client, "ClusterQueue", None, cluster_queue).await?;
     apply(
         client,
         "LocalQueue",
