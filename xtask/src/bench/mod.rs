@@ -23,7 +23,9 @@
 //! The table goes to standard output and, as JSON, to `target/bench/`.
 
 mod backlog;
+mod chart;
 mod measure;
+mod vs_multikueue;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -57,6 +59,10 @@ pub struct Args {
     /// Run only the micro-benchmarks of the hot pure paths (no clusters).
     #[arg(long, conflicts_with_all = ["jobs", "with_10k"])]
     micro: bool,
+    /// Compare with Kueue's MultiKueue instead: raw, jobrelay standalone,
+    /// jobrelay behind Kueue and MultiKueue, on the same clusters and Jobs.
+    #[arg(long, conflicts_with_all = ["with_10k", "micro"])]
+    vs_multikueue: bool,
 }
 
 /// Everything measured for one N.
@@ -96,6 +102,9 @@ struct Report {
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    if args.vs_multikueue {
+        return vs_multikueue::run(&args.jobs).await;
+    }
     // The pure paths first: quick, and undisturbed by running clusters.
     crate::test::cargo(
         &[
@@ -337,7 +346,10 @@ async fn create_rate(
 /// Deletes every named Job at once with Background propagation (one gone
 /// already, e.g. by retention, counts as deleted); returns when each delete
 /// was issued.
-async fn delete_all(api: &Api<Job>, names: &[String]) -> anyhow::Result<HashMap<String, Instant>> {
+pub(crate) async fn delete_all(
+    api: &Api<Job>,
+    names: &[String],
+) -> anyhow::Result<HashMap<String, Instant>> {
     at_once(names, |name| {
         let api = api.clone();
         async move {
@@ -353,14 +365,14 @@ async fn delete_all(api: &Api<Job>, names: &[String]) -> anyhow::Result<HashMap<
 
 /// What a Pod watch notes.
 #[derive(Clone, Copy)]
-enum PodPoint {
+pub(crate) enum PodPoint {
     Running,
     Gone,
 }
 
 /// Notes when the Pod of each Job (by its `job-name` label) first ran, or
 /// was gone.
-fn record_pods(pods: Api<Pod>, point: PodPoint, seen: Timestamps) -> measure::Recording {
+pub(crate) fn record_pods(pods: Api<Pod>, point: PodPoint, seen: Timestamps) -> measure::Recording {
     use kube::runtime::watcher::Event;
     measure::recording(pods, move |event, now| {
         let pod = match (point, event) {

@@ -1,0 +1,587 @@
+//! `cargo xtask bench --vs-multikueue`: jobrelay beside Kueue's MultiKueue
+//! (v0.19.2), on the same manager and worker clusters, with the same Jobs
+//! (one Pod each, run by kwok), in one run:
+//!
+//! - raw: the Jobs created straight on a worker — the physical limit;
+//! - jobrelay standalone: relayed Jobs, no queue;
+//! - jobrelay behind Kueue: queued Jobs, jobrelay's AdmissionCheck, the
+//!   workers opted in to worker-side Kueue (the mirror queued in the worker's
+//!   Kueue too, as MultiKueue's remote Workloads are);
+//! - MultiKueue: queued Jobs, the MultiKueue AdmissionCheck and
+//!   MultiKueueConfig naming both workers, their kubeconfigs in Secrets,
+//!   Kueue on each worker with the same queues.
+//!
+//! Each is measured on its own namespace: Jobs/s and the latency of created
+//! → Pod running on a worker, worker Job finished → the manager Job shows
+//! it, and deleted → Pods gone on the worker; then the Jobs and Pods left on
+//! the workers (leaks). Quotas are large enough never to limit.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use jobrelay_e2e::cluster::{ClusterInfo, ClusterSet};
+use jobrelay_e2e::controlplane;
+use jobrelay_e2e::fixtures::TestJob;
+use jobrelay_e2e::kit;
+use jobrelay_e2e::kueue::{Kueue, Settings};
+use jobrelay_e2e::kueue_objects;
+use jobrelay_e2e::relay::{Options, Profile, Relay};
+use jobrelay_e2e::supervisor::Supervisor;
+use jobrelay_e2e::wait::{self, Seen};
+use jobrelay_proto::wire::{MANAGED_BY, QUEUE_NAME_LABEL};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde::Serialize;
+use serde_json::json;
+
+use super::chart::{self, Panel, Series};
+use super::measure::{self, Figures, Point, Timestamps, at_once, load_average, wait_all};
+use super::{PodPoint, delete_all, record_pods};
+use crate::{log, supervisor_command, workspace_root};
+
+/// MultiKueue's controller name, and the manager value of `spec.managedBy`
+/// for the Jobs it dispatches.
+const MULTIKUEUE: &str = "kueue.x-k8s.io/multikueue";
+/// Kueue's own namespace (where MultiKueue reads kubeconfig Secrets).
+const KUEUE_NAMESPACE: &str = "kueue-system";
+/// CPU each Job requests, and each ClusterQueue's quota: never the limit.
+const JOB_CPU: &str = "10m";
+const QUOTA_CPU: u32 = 100_000;
+/// How long a Job of the first batch runs (it finishes, for the status step).
+const SHORT_RUN: &str = "5s";
+/// How long leaks are waited out before they are counted.
+const SETTLE: Duration = Duration::from_secs(90);
+
+/// The systems compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum System {
+    Raw,
+    Standalone,
+    JobrelayKueue,
+    MultiKueue,
+}
+
+impl System {
+    const ALL: [System; 4] = [
+        System::Raw,
+        System::Standalone,
+        System::JobrelayKueue,
+        System::MultiKueue,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            System::Raw => "raw (straight on a worker)",
+            System::Standalone => "jobrelay standalone",
+            System::JobrelayKueue => "jobrelay behind Kueue",
+            System::MultiKueue => "MultiKueue v0.19.2",
+        }
+    }
+
+    fn namespace(self, n: usize) -> String {
+        let short = match self {
+            System::Raw => "raw",
+            System::Standalone => "jr",
+            System::JobrelayKueue => "jrq",
+            System::MultiKueue => "mk",
+        };
+        format!("vs-{short}-{n}")
+    }
+
+    /// What differs from each part's defaults, said beside its figures.
+    fn settings(self) -> &'static str {
+        match self {
+            System::Raw => "kube-apiserver and kube-controller-manager defaults",
+            System::Standalone => {
+                "jobrelay defaults (client 500 QPS, burst 1000), release build, log level info"
+            }
+            System::JobrelayKueue => {
+                "as standalone; Kueue on the manager and workers with client 200 QPS, burst 400; workers opted in to worker-side Kueue"
+            }
+            System::MultiKueue => {
+                "Kueue on the manager and workers with client 200 QPS, burst 400; MultiKueue v0.19.2 builds its worker clients from the kubeconfig alone, at client-go's default 5 QPS, burst 10 (not configurable in that release)"
+            }
+        }
+    }
+
+    /// A Job of this system, its Pod running `run_for`.
+    fn job(self, ns: &str, name: &str, run_for: &str) -> Job {
+        let job = TestJob::new(ns, name).run_for(run_for).cpu(JOB_CPU);
+        match self {
+            System::Raw => job,
+            System::Standalone => job.managed_by(MANAGED_BY),
+            System::JobrelayKueue => job
+                .managed_by(MANAGED_BY)
+                .label(QUEUE_NAME_LABEL, kueue_objects::LOCAL_QUEUE),
+            System::MultiKueue => job
+                .managed_by(MULTIKUEUE)
+                .label(QUEUE_NAME_LABEL, kueue_objects::LOCAL_QUEUE),
+        }
+        .build()
+    }
+}
+
+/// One system's figures.
+#[derive(Debug, Serialize)]
+struct Measured {
+    system: &'static str,
+    settings: &'static str,
+    /// Created → Pod running on a worker; its rate is the system's Jobs/s.
+    running: Figures,
+    /// Worker Job finished → the manager Job shows it (none for raw).
+    status: Option<Figures>,
+    /// Deleted → the Pod gone on the worker.
+    deleted_pods_gone: Figures,
+    /// Jobs and Pods of the namespace left on the workers afterwards.
+    leaked_jobs: usize,
+    leaked_pods: usize,
+    #[serde(skip)]
+    latencies: [Vec<f64>; 3],
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    jobs: usize,
+    load_before: String,
+    load_after: String,
+    wall_seconds: f64,
+    systems: Vec<Measured>,
+}
+
+pub async fn run(sizes: &[usize]) -> anyhow::Result<()> {
+    controlplane::ensure_built(&mut log)?;
+    let state_dir = workspace_root()
+        .join("target")
+        .join("jobrelay")
+        .join(format!("bench-vs-{}", std::process::id()));
+    let supervisor = Supervisor::start(supervisor_command()?, &state_dir, 2, false)?;
+    let set = supervisor.set().clone();
+    let mut kueues = Vec::new();
+    for cluster in &set.clusters {
+        log(&format!("starting Kueue on {}", cluster.name));
+        kueues.push(Kueue::start(cluster, &set.state_dir, &Settings::default()).await?);
+    }
+    let options = Options {
+        profile: Profile::Release,
+        log_filter: Some("info,kube=warn".into()),
+        ..Options::default()
+    };
+    let relay = Relay::start_with(&set, options).await?;
+    prepare(&set).await?;
+    let out = workspace_root().join("target").join("bench");
+    std::fs::create_dir_all(&out)?;
+    for &n in sizes {
+        let report = compare(&set, n).await?;
+        print_table(&report);
+        let json = out.join(format!("vs-multikueue-{n}.json"));
+        std::fs::write(&json, serde_json::to_string_pretty(&report)?)?;
+        let svg = out.join(format!("vs-multikueue-{n}.svg"));
+        draw(&svg, &report)?;
+        log(&format!("wrote {} and {}", json.display(), svg.display()));
+    }
+    drop(relay);
+    kueues.iter().for_each(Kueue::kill);
+    supervisor.stop()
+}
+
+/// The objects every system's queues rest on: on the manager, jobrelay's and
+/// MultiKueue's AdmissionChecks, the MultiKueueConfig and a MultiKueueCluster
+/// (kubeconfig in a Secret) per worker; on each worker, the flavor; and the
+/// workers opted in to worker-side Kueue.
+async fn prepare(set: &ClusterSet) -> anyhow::Result<()> {
+    let manager = set.manager().client().await?;
+    kueue_objects::admission_check(&manager, "jobrelay", None).await?;
+    let workers: Vec<String> = set.workers().iter().map(|w| w.name.clone()).collect();
+    let secrets: Api<Secret> = Api::namespaced(manager.clone(), KUEUE_NAMESPACE);
+    for worker in set.workers() {
+        let secret = format!("{}-kubeconfig", worker.name);
+        let body = json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": secret, "namespace": KUEUE_NAMESPACE},
+            "stringData": {"kubeconfig": inline_kubeconfig(worker)?},
+        });
+        secrets
+            .patch(
+                &secret,
+                &PatchParams::apply("jobrelay-bench").force(),
+                &Patch::Apply(&body),
+            )
+            .await?;
+        kueue_objects::apply(
+            &manager,
+            "MultiKueueCluster",
+            None,
+            json!({
+                "metadata": {"name": worker.name},
+                "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": secret}}},
+            }),
+        )
+        .await?;
+        kueue_objects::flavor(&worker.client().await?).await?;
+    }
+    kueue_objects::apply(
+        &manager,
+        "MultiKueueConfig",
+        None,
+        json!({"metadata": {"name": "bench"}, "spec": {"clusters": workers}}),
+    )
+    .await?;
+    kueue_objects::apply(
+        &manager,
+        "AdmissionCheck",
+        None,
+        json!({
+            "metadata": {"name": "multikueue"},
+            "spec": {
+                "controllerName": MULTIKUEUE,
+                "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "bench"},
+            },
+        }),
+    )
+    .await?;
+    let clusters: Api<jobrelay_manager::worker_cluster::WorkerCluster> = Api::all(manager);
+    for worker in set.workers() {
+        clusters
+            .patch(
+                &worker.name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"kueue": {}}})),
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+/// The worker's kubeconfig with its certificates inline, as MultiKueue reads
+/// it from a Secret (no file paths).
+fn inline_kubeconfig(worker: &ClusterInfo) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(&worker.kubeconfig)?;
+    let mut config: serde_json::Value = serde_yaml_ng::from_str(&text)?;
+    let base = worker.kubeconfig.parent().unwrap_or(Path::new("."));
+    let inline = |object: &mut serde_json::Value, field: &str| -> anyhow::Result<()> {
+        let Some(path) = object
+            .get(field)
+            .and_then(|p| p.as_str())
+            .map(str::to_string)
+        else {
+            return Ok(());
+        };
+        let bytes = std::fs::read(base.join(&path))?;
+        let map = object.as_object_mut().expect("an object");
+        map.remove(field);
+        map.insert(format!("{field}-data"), json!(base64(&bytes)));
+        Ok(())
+    };
+    for cluster in config["clusters"].as_array_mut().into_iter().flatten() {
+        inline(&mut cluster["cluster"], "certificate-authority")?;
+    }
+    for user in config["users"].as_array_mut().into_iter().flatten() {
+        inline(&mut user["user"], "client-certificate")?;
+        inline(&mut user["user"], "client-key")?;
+    }
+    Ok(serde_yaml_ng::to_string(&config)?)
+}
+
+fn base64(bytes: &[u8]) -> String {
+    serde_json::to_value(k8s_openapi::ByteString(bytes.to_vec()))
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+async fn compare(set: &ClusterSet, n: usize) -> anyhow::Result<Report> {
+    let started = Instant::now();
+    let load_before = load_average();
+    let mut systems = Vec::new();
+    for system in System::ALL {
+        log(&format!("{}: {n} Jobs", system.name()));
+        systems.push(measure_system(set, system, n).await?);
+    }
+    Ok(Report {
+        jobs: n,
+        load_before,
+        load_after: load_average(),
+        wall_seconds: started.elapsed().as_secs_f64(),
+        systems,
+    })
+}
+
+async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::Result<Measured> {
+    let ns = system.namespace(n);
+    for cluster in &set.clusters {
+        kit::create_namespace(&cluster.client().await?, &ns).await;
+    }
+    let manager = set.manager().client().await?;
+    if matches!(system, System::JobrelayKueue | System::MultiKueue) {
+        let check = match system {
+            System::MultiKueue => "multikueue",
+            _ => "jobrelay",
+        };
+        kueue_objects::queue_named(
+            &manager,
+            &ns,
+            &ns,
+            kueue_objects::LOCAL_QUEUE,
+            QUOTA_CPU,
+            &[check],
+        )
+        .await?;
+        for worker in set.workers() {
+            let client = worker.client().await?;
+            kueue_objects::queue_named(
+                &client,
+                &ns,
+                &ns,
+                kueue_objects::LOCAL_QUEUE,
+                QUOTA_CPU,
+                &[],
+            )
+            .await?;
+        }
+    }
+    // Where the Jobs are created: the manager, or the first worker for raw.
+    let entry = match system {
+        System::Raw => set.workers()[0].client().await?,
+        _ => manager,
+    };
+    let jobs: Api<Job> = Api::namespaced(entry, &ns);
+    let mut worker_jobs = Vec::new();
+    let mut worker_pods = Vec::new();
+    for worker in set.workers() {
+        let client = worker.client().await?;
+        worker_jobs.push(Api::<Job>::namespaced(client.clone(), &ns));
+        worker_pods.push(Api::<Pod>::namespaced(client, &ns));
+    }
+
+    // First batch: short Jobs, from created to running, then finished.
+    let names: Vec<String> = (0..n).map(|i| format!("short-{i}")).collect();
+    let running: Timestamps = Default::default();
+    let on_worker: Timestamps = Default::default();
+    let on_manager: Timestamps = Default::default();
+    let mut watches = vec![
+        measure::record(jobs.clone(), Point::Finished, on_manager.clone())
+            .listed()
+            .await?,
+    ];
+    for (w_jobs, w_pods) in worker_jobs.iter().zip(&worker_pods) {
+        watches.push(
+            record_pods(w_pods.clone(), PodPoint::Running, running.clone())
+                .listed()
+                .await?,
+        );
+        watches.push(
+            measure::record(w_jobs.clone(), Point::Finished, on_worker.clone())
+                .listed()
+                .await?,
+        );
+    }
+    let created = at_once(&names, |name| {
+        let (jobs, job) = (jobs.clone(), system.job(&ns, &name, SHORT_RUN));
+        async move { jobs.create(&PostParams::default(), &job).await.map(|_| ()) }
+    })
+    .await?;
+    let running = wait_all("every Pod running on a worker", &names, &running).await?;
+    let on_worker = wait_all("every worker Job finished", &names, &on_worker).await?;
+    let status = if system == System::Raw {
+        None
+    } else {
+        let on_manager = wait_all("every manager Job shows it", &names, &on_manager).await?;
+        Some((
+            Figures::between(&names, &on_worker, &on_manager),
+            seconds_between(&names, &on_worker, &on_manager),
+        ))
+    };
+    watches.iter().for_each(|w| w.stop());
+    let running_figures = Figures::between(&names, &created, &running);
+    let running_seconds = seconds_between(&names, &created, &running);
+    delete_all(&jobs, &names).await?;
+
+    // Second batch: Jobs that run until deleted, then deleted.
+    let names: Vec<String> = (0..n).map(|i| format!("long-{i}")).collect();
+    let running: Timestamps = Default::default();
+    let pods_gone: Timestamps = Default::default();
+    let mut watches = Vec::new();
+    for w_pods in &worker_pods {
+        watches.push(
+            record_pods(w_pods.clone(), PodPoint::Running, running.clone())
+                .listed()
+                .await?,
+        );
+        watches.push(
+            record_pods(w_pods.clone(), PodPoint::Gone, pods_gone.clone())
+                .listed()
+                .await?,
+        );
+    }
+    at_once(&names, |name| {
+        let (jobs, job) = (jobs.clone(), system.job(&ns, &name, "1h"));
+        async move { jobs.create(&PostParams::default(), &job).await.map(|_| ()) }
+    })
+    .await?;
+    wait_all("every long Job's Pod running", &names, &running).await?;
+    let deleted = delete_all(&jobs, &names).await?;
+    let pods_gone = wait_all(
+        "every deleted Job's Pod gone from its worker",
+        &names,
+        &pods_gone,
+    )
+    .await?;
+    watches.iter().for_each(|w| w.stop());
+    let (leaked_jobs, leaked_pods) = leaks(&worker_jobs, &worker_pods).await;
+    let (status, status_seconds) = match status {
+        Some((figures, seconds)) => (Some(figures), seconds),
+        None => (None, Vec::new()),
+    };
+    Ok(Measured {
+        system: system.name(),
+        settings: system.settings(),
+        running: running_figures,
+        status,
+        deleted_pods_gone: Figures::between(&names, &deleted, &pods_gone),
+        leaked_jobs,
+        leaked_pods,
+        latencies: [
+            running_seconds,
+            status_seconds,
+            seconds_between(&names, &deleted, &pods_gone),
+        ],
+    })
+}
+
+/// Per-name latencies in seconds.
+fn seconds_between(
+    names: &[String],
+    from: &HashMap<String, Instant>,
+    to: &HashMap<String, Instant>,
+) -> Vec<f64> {
+    names
+        .iter()
+        .filter_map(|n| {
+            Some(
+                to.get(n)?
+                    .saturating_duration_since(*from.get(n)?)
+                    .as_secs_f64(),
+            )
+        })
+        .collect()
+}
+
+/// Jobs and Pods left in the workers' namespace once every manager Job is
+/// gone, waited out for [`SETTLE`].
+async fn leaks(worker_jobs: &[Api<Job>], worker_pods: &[Api<Pod>]) -> (usize, usize) {
+    let count = || async {
+        let mut jobs = 0;
+        let mut pods = 0;
+        for api in worker_jobs {
+            jobs += api
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items.len())
+                .unwrap_or(0);
+        }
+        for api in worker_pods {
+            pods += api
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items.len())
+                .unwrap_or(0);
+        }
+        (jobs, pods)
+    };
+    let settled = wait::try_until("nothing left on the workers", SETTLE, || async {
+        match count().await {
+            (0, 0) => Seen::Ready(()),
+            (jobs, pods) => Seen::Waiting(format!("{jobs} Jobs, {pods} Pods")),
+        }
+    })
+    .await;
+    if settled.is_ok() {
+        (0, 0)
+    } else {
+        count().await
+    }
+}
+
+fn print_table(r: &Report) {
+    println!();
+    println!(
+        "jobrelay beside MultiKueue — {} Jobs, 1 manager + 2 workers, load {} → {}, {:.0} s",
+        r.jobs, r.load_before, r.load_after, r.wall_seconds
+    );
+    println!(
+        "{:<28} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}",
+        "system",
+        "Jobs/s",
+        "run p50",
+        "run p99",
+        "stat p50",
+        "stat p95",
+        "stat p99",
+        "del p50",
+        "del p95",
+        "del p99",
+        "leaks"
+    );
+    for s in &r.systems {
+        let (p50, p95, p99) = s
+            .status
+            .as_ref()
+            .map(|f| {
+                (
+                    f.p50_ms.to_string(),
+                    f.p95_ms.to_string(),
+                    f.p99_ms.to_string(),
+                )
+            })
+            .unwrap_or_default();
+        println!(
+            "{:<28} {:>7.1} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}",
+            s.system,
+            s.running.jobs_per_second,
+            s.running.p50_ms,
+            s.running.p99_ms,
+            p50,
+            p95,
+            p99,
+            s.deleted_pods_gone.p50_ms,
+            s.deleted_pods_gone.p95_ms,
+            s.deleted_pods_gone.p99_ms,
+            s.leaked_jobs + s.leaked_pods,
+        );
+    }
+    println!("(latencies in ms; leaks: Jobs + Pods left on the workers)");
+}
+
+fn draw(path: &Path, r: &Report) -> anyhow::Result<()> {
+    let titles = [
+        "created -> Pod running on a worker",
+        "worker finished -> manager shows it",
+        "deleted -> Pod gone on the worker",
+    ];
+    let panels: Vec<Panel> = titles
+        .iter()
+        .enumerate()
+        .map(|(i, title)| Panel {
+            title,
+            series: r
+                .systems
+                .iter()
+                .filter(|s| !s.latencies[i].is_empty())
+                .map(|s| Series {
+                    system: s.system,
+                    seconds: s.latencies[i].clone(),
+                })
+                .collect(),
+        })
+        .collect();
+    chart::render(
+        path,
+        &format!(
+            "{} Jobs: share of Jobs done by each latency (further left is faster)",
+            r.jobs
+        ),
+        &panels,
+    )
+}
