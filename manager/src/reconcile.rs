@@ -366,7 +366,10 @@ impl Subject<'_> {
                 }
                 Effect::LossShown => ctx.fleet.lost_accounted(cluster, &self.uid),
                 Effect::RemoveFinalizer => job_writes::remove_finalizer(jobs, job).await?,
-                Effect::Forget => ctx.fleet.forget(cluster, &self.uid),
+                Effect::Forget => {
+                    ctx.fleet.forget(cluster, &self.uid);
+                    ctx.reservations.withdrawn(&self.uid);
+                }
                 Effect::Unplace { not_admitted_by } => {
                     job_writes::unplace(jobs, job, not_admitted_by.as_deref()).await?;
                     ctx.reservations.withdrawn(&self.uid);

@@ -143,6 +143,17 @@ async fn queued(prefix: &str, cpu: u32) -> Scenario {
     s
 }
 
+/// Waits until a live Pod of mirror `uid` (`what`) runs on a worker.
+async fn running_on_a_worker(s: &Scenario, uid: &str, what: &str) {
+    wait::until(format!("{what} running on a worker"), WAIT, || async {
+        match live_worker_pods(s).await.get(uid) {
+            Some(_) => Seen::Ready(()),
+            None => Seen::Waiting("no Pod yet".into()),
+        }
+    })
+    .await;
+}
+
 /// A Job queued in the scenario's LocalQueue, requesting one CPU.
 fn queued_job(s: &Scenario, name: &str) -> jobrelay_e2e::fixtures::TestJob {
     s.job(name)
@@ -299,13 +310,7 @@ async fn a_deactivated_workload_stops_its_pods_then_frees_its_quota() {
     let uid = s
         .create(queued_job(&s, "paused").run_for("1h").terminate_after("3s"))
         .await;
-    wait::until("the Job running on a worker", WAIT, || async {
-        match live_worker_pods(&s).await.get(&uid) {
-            Some(_) => Seen::Ready(()),
-            None => Seen::Waiting("no Pod yet".into()),
-        }
-    })
-    .await;
+    running_on_a_worker(&s, &uid, "the Job").await;
     let workload = workload_of(&s, "paused").await;
     let workloads: Api<Workload> = Api::namespaced(s.jobs.clone().into_client(), &s.ns);
     workloads

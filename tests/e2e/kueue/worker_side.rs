@@ -150,13 +150,7 @@ async fn a_mirror_the_workers_kueue_does_not_admit_in_time_is_withdrawn_and_anot
         .unwrap_or_else(|e| panic!("{e:#}"));
     let s = queued_on_worker("wlate", 4, 1, &check).await;
     let hog = s.create(queued_job(&s, "hog").run_for("1h")).await;
-    wait::until("the hog running on worker-3", WAIT, || async {
-        match live_worker_pods(&s).await.get(&hog) {
-            Some(_) => Seen::Ready(()),
-            None => Seen::Waiting("no Pod yet".into()),
-        }
-    })
-    .await;
+    running_on_a_worker(&s, &hog, "the hog").await;
     let late = s.create(queued_job(&s, "late").run_for("2s")).await;
     let withdrawn = wait::until(
         "the late Job's mirror withdrawn after admitWithin",
@@ -201,13 +195,7 @@ async fn an_evicted_job_queued_on_its_worker_is_withdrawn_pods_first_and_placed_
     let uid = s
         .create(queued_job(&s, "paused").run_for("1h").terminate_after("3s"))
         .await;
-    wait::until("the Job running on worker-3", WAIT, || async {
-        match live_worker_pods(&s).await.get(&uid) {
-            Some(_) => Seen::Ready(()),
-            None => Seen::Waiting("no Pod yet".into()),
-        }
-    })
-    .await;
+    running_on_a_worker(&s, &uid, "the Job").await;
     let workload = workload_of(&s, "paused").await.name_any();
     let workloads: Api<Workload> = Api::namespaced(s.jobs.clone().into_client(), &s.ns);
     let activate = |active: bool| {
@@ -254,12 +242,6 @@ async fn an_evicted_job_queued_on_its_worker_is_withdrawn_pods_first_and_placed_
     );
     s.wait_event("paused", "MirrorWithdrawn").await;
     activate(true).await;
-    wait::until("the Job running again on worker-3", WAIT, || async {
-        match live_worker_pods(&s).await.get(&uid) {
-            Some(_) => Seen::Ready(()),
-            None => Seen::Waiting("no Pod yet".into()),
-        }
-    })
-    .await;
+    running_on_a_worker(&s, &uid, "the readmitted Job").await;
     s.finish(WAIT).await;
 }

@@ -6,9 +6,11 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-/// One system's latencies of one step, in seconds.
+/// One system's latencies of one step, in seconds; `colour` numbers the
+/// system, so it keeps its colour in every panel.
 pub struct Series<'a> {
     pub system: &'a str,
+    pub colour: usize,
     pub seconds: Vec<f64>,
 }
 
@@ -69,8 +71,8 @@ pub fn render(path: &Path, caption: &str, panels: &[Panel]) -> anyhow::Result<()
             .y_desc("share of Jobs")
             .draw()
             .map_err(draw_error)?;
-        for (i, series) in panel.series.iter().enumerate() {
-            let colour = COLOURS[i % COLOURS.len()];
+        for series in &panel.series {
+            let colour = COLOURS[series.colour % COLOURS.len()];
             chart
                 .draw_series(LineSeries::new(
                     cumulative(&series.seconds),
@@ -119,10 +121,12 @@ mod tests {
             series: vec![
                 Series {
                     system: "jobrelay",
+                    colour: 0,
                     seconds: vec![0.5, 1.0, 1.5],
                 },
                 Series {
                     system: "MultiKueue",
+                    colour: 1,
                     seconds: vec![2.0, 4.0],
                 },
             ],

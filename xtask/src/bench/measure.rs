@@ -137,6 +137,16 @@ pub async fn wait_all(
     seen: &Timestamps,
 ) -> anyhow::Result<HashMap<String, Instant>> {
     let timeout = Duration::from_secs(120 + names.len() as u64 / 4);
+    wait_all_within(what, names, seen, timeout).await
+}
+
+/// [`wait_all`], giving up after `timeout`.
+pub async fn wait_all_within(
+    what: &str,
+    names: &[String],
+    seen: &Timestamps,
+    timeout: Duration,
+) -> anyhow::Result<HashMap<String, Instant>> {
     let started = Instant::now();
     let result = wait::try_until(what, timeout, || {
         let seen = seen.lock().unwrap_or_else(|p| p.into_inner()).clone();

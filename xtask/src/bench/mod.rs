@@ -121,19 +121,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     if args.micro {
         return Ok(());
     }
-    controlplane::ensure_built(&mut log)?;
-    let state_dir = workspace_root()
-        .join("target")
-        .join("jobrelay")
-        .join(format!("bench-{}", std::process::id()));
-    let supervisor = Supervisor::start(supervisor_command()?, &state_dir, 2, false)?;
-    let set = supervisor.set().clone();
-    // Optimised binaries logging what an operator would see, as in production.
+    let (supervisor, set) = start_clusters("bench")?;
     let options = Options {
-        profile: Profile::Release,
-        log_filter: Some("info,kube=warn".into()),
         manager_config: Some(backlog::MANAGER_CONFIG.into()),
-        ..Options::default()
+        ..release_options()
     };
     let relay = Relay::start_with(&set, options).await?;
     let mut sizes = args.jobs.clone();
@@ -151,6 +142,28 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     drop(relay);
     supervisor.stop()
+}
+
+/// A manager and two workers, in a state folder named for `what` and this
+/// process; the control plane is built first if it is not cached.
+pub(crate) fn start_clusters(what: &str) -> anyhow::Result<(Supervisor, ClusterSet)> {
+    controlplane::ensure_built(&mut log)?;
+    let state_dir = workspace_root()
+        .join("target")
+        .join("jobrelay")
+        .join(format!("{what}-{}", std::process::id()));
+    let supervisor = Supervisor::start(supervisor_command()?, &state_dir, 2, false)?;
+    let set = supervisor.set().clone();
+    Ok((supervisor, set))
+}
+
+/// Optimised binaries logging what an operator would see, as in production.
+pub(crate) fn release_options() -> Options {
+    Options {
+        profile: Profile::Release,
+        log_filter: Some("info,kube=warn".into()),
+        ..Options::default()
+    }
 }
 
 async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Report> {

@@ -21,13 +21,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use jobrelay_e2e::cluster::{ClusterInfo, ClusterSet};
-use jobrelay_e2e::controlplane;
 use jobrelay_e2e::fixtures::TestJob;
 use jobrelay_e2e::kit;
 use jobrelay_e2e::kueue::{Kueue, Settings};
 use jobrelay_e2e::kueue_objects;
-use jobrelay_e2e::relay::{Options, Profile, Relay};
-use jobrelay_e2e::supervisor::Supervisor;
+use jobrelay_e2e::relay::Relay;
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::{MANAGED_BY, QUEUE_NAME_LABEL};
 use k8s_openapi::api::batch::v1::Job;
@@ -37,9 +35,9 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::chart::{self, Panel, Series};
-use super::measure::{self, Figures, Point, Timestamps, at_once, load_average, wait_all};
-use super::{PodPoint, delete_all, record_pods};
-use crate::{log, supervisor_command, workspace_root};
+use super::measure::{self, Figures, Point, Timestamps, at_once, load_average, wait_all_within};
+use super::{PodPoint, delete_all, record_pods, release_options, start_clusters};
+use crate::{log, workspace_root};
 
 /// MultiKueue's controller name, and the manager value of `spec.managedBy`
 /// for the Jobs it dispatches.
@@ -51,6 +49,12 @@ const JOB_CPU: &str = "10m";
 const QUOTA_CPU: u32 = 100_000;
 /// How long a Job of the first batch runs (it finishes, for the status step).
 const SHORT_RUN: &str = "5s";
+/// How long a step of `n` Jobs may take: MultiKueue v0.19.2 moves about
+/// one Job a second through its worker clients.
+fn patience(n: usize) -> Duration {
+    Duration::from_secs(300 + 2 * n as u64)
+}
+
 /// How long leaks are waited out before they are counted.
 const SETTLE: Duration = Duration::from_secs(90);
 
@@ -151,24 +155,13 @@ struct Report {
 }
 
 pub async fn run(sizes: &[usize]) -> anyhow::Result<()> {
-    controlplane::ensure_built(&mut log)?;
-    let state_dir = workspace_root()
-        .join("target")
-        .join("jobrelay")
-        .join(format!("bench-vs-{}", std::process::id()));
-    let supervisor = Supervisor::start(supervisor_command()?, &state_dir, 2, false)?;
-    let set = supervisor.set().clone();
+    let (supervisor, set) = start_clusters("bench-vs")?;
     let mut kueues = Vec::new();
     for cluster in &set.clusters {
         log(&format!("starting Kueue on {}", cluster.name));
         kueues.push(Kueue::start(cluster, &set.state_dir, &Settings::default()).await?);
     }
-    let options = Options {
-        profile: Profile::Release,
-        log_filter: Some("info,kube=warn".into()),
-        ..Options::default()
-    };
-    let relay = Relay::start_with(&set, options).await?;
+    let relay = Relay::start_with(&set, release_options()).await?;
     prepare(&set).await?;
     let out = workspace_root().join("target").join("bench");
     std::fs::create_dir_all(&out)?;
@@ -382,12 +375,25 @@ async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::R
         async move { jobs.create(&PostParams::default(), &job).await.map(|_| ()) }
     })
     .await?;
-    let running = wait_all("every Pod running on a worker", &names, &running).await?;
-    let on_worker = wait_all("every worker Job finished", &names, &on_worker).await?;
+    let running = wait_all_within(
+        "every Pod running on a worker",
+        &names,
+        &running,
+        patience(n),
+    )
+    .await?;
+    let on_worker =
+        wait_all_within("every worker Job finished", &names, &on_worker, patience(n)).await?;
     let status = if system == System::Raw {
         None
     } else {
-        let on_manager = wait_all("every manager Job shows it", &names, &on_manager).await?;
+        let on_manager = wait_all_within(
+            "every manager Job shows it",
+            &names,
+            &on_manager,
+            patience(n),
+        )
+        .await?;
         Some((
             Figures::between(&names, &on_worker, &on_manager),
             seconds_between(&names, &on_worker, &on_manager),
@@ -420,12 +426,19 @@ async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::R
         async move { jobs.create(&PostParams::default(), &job).await.map(|_| ()) }
     })
     .await?;
-    wait_all("every long Job's Pod running", &names, &running).await?;
+    wait_all_within(
+        "every long Job's Pod running",
+        &names,
+        &running,
+        patience(n),
+    )
+    .await?;
     let deleted = delete_all(&jobs, &names).await?;
-    let pods_gone = wait_all(
+    let pods_gone = wait_all_within(
         "every deleted Job's Pod gone from its worker",
         &names,
         &pods_gone,
+        patience(n),
     )
     .await?;
     watches.iter().for_each(|w| w.stop());
@@ -471,25 +484,7 @@ fn seconds_between(
 /// Jobs and Pods left in the workers' namespace once every manager Job is
 /// gone, waited out for [`SETTLE`].
 async fn leaks(worker_jobs: &[Api<Job>], worker_pods: &[Api<Pod>]) -> (usize, usize) {
-    let count = || async {
-        let mut jobs = 0;
-        let mut pods = 0;
-        for api in worker_jobs {
-            jobs += api
-                .list(&ListParams::default())
-                .await
-                .map(|l| l.items.len())
-                .unwrap_or(0);
-        }
-        for api in worker_pods {
-            pods += api
-                .list(&ListParams::default())
-                .await
-                .map(|l| l.items.len())
-                .unwrap_or(0);
-        }
-        (jobs, pods)
-    };
+    let count = || async { (count_all(worker_jobs).await, count_all(worker_pods).await) };
     let settled = wait::try_until("nothing left on the workers", SETTLE, || async {
         match count().await {
             (0, 0) => Seen::Ready(()),
@@ -502,6 +497,22 @@ async fn leaks(worker_jobs: &[Api<Job>], worker_pods: &[Api<Pod>]) -> (usize, us
     } else {
         count().await
     }
+}
+
+/// Objects listed through all of `apis` (an unanswered list counts none).
+async fn count_all<K>(apis: &[Api<K>]) -> usize
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let mut count = 0;
+    for api in apis {
+        count += api
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items.len())
+            .unwrap_or(0);
+    }
+    count
 }
 
 fn print_table(r: &Report) {
@@ -568,9 +579,11 @@ fn draw(path: &Path, r: &Report) -> anyhow::Result<()> {
             series: r
                 .systems
                 .iter()
-                .filter(|s| !s.latencies[i].is_empty())
-                .map(|s| Series {
+                .enumerate()
+                .filter(|(_, s)| !s.latencies[i].is_empty())
+                .map(|(colour, s)| Series {
                     system: s.system,
+                    colour,
                     seconds: s.latencies[i].clone(),
                 })
                 .collect(),
