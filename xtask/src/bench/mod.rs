@@ -25,6 +25,7 @@
 mod backlog;
 mod chart;
 mod measure;
+mod multikueue_setup;
 mod vs_multikueue;
 
 use std::collections::{BTreeMap, HashMap};

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use jobrelay_e2e::cluster::{ClusterInfo, ClusterSet};
+use jobrelay_e2e::cluster::ClusterSet;
 use jobrelay_e2e::fixtures::TestJob;
 use jobrelay_e2e::kit;
 use jobrelay_e2e::kueue::{Kueue, Settings};
@@ -29,10 +29,9 @@ use jobrelay_e2e::relay::Relay;
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::{MANAGED_BY, QUEUE_NAME_LABEL};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Pod, Secret};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, PostParams};
 use serde::Serialize;
-use serde_json::json;
 
 use super::chart::{self, Panel, Series};
 use super::measure::{self, Figures, Point, Timestamps, at_once, load_average, wait_all_within};
@@ -41,9 +40,9 @@ use crate::{log, workspace_root};
 
 /// MultiKueue's controller name, and the manager value of `spec.managedBy`
 /// for the Jobs it dispatches.
-const MULTIKUEUE: &str = "kueue.x-k8s.io/multikueue";
+pub(super) const MULTIKUEUE: &str = "kueue.x-k8s.io/multikueue";
 /// Kueue's own namespace (where MultiKueue reads kubeconfig Secrets).
-const KUEUE_NAMESPACE: &str = "kueue-system";
+pub(super) const KUEUE_NAMESPACE: &str = "kueue-system";
 /// CPU each Job requests, and each ClusterQueue's quota: never the limit.
 const JOB_CPU: &str = "10m";
 const QUOTA_CPU: u32 = 100_000;
@@ -162,7 +161,7 @@ pub async fn run(sizes: &[usize]) -> anyhow::Result<()> {
         kueues.push(Kueue::start(cluster, &set.state_dir, &Settings::default()).await?);
     }
     let relay = Relay::start_with(&set, release_options()).await?;
-    prepare(&set).await?;
+    super::multikueue_setup::prepare(&set).await?;
     let out = workspace_root().join("target").join("bench");
     std::fs::create_dir_all(&out)?;
     for &n in sizes {
@@ -177,111 +176,6 @@ pub async fn run(sizes: &[usize]) -> anyhow::Result<()> {
     drop(relay);
     kueues.iter().for_each(Kueue::kill);
     supervisor.stop()
-}
-
-/// The objects every system's queues rest on: on the manager, jobrelay's and
-/// MultiKueue's AdmissionChecks, the MultiKueueConfig and a MultiKueueCluster
-/// (kubeconfig in a Secret) per worker; on each worker, the flavor; and the
-/// workers opted in to worker-side Kueue.
-async fn prepare(set: &ClusterSet) -> anyhow::Result<()> {
-    let manager = set.manager().client().await?;
-    kueue_objects::admission_check(&manager, "jobrelay", None).await?;
-    let workers: Vec<String> = set.workers().iter().map(|w| w.name.clone()).collect();
-    let secrets: Api<Secret> = Api::namespaced(manager.clone(), KUEUE_NAMESPACE);
-    for worker in set.workers() {
-        let secret = format!("{}-kubeconfig", worker.name);
-        let body = json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": secret, "namespace": KUEUE_NAMESPACE},
-            "stringData": {"kubeconfig": inline_kubeconfig(worker)?},
-        });
-        secrets
-            .patch(
-                &secret,
-                &PatchParams::apply("jobrelay-bench").force(),
-                &Patch::Apply(&body),
-            )
-            .await?;
-        kueue_objects::apply(
-            &manager,
-            "MultiKueueCluster",
-            None,
-            json!({
-                "metadata": {"name": worker.name},
-                "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": secret}}},
-            }),
-        )
-        .await?;
-        kueue_objects::flavor(&worker.client().await?).await?;
-    }
-    kueue_objects::apply(
-        &manager,
-        "MultiKueueConfig",
-        None,
-        json!({"metadata": {"name": "bench"}, "spec": {"clusters": workers}}),
-    )
-    .await?;
-    kueue_objects::apply(
-        &manager,
-        "AdmissionCheck",
-        None,
-        json!({
-            "metadata": {"name": "multikueue"},
-            "spec": {
-                "controllerName": MULTIKUEUE,
-                "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "bench"},
-            },
-        }),
-    )
-    .await?;
-    let clusters: Api<jobrelay_manager::worker_cluster::WorkerCluster> = Api::all(manager);
-    for worker in set.workers() {
-        clusters
-            .patch(
-                &worker.name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"kueue": {}}})),
-            )
-            .await?;
-    }
-    Ok(())
-}
-
-/// The worker's kubeconfig with its certificates inline, as MultiKueue reads
-/// it from a Secret (no file paths).
-fn inline_kubeconfig(worker: &ClusterInfo) -> anyhow::Result<String> {
-    let text = std::fs::read_to_string(&worker.kubeconfig)?;
-    let mut config: serde_json::Value = serde_yaml_ng::from_str(&text)?;
-    let base = worker.kubeconfig.parent().unwrap_or(Path::new("."));
-    let inline = |object: &mut serde_json::Value, field: &str| -> anyhow::Result<()> {
-        let Some(path) = object
-            .get(field)
-            .and_then(|p| p.as_str())
-            .map(str::to_string)
-        else {
-            return Ok(());
-        };
-        let bytes = std::fs::read(base.join(&path))?;
-        let map = object.as_object_mut().expect("an object");
-        map.remove(field);
-        map.insert(format!("{field}-data"), json!(base64(&bytes)));
-        Ok(())
-    };
-    for cluster in config["clusters"].as_array_mut().into_iter().flatten() {
-        inline(&mut cluster["cluster"], "certificate-authority")?;
-    }
-    for user in config["users"].as_array_mut().into_iter().flatten() {
-        inline(&mut user["user"], "client-certificate")?;
-        inline(&mut user["user"], "client-key")?;
-    }
-    Ok(serde_yaml_ng::to_string(&config)?)
-}
-
-fn base64(bytes: &[u8]) -> String {
-    serde_json::to_value(k8s_openapi::ByteString(bytes.to_vec()))
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
 }
 
 async fn compare(set: &ClusterSet, n: usize) -> anyhow::Result<Report> {

@@ -1,0 +1,120 @@
+//! What the MultiKueue comparison's queues rest on: MultiKueue's
+//! AdmissionCheck, `MultiKueueConfig` and a `MultiKueueCluster` per worker
+//! (its kubeconfig, certificates inline, in a Secret), jobrelay's
+//! AdmissionCheck, the workers' flavor, and the workers opted in to
+//! worker-side Kueue.
+
+use std::path::Path;
+
+use jobrelay_e2e::cluster::{ClusterInfo, ClusterSet};
+use jobrelay_e2e::kueue_objects;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+
+use super::vs_multikueue::{KUEUE_NAMESPACE, MULTIKUEUE};
+
+/// The objects every system's queues rest on: on the manager, jobrelay's and
+/// MultiKueue's AdmissionChecks, the MultiKueueConfig and a MultiKueueCluster
+/// (kubeconfig in a Secret) per worker; on each worker, the flavor; and the
+/// workers opted in to worker-side Kueue.
+pub(super) async fn prepare(set: &ClusterSet) -> anyhow::Result<()> {
+    let manager = set.manager().client().await?;
+    kueue_objects::admission_check(&manager, "jobrelay", None).await?;
+    let workers: Vec<String> = set.workers().iter().map(|w| w.name.clone()).collect();
+    let secrets: Api<Secret> = Api::namespaced(manager.clone(), KUEUE_NAMESPACE);
+    for worker in set.workers() {
+        let secret = format!("{}-kubeconfig", worker.name);
+        let body = json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": secret, "namespace": KUEUE_NAMESPACE},
+            "stringData": {"kubeconfig": inline_kubeconfig(worker)?},
+        });
+        secrets
+            .patch(
+                &secret,
+                &PatchParams::apply("jobrelay-bench").force(),
+                &Patch::Apply(&body),
+            )
+            .await?;
+        kueue_objects::apply(
+            &manager,
+            "MultiKueueCluster",
+            None,
+            json!({
+                "metadata": {"name": worker.name},
+                "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": secret}}},
+            }),
+        )
+        .await?;
+        kueue_objects::flavor(&worker.client().await?).await?;
+    }
+    kueue_objects::apply(
+        &manager,
+        "MultiKueueConfig",
+        None,
+        json!({"metadata": {"name": "bench"}, "spec": {"clusters": workers}}),
+    )
+    .await?;
+    kueue_objects::apply(
+        &manager,
+        "AdmissionCheck",
+        None,
+        json!({
+            "metadata": {"name": "multikueue"},
+            "spec": {
+                "controllerName": MULTIKUEUE,
+                "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "bench"},
+            },
+        }),
+    )
+    .await?;
+    let clusters: Api<jobrelay_manager::worker_cluster::WorkerCluster> = Api::all(manager);
+    for worker in set.workers() {
+        clusters
+            .patch(
+                &worker.name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"kueue": {}}})),
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+/// The worker's kubeconfig with its certificates inline, as MultiKueue reads
+/// it from a Secret (no file paths).
+fn inline_kubeconfig(worker: &ClusterInfo) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(&worker.kubeconfig)?;
+    let mut config: serde_json::Value = serde_yaml_ng::from_str(&text)?;
+    let base = worker.kubeconfig.parent().unwrap_or(Path::new("."));
+    let inline = |object: &mut serde_json::Value, field: &str| -> anyhow::Result<()> {
+        let Some(path) = object
+            .get(field)
+            .and_then(|p| p.as_str())
+            .map(str::to_string)
+        else {
+            return Ok(());
+        };
+        let bytes = std::fs::read(base.join(&path))?;
+        let map = object.as_object_mut().expect("an object");
+        map.remove(field);
+        map.insert(format!("{field}-data"), json!(base64(&bytes)));
+        Ok(())
+    };
+    for cluster in config["clusters"].as_array_mut().into_iter().flatten() {
+        inline(&mut cluster["cluster"], "certificate-authority")?;
+    }
+    for user in config["users"].as_array_mut().into_iter().flatten() {
+        inline(&mut user["user"], "client-certificate")?;
+        inline(&mut user["user"], "client-key")?;
+    }
+    Ok(serde_yaml_ng::to_string(&config)?)
+}
+
+fn base64(bytes: &[u8]) -> String {
+    serde_json::to_value(k8s_openapi::ByteString(bytes.to_vec()))
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
