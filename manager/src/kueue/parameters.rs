@@ -1,0 +1,161 @@
+//! A check's `parameters` as pure decisions: which WorkerClusters they let
+//! its Workloads use ([`allowed`]), and the check's `Active` condition
+//! ([`active`]).
+
+use std::collections::BTreeSet;
+
+use super::types::Parameters;
+
+/// Which WorkerClusters a check lets its Workloads use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Allowed {
+    /// No `parameters`: every WorkerCluster.
+    Any,
+    /// `parameters` naming a WorkerCluster (that one) or a
+    /// WorkerClusterSet (its clusters).
+    Only(BTreeSet<String>),
+}
+
+impl Allowed {
+    pub fn allows(&self, cluster: &str) -> bool {
+        match self {
+            Allowed::Any => true,
+            Allowed::Only(clusters) => clusters.contains(cluster),
+        }
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Allowed::Any => "any WorkerCluster".into(),
+            Allowed::Only(clusters) => {
+                let names: Vec<&str> = clusters.iter().map(String::as_str).collect();
+                format!("WorkerCluster {}", names.join(", "))
+            }
+        }
+    }
+}
+
+/// Reads a check's `parameters`, looking a WorkerClusterSet's clusters up
+/// with `set`; the error says what is wrong with them.
+pub fn allowed(
+    parameters: Option<&Parameters>,
+    set: impl Fn(&str) -> Option<Vec<String>>,
+) -> Result<Allowed, String> {
+    let Some(p) = parameters else {
+        return Ok(Allowed::Any);
+    };
+    if p.name.is_empty() {
+        return Err("spec.parameters.name is empty".into());
+    }
+    match (p.api_group.as_str(), p.kind.as_str()) {
+        ("jobrelay.dev", "WorkerCluster") => Ok(Allowed::Only(BTreeSet::from([p.name.clone()]))),
+        ("jobrelay.dev", "WorkerClusterSet") => match set(&p.name) {
+            Some(clusters) if !clusters.is_empty() => {
+                Ok(Allowed::Only(clusters.into_iter().collect()))
+            }
+            Some(_) => Err(format!("WorkerClusterSet {} lists no cluster", p.name)),
+            None => Err(format!(
+                "WorkerClusterSet {} (spec.parameters.name) does not exist",
+                p.name
+            )),
+        },
+        (group, kind) => Err(format!(
+            "spec.parameters must name a WorkerCluster or a WorkerClusterSet (apiGroup jobrelay.dev), not {group}/{kind}"
+        )),
+    }
+}
+
+/// An AdmissionCheck's `Active` condition: (status, reason, message).
+pub fn active(
+    allowed: &Result<Allowed, String>,
+    registered: &BTreeSet<String>,
+    connected: &BTreeSet<String>,
+) -> (bool, &'static str, String) {
+    let allowed = match allowed {
+        Err(why) => return (false, "InvalidParameters", why.clone()),
+        Ok(allowed) => allowed,
+    };
+    if let Allowed::Only(clusters) = allowed
+        && let Some(missing) = clusters.iter().find(|c| !registered.contains(*c))
+    {
+        return (
+            false,
+            "UnknownCluster",
+            format!("no WorkerCluster named {missing} is registered"),
+        );
+    }
+    let usable: Vec<&str> = connected
+        .iter()
+        .filter(|c| allowed.allows(c))
+        .map(String::as_str)
+        .collect();
+    if usable.is_empty() {
+        return (
+            false,
+            "NoClusterConnected",
+            format!("no agent of {} is connected", allowed.describe()),
+        );
+    }
+    (
+        true,
+        "Active",
+        format!("jobrelay can place Workloads on {}", usable.join(", ")),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_name_a_worker_cluster_a_set_of_them_or_none() {
+        let sets = |name: &str| match name {
+            "gpu" => Some(vec!["w1".to_string(), "w2".to_string()]),
+            "empty" => Some(Vec::new()),
+            _ => None,
+        };
+        let allowed = |p: Option<&Parameters>| allowed(p, sets);
+        assert_eq!(allowed(None), Ok(Allowed::Any));
+        let p = |group: &str, kind: &str, name: &str| Parameters {
+            api_group: group.into(),
+            kind: kind.into(),
+            name: name.into(),
+        };
+        assert_eq!(
+            allowed(Some(&p("jobrelay.dev", "WorkerCluster", "w1"))),
+            Ok(Allowed::Only(BTreeSet::from(["w1".to_string()])))
+        );
+        let wrong = allowed(Some(&p("kueue.x-k8s.io", "MultiKueueConfig", "c"))).unwrap_err();
+        assert!(wrong.contains("spec.parameters") && wrong.contains("MultiKueueConfig"));
+        assert!(allowed(Some(&p("jobrelay.dev", "WorkerCluster", ""))).is_err());
+        assert_eq!(
+            allowed(Some(&p("jobrelay.dev", "WorkerClusterSet", "gpu"))),
+            Ok(Allowed::Only(BTreeSet::from([
+                "w1".to_string(),
+                "w2".to_string()
+            ])))
+        );
+        let missing = allowed(Some(&p("jobrelay.dev", "WorkerClusterSet", "cpu"))).unwrap_err();
+        assert!(
+            missing.contains("cpu") && missing.contains("does not exist"),
+            "{missing}"
+        );
+        assert!(allowed(Some(&p("jobrelay.dev", "WorkerClusterSet", "empty"))).is_err());
+    }
+
+    #[test]
+    fn a_check_is_active_while_an_allowed_cluster_is_connected() {
+        let set = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>();
+        let (registered, connected) = (set(&["w1", "w2"]), set(&["w2"]));
+        let any = active(&Ok(Allowed::Any), &registered, &connected);
+        assert_eq!((any.0, any.1), (true, "Active"));
+        let only_w1 = Ok(Allowed::Only(set(&["w1"])));
+        let (on, reason, message) = active(&only_w1, &registered, &connected);
+        assert_eq!((on, reason), (false, "NoClusterConnected"));
+        assert!(message.contains("w1"), "{message}");
+        let unknown = active(&Ok(Allowed::Only(set(&["w9"]))), &registered, &connected);
+        assert_eq!((unknown.0, unknown.1), (false, "UnknownCluster"));
+        let invalid = active(&Err("bad".into()), &registered, &connected);
+        assert_eq!((invalid.0, invalid.1), (false, "InvalidParameters"));
+    }
+}
