@@ -193,8 +193,8 @@ pub async fn run(args: Args) -> Result<(), Error> {
 
     let reservations = Arc::new(kueue::Reservations::default());
     let (to_workloads, for_workloads) = mpsc::unbounded_channel();
-    let (stores, writers) = kueue::controller::stores();
-    let admission = tokio::spawn(kueue::controller::run_when_installed(
+    let (stores, writers) = kueue::discovery::stores();
+    let admission = tokio::spawn(kueue::discovery::run_when_installed(
         kueue::controller::Context {
             client: client.clone(),
             checks: stores.checks,

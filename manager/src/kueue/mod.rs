@@ -11,6 +11,7 @@
 
 pub mod check;
 pub mod controller;
+pub mod discovery;
 pub mod parameters;
 pub mod reservations;
 pub mod scheduling;
