@@ -11,19 +11,17 @@ pub mod report;
 pub mod session;
 pub mod teardown;
 pub mod terminated_pods;
+pub mod watched;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use jobrelay_process::Shutdown;
 use jobrelay_process::health::Readiness;
 use jobrelay_proto::wire::ORIGIN_LABEL;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
-use kube::runtime::{WatchStreamExt, reflector, watcher};
-use tokio::sync::Notify;
+use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 use tracing::info;
 
@@ -31,8 +29,9 @@ use crate::budget::Budget;
 use crate::cli::Args;
 use crate::config::Config;
 pub use crate::error::Error;
-use crate::mirrors::{Mirrors, Pacing};
+use crate::mirrors::{Mirrors, Pacing, PodMeta};
 use crate::session::{Agent, Dial};
+use crate::watched::{Changes, Watched};
 
 /// How often the agent checks that its own API server answers.
 const API_PROBE_INTERVAL: Duration = Duration::from_secs(5);
@@ -86,27 +85,20 @@ pub async fn run(args: Args) -> Result<(), Error> {
         }
         None => tokio::spawn(futures::future::pending()),
     };
-    let changed = Arc::new(Notify::new());
+    let changes = Arc::new(Changes::default());
     let selector = watcher::Config::default()
         .labels(&format!("{ORIGIN_LABEL}={}", args.origin))
         .timeout(jobrelay_process::WATCH_TIMEOUT_SECS);
-    let (jobs, job_writer) = reflector::store::<Job>();
-    let (pods, pod_writer) = reflector::store::<Pod>();
-    let job_watch = watch(
-        reflector::reflector(
-            job_writer,
-            watcher(Api::<Job>::all(client.clone()), selector.clone())
-                .modify(jobrelay_process::cache::trim),
-        ),
-        Arc::clone(&changed),
+    let (jobs, job_watch) = Watched::new(
+        watcher(Api::<Job>::all(client.clone()), selector.clone())
+            .modify(jobrelay_process::cache::trim)
+            .modify(report::keep_what_is_reported),
+        Arc::clone(&changes),
     );
-    let pod_watch = watch(
-        reflector::reflector(
-            pod_writer,
-            watcher(Api::<Pod>::all(client.clone()), selector)
-                .modify(jobrelay_process::cache::trim),
-        ),
-        Arc::clone(&changed),
+    let (pods, pod_watch) = Watched::new(
+        watcher(Api::<PodMeta>::all(client.clone()), selector)
+            .modify(jobrelay_process::cache::trim),
+        Arc::clone(&changes),
     );
 
     let (connected, link_up) = watch::channel(false);
@@ -127,8 +119,8 @@ pub async fn run(args: Args) -> Result<(), Error> {
             },
             jobs,
             pods,
+            changes,
         ),
-        changed,
     };
     info!(cluster = %args.cluster, manager = %args.manager_url, origin = %args.origin, "agent starting");
     tokio::select! {
@@ -140,23 +132,6 @@ pub async fn run(args: Args) -> Result<(), Error> {
     terminated.abort();
     health.abort();
     Ok(())
-}
-
-/// Drives a reflector, signalling `changed` on every event.
-async fn watch<K, S>(events: S, changed: Arc<Notify>)
-where
-    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
-{
-    events
-        .default_backoff()
-        .for_each(|event| {
-            if let Err(error) = event {
-                tracing::warn!(%error, "watch error; retrying");
-            }
-            changed.notify_one();
-            futures::future::ready(())
-        })
-        .await;
 }
 
 /// Ready while a session is open and the worker's API server answers.

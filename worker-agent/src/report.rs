@@ -3,7 +3,7 @@
 
 use jobrelay_proto::v1::{MirrorPhase, RejectReason};
 use jobrelay_proto::wire::REVISION_ANNOTATION;
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
 
 /// The phase of a mirror Job as the manager sees it.
 pub fn phase_of(job: &Job) -> MirrorPhase {
@@ -29,6 +29,19 @@ pub fn phase_of(job: &Job) -> MirrorPhase {
         MirrorPhase::Running
     } else {
         MirrorPhase::Pending
+    }
+}
+
+/// Drops from a cached mirror what no report reads: of its spec only
+/// `suspend` is kept (the pod template is most of a Job). Applies read the
+/// Job they update from the API server, not from the cache. For
+/// `WatchStreamExt::modify` before the agent's Job reflector.
+pub fn keep_what_is_reported(job: &mut Job) {
+    if let Some(spec) = job.spec.as_mut() {
+        *spec = JobSpec {
+            suspend: spec.suspend,
+            ..JobSpec::default()
+        };
     }
 }
 
@@ -116,6 +129,35 @@ mod tests {
             "suspended before the Job controller wrote its condition"
         );
         assert_eq!(revision_of(&job(serde_json::json!({}))), 7);
+    }
+
+    #[test]
+    fn a_cached_mirror_keeps_what_its_report_reads_and_not_its_template() {
+        let mut cached: Job = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "j", "annotations": {REVISION_ANNOTATION: "7"}},
+            "spec": {"suspend": true, "parallelism": 4, "template": {"spec": {"containers": [
+                {"name": "train", "image": "trainer:1", "args": ["--epochs", "90"]}]}}},
+            "status": {"active": 1},
+        }))
+        .unwrap();
+        let before = (
+            phase_of(&cached),
+            revision_of(&cached),
+            cached.status.clone(),
+        );
+        keep_what_is_reported(&mut cached);
+        assert_eq!(
+            (
+                phase_of(&cached),
+                revision_of(&cached),
+                cached.status.clone()
+            ),
+            before
+        );
+        let spec = cached.spec.unwrap();
+        assert_eq!(spec.suspend, Some(true));
+        assert_eq!(spec.parallelism, None);
+        assert!(spec.template.spec.is_none(), "the pod template is dropped");
     }
 
     fn api_error(code: u16, message: &str) -> kube::Error {

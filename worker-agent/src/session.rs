@@ -11,12 +11,12 @@ use jobrelay_proto::v1::relay_client::RelayClient;
 use jobrelay_proto::v1::{
     AgentMessage, Heartbeat, Hello, ManagerMessage, agent_message, manager_message,
 };
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::transport::{Channel, Endpoint};
 use tracing::{info, warn};
 
-use crate::mirrors::{Mirrors, agent_message};
+use crate::mirrors::{Mirrors, Pass, agent_message};
 
 /// Heartbeats missed before the manager counts as gone.
 const MISSED_HEARTBEATS: u32 = 3;
@@ -29,7 +29,9 @@ const MAX_BATCH: usize = 512;
 /// Applies worked between two status reports, so a mirror that finished
 /// while a burst is applied is reported within one chunk, not after all of it.
 const APPLY_CHUNK: usize = 64;
-/// Periodic sync, on top of the one every watch event triggers.
+/// Periodic pass over what waits on the clock, on top of the passes over
+/// what the watches saw change (the orphan sweep brings a pass over
+/// everything).
 const SYNC_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Why the manager cannot be dialled.
@@ -92,8 +94,6 @@ pub struct Agent {
     pub cluster: String,
     pub origin: String,
     pub mirrors: Mirrors,
-    /// Signalled by the Job and Pod watches on every change.
-    pub changed: Arc<Notify>,
 }
 
 impl Agent {
@@ -233,7 +233,7 @@ impl Agent {
                     loop {
                         let chunk = applies.by_ref().take(APPLY_CHUNK).collect();
                         self.mirrors.apply_all(chunk, &mut out).await;
-                        self.mirrors.sync(&mut out).await;
+                        self.mirrors.sync(Pass::Changes, &mut out).await;
                         if applies.peek().is_none() {
                             break;
                         }
@@ -242,7 +242,7 @@ impl Agent {
                         }
                     }
                 }
-                () = self.changed.notified() => self.mirrors.sync(&mut out).await,
+                () = self.mirrors.changed() => self.mirrors.sync(Pass::Changes, &mut out).await,
                 () = self.dial.certificates_changed() => {
                     return "the certificate files changed; reconnecting with them".into();
                 }
@@ -251,11 +251,11 @@ impl Agent {
                     if silent > *interval.borrow() * MISSED_HEARTBEATS {
                         return format!("the manager was silent for {silent:?}");
                     }
-                    self.mirrors.sync(&mut out).await;
+                    self.mirrors.sync(Pass::Tick, &mut out).await;
                 }
                 _ = sweeps.tick() => {
                     self.mirrors.sweep_orphans();
-                    self.mirrors.sync(&mut out).await;
+                    self.mirrors.sync(Pass::Full, &mut out).await;
                 }
             }
             if let Err(ended) = send_all(outbox, &mut out) {

@@ -10,7 +10,7 @@ use jobrelay_proto::v1::{AgentMessage, DeleteMirror, MirrorGone, MirrorLost, age
 use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, ListParams, Preconditions, PropagationPolicy};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Preconditions, PropagationPolicy};
 use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
@@ -67,6 +67,7 @@ impl Mirrors {
     }
 
     fn begin(&mut self, uid: String, namespace: String, name: String, lost: Option<Lost>) {
+        self.due.insert(uid.clone());
         self.deleting.entry(uid).or_insert(Deletion {
             namespace,
             name,
@@ -100,7 +101,11 @@ impl Mirrors {
         let mut job_deletes = Vec::new();
         let mut pod_deletes = Vec::new();
         let mut gone = Vec::new();
-        for (uid, deletion) in &mut self.deleting {
+        let visited = held.visited(self.deleting.keys(), |uid| self.deleting.contains_key(uid));
+        for uid in &visited {
+            let Some(deletion) = self.deleting.get_mut(uid) else {
+                continue;
+            };
             let jobs = held.jobs.get(uid).map(Vec::as_slice).unwrap_or_default();
             let pods = held.pods.get(uid).map(Vec::as_slice).unwrap_or_default();
             let (progress, next) = teardown::step(
@@ -139,11 +144,11 @@ impl Mirrors {
         concurrently(
             job_deletes
                 .iter()
-                .map(|job| delete_object::<Job>(client, job.as_ref())),
+                .map(|job| delete_object::<Job>(client, job.meta())),
         )
         .await;
         let deleted_pods = concurrently(pod_deletes.into_iter().map(|(uid, pod)| async move {
-            (delete_object::<Pod>(client, pod.as_ref()).await == Deleted::Now).then_some(uid)
+            (delete_object::<Pod>(client, pod.meta()).await == Deleted::Now).then_some(uid)
         }))
         .await;
         for uid in deleted_pods.into_iter().flatten() {
@@ -222,22 +227,23 @@ fn seen<K: Resource>(object: &K) -> Seen {
     }
 }
 
-/// Deletes one object with Background propagation and a UID precondition.
-pub(super) async fn delete_object<K>(client: &kube::Client, object: &K) -> Deleted
+/// Deletes one object (a `K` as `object` describes it) with Background
+/// propagation and a UID precondition.
+pub(super) async fn delete_object<K>(client: &kube::Client, object: &ObjectMeta) -> Deleted
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
         + serde::de::DeserializeOwned
         + std::fmt::Debug,
 {
-    let (Some(namespace), name) = (object.meta().namespace.clone(), object.name_any()) else {
+    let (Some(namespace), Some(name)) = (object.namespace.clone(), object.name.clone()) else {
         return Deleted::NothingThere;
     };
     let api: Api<K> = Api::namespaced(client.clone(), &namespace);
     let params = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Background),
         preconditions: Some(Preconditions {
-            uid: object.meta().uid.clone(),
+            uid: object.uid.clone(),
             resource_version: None,
         }),
         ..Default::default()

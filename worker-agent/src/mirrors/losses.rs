@@ -6,11 +6,11 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
+use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
 use super::deletion::{Lost, delete_object};
-use super::{Held, Mirrors, concurrently};
+use super::{Held, Mirrors, PodMeta, Visit, concurrently};
 use crate::lost::{JobSeen, PodSeen, Verdict, judge};
 use crate::teardown::Deleted;
 
@@ -24,14 +24,22 @@ impl Mirrors {
         };
         let now = Instant::now();
         let mut lost = Vec::new();
-        let mut strays: HashMap<String, Instant> = HashMap::new();
         let mut due = Vec::new();
-        for uid in desired {
-            if self.deleting.contains_key(uid) {
+        // Strays of the mirrors looked at are judged again (since when they
+        // were first seen kept); others keep theirs.
+        let mut before: HashMap<String, HashMap<String, Instant>> = match &held.visit {
+            Visit::Everything => std::mem::take(&mut self.strays),
+            Visit::These(uids) => uids
+                .iter()
+                .filter_map(|uid| Some((uid.clone(), self.strays.remove(uid)?)))
+                .collect(),
+        };
+        for uid in held.visited(desired.iter(), |uid| desired.contains(uid)) {
+            if self.deleting.contains_key(&uid) {
                 continue;
             }
-            let jobs = held.jobs.get(uid).map(Vec::as_slice).unwrap_or_default();
-            let pods = held.pods.get(uid).map(Vec::as_slice).unwrap_or_default();
+            let jobs = held.jobs.get(&uid).map(Vec::as_slice).unwrap_or_default();
+            let pods = held.pods.get(&uid).map(Vec::as_slice).unwrap_or_default();
             let jobs_seen: Vec<JobSeen> = jobs
                 .iter()
                 .map(|j| JobSeen {
@@ -43,25 +51,30 @@ impl Mirrors {
             match judge(
                 &jobs_seen,
                 &pods_seen,
-                self.seen.get(uid).map(String::as_str),
+                self.seen.get(&uid).map(String::as_str),
             ) {
                 Verdict::Intact { live } => {
                     if let Some(live) = live {
-                        self.seen.insert(uid.clone(), live);
+                        self.seen.insert(uid, live);
                     }
                 }
                 Verdict::Strays { live, pods: stray } => {
                     self.seen.insert(uid.clone(), live);
+                    let known = before.remove(&uid).unwrap_or_default();
+                    let mut strays = HashMap::new();
                     for pod in pods.iter().filter(|p| {
                         p.metadata.deletion_timestamp.is_none()
                             && stray.contains(&p.uid().unwrap_or_default())
                     }) {
                         let pod_uid = pod.uid().unwrap_or_default();
-                        let since = *self.strays.get(&pod_uid).unwrap_or(&now);
+                        let since = *known.get(&pod_uid).unwrap_or(&now);
                         strays.insert(pod_uid, since);
                         if now - since >= self.orphan_pod_grace && self.budget.try_take_n(1) {
                             due.push((uid.clone(), std::sync::Arc::clone(pod)));
                         }
+                    }
+                    if !strays.is_empty() {
+                        self.strays.insert(uid, strays);
                     }
                 }
                 Verdict::Lost {
@@ -80,8 +93,6 @@ impl Mirrors {
                 }
             }
         }
-        // Strays no longer seen are forgotten, so the map holds only live ones.
-        self.strays = strays;
         for (uid, namespace, name, mirror_uid, observed) in lost {
             warn!(%uid, %namespace, %name, mirror_uid = mirror_uid.as_deref().unwrap_or(""), %observed, "mirror lost behind jobrelay's back; deleting what is left of it");
             self.seen.remove(&uid);
@@ -94,7 +105,7 @@ impl Mirrors {
         }
         let client = &self.client;
         concurrently(due.into_iter().map(|(uid, pod)| async move {
-            if delete_object::<Pod>(client, pod.as_ref()).await == Deleted::Now {
+            if delete_object::<Pod>(client, pod.meta()).await == Deleted::Now {
                 info!(%uid, pod = %pod.name_any(), "Pod not owned by its live mirror outlived the grace; deleted");
             }
         }))
@@ -102,7 +113,7 @@ impl Mirrors {
     }
 }
 
-fn pod_seen(pod: &Pod) -> PodSeen {
+fn pod_seen(pod: &PodMeta) -> PodSeen {
     PodSeen {
         uid: pod.uid().unwrap_or_default(),
         owner: pod

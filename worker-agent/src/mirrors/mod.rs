@@ -11,6 +11,7 @@ mod apply;
 mod deletion;
 mod losses;
 mod orphans;
+mod visit;
 
 pub use orphans::{HeldMirror, orphans};
 
@@ -23,18 +24,21 @@ use futures::StreamExt;
 use jobrelay_proto::v1::{
     AgentMessage, InventoryEntry, MirrorPhase, MirrorStatus, agent_message::Kind,
 };
-use jobrelay_proto::wire::ORIGIN_UID_LABEL;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
-use kube::runtime::reflector::Store;
+use kube::core::PartialObjectMeta;
 
 use tracing::warn;
 
 use crate::budget::Budget;
 use crate::report::{phase_of, revision_of};
+pub use crate::watched::origin_uid;
+use crate::watched::{Changes, Watched};
 use apply::Pending;
 use deletion::Deletion;
+pub use visit::Pass;
+use visit::Visit;
 
 /// Field manager of everything the agent writes.
 pub const FIELD_MANAGER: &str = "jobrelay-agent";
@@ -55,11 +59,29 @@ pub struct Pacing {
     pub apply_retry_max: Duration,
 }
 
-/// The Jobs and Pods of this origin, by origin UID, as the caches show them
-/// at the start of a pass.
+/// What the agent caches of a Pod: its metadata (a metadata-only watch).
+pub type PodMeta = PartialObjectMeta<Pod>;
+
+/// The mirrors one pass looks at, and their Jobs and Pods by origin UID as
+/// the caches show them at its start.
 pub(crate) struct Held {
+    visit: Visit,
     jobs: HashMap<String, Vec<Arc<Job>>>,
-    pods: HashMap<String, Vec<Arc<Pod>>>,
+    pods: HashMap<String, Vec<Arc<PodMeta>>>,
+}
+
+impl Held {
+    /// Of the keys of a map (`all`, tested by `has`), those this pass looks at.
+    fn visited<'a>(
+        &self,
+        all: impl Iterator<Item = &'a String>,
+        has: impl Fn(&String) -> bool,
+    ) -> Vec<String> {
+        match &self.visit {
+            Visit::Everything => all.cloned().collect(),
+            Visit::These(uids) => uids.iter().filter(|uid| has(uid)).cloned().collect(),
+        }
+    }
 }
 
 /// The last status sent for a mirror, and the Job's resourceVersion it was
@@ -82,8 +104,15 @@ pub struct Mirrors {
     client: kube::Client,
     origin: String,
     orphan_pod_grace: Duration,
-    jobs: Store<Job>,
-    pods: Store<Pod>,
+    jobs: Watched<Job>,
+    pods: Watched<PodMeta>,
+    /// What the watches saw change since the last pass.
+    changes: Arc<Changes>,
+    /// Origin UIDs the agent itself started something for (a deletion), for
+    /// the next pass to look at.
+    due: HashSet<String>,
+    /// The next pass looks at every mirror (a new session, a new DesiredSet).
+    everything_due: bool,
     /// Origin UIDs the manager wants here (DesiredSet, then applies and deletes).
     desired: Option<HashSet<String>>,
     deleting: HashMap<String, Deletion>,
@@ -94,8 +123,9 @@ pub struct Mirrors {
     /// UID of the live mirror Job last seen for each origin UID, so one that
     /// disappears is known to be lost.
     seen: HashMap<String, String>,
-    /// Pods not owned by their live mirror, by Pod UID: since when.
-    strays: HashMap<String, Instant>,
+    /// Pods not owned by their live mirror, by origin UID, then Pod UID:
+    /// since when.
+    strays: HashMap<String, HashMap<String, Instant>>,
     budget: Budget,
     apply_retry: ExponentialBuilder,
     apply_retry_max: Duration,
@@ -109,8 +139,9 @@ impl Mirrors {
         client: kube::Client,
         origin: String,
         pacing: Pacing,
-        jobs: Store<Job>,
-        pods: Store<Pod>,
+        jobs: Watched<Job>,
+        pods: Watched<PodMeta>,
+        changes: Arc<Changes>,
     ) -> Self {
         Mirrors {
             client,
@@ -118,6 +149,9 @@ impl Mirrors {
             orphan_pod_grace: pacing.orphan_pod_grace,
             jobs,
             pods,
+            changes,
+            due: HashSet::new(),
+            everything_due: true,
             desired: None,
             deleting: HashMap::new(),
             pending: HashMap::new(),
@@ -138,8 +172,8 @@ impl Mirrors {
 
     /// Waits until both watches have listed everything once.
     pub async fn wait_ready(&self) {
-        let _ = self.jobs.wait_until_ready().await;
-        let _ = self.pods.wait_until_ready().await;
+        self.jobs.wait_until_ready().await;
+        self.pods.wait_until_ready().await;
     }
 
     /// A new session: what was sent before must be sent again (lost mirrors
@@ -148,6 +182,7 @@ impl Mirrors {
     pub fn new_session(&mut self) {
         self.sent.clear();
         self.desired = None;
+        self.everything_due = true;
         for lost in self.deleting.values_mut().filter_map(|d| d.lost.as_mut()) {
             lost.reported = false;
         }
@@ -195,27 +230,48 @@ impl Mirrors {
     /// The manager's complete list: anything else of this origin goes.
     pub fn set_desired(&mut self, desired: impl IntoIterator<Item = String>) {
         self.desired = Some(desired.into_iter().collect());
+        self.everything_due = true;
         self.sweep_orphans();
     }
 
-    /// Moves everything forward: lost mirrors, deletions (and their
-    /// confirmation), waiting applies, and status changes. Messages for the
-    /// manager go to `out`.
-    pub async fn sync(&mut self, out: &mut Vec<AgentMessage>) {
-        let held = Held {
-            jobs: by_origin_uid(self.jobs.state()),
-            pods: by_origin_uid(self.pods.state()),
+    /// Resolves once a watch saw something change.
+    pub async fn changed(&self) {
+        self.changes.notified().await;
+    }
+
+    /// Moves forward the mirrors `pass` looks at (see [`visit::to_visit`]):
+    /// lost mirrors, deletions (and their confirmation), status changes;
+    /// and every waiting apply. Messages for the manager go to `out`.
+    pub async fn sync(&mut self, pass: Pass, out: &mut Vec<AgentMessage>) {
+        let visit = visit::to_visit(
+            pass,
+            self.changes.take(),
+            std::mem::take(&mut self.due),
+            std::mem::take(&mut self.everything_due),
+            self.deleting.keys().chain(self.strays.keys()),
+        );
+        let held = match &visit {
+            Visit::Everything => Held {
+                jobs: by_origin_uid(self.jobs.state()),
+                pods: by_origin_uid(self.pods.state()),
+                visit,
+            },
+            Visit::These(uids) => Held {
+                jobs: self.jobs.of(uids),
+                pods: self.pods.of(uids),
+                visit,
+            },
         };
         self.notice_losses(&held).await;
         self.report_lost(out);
         self.drive_deletions(&held, out).await;
         self.log_progress();
         self.apply_due(out).await;
-        self.report_status(out);
+        self.report_status(&held, out);
     }
 
-    fn report_status(&mut self, out: &mut Vec<AgentMessage>) {
-        for job in self.jobs.state() {
+    fn report_status(&mut self, held: &Held, out: &mut Vec<AgentMessage>) {
+        for job in held.jobs.values().flatten() {
             let Some(uid) = origin_uid(job.meta()) else {
                 continue;
             };
@@ -234,8 +290,8 @@ impl Mirrors {
                 }
             };
             let report = Report {
-                revision: revision_of(&job),
-                phase: phase_of(&job),
+                revision: revision_of(job),
+                phase: phase_of(job),
                 status,
             };
             if previous.is_none_or(|sent| sent.report != report) {
@@ -271,10 +327,6 @@ async fn concurrently<F: std::future::Future>(
 
 pub fn agent_message(kind: Kind) -> AgentMessage {
     AgentMessage { kind: Some(kind) }
-}
-
-fn origin_uid(meta: &kube::api::ObjectMeta) -> Option<String> {
-    meta.labels.as_ref()?.get(ORIGIN_UID_LABEL).cloned()
 }
 
 fn by_origin_uid<K: Resource>(
