@@ -66,6 +66,7 @@ pub struct Metrics {
     reports_dropped: Family<ByCluster, Counter>,
     dispatch_seconds: Seconds,
     status_seconds: Seconds,
+    status_heard_seconds: Seconds,
     cleanup_seconds: Seconds,
     connected_clusters: Gauge,
     mirrors: Family<ByPhase, Gauge>,
@@ -85,6 +86,7 @@ impl Metrics {
             reports_dropped: Family::default(),
             dispatch_seconds: Family::new_with_constructor(seconds),
             status_seconds: Family::new_with_constructor(seconds),
+            status_heard_seconds: Family::new_with_constructor(seconds),
             cleanup_seconds: Family::new_with_constructor(seconds),
             connected_clusters: Gauge::default(),
             mirrors: Family::default(),
@@ -124,6 +126,11 @@ impl Metrics {
             "status_seconds",
             "From a mirror finishing on its worker (its condition's time) to the manager Job showing it, by cluster",
             metrics.status_seconds.clone(),
+        );
+        registry.register(
+            "status_heard_seconds",
+            "From a mirror finishing on its worker (its condition's time) to the manager hearing it from the agent, by cluster; the rest of status_seconds is the manager's write",
+            metrics.status_heard_seconds.clone(),
         );
         registry.register(
             "cleanup_seconds",
@@ -189,6 +196,12 @@ impl Metrics {
 
     pub fn status_shown(&self, cluster: &str, took: Duration) {
         self.status_seconds
+            .get_or_create(&by(cluster))
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn status_heard(&self, cluster: &str, took: Duration) {
+        self.status_heard_seconds
             .get_or_create(&by(cluster))
             .observe(took.as_secs_f64());
     }

@@ -253,6 +253,9 @@ impl Sessions {
                     }
                 };
                 let phase = report.phase();
+                let finished_at = copied
+                    .as_ref()
+                    .and_then(|c| status::newly_finished_at(None, c));
                 let Some((before, held_after)) = self.fleet.record_status(
                     cluster,
                     &report.origin_uid,
@@ -266,6 +269,13 @@ impl Sessions {
                 };
                 if let Some(took) = held_after {
                     self.metrics.dispatched(cluster, took);
+                }
+                if before != phase
+                    && let Some(at) = finished_at
+                {
+                    let took = Timestamp::now().duration_since(at);
+                    self.metrics
+                        .status_heard(cluster, Duration::try_from(took).unwrap_or_default());
                 }
                 if before != phase {
                     let reason = match phase {

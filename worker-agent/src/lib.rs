@@ -20,6 +20,7 @@ use jobrelay_process::Shutdown;
 use jobrelay_process::health::Readiness;
 use jobrelay_proto::wire::ORIGIN_LABEL;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
@@ -29,7 +30,7 @@ use crate::budget::Budget;
 use crate::cli::Args;
 use crate::config::Config;
 pub use crate::error::Error;
-use crate::mirrors::{Mirrors, Pacing, PodMeta};
+use crate::mirrors::{Mirrors, Pacing};
 use crate::session::{Agent, Dial};
 use crate::watched::{Changes, Watched};
 
@@ -96,8 +97,9 @@ pub async fn run(args: Args) -> Result<(), Error> {
         Arc::clone(&changes),
     );
     let (pods, pod_watch) = Watched::new(
-        watcher(Api::<PodMeta>::all(client.clone()), selector)
-            .modify(jobrelay_process::cache::trim),
+        watcher(Api::<Pod>::all(client.clone()), selector)
+            .modify(jobrelay_process::cache::trim)
+            .modify(mirrors::keep_pod_metadata),
         Arc::clone(&changes),
     );
 

@@ -10,7 +10,7 @@ use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
 use super::deletion::{Lost, delete_object};
-use super::{Held, Mirrors, PodMeta, Visit, concurrently};
+use super::{Held, Mirrors, Visit, concurrently};
 use crate::lost::{JobSeen, PodSeen, Verdict, judge};
 use crate::teardown::Deleted;
 
@@ -113,7 +113,7 @@ impl Mirrors {
     }
 }
 
-fn pod_seen(pod: &PodMeta) -> PodSeen {
+fn pod_seen(pod: &Pod) -> PodSeen {
     PodSeen {
         uid: pod.uid().unwrap_or_default(),
         owner: pod

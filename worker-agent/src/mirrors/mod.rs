@@ -27,7 +27,6 @@ use jobrelay_proto::v1::{
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
-use kube::core::PartialObjectMeta;
 
 use tracing::warn;
 
@@ -59,15 +58,22 @@ pub struct Pacing {
     pub apply_retry_max: Duration,
 }
 
-/// What the agent caches of a Pod: its metadata (a metadata-only watch).
-pub type PodMeta = PartialObjectMeta<Pod>;
+/// Drops from a cached Pod everything but its metadata, which is all the
+/// agent reads of one. Done on the agent's side: a metadata-only watch would
+/// cost the API server an encoding of its own for every Pod change, where a
+/// full watch shares the one every other Pod watcher gets. For
+/// `WatchStreamExt::modify` before the agent's Pod reflector.
+pub fn keep_pod_metadata(pod: &mut Pod) {
+    pod.spec = None;
+    pod.status = None;
+}
 
 /// The mirrors one pass looks at, and their Jobs and Pods by origin UID as
 /// the caches show them at its start.
 pub(crate) struct Held {
     visit: Visit,
     jobs: HashMap<String, Vec<Arc<Job>>>,
-    pods: HashMap<String, Vec<Arc<PodMeta>>>,
+    pods: HashMap<String, Vec<Arc<Pod>>>,
 }
 
 impl Held {
@@ -105,7 +111,7 @@ pub struct Mirrors {
     origin: String,
     orphan_pod_grace: Duration,
     jobs: Watched<Job>,
-    pods: Watched<PodMeta>,
+    pods: Watched<Pod>,
     /// What the watches saw change since the last pass.
     changes: Arc<Changes>,
     /// Origin UIDs the agent itself started something for (a deletion), for
@@ -140,7 +146,7 @@ impl Mirrors {
         origin: String,
         pacing: Pacing,
         jobs: Watched<Job>,
-        pods: Watched<PodMeta>,
+        pods: Watched<Pod>,
         changes: Arc<Changes>,
     ) -> Self {
         Mirrors {
@@ -339,4 +345,24 @@ fn by_origin_uid<K: Resource>(
         }
     }
     grouped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cached_pod_keeps_its_metadata_only() {
+        let mut pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "train-x", "uid": "p1", "labels": {"jobrelay.dev/origin-uid": "u1"},
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "j1", "controller": true}]},
+            "spec": {"containers": [{"name": "train", "image": "trainer:1"}]},
+            "status": {"phase": "Running"},
+        }))
+        .unwrap();
+        let metadata = pod.metadata.clone();
+        keep_pod_metadata(&mut pod);
+        assert_eq!(pod.metadata, metadata);
+        assert!(pod.spec.is_none() && pod.status.is_none());
+    }
 }

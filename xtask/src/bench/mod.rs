@@ -24,6 +24,7 @@
 
 mod backlog;
 mod chart;
+mod histogram;
 mod measure;
 mod multikueue_setup;
 mod vs_multikueue;
@@ -82,6 +83,10 @@ struct Report {
     dispatch: Figures,
     dispatch_ratio_to_raw_worker: f64,
     status: Figures,
+    /// By the manager's own account, for the status step: worker finished →
+    /// the manager heard it from the agent, and → the manager wrote it.
+    status_heard: histogram::Bounds,
+    status_written: histogram::Bounds,
     cleanup: Figures,
     cleanup_direct: Figures,
     cleanup_ratio_to_direct: f64,
@@ -280,7 +285,7 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
     cpu_seconds.insert("cleanup".into(), cpu().since(&before));
     watches.iter().for_each(|w| w.stop());
 
-    let status = status(set, &jobs, &ns, &names).await?;
+    let (status, status_heard, status_written) = status(set, relay, &jobs, &ns, &names).await?;
     let peak_rss_mib = peak_rss(relay);
     let beside_backlog = backlog::dispatch_beside(set, relay, n).await?;
     let peak_rss_mib_with_backlog = peak_rss(relay);
@@ -297,6 +302,8 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
             / raw_worker_rate.max(f64::MIN_POSITIVE),
         dispatch,
         status,
+        status_heard,
+        status_written,
         cleanup_ratio_to_direct: cleanup.jobs_per_second
             / cleanup_direct.jobs_per_second.max(f64::MIN_POSITIVE),
         cleanup,
@@ -445,13 +452,18 @@ async fn resync(relay: &Relay, worker: &str) -> anyhow::Result<(Duration, usize)
     Ok((took, held))
 }
 
-/// N short Jobs: from a worker Job finished to its manager Job showing it.
+/// N short Jobs: from a worker Job finished to its manager Job showing it;
+/// with the manager's account of when it heard each and when it wrote it.
 async fn status(
     set: &ClusterSet,
+    relay: &Relay,
     jobs: &Api<Job>,
     ns: &str,
     names: &[String],
-) -> anyhow::Result<Figures> {
+) -> anyhow::Result<(Figures, histogram::Bounds, histogram::Bounds)> {
+    const HEARD: &str = "jobrelay_status_heard_seconds";
+    const WRITTEN: &str = "jobrelay_status_seconds";
+    let metrics_before = relay.metrics().await?;
     let names: Vec<String> = names.iter().map(|n| format!("{n}-s")).collect();
     let on_worker: Timestamps = Default::default();
     let on_manager: Timestamps = Default::default();
@@ -479,9 +491,20 @@ async fn status(
     .await?;
     let on_worker = wait_all("every worker Job finished", &names, &on_worker).await?;
     let on_manager = wait_all("every manager Job shows it", &names, &on_manager).await?;
+    let metrics_after = relay.metrics().await?;
     watches.iter().for_each(|w| w.stop());
     delete_all(jobs, &names).await?;
-    Ok(Figures::between(&names, &on_worker, &on_manager))
+    let account = |name| {
+        histogram::between(
+            &histogram::buckets(&metrics_before, name),
+            &histogram::buckets(&metrics_after, name),
+        )
+    };
+    Ok((
+        Figures::between(&names, &on_worker, &on_manager),
+        account(HEARD),
+        account(WRITTEN),
+    ))
 }
 
 fn print_table(r: &Report) {
@@ -529,6 +552,16 @@ fn print_table(r: &Report) {
         &r.beside_backlog.dispatch,
     );
     row("status: worker finished -> manager shows", &r.status);
+    for (what, bounds) in [("heard", &r.status_heard), ("wrote", &r.status_written)] {
+        println!(
+            "{:<44} {:>9} p50 <= {} s, p95 <= {} s, p99 <= {} s",
+            format!("  by the manager's account: {what}"),
+            bounds.count,
+            bounds.p50_at_most_s,
+            bounds.p95_at_most_s,
+            bounds.p99_at_most_s
+        );
+    }
     row("cleanup: delete manager Job -> released", &r.cleanup);
     row(
         "cleanup direct: Background delete, Pod gone",
