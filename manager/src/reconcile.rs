@@ -280,7 +280,7 @@ impl Subject<'_> {
         } else {
             (Reason::Unplaceable, Action::requeue(AWAIT_CLUSTER))
         };
-        self.publish(reason, note).await;
+        self.publish(reason, note);
         Ok(next)
     }
 
@@ -356,7 +356,7 @@ impl Subject<'_> {
         let (ctx, jobs) = (self.ctx, &self.jobs);
         for effect in plan.effects {
             match effect {
-                Effect::Event(reason, note) => self.publish(reason, note).await,
+                Effect::Event(reason, note) => self.publish(reason, note),
                 Effect::WriteStatus(status) => write_status(jobs, job, &status).await?,
                 Effect::Annotate(key, value) => {
                     job_writes::annotate(jobs, job, key, value.as_deref()).await?
@@ -380,12 +380,11 @@ impl Subject<'_> {
     }
 
     /// Records an Event on the Job, and logs it.
-    async fn publish(&self, reason: Reason, note: String) {
+    fn publish(&self, reason: Reason, note: String) {
         info!(reason = reason.as_str(), %note, "event");
         self.ctx
             .events
-            .publish(&self.job.object_ref(&()), reason, note)
-            .await;
+            .publish(&self.job.object_ref(&()), reason, note);
     }
 }
 

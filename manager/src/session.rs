@@ -290,8 +290,7 @@ impl Sessions {
                         _ => None,
                     };
                     if let Some((reason, note)) = reason {
-                        self.publish(cluster, &report.origin_uid, reason, note)
-                            .await;
+                        self.publish(cluster, &report.origin_uid, reason, note);
                     }
                 }
             }
@@ -351,8 +350,7 @@ impl Sessions {
                     .record_rejected(cluster, &rejected.origin_uid, rejection)
                     .is_some()
                 {
-                    self.publish(cluster, &rejected.origin_uid, event, note)
-                        .await;
+                    self.publish(cluster, &rejected.origin_uid, event, note);
                 } else {
                     self.metrics.report_dropped(cluster);
                 }
@@ -363,12 +361,11 @@ impl Sessions {
 
     /// Records an Event on the mirror's manager Job in a task of its own,
     /// so the session keeps reading while the API server takes it.
-    async fn publish(&self, cluster: &str, uid: &str, reason: Reason, note: String) {
+    fn publish(&self, cluster: &str, uid: &str, reason: Reason, note: String) {
         if let Some(key) = self.fleet.key_of(cluster, uid) {
             let namespace = key.namespace.as_deref().unwrap_or_default();
             let job = job_reference(namespace, &key.name, uid);
-            let events = self.events.clone();
-            tokio::spawn(async move { events.publish(&job, reason, note).await });
+            self.events.publish(&job, reason, note);
         }
     }
 }
