@@ -306,6 +306,50 @@ async fn a_manager_killed_while_jobs_finish_copies_their_final_status_after_rest
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn jobs_suspended_while_the_manager_is_away_keep_the_outcome_their_mirrors_reached() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let scenario = setup("late-suspend").await;
+    let (clusters, relay) = (scenario.clusters, scenario.relay);
+    let expected = create_jobs(&scenario, "late", 5, "2s").await;
+    wait_mirrors(&scenario, 5).await;
+    // The mirrors finish while the manager is away, and the Jobs are then
+    // suspended: back, the manager sends a suspended revision of each to a
+    // worker whose Job already finished.
+    relay.kill_manager();
+    wait::until("every mirror finished on its worker", TIMEOUT, || async {
+        let mut finished = 0;
+        for worker in clusters.workers() {
+            let jobs: Api<Job> = Api::namespaced(kit::client(worker).await, &scenario.ns);
+            if let Ok(list) = jobs.list(&ListParams::default()).await {
+                finished += list
+                    .items
+                    .iter()
+                    .filter(|j| jobrelay_e2e::scenario::outcome(j).is_some())
+                    .count();
+            }
+        }
+        if finished == 5 {
+            Seen::Ready(())
+        } else {
+            Seen::Waiting(format!("{finished} finished"))
+        }
+    })
+    .await;
+    let suspend = kube::api::Patch::Merge(serde_json::json!({"spec": {"suspend": true}}));
+    for name in expected.keys() {
+        scenario
+            .jobs
+            .patch(name, &kube::api::PatchParams::default(), &suspend)
+            .await
+            .expect("suspend");
+    }
+    restart_manager(clusters, relay).await;
+    scenario.wait_outcomes(&expected, TIMEOUT).await;
+    scenario.assert_created_at_most(1);
+    scenario.finish(TIMEOUT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_manager_killed_while_holding_finalizers_releases_them_after_cleanup() {
     let _exclusive = EXCLUSIVE.lock().await;
     let scenario = setup("manager-finalizers").await;

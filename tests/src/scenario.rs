@@ -99,19 +99,14 @@ impl Scenario {
                     Ok(list) => list,
                     Err(e) => return Seen::Waiting(e.to_string()),
                 };
-                let seen: BTreeMap<String, Option<&str>> = list
-                    .items
-                    .iter()
-                    .map(|j| (j.name_any(), outcome(j)))
-                    .collect();
+                let seen: BTreeMap<String, &Job> =
+                    list.items.iter().map(|j| (j.name_any(), j)).collect();
                 let wrong: Vec<String> = expected
                     .iter()
-                    .filter(|(name, want)| seen.get(*name).copied().flatten() != Some(**want))
-                    .map(|(name, want)| {
-                        format!(
-                            "{name}: want {want}, has {:?}",
-                            seen.get(name).copied().flatten()
-                        )
+                    .filter(|(name, want)| seen.get(*name).and_then(|j| outcome(j)) != Some(**want))
+                    .map(|(name, want)| match seen.get(name) {
+                        Some(job) => format!("{name}: want {want}, has {}", explain(job)),
+                        None => format!("{name}: want {want}, the Job is gone"),
                     })
                     .collect();
                 if wrong.is_empty() {
@@ -374,6 +369,28 @@ pub fn outcome(job: &Job) -> Option<&'static str> {
             .iter()
             .any(|c| c.type_ == *kind && c.status == "True")
     })
+}
+
+/// A Job's outcome in words, with the reason and message of its condition
+/// (what a failed wait shows).
+fn explain(job: &Job) -> String {
+    let Some(kind) = outcome(job) else {
+        return "no outcome yet".into();
+    };
+    let condition = job
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == kind));
+    match condition {
+        Some(c) => format!(
+            "{kind} ({}: {}; uid {})",
+            c.reason.as_deref().unwrap_or(""),
+            c.message.as_deref().unwrap_or(""),
+            job.uid().unwrap_or_default()
+        ),
+        None => kind.into(),
+    }
 }
 
 /// The value of `name=value` in a log line.

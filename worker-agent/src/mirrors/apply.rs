@@ -11,7 +11,7 @@ use backon::{BackoffBuilder, ExponentialBackoff};
 use jobrelay_proto::v1::{
     AgentMessage, ApplyMirror, ApplyRejected, RejectReason, agent_message::Kind,
 };
-use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL, QUEUE_NAME_LABEL};
+use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL, QUEUE_NAME_LABEL, REVISION_ANNOTATION};
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -174,6 +174,20 @@ impl Mirrors {
         if revision_of(&existing) >= apply.revision {
             return Ok(());
         }
+        if outcome_decided(&existing) {
+            // Its spec is left as it ran: the worker's Job controller no
+            // longer acts on it, and a finished Job refuses what a suspension
+            // writes (its start time). The revision is recorded, so the
+            // manager knows the worker holds it, and the outcome stands.
+            let annotations = serde_json::json!({
+                "metadata": {"annotations": {REVISION_ANNOTATION: apply.revision.to_string()}}
+            });
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&annotations))
+                .await
+                .map_err(|e| apply_failure(&e))?;
+            info!(uid = %apply.origin_uid, %namespace, %name, revision = apply.revision, "mirror already finished; revision recorded, its spec left as it ran");
+            return Ok(());
+        }
         let queued_here = keep_what_the_workers_kueue_owns(&mut job, &existing);
         let steps = if queued_here {
             Vec::new()
@@ -217,6 +231,25 @@ enum Prepare {
     /// template's scheduling (node selector, tolerations, labels) changed —
     /// as Kueue does when it evicts and later admits a Job elsewhere.
     ClearStartTime,
+}
+
+/// Whether the worker's Job controller has decided the mirror's outcome
+/// (`Complete` or `Failed`, or on the way to one of them): nothing applied
+/// later changes how it ran.
+fn outcome_decided(existing: &Job) -> bool {
+    existing
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c.status == "True"
+                && matches!(
+                    c.type_.as_str(),
+                    "Complete" | "Failed" | "SuccessCriteriaMet" | "FailureTarget"
+                )
+        })
 }
 
 /// What to write before applying `desired` over `existing`: a mirror being
@@ -343,6 +376,24 @@ mod tests {
         let mut unqueued = job(true, false);
         assert!(!keep_what_the_workers_kueue_owns(&mut unqueued, &existing));
         assert_eq!(unqueued.spec.unwrap().suspend, Some(true));
+    }
+
+    #[test]
+    fn a_mirror_whose_outcome_is_decided_is_left_as_it_ran() {
+        let with = |type_: &str, status: &str| {
+            let mut job = job(false, true);
+            job.status.as_mut().unwrap().conditions = Some(vec![
+                serde_json::from_value(serde_json::json!({"type": type_, "status": status}))
+                    .unwrap(),
+            ]);
+            job
+        };
+        for finished in ["Complete", "Failed", "SuccessCriteriaMet", "FailureTarget"] {
+            assert!(outcome_decided(&with(finished, "True")), "{finished}");
+        }
+        assert!(!outcome_decided(&with("Complete", "False")));
+        assert!(!outcome_decided(&with("Suspended", "True")));
+        assert!(!outcome_decided(&job(false, true)), "running");
     }
 
     #[test]
