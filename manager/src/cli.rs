@@ -5,6 +5,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::leader::decide::{Settings, SettingsError};
+
 /// Mirrors batch/v1 Jobs from this cluster to worker clusters whose agents dial in.
 #[derive(Debug, clap::Parser)]
 #[command(
@@ -61,6 +63,9 @@ pub struct Args {
     #[command(flatten)]
     pub process: jobrelay_process::ProcessFlags,
 
+    #[command(flatten)]
+    pub election: ElectionFlags,
+
     /// CA bundle (PEM) that agents' client certificates must chain to.
     #[arg(
         long,
@@ -73,4 +78,115 @@ pub struct Args {
     /// claims. For local development on loopback only.
     #[arg(long, env = "JOBRELAY_INSECURE_PLAINTEXT", value_parser = clap::builder::BoolishValueParser::new())]
     pub insecure_plaintext: bool,
+}
+
+/// How replicas of the manager elect the one that works.
+#[derive(Debug, clap::Args)]
+pub struct ElectionFlags {
+    /// Elect one leader among the manager's replicas on a Lease; with false
+    /// this process works alone, so run exactly one replica.
+    #[arg(
+        long,
+        env = "JOBRELAY_LEADER_ELECT",
+        default_value = "true",
+        action = clap::ArgAction::Set,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub leader_elect: bool,
+
+    /// This replica's name in the Lease; every replica needs its own (in a
+    /// Pod, the Pod's name). Default: the host name.
+    #[arg(long, env = "JOBRELAY_IDENTITY")]
+    pub identity: Option<String>,
+
+    /// Namespace of the Lease (the manager's own).
+    #[arg(long, env = "JOBRELAY_LEASE_NAMESPACE", default_value = "default")]
+    pub lease_namespace: String,
+
+    /// Name of the Lease.
+    #[arg(long, env = "JOBRELAY_LEASE_NAME", default_value = "jobrelay-manager")]
+    pub lease_name: String,
+
+    /// How long a follower waits after the Lease last changed before it
+    /// takes over.
+    #[arg(long, env = "JOBRELAY_LEASE_DURATION", default_value = "15s", value_parser = jobrelay_proto::duration::parse)]
+    pub lease_duration: Duration,
+
+    /// How long the leader keeps working without a successful renewal;
+    /// shorter than --lease-duration.
+    #[arg(long, env = "JOBRELAY_RENEW_DEADLINE", default_value = "10s", value_parser = jobrelay_proto::duration::parse)]
+    pub renew_deadline: Duration,
+
+    /// How often the Lease is read and renewed; shorter than
+    /// --renew-deadline.
+    #[arg(long, env = "JOBRELAY_RETRY_PERIOD", default_value = "2s", value_parser = jobrelay_proto::duration::parse)]
+    pub retry_period: Duration,
+}
+
+impl ElectionFlags {
+    /// The durations, checked against each other.
+    pub fn settings(&self) -> Result<Settings, SettingsError> {
+        Settings {
+            lease_duration: self.lease_duration,
+            renew_deadline: self.renew_deadline,
+            retry_period: self.retry_period,
+        }
+        .validated()
+    }
+
+    /// This replica's identity: `--identity`, else the host name.
+    pub fn identity(&self) -> Option<String> {
+        self.identity
+            .clone()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+            .map(|name| name.trim().to_string())
+            .filter(|name| !name.is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Args {
+        let base = ["jobrelay-manager", "--origin", "o", "--insecure-plaintext"];
+        Cli::try_parse_from(base.iter().chain(args))
+            .expect("valid flags")
+            .run
+    }
+
+    #[test]
+    fn election_defaults_are_kubernetes_controllers_and_identity_is_taken_as_given() {
+        let args = parse(&["--identity", "manager-0"]);
+        assert!(args.election.leader_elect);
+        assert_eq!(args.election.settings(), Ok(Settings::default()));
+        assert_eq!(args.election.identity().as_deref(), Some("manager-0"));
+        assert!(!parse(&["--leader-elect", "false"]).election.leader_elect);
+    }
+
+    #[test]
+    fn election_durations_that_cannot_work_together_are_refused_by_flag() {
+        let args = parse(&["--lease-duration", "5s", "--renew-deadline", "10s"]);
+        let error = args
+            .election
+            .settings()
+            .expect_err("lease shorter than deadline");
+        assert!(
+            error.to_string().contains("--lease-duration (5s)"),
+            "{error}"
+        );
+        let error = Cli::try_parse_from([
+            "jobrelay-manager",
+            "--origin",
+            "o",
+            "--insecure-plaintext",
+            "--retry-period",
+            "soon",
+        ])
+        .expect_err("not a duration");
+        assert!(error.to_string().contains("--retry-period"), "{error}");
+    }
 }

@@ -17,6 +17,16 @@ pub enum Error {
     WorkerClusters(#[source] kube::Error),
     #[error("the Relay server failed: {0}")]
     Serve(#[from] tonic::transport::Error),
+    #[error(transparent)]
+    Election(#[from] crate::leader::decide::SettingsError),
+    #[error(
+        "no identity for the Lease: set --identity (JOBRELAY_IDENTITY), e.g. to the Pod's name"
+    )]
+    NoIdentity,
+    #[error("the manager stopped before it could lead")]
+    NoLeader,
+    #[error("stepped down: {0}")]
+    SteppedDown(#[from] crate::leader::SteppedDown),
     #[error("a task of the manager ended abnormally: {0}")]
     Task(#[from] tokio::task::JoinError),
 }

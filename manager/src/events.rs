@@ -32,6 +32,8 @@ pub enum Reason {
     /// (the manager's Kueue evicted the Job, or the worker's did not admit
     /// it in time); the Job is placed again when Kueue admits it.
     MirrorWithdrawn,
+    /// A manager replica took the Lease (on the Lease).
+    LeaderElection,
 }
 
 impl Reason {
@@ -47,6 +49,7 @@ impl Reason {
             Reason::ClusterLost => "ClusterLost",
             Reason::Unplaceable => "Unplaceable",
             Reason::MirrorWithdrawn => "MirrorWithdrawn",
+            Reason::LeaderElection => "LeaderElection",
         }
     }
 

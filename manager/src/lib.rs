@@ -9,9 +9,11 @@ pub mod crds;
 pub mod error;
 pub mod events;
 pub mod fleet;
+pub mod job_changes;
 pub mod job_life;
 pub mod job_writes;
 pub mod kueue;
+pub mod leader;
 pub mod lost;
 pub mod metrics;
 pub mod mirror;
@@ -30,11 +32,12 @@ pub mod worker_cluster_set;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use jobrelay_process::{ServerTls, Shutdown};
+use jobrelay_process::{Fence, ServerTls, Shutdown};
 use jobrelay_proto::v1::relay_server::RelayServer;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, WatchStreamExt, controller, reflector, watcher};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -46,6 +49,7 @@ use crate::config::Config;
 pub use crate::error::Error;
 use crate::events::Events;
 use crate::fleet::Fleet;
+use crate::job_changes::JobChanges;
 use crate::metrics::Metrics;
 use crate::pace::Pace;
 use crate::reconcile::Context;
@@ -57,9 +61,6 @@ use crate::worker_cluster::WorkerCluster;
 const CONCURRENCY: u16 = 32;
 /// Status copies running at once.
 const STATUS_CONCURRENCY: u16 = 16;
-/// Job changes the shared store holds for a controller that has not taken
-/// them yet; past that the watch waits for it.
-const SHARED_BUFFER: usize = 4096;
 
 /// Runs what the command line asks for.
 pub async fn main(cli: Cli) -> Result<(), Error> {
@@ -89,10 +90,25 @@ pub async fn run(args: Args) -> Result<(), Error> {
         None => Config::default(),
     };
     info!(?config, "configuration");
+    let election = &args.election;
+    let settings = election.settings()?;
+    let identity = election.identity().ok_or(Error::NoIdentity)?;
+    // Every write passes the fence; the Lease keeper opens it while this
+    // replica leads (without election it is always open).
+    let fence = match election.leader_elect {
+        true => Fence::default(),
+        false => Fence::open(),
+    };
     let shutdown = Shutdown::on_signals();
     let (readiness, health) =
         jobrelay_process::health::serve(args.process.health_listen, shutdown.clone()).await?;
-    let client = jobrelay_process::kube_client::client(kube_api_limit).await?;
+    let user_agent = format!(
+        "jobrelay-manager/{} ({identity})",
+        env!("CARGO_PKG_VERSION")
+    );
+    let client =
+        jobrelay_process::kube_client::fenced_client(kube_api_limit, fence.clone(), &user_agent)
+            .await?;
     let worker_clusters: Api<WorkerCluster> = Api::all(client.clone());
     if let Err(error) = worker_clusters.list(&ListParams::default().limit(1)).await {
         match error {
@@ -104,21 +120,32 @@ pub async fn run(args: Args) -> Result<(), Error> {
     let (triggers, triggered) = mpsc::unbounded_channel();
     let fleet = Arc::new(Fleet::new(triggers.clone()));
     let events = Events::new(client.clone(), &origin);
-    // Each cache is fed by a task of its own. The Job cache is kube-runtime's
-    // shared store: both controllers subscribe to its changes. Sessions read
-    // the caches once every one has listed its objects.
-    let (jobs, job_writer) = reflector::store_shared::<Job>(SHARED_BUFFER);
-    let [mirror_changes, status_changes] = [(); 2].map(|()| {
-        job_writer
-            .subscribe()
-            .expect("a shared store has subscribers")
-    });
-    let (jobs_synced, job_cache) = cache(Api::<Job>::all(client.clone()), job_writer);
+    // Each cache is fed by a task of its own. Both controllers read the Jobs
+    // that changed from sets the Job watch marks (kept, one key per Job,
+    // while this replica follows). Sessions read the caches once every one
+    // has listed its objects.
+    let (jobs, job_writer) = reflector::store::<Job>();
+    let job_changes = JobChanges::default();
+    let [mirror_changes, status_changes] = [(); 2].map(|()| job_changes.subscribe(jobs.clone()));
+    let marked = jobs.clone();
+    let (jobs_synced, job_cache) =
+        cache(Api::<Job>::all(client.clone()), job_writer, move |event| {
+            job_changes.mark(job_changes::touched(event, || {
+                marked
+                    .state()
+                    .iter()
+                    .map(|job| ObjectRef::from_obj(&**job))
+                    .collect()
+            }));
+        });
     let (clusters, cluster_writer) = reflector::store();
-    let (clusters_synced, cluster_cache) = cache(worker_clusters.clone(), cluster_writer);
+    let (clusters_synced, cluster_cache) = cache(worker_clusters.clone(), cluster_writer, |_| {});
     let (namespaces, namespace_writer) = reflector::store();
-    let (namespaces_synced, namespace_cache) =
-        cache(Api::<Namespace>::all(client.clone()), namespace_writer);
+    let (namespaces_synced, namespace_cache) = cache(
+        Api::<Namespace>::all(client.clone()),
+        namespace_writer,
+        |_| {},
+    );
     let synced = all_synced([jobs_synced, clusters_synced, namespaces_synced]);
     let registry = Registry {
         clusters: clusters.clone(),
@@ -126,6 +153,54 @@ pub async fn run(args: Args) -> Result<(), Error> {
     };
     let deletions = Arc::new(Pace::per_second(config.deletions_per_second));
     let metrics = Arc::new(Metrics::new(Arc::clone(&fleet), Arc::clone(&deletions)));
+    let mut metrics_server = tokio::spawn(metrics::serve(
+        args.metrics_listen,
+        Arc::clone(&metrics),
+        shutdown.clone(),
+    ));
+    let (leading_tx, mut leading) = watch::channel(!election.leader_elect);
+    let (stop_keeping, stop) = watch::channel(false);
+    let mut keeper = match election.leader_elect {
+        true => {
+            // The Lease is written outside the fence (its writes are what
+            // opens it), conditional on the version read.
+            let leases = jobrelay_process::kube_client::fenced_client(
+                kube_api_limit,
+                Fence::open(),
+                &user_agent,
+            )
+            .await?;
+            info!(%identity, lease = %election.lease_name, namespace = %election.lease_namespace, "waiting to lead");
+            tokio::spawn(
+                leader::Keeper {
+                    leases: Api::namespaced(leases, &election.lease_namespace),
+                    name: election.lease_name.clone(),
+                    identity: identity.clone(),
+                    settings,
+                    fence,
+                    leading: leading_tx,
+                    metrics: Arc::clone(&metrics),
+                    events: events.clone(),
+                }
+                .run(stop),
+            )
+        }
+        false => tokio::spawn(futures::future::pending()),
+    };
+    // A follower keeps its caches warm and waits; only the leader serves
+    // agents and reconciles.
+    tokio::select! {
+        led = leading.wait_for(|leading| *leading) => { led.map_err(|_| Error::NoLeader)?; }
+        () = shutdown.clone().requested() => {
+            info!("stopped before leading");
+            return Ok(());
+        }
+        ended = &mut keeper => return Err(ended?.err().map_or(Error::NoLeader, Error::from)),
+        served = &mut metrics_server => {
+            metrics_ended(served?, args.metrics_listen)?;
+            return Ok(());
+        }
+    }
     let sessions = Arc::new(Sessions {
         registry: registry.clone(),
         tls: tls.is_some(),
@@ -258,10 +333,14 @@ pub async fn run(args: Args) -> Result<(), Error> {
 
     tokio::select! {
         served = server => served??,
-        served = metrics::serve(args.metrics_listen, metrics, shutdown.clone()) => {
-            served.map_err(jobrelay_process::Error::listen("the metrics endpoint", args.metrics_listen))?
-        }
+        served = &mut metrics_server => metrics_ended(served?, args.metrics_listen)?,
+        ended = &mut keeper => return Err(ended?.err().map_or(Error::NoLeader, Error::from)),
         ((), ()) = futures::future::join(mirrors, status) => {}
+    }
+    // Stopped gracefully: hand the Lease to a follower.
+    stop_keeping.send_replace(true);
+    if let Ok(Err(stepped_down)) = keeper.await {
+        warn!(%stepped_down, "stepped down while stopping");
     }
     fan_out.abort();
     readiness.set(false).await;
@@ -274,11 +353,19 @@ pub async fn run(args: Args) -> Result<(), Error> {
     Ok(())
 }
 
-/// Feeds the store behind `writer` with every `K`, in a task of its own. The
-/// receiver turns true once the first list is in.
+/// What the end of the metrics endpoint means: an error if it could not
+/// listen, else the shutdown.
+fn metrics_ended(served: std::io::Result<()>, addr: std::net::SocketAddr) -> Result<(), Error> {
+    served.map_err(|e| jobrelay_process::Error::listen("the metrics endpoint", addr)(e).into())
+}
+
+/// Feeds the store behind `writer` with every `K`, in a task of its own,
+/// handing each event, once in the store, to `seen`. The receiver turns true
+/// once the first list is in.
 pub(crate) fn cache<K>(
     api: Api<K>,
     writer: reflector::store::Writer<K>,
+    mut seen: impl FnMut(&watcher::Event<K>) + Send + 'static,
 ) -> (watch::Receiver<bool>, tokio::task::JoinHandle<()>)
 where
     K: kube::Resource<DynamicType = ()>
@@ -297,8 +384,11 @@ where
     )
     .default_backoff()
     .modify(jobrelay_process::cache::trim)
-    .reflect_shared(writer);
+    .reflect(writer);
     let task = tokio::spawn(events.for_each(move |event| {
+        if let Ok(event) = &event {
+            seen(event);
+        }
         match event {
             Ok(watcher::Event::InitDone) => {
                 if !*synced_tx.borrow() {

@@ -72,6 +72,10 @@ pub struct Metrics {
     mirrors: Family<ByPhase, Gauge>,
     retention_waiting: Gauge,
     retention_deleted: Counter,
+    leader: Gauge,
+    leader_transitions: Gauge,
+    lease_renewed_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
+    lease_renewed: Mutex<Option<tokio::time::Instant>>,
 }
 
 impl Metrics {
@@ -92,6 +96,10 @@ impl Metrics {
             mirrors: Family::default(),
             retention_waiting: Gauge::default(),
             retention_deleted: Counter::default(),
+            leader: Gauge::default(),
+            leader_transitions: Gauge::default(),
+            lease_renewed_seconds: Gauge::default(),
+            lease_renewed: Mutex::new(None),
         };
         let mut registry = metrics
             .registry
@@ -157,8 +165,37 @@ impl Metrics {
             "Manager Jobs deleted because their retention ran out",
             metrics.retention_deleted.clone(),
         );
+        registry.register(
+            "leader",
+            "1 while this replica holds the Lease and does the manager's work, else 0",
+            metrics.leader.clone(),
+        );
+        registry.register(
+            "leader_transitions",
+            "Times the Lease changed hands, as last read (its leaseTransitions)",
+            metrics.leader_transitions.clone(),
+        );
+        registry.register(
+            "lease_renewed_seconds",
+            "Seconds since this replica last renewed the Lease (absent until it first did)",
+            metrics.lease_renewed_seconds.clone(),
+        );
         drop(registry);
         metrics
+    }
+
+    /// Whether this replica leads, and the Lease's transitions as read.
+    pub fn leadership(&self, leading: bool, transitions: i32) {
+        self.leader.set(i64::from(leading));
+        self.leader_transitions.set(i64::from(transitions));
+    }
+
+    /// This replica renewed the Lease at `at`.
+    pub fn lease_renewed(&self, at: tokio::time::Instant) {
+        *self
+            .lease_renewed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(at);
     }
 
     /// Counts a refused session or connection.
@@ -228,6 +265,14 @@ impl Metrics {
             self.mirrors.get_or_create(&labels).set(count as i64);
         }
         self.retention_waiting.set(self.deletions.waiting() as i64);
+        if let Some(renewed) = *self
+            .lease_renewed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            self.lease_renewed_seconds
+                .set(renewed.elapsed().as_secs_f64());
+        }
         let deleted = self.deletions.total();
         let shown = self.retention_deleted.get();
         if deleted > shown {

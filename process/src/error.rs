@@ -26,6 +26,8 @@ pub enum Error {
         "--kube-api-burst (JOBRELAY_KUBE_API_BURST) must be at least 1 while --kube-api-qps is above 0 (it is {qps})"
     )]
     Burst { qps: f64 },
+    #[error("the user agent {0:?} is not a valid HTTP header value (printable ASCII only)")]
+    UserAgent(String),
     #[error("cannot find the Kubernetes API server: {0}")]
     InferConfig(#[from] kube::config::InferConfigError),
     #[error("cannot build the Kubernetes client: {0}")]

@@ -19,6 +19,7 @@ use tokio::time::{Instant, MissedTickBehavior, Sleep};
 use tower::{Layer, Service};
 use tracing::{Instrument, info};
 
+use crate::fence::{Fence, FenceLayer};
 use crate::rate::{RateLimit, TokenBucket};
 
 /// How often requests that had to wait for a token are reported in the log.
@@ -67,8 +68,31 @@ impl KubeApiFlags {
 /// says how many did, at most every ten seconds.
 pub async fn client(limit: RateLimit) -> Result<kube::Client, crate::Error> {
     let config = kube::Config::infer().await?;
+    Ok(limited(kube::client::ClientBuilder::try_from(config)?, limit).build())
+}
+
+/// Like [`client`], with `fence` in front of its writes, and `user_agent` in
+/// every request (so the API server's audit log tells replicas apart).
+pub async fn fenced_client(
+    limit: RateLimit,
+    fence: Fence,
+    user_agent: &str,
+) -> Result<kube::Client, crate::Error> {
+    let mut config = kube::Config::infer().await?;
+    let agent = http::HeaderValue::from_str(user_agent)
+        .map_err(|_| crate::Error::UserAgent(user_agent.to_string()))?;
+    config.headers.push((http::header::USER_AGENT, agent));
+    let builder = kube::client::ClientBuilder::try_from(config)?.with_layer(&FenceLayer { fence });
+    Ok(limited(builder, limit).build())
+}
+
+/// `builder` behind the rate limit `limit`.
+fn limited<S>(
+    builder: kube::client::ClientBuilder<S>,
+    limit: RateLimit,
+) -> kube::client::ClientBuilder<RateLimited<S>> {
     let limiter = Arc::new(Limiter::new(limit, Instant::now()));
-    let builder = kube::client::ClientBuilder::try_from(config)?.with_layer(&RateLimitLayer {
+    let builder = builder.with_layer(&RateLimitLayer {
         limiter: limiter.clone(),
     });
     info!("kube client rate limit: {limit}");
@@ -78,7 +102,7 @@ pub async fn client(limit: RateLimit) -> Result<kube::Client, crate::Error> {
                 .instrument(tracing::info_span!("kube_client_rate_limit")),
         );
     }
-    Ok(builder.build())
+    builder
 }
 
 /// Every [`WAIT_REPORT_INTERVAL`], logs how many requests had to wait for a

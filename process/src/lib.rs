@@ -19,6 +19,7 @@ pub mod cache;
 pub mod client;
 pub mod config_file;
 pub mod error;
+pub mod fence;
 pub mod files;
 pub mod flags;
 pub mod health;
@@ -30,6 +31,7 @@ pub mod shutdown;
 pub mod telemetry;
 
 pub use error::Error;
+pub use fence::Fence;
 pub use files::{Pem, PemFiles};
 pub use flags::{CertificateFlags, ProcessFlags};
 pub use kube_client::KubeApiFlags;

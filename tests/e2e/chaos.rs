@@ -1,6 +1,8 @@
 //! The chaos run: a few hundred Jobs over two workers — short, long,
 //! failing, deleted mid-run, suspended and resumed — while the agents and the
-//! manager are killed and links are cut at random. The schedule comes from a
+//! leading manager replica (of two) are killed or paused and links are cut
+//! at random; a replica that ends is started again, as its Pod's container
+//! would be. The schedule comes from a
 //! seed (printed; set `JOBRELAY_CHAOS_SEED` to replay a run) and is bounded
 //! in time and count. At the end every Job that was not deleted shows the
 //! outcome its workload really reached, every deleted one is gone, no Job
@@ -17,14 +19,17 @@ use jobrelay_e2e::proxy::Mode;
 use jobrelay_e2e::relay::{Options, Relay};
 use jobrelay_e2e::scenario::Scenario;
 use jobrelay_e2e::wait::{self, Seen};
-use kube::api::{DeleteParams, Patch, PatchParams};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 
-/// Jobs in one run (`JOBRELAY_CHAOS_JOBS` overrides).
+/// Jobs in one run (`JOBRELAY_CHAOS_JOBS` overrides: the long mode, e.g.
+/// 500, stretches the windows and the fault budget in proportion).
 const JOBS: u64 = 200;
-/// Jobs are created over this long, and faults happen over this long.
+/// For 200 Jobs: Jobs are created over this long, and faults happen over
+/// this long.
 const CREATE_WINDOW: Duration = Duration::from_secs(80);
 const FAULT_WINDOW: Duration = Duration::from_secs(100);
-/// At most this many faults in a run.
+/// For 200 Jobs: at most this many faults.
 const MAX_FAULTS: usize = 30;
 const CONVERGE: Duration = Duration::from_secs(300);
 
@@ -66,8 +71,10 @@ enum Step {
     Suspend(u64, bool),
     KillAgent(usize),
     StartAgent(usize),
-    KillManager,
+    KillLeader,
     StartManager,
+    PauseLeader,
+    ResumeManager,
     Cut(usize, Mode),
 }
 
@@ -75,8 +82,11 @@ enum Step {
 fn schedule(seed: u64, jobs: u64, workers: usize) -> Vec<(Duration, Step)> {
     let mut rng = Rng(seed);
     let mut steps = Vec::new();
+    let scale = (jobs as f64 / JOBS as f64).max(1.0);
+    let (create_window, fault_window) = (CREATE_WINDOW.mul_f64(scale), FAULT_WINDOW.mul_f64(scale));
+    let max_faults = (MAX_FAULTS as f64 * scale) as usize;
     for i in 0..jobs {
-        let at = CREATE_WINDOW.mul_f64(i as f64 / jobs as f64);
+        let at = create_window.mul_f64(i as f64 / jobs as f64);
         let kind = match rng.range(0, 100) {
             0..40 => Kind::Short,
             40..55 => Kind::Long,
@@ -99,7 +109,7 @@ fn schedule(seed: u64, jobs: u64, workers: usize) -> Vec<(Duration, Step)> {
     // one target are skipped when the run is executed.
     let mut at = Duration::from_secs(5);
     let mut faults = 0;
-    while at < FAULT_WINDOW && faults < MAX_FAULTS {
+    while at < fault_window && faults < max_faults {
         let down_for = rng.millis(1_000, 6_000);
         let worker = rng.range(0, workers as u64) as usize;
         match rng.range(0, 10) {
@@ -107,9 +117,13 @@ fn schedule(seed: u64, jobs: u64, workers: usize) -> Vec<(Duration, Step)> {
                 steps.push((at, Step::KillAgent(worker)));
                 steps.push((at + down_for, Step::StartAgent(worker)));
             }
-            4..6 => {
-                steps.push((at, Step::KillManager));
+            4 => {
+                steps.push((at, Step::KillLeader));
                 steps.push((at + down_for, Step::StartManager));
+            }
+            5 => {
+                steps.push((at, Step::PauseLeader));
+                steps.push((at + down_for, Step::ResumeManager));
             }
             6..8 => {
                 steps.push((at, Step::Cut(worker, Mode::Drop)));
@@ -121,10 +135,27 @@ fn schedule(seed: u64, jobs: u64, workers: usize) -> Vec<(Duration, Step)> {
             }
         }
         faults += 1;
-        at += rng.millis(3_000, 8_000);
+        at += rng.millis(3_000, 6_000);
     }
     steps.sort_by_key(|(at, _)| *at);
     steps
+}
+
+/// Faults by what they take down.
+fn faults_by_kind(steps: &[(Duration, Step)]) -> BTreeMap<&'static str, usize> {
+    let mut kinds = BTreeMap::new();
+    for (_, step) in steps {
+        let kind = match step {
+            Step::KillAgent(_) => "agent killed",
+            Step::KillLeader => "leader killed",
+            Step::PauseLeader => "leader paused",
+            Step::Cut(_, Mode::Drop) => "link dropped",
+            Step::Cut(_, Mode::BlackHole) => "link black-holed",
+            _ => continue,
+        };
+        *kinds.entry(kind).or_default() += 1;
+    }
+    kinds
 }
 
 /// How many steps take something down.
@@ -134,7 +165,10 @@ fn faults(steps: &[(Duration, Step)]) -> usize {
         .filter(|(_, step)| {
             matches!(
                 step,
-                Step::KillAgent(_) | Step::KillManager | Step::Cut(_, Mode::Drop | Mode::BlackHole)
+                Step::KillAgent(_)
+                    | Step::KillLeader
+                    | Step::PauseLeader
+                    | Step::Cut(_, Mode::Drop | Mode::BlackHole)
             )
         })
         .count()
@@ -149,7 +183,7 @@ async fn execute(
     step: &Step,
     scenario: &Scenario,
     relay: &Relay,
-    down: &mut BTreeMap<String, bool>,
+    down: &mut BTreeMap<String, usize>,
     workers: &[String],
 ) {
     let jobs = &scenario.jobs;
@@ -179,35 +213,73 @@ async fn execute(
             let key = format!("agent {worker}");
             let link = format!("link {worker}");
             match step {
-                Step::KillAgent(_) if !down.get(&key).copied().unwrap_or(false) => {
+                Step::KillAgent(_) if !down.contains_key(&key) => {
                     relay.kill_agent(worker);
-                    down.insert(key, true);
+                    down.insert(key, 1);
                 }
-                Step::StartAgent(_) if down.get(&key).copied().unwrap_or(false) => {
+                Step::StartAgent(_) if down.remove(&key).is_some() => {
                     relay.start_agent(worker).expect("restart the agent");
-                    down.insert(key, false);
                 }
                 Step::Cut(_, Mode::Pass) => {
                     relay.link(worker).expect("proxied").set(Mode::Pass);
-                    down.insert(link, false);
+                    down.remove(&link);
                 }
-                Step::Cut(_, mode) if !down.get(&link).copied().unwrap_or(false) => {
+                Step::Cut(_, mode) if !down.contains_key(&link) => {
                     relay.link(worker).expect("proxied").set(*mode);
-                    down.insert(link, true);
+                    down.insert(link, 1);
                 }
                 _ => {}
             }
         }
-        Step::KillManager if !down.get("manager").copied().unwrap_or(false) => {
-            relay.kill_manager();
-            down.insert("manager".into(), true);
+        Step::KillLeader | Step::PauseLeader if !down.contains_key("manager") => {
+            let Some(leader) = leader(scenario).await else {
+                return;
+            };
+            match step {
+                Step::KillLeader => relay.kill_replica(leader),
+                _ => relay
+                    .signal_replica(leader, libc::SIGSTOP)
+                    .expect("pause the leader"),
+            }
+            down.insert("manager".into(), leader);
         }
-        Step::StartManager if down.get("manager").copied().unwrap_or(false) => {
-            relay.start_manager().expect("restart the manager");
-            down.insert("manager".into(), false);
+        Step::StartManager | Step::ResumeManager => {
+            if let Some(replica) = down.remove("manager") {
+                match step {
+                    Step::StartManager => {
+                        relay.start_replica(replica).expect("restart the replica")
+                    }
+                    _ => relay
+                        .signal_replica(replica, libc::SIGCONT)
+                        .expect("resume the replica"),
+                }
+            }
         }
-        Step::KillManager | Step::StartManager => {}
+        Step::KillLeader | Step::PauseLeader => {}
     }
+}
+
+/// The manager replica that holds the Lease, if one does.
+async fn leader(scenario: &Scenario) -> Option<usize> {
+    let leases: Api<Lease> =
+        Api::namespaced(kit::client(scenario.clusters.manager()).await, "default");
+    let holder = leases
+        .get_opt("jobrelay-manager")
+        .await
+        .ok()??
+        .spec?
+        .holder_identity?;
+    holder.strip_prefix("manager-")?.parse().ok()
+}
+
+/// Starts again every replica that ended (one that stepped down after a
+/// pause), as the kubelet restarts a container; returns how many.
+fn restart_ended(relay: &Relay) -> usize {
+    (0..relay.replicas())
+        .filter(|&replica| {
+            relay.replica_exited(replica).is_some() && relay.start_replica(replica).is_ok()
+        })
+        .count()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -228,6 +300,17 @@ async fn jobs_survive_random_kills_and_cuts_and_leave_nothing_behind() {
 
     let options = Options {
         proxied: true,
+        manager_replicas: 2,
+        manager_args: [
+            "--lease-duration",
+            "4s",
+            "--renew-deadline",
+            "3s",
+            "--retry-period",
+            "1s",
+        ]
+        .map(String::from)
+        .to_vec(),
         ..Default::default()
     };
     let (clusters, relay) = kit::relay_with(2, options).await;
@@ -263,17 +346,30 @@ async fn jobs_survive_random_kills_and_cuts_and_leave_nothing_behind() {
 
     let started = Instant::now();
     let mut down = BTreeMap::new();
+    let mut restarted = 0;
     for (at, step) in &steps {
         // The schedule is the stimulus: each step happens at its moment.
         tokio::time::sleep_until((started + *at).into()).await;
         execute(step, &scenario, relay, &mut down, &workers).await;
+        restarted += restart_ended(relay);
     }
     let last_fault = Instant::now();
+    let by_kind = faults_by_kind(&steps);
     println!(
-        "schedule done after {:?}: {} steps, {faults} faults",
+        "schedule done after {:?}: {} steps, {faults} faults {by_kind:?}, {restarted} replicas restarted after stepping down",
         started.elapsed(),
         steps.len()
     );
+    // A replica resumed by the last steps may step down only now.
+    let restarter = {
+        let running = Arc::clone(&running);
+        tokio::spawn(async move {
+            while running.load(Ordering::Relaxed) {
+                restart_ended(relay);
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        })
+    };
 
     let mut expected = BTreeMap::new();
     for (_, step) in &steps {
@@ -310,6 +406,7 @@ async fn jobs_survive_random_kills_and_cuts_and_leave_nothing_behind() {
 
     running.store(false, Ordering::Relaxed);
     let (samples, doubled) = sampler.await.expect("sampler");
+    restarter.await.expect("restarter");
     assert!(
         samples > 10,
         "the two-mirror check sampled only {samples} times"

@@ -15,7 +15,9 @@ use jobrelay_e2e::controlplane;
 use jobrelay_e2e::kit::{self, clusters};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec, Service};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Deserialize;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
@@ -466,6 +468,9 @@ async fn manager_objects_are_accepted_by_the_api_server() {
         "ClusterRole",
         "ClusterRoleBinding",
         "ConfigMap",
+        "Role",
+        "RoleBinding",
+        "PodDisruptionBudget",
     ] {
         assert!(
             kinds.contains(expected),
@@ -521,7 +526,6 @@ async fn manager_deployment_is_probed_over_grpc_and_mounts_its_certificates() {
     let deployment: Deployment = object(&objects, "Deployment", "jobrelay-manager");
     let manager = container(&deployment, "manager");
 
-    assert_eq!(deployment.spec.as_ref().and_then(|s| s.replicas), Some(1));
     assert_grpc_probes(manager);
     assert_tls_mounted(&deployment, manager, "manager-tls", "JOBRELAY_CLIENT_CA");
     assert_config_file(
@@ -572,6 +576,90 @@ async fn manager_deployment_is_probed_over_grpc_and_mounts_its_certificates() {
         );
     }
     assert_eq!(env(manager, "JOBRELAY_LISTEN"), "0.0.0.0:8443");
+}
+
+#[tokio::test]
+async fn manager_replicas_elect_a_leader_on_a_lease_and_spread_over_nodes() {
+    let objects = render("jobrelay-system", MANAGER_VALUES, false)
+        .await
+        .objects;
+    let deployment: Deployment = object(&objects, "Deployment", "jobrelay-manager");
+    let spec = deployment.spec.as_ref().expect("Deployment spec");
+    assert_eq!(spec.replicas, Some(2), "two replicas by default");
+    let manager = container(&deployment, "manager");
+    let from_field = |name: &str| {
+        manager
+            .env
+            .iter()
+            .flatten()
+            .find(|e| e.name == name)
+            .and_then(|e| e.value_from.as_ref()?.field_ref.as_ref())
+            .map(|f| f.field_path.clone())
+    };
+    assert_eq!(
+        from_field("JOBRELAY_IDENTITY").as_deref(),
+        Some("metadata.name"),
+        "each replica is named in the Lease after its Pod"
+    );
+    assert_eq!(
+        from_field("JOBRELAY_LEASE_NAMESPACE").as_deref(),
+        Some("metadata.namespace")
+    );
+    assert_eq!(env(manager, "JOBRELAY_LEASE_NAME"), "jobrelay-manager");
+    assert_eq!(env(manager, "JOBRELAY_LEASE_DURATION"), "15s");
+    assert_eq!(env(manager, "JOBRELAY_RENEW_DEADLINE"), "10s");
+    assert_eq!(env(manager, "JOBRELAY_RETRY_PERIOD"), "2s");
+    let spread = pod_spec(&deployment)
+        .affinity
+        .as_ref()
+        .and_then(|a| a.pod_anti_affinity.as_ref())
+        .and_then(|a| {
+            a.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .expect("the replicas prefer different nodes");
+    assert_eq!(
+        spread[0].pod_affinity_term.topology_key,
+        "kubernetes.io/hostname"
+    );
+
+    let budget: PodDisruptionBudget = object(&objects, "PodDisruptionBudget", "jobrelay-manager");
+    let budget = budget.spec.expect("PodDisruptionBudget spec");
+    assert_eq!(budget.min_available, Some(IntOrString::Int(1)));
+    let pod_labels = spec
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    for (key, value) in budget
+        .selector
+        .and_then(|s| s.match_labels)
+        .unwrap_or_default()
+    {
+        assert_eq!(
+            pod_labels.get(&key),
+            Some(&value),
+            "the budget selects the manager Pods"
+        );
+    }
+
+    let role: Role = object(&objects, "Role", "jobrelay-manager-leader-election");
+    let rules = role.rules.unwrap_or_default();
+    assert_eq!(rules.len(), 1, "{rules:?}");
+    assert_eq!(
+        rules[0].resources.as_deref(),
+        Some(&["leases".to_string()][..])
+    );
+    assert_eq!(rules[0].verbs, ["get", "create", "update"]);
+
+    let single = [MANAGER_VALUES, &["--set", "manager.replicas=1"]].concat();
+    let objects = render("jobrelay-system", &single, false).await.objects;
+    assert!(
+        !objects.iter().any(|o| kind(o) == "PodDisruptionBudget"),
+        "one replica has no budget to keep: {:?}",
+        summary(&objects)
+    );
 }
 
 #[tokio::test]

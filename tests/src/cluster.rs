@@ -232,7 +232,7 @@ impl Running {
             running.spawn(
                 &format!("{name}-kube-apiserver"),
                 &binaries.path("kube-apiserver"),
-                &apiserver_args(&name, port, &etcd_url, &dir, &pki),
+                &apiserver_args(&name, port, &etcd_url, &dir, &pki)?,
                 &[],
             )?;
             running.set.clusters.push(ClusterInfo {
@@ -430,10 +430,45 @@ impl Drop for Running {
     }
 }
 
-fn apiserver_args(name: &str, port: u16, etcd_url: &str, dir: &Path, pki: &Pki) -> Vec<String> {
+/// The audit policy of the manager cluster: every request that changes
+/// something, at metadata level (who, what, when, the answer's code).
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  verbs: [get, list, watch]
+- level: Metadata
+";
+
+/// Where the manager cluster's API server writes its audit log (one JSON
+/// event per line), given the cluster's kubeconfig.
+pub fn audit_log(cluster: &ClusterInfo) -> PathBuf {
+    cluster.kubeconfig.with_file_name("audit.log")
+}
+
+fn apiserver_args(
+    name: &str,
+    port: u16,
+    etcd_url: &str,
+    dir: &Path,
+    pki: &Pki,
+) -> Result<Vec<String>, Error> {
     let sa_key = pki.service_account_key.display();
     let sa_public = pki.service_account_public_key.display();
-    vec![
+    let mut audit = Vec::new();
+    if name == MANAGER {
+        let policy = dir.join("audit-policy.yaml");
+        std::fs::write(&policy, AUDIT_POLICY)
+            .map_err(|e| Error::Io(policy.display().to_string(), e))?;
+        audit.push(format!("--audit-policy-file={}", policy.display()));
+        audit.push(format!(
+            "--audit-log-path={}",
+            dir.join("audit.log").display()
+        ));
+        audit.push("--audit-log-format=json".into());
+    }
+    let args = vec![
         format!("--etcd-servers={etcd_url}"),
         format!("--etcd-prefix=/clusters/{name}"),
         format!("--secure-port={port}"),
@@ -455,7 +490,8 @@ fn apiserver_args(name: &str, port: u16, etcd_url: &str, dir: &Path, pki: &Pki) 
         "--disable-admission-plugins=TaintNodesByCondition".into(),
         "--enable-priority-and-fairness=false".into(),
         "--profiling=false".into(),
-    ]
+    ];
+    Ok(args.into_iter().chain(audit).collect())
 }
 
 fn write_kubeconfig(path: &Path, name: &str, server: &str, pki: &Pki) -> Result<(), Error> {

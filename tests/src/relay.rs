@@ -38,8 +38,8 @@ pub struct Relay {
     tls_dir: PathBuf,
     logs: PathBuf,
     agent_bin: PathBuf,
-    manager_launch: Launch,
-    manager: Mutex<Option<Child>>,
+    /// Replica 0 is "the manager" of the methods without an index.
+    replicas: Vec<Replica>,
     agent_setups: BTreeMap<String, AgentSetup>,
     agents: Mutex<BTreeMap<String, Child>>,
     log_filter: String,
@@ -110,6 +110,20 @@ pub struct Options {
     pub profile: Profile,
     /// Their `RUST_LOG`; by default jobrelay logs at debug level.
     pub log_filter: Option<String>,
+    /// Manager replicas electing a leader (0 counts as 1); agents are given
+    /// every replica's endpoint.
+    pub manager_replicas: usize,
+    /// More flags for every manager replica.
+    pub manager_args: Vec<String>,
+}
+
+/// One manager replica: how to start it, the running process, where it
+/// serves metrics, and its log.
+struct Replica {
+    launch: Launch,
+    child: Mutex<Option<Child>>,
+    metrics_addr: String,
+    log: PathBuf,
 }
 
 /// The tests' log filter: jobrelay's own decisions at debug level.
@@ -150,38 +164,67 @@ impl Relay {
         crate::certs::write_atomically(&ca_path, &ca.ca_pem)?;
         let (server_cert, server_key) = ca.server()?.write(&tls_dir, "manager")?;
 
-        let manager_url = format!("https://127.0.0.1:{}", free_port()?);
-        let metrics_addr = format!("127.0.0.1:{}", free_port()?);
-        let health_addr = format!("127.0.0.1:{}", free_port()?);
-        let mut manager = Launch {
-            bin: manager_bin,
-            kubeconfig: set.manager().kubeconfig.clone(),
-            args: Vec::new(),
+        let manager_config = match &options.manager_config {
+            Some(config) => {
+                let path = set.state_dir.join("jobrelay-manager.yaml");
+                std::fs::write(&path, config)?;
+                Some(path)
+            }
+            None => None,
         };
-        manager.args([
-            "--listen",
-            manager_url.trim_start_matches("https://"),
-            "--origin",
-            ORIGIN,
-            "--heartbeat-interval",
-            "1s",
-            "--cluster-status-interval",
-            "2s",
-            "--certificate-reload-interval",
-            "1s",
-            "--metrics-listen",
-            &metrics_addr,
-            "--health-listen",
-            &health_addr,
-        ]);
-        manager.path("--tls-cert", &server_cert);
-        manager.path("--tls-key", &server_key);
-        manager.path("--client-ca", &ca_path);
-        if let Some(config) = &options.manager_config {
-            let path = set.state_dir.join("jobrelay-manager.yaml");
-            std::fs::write(&path, config)?;
-            manager.path("--config", &path);
+        let mut replicas = Vec::new();
+        let mut urls = Vec::new();
+        let mut health_addrs = Vec::new();
+        for index in 0..options.manager_replicas.max(1) {
+            let url = format!("https://127.0.0.1:{}", free_port()?);
+            let metrics_addr = format!("127.0.0.1:{}", free_port()?);
+            let health_addr = format!("127.0.0.1:{}", free_port()?);
+            let mut manager = Launch {
+                bin: manager_bin.clone(),
+                kubeconfig: set.manager().kubeconfig.clone(),
+                args: Vec::new(),
+            };
+            manager.args([
+                "--listen",
+                url.trim_start_matches("https://"),
+                "--origin",
+                ORIGIN,
+                "--identity",
+                &format!("manager-{index}"),
+                "--heartbeat-interval",
+                "1s",
+                "--cluster-status-interval",
+                "2s",
+                "--certificate-reload-interval",
+                "1s",
+                "--metrics-listen",
+                &metrics_addr,
+                "--health-listen",
+                &health_addr,
+            ]);
+            manager.path("--tls-cert", &server_cert);
+            manager.path("--tls-key", &server_key);
+            manager.path("--client-ca", &ca_path);
+            if let Some(path) = &manager_config {
+                manager.path("--config", path);
+            }
+            manager
+                .args
+                .extend(options.manager_args.iter().map(Into::into));
+            let log = match index {
+                0 => logs.join("jobrelay-manager.log"),
+                _ => logs.join(format!("jobrelay-manager-{index}.log")),
+            };
+            replicas.push(Replica {
+                launch: manager,
+                child: Mutex::new(None),
+                metrics_addr,
+                log,
+            });
+            urls.push(url);
+            health_addrs.push(health_addr);
         }
+        let manager_url = urls[0].clone();
 
         let mut agents = BTreeMap::new();
         for worker in set.workers() {
@@ -202,13 +245,15 @@ impl Relay {
                 )?),
                 false => None,
             };
+            let dialled = match &proxy {
+                Some(proxy) => format!("https://{}", proxy.addr),
+                None => urls.join(","),
+            };
             agents.insert(
                 worker.name.clone(),
                 AgentSetup {
                     kubeconfig: worker.kubeconfig.clone(),
-                    manager_url: proxy
-                        .as_ref()
-                        .map_or_else(|| manager_url.clone(), |p| format!("https://{}", p.addr)),
+                    manager_url: dialled,
                     proxy,
                     health_addr: format!("127.0.0.1:{}", free_port()?),
                     config,
@@ -220,15 +265,14 @@ impl Relay {
         let relay = Relay {
             origin: ORIGIN.into(),
             manager_url,
-            metrics_addr,
-            health_addr,
+            metrics_addr: replicas[0].metrics_addr.clone(),
+            health_addr: health_addrs[0].clone(),
             ca,
             ca_path,
             tls_dir,
             logs,
             agent_bin,
-            manager_launch: manager,
-            manager: Mutex::new(None),
+            replicas,
             agent_setups: agents,
             agents: Mutex::new(BTreeMap::new()),
             log_filter: options
@@ -236,7 +280,9 @@ impl Relay {
                 .clone()
                 .unwrap_or_else(|| TEST_LOG_FILTER.into()),
         };
-        relay.start_manager()?;
+        for index in 0..relay.replicas.len() {
+            relay.start_replica(index)?;
+        }
         for worker in set.workers() {
             relay.start_agent(&worker.name)?;
         }
@@ -248,21 +294,63 @@ impl Relay {
 
     /// Starts the manager (again), appending to its log.
     pub fn start_manager(&self) -> anyhow::Result<()> {
-        let child = start_logged(
-            self.manager_launch.command(),
-            &self.logs.join("jobrelay-manager.log"),
-            &self.log_filter,
-        )?;
-        *lock(&self.manager) = Some(child);
-        Ok(())
+        self.start_replica(0)
     }
 
     /// Kills the manager with SIGKILL, as a crash or an OOM kill would.
     pub fn kill_manager(&self) {
-        if let Some(mut child) = lock(&self.manager).take() {
+        self.kill_replica(0);
+    }
+
+    /// Manager replicas started with [`Options::manager_replicas`].
+    pub fn replicas(&self) -> usize {
+        self.replicas.len()
+    }
+
+    /// Starts manager replica `index` (again), appending to its log.
+    pub fn start_replica(&self, index: usize) -> anyhow::Result<()> {
+        let replica = &self.replicas[index];
+        let child = start_logged(replica.launch.command(), &replica.log, &self.log_filter)?;
+        *lock(&replica.child) = Some(child);
+        Ok(())
+    }
+
+    /// Kills manager replica `index` with SIGKILL.
+    pub fn kill_replica(&self, index: usize) {
+        if let Some(mut child) = lock(&self.replicas[index].child).take() {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// Sends `signal` (e.g. `libc::SIGSTOP`, `libc::SIGCONT`) to manager
+    /// replica `index`.
+    pub fn signal_replica(&self, index: usize, signal: i32) -> anyhow::Result<()> {
+        let child = lock(&self.replicas[index].child);
+        let child = child
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("manager replica {index} is not running"))?;
+        processes::signal(child, signal);
+        Ok(())
+    }
+
+    /// Whether manager replica `index` has ended (and how), reaping it.
+    pub fn replica_exited(&self, index: usize) -> Option<std::process::ExitStatus> {
+        let mut child = lock(&self.replicas[index].child);
+        let status = child.as_mut()?.try_wait().ok()??;
+        *child = None;
+        Some(status)
+    }
+
+    /// The `/metrics` text of manager replica `index`.
+    pub async fn replica_metrics(&self, index: usize) -> anyhow::Result<String> {
+        let (_, body) = http_get(&self.replicas[index].metrics_addr, "/metrics").await?;
+        Ok(body)
+    }
+
+    /// The log of manager replica `index` so far.
+    pub fn replica_log(&self, index: usize) -> String {
+        std::fs::read_to_string(&self.replicas[index].log).unwrap_or_default()
     }
 
     /// Starts the agent of `worker` (again), appending to its log.
@@ -360,15 +448,18 @@ impl Relay {
 
     /// Process ids: the manager first, then the agents in worker order.
     pub fn pids(&self) -> Vec<u32> {
-        let manager = lock(&self.manager).as_ref().map(Child::id);
+        let managers: Vec<u32> = self
+            .replicas
+            .iter()
+            .filter_map(|r| lock(&r.child).as_ref().map(Child::id))
+            .collect();
         let agents: Vec<u32> = lock(&self.agents).values().map(Child::id).collect();
-        manager.into_iter().chain(agents).collect()
+        managers.into_iter().chain(agents).collect()
     }
 
     /// The manager's `/metrics` text.
     pub async fn metrics(&self) -> anyhow::Result<String> {
-        let (_, body) = http_get(&self.metrics_addr, "/metrics").await?;
-        Ok(body)
+        self.replica_metrics(0).await
     }
 
     /// The value of one metric (with its labels, e.g.
@@ -381,9 +472,11 @@ impl Relay {
             .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok()))
     }
 
-    /// The manager's log so far.
+    /// The manager's log so far (every replica's, one after the other).
     pub fn manager_log(&self) -> String {
-        std::fs::read_to_string(self.logs.join("jobrelay-manager.log")).unwrap_or_default()
+        (0..self.replicas.len())
+            .map(|index| self.replica_log(index))
+            .collect()
     }
 
     /// The log of the agent of `worker` so far.
@@ -428,7 +521,10 @@ impl Drop for Relay {
     /// Stops the manager and the agents (a Relay that failed to start must
     /// not leave them running beside the next one).
     fn drop(&mut self) {
-        self.kill_manager();
+        for index in 0..self.replicas.len() {
+            let _ = self.signal_replica(index, libc::SIGCONT);
+            self.kill_replica(index);
+        }
         let workers: Vec<String> = lock(&self.agents).keys().cloned().collect();
         for worker in workers {
             self.kill_agent(&worker);

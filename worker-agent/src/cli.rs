@@ -8,9 +8,16 @@ use std::time::Duration;
 #[derive(Debug, clap::Parser)]
 #[command(name = "jobrelay-agent", version)]
 pub struct Args {
-    /// The manager's Relay endpoint, e.g. `https://jobrelay-manager.jobrelay:8443`.
-    #[arg(long, env = "JOBRELAY_MANAGER_URL")]
-    pub manager_url: String,
+    /// The manager's Relay endpoint, e.g. `https://jobrelay-manager.jobrelay:8443`;
+    /// or several, comma-separated, one per manager replica: each new session
+    /// is sought at the next (a follower does not serve).
+    #[arg(
+        long,
+        env = "JOBRELAY_MANAGER_URL",
+        required = true,
+        value_delimiter = ','
+    )]
+    pub manager_url: Vec<String>,
 
     /// The WorkerCluster this agent speaks for.
     #[arg(long, env = "JOBRELAY_CLUSTER")]

@@ -58,11 +58,8 @@ pub async fn run(args: Args) -> Result<(), Error> {
         }
         None => None,
     };
-    let mut dial = Dial {
-        url: args.manager_url.clone(),
-        tls,
-    };
-    dial.endpoint()?;
+    let mut dial = Dial::new(args.manager_url.clone(), tls);
+    dial.check()?;
     let shutdown = Shutdown::on_signals();
     let (readiness, health) =
         jobrelay_process::health::serve(args.process.health_listen, shutdown.clone()).await?;
@@ -124,7 +121,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
             changes,
         ),
     };
-    info!(cluster = %args.cluster, manager = %args.manager_url, origin = %args.origin, "agent starting");
+    info!(cluster = %args.cluster, manager = %args.manager_url.join(","), origin = %args.origin, "agent starting");
     tokio::select! {
         () = agent.run() => {}
         () = job_watch => {}

@@ -22,6 +22,10 @@ use crate::mirrors::{Mirrors, Pass, agent_message};
 const MISSED_HEARTBEATS: u32 = 3;
 /// Heartbeat interval until the manager's Welcome says otherwise.
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
+/// Longest wait for a connection, its TLS handshake, or the manager's answer
+/// to Hello: a manager that accepts and then says nothing (a paused
+/// process) is given up on and the next endpoint tried.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(15);
 /// A session that lasted this long resets the backoff.
 const STABLE_SESSION: Duration = Duration::from_secs(30);
 /// Manager messages taken at once when they arrive together.
@@ -47,21 +51,37 @@ pub enum DialError {
     Tls(#[source] tonic::transport::Error),
 }
 
-/// How to reach the manager.
+/// How to reach the manager: its endpoints, tried in turn.
 pub struct Dial {
-    pub url: String,
+    urls: Vec<String>,
+    current: usize,
     /// The current certificate files; `None` dials without TLS.
     pub tls: Option<watch::Receiver<Arc<Pem>>>,
 }
 
 impl Dial {
-    /// The endpoint with the certificates loaded now.
+    pub fn new(urls: Vec<String>, tls: Option<watch::Receiver<Arc<Pem>>>) -> Self {
+        Dial {
+            urls,
+            current: 0,
+            tls,
+        }
+    }
+
+    /// Whether every endpoint is a URL.
+    pub fn check(&mut self) -> Result<(), DialError> {
+        for _ in 0..self.urls.len() {
+            self.endpoint()?;
+            self.current = next(self.current, self.urls.len());
+        }
+        Ok(())
+    }
+
+    /// The current endpoint with the certificates loaded now.
     pub fn endpoint(&mut self) -> Result<Endpoint, DialError> {
-        let endpoint = Endpoint::from_shared(self.url.clone())
-            .map_err(|source| DialError::Url {
-                url: self.url.clone(),
-                source,
-            })?
+        let url = self.urls.get(self.current).cloned().unwrap_or_default();
+        let endpoint = Endpoint::from_shared(url.clone())
+            .map_err(|source| DialError::Url { url, source })?
             .connect_timeout(Duration::from_secs(5))
             .http2_keep_alive_interval(Duration::from_secs(5))
             .keep_alive_timeout(Duration::from_secs(10))
@@ -73,6 +93,11 @@ impl Dial {
         endpoint
             .tls_config(jobrelay_process::client::client_config(&pem))
             .map_err(DialError::Tls)
+    }
+
+    /// Moves on to the next endpoint.
+    fn try_next(&mut self) {
+        self.current = next(self.current, self.urls.len());
     }
 
     /// Resolves when the certificate files change (never without TLS).
@@ -110,15 +135,21 @@ impl Agent {
             let started = Instant::now();
             let ended = match self.dial.endpoint() {
                 Err(error) => error.to_string(),
-                Ok(endpoint) => match endpoint.connect().await {
-                    Ok(channel) => {
-                        let ended = self.session(channel).await;
-                        self.connected.send_replace(false);
-                        ended
+                Ok(endpoint) => {
+                    match tokio::time::timeout(OPEN_TIMEOUT, endpoint.connect()).await {
+                        Ok(Ok(channel)) => {
+                            let ended = self.session(channel).await;
+                            self.connected.send_replace(false);
+                            ended
+                        }
+                        Ok(Err(error)) => format!("cannot reach the manager: {}", chain(&error)),
+                        Err(_) => format!("no connection within {OPEN_TIMEOUT:?}"),
                     }
-                    Err(error) => format!("cannot reach the manager: {}", chain(&error)),
-                },
+                }
             };
+            // The next session is sought at the next endpoint (with one,
+            // the same): a replica that served may since have stepped down.
+            self.dial.try_next();
             if started.elapsed() >= STABLE_SESSION {
                 delays = backoff.build();
             }
@@ -139,12 +170,15 @@ impl Agent {
         };
         let inventory = hello.inventory.len();
         let _ = outbox.send(agent_message(agent_message::Kind::Hello(hello)));
-        let inbound = match RelayClient::new(channel)
-            .connect(UnboundedReceiverStream::new(queued))
-            .await
-        {
-            Ok(response) => response.into_inner(),
-            Err(status) => {
+        let opened = tokio::time::timeout(
+            OPEN_TIMEOUT,
+            RelayClient::new(channel).connect(UnboundedReceiverStream::new(queued)),
+        )
+        .await;
+        let inbound = match opened {
+            Err(_) => return format!("no answer to Hello within {OPEN_TIMEOUT:?}"),
+            Ok(Ok(response)) => response.into_inner(),
+            Ok(Err(status)) => {
                 return format!(
                     "the manager refused the session: {:?}: {}",
                     status.code(),
@@ -280,6 +314,11 @@ fn send_all(
 
 /// An error with its sources, which is where TLS and connection errors say
 /// what went wrong.
+/// The endpoint after `current` of `count`, round.
+fn next(current: usize, count: usize) -> usize {
+    (current + 1) % count.max(1)
+}
+
 fn chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
@@ -314,4 +353,25 @@ fn spawn_reader(
         }
     });
     (reader, inbox)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_are_tried_in_turn_and_one_alone_is_always_tried_again() {
+        assert_eq!([0, 1, 2].map(|i| next(i, 3)), [1, 2, 0]);
+        assert_eq!(next(0, 1), 0);
+    }
+
+    #[test]
+    fn every_endpoint_is_checked_to_be_a_url() {
+        let mut dial = Dial::new(
+            vec!["https://127.0.0.1:8443".into(), "not a url".into()],
+            None,
+        );
+        let error = dial.check().expect_err("the second is no URL");
+        assert!(error.to_string().contains("\"not a url\""), "{error}");
+    }
 }

@@ -104,14 +104,17 @@ pub async fn run_when_installed(
     let (_, checks) = crate::cache(
         Api::<AdmissionCheck>::all(ctx.client.clone()),
         writers.checks,
+        |_| {},
     );
     let (_, flavors) = crate::cache(
         Api::<ResourceFlavor>::all(ctx.client.clone()),
         writers.flavors,
+        |_| {},
     );
     let (_, sets) = crate::cache(
         Api::<WorkerClusterSet>::all(ctx.client.clone()),
         writers.sets,
+        |_| {},
     );
     run(ctx, shutdown, woken).await;
     checks.abort();

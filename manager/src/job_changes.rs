@@ -1,0 +1,190 @@
+//! Which Jobs changed since a controller last looked, one set per
+//! controller, fed from the Job watch.
+//!
+//! Each set holds a Job's key at most once, so a replica that is not leading
+//! (its controllers idle) remembers at most one key per Job however long it
+//! follows, and a Job deleted meanwhile is skipped when its turn comes. The
+//! stream a controller reads yields each changed Job as the cache holds it
+//! now.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures::Stream;
+use k8s_openapi::api::batch::v1::Job;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher::Event;
+use tokio::sync::Notify;
+
+/// Keys of changed Jobs, in the order they first changed.
+#[derive(Debug, Default)]
+pub struct Pending {
+    order: VecDeque<ObjectRef<Job>>,
+    queued: HashSet<ObjectRef<Job>>,
+}
+
+impl Pending {
+    /// Queues `key` unless it is queued already.
+    pub fn mark(&mut self, key: ObjectRef<Job>) {
+        if self.queued.insert(key.clone()) {
+            self.order.push_back(key);
+        }
+    }
+
+    /// The Job that changed first.
+    pub fn take(&mut self) -> Option<ObjectRef<Job>> {
+        let key = self.order.pop_front()?;
+        self.queued.remove(&key);
+        Some(key)
+    }
+
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+}
+
+/// The keys a watch event marks changed: the object it applied, or, at the
+/// end of a (re)list, every Job the cache holds.
+pub fn touched(
+    event: &Event<Job>,
+    cached: impl FnOnce() -> Vec<ObjectRef<Job>>,
+) -> Vec<ObjectRef<Job>> {
+    match event {
+        Event::Apply(job) => vec![ObjectRef::from_obj(job)],
+        Event::InitDone => cached(),
+        Event::Init | Event::InitApply(_) | Event::Delete(_) => Vec::new(),
+    }
+}
+
+/// One controller's set and what wakes it.
+#[derive(Debug, Default)]
+struct Subscriber {
+    pending: Mutex<Pending>,
+    changed: Notify,
+}
+
+/// Every controller's set; the Job watch marks them all.
+#[derive(Debug, Clone, Default)]
+pub struct JobChanges {
+    subscribers: Arc<Mutex<Vec<Arc<Subscriber>>>>,
+}
+
+impl JobChanges {
+    /// Marks `keys` changed for every subscriber.
+    pub fn mark(&self, keys: Vec<ObjectRef<Job>>) {
+        if keys.is_empty() {
+            return;
+        }
+        for subscriber in self
+            .subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            let mut pending = subscriber
+                .pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            for key in &keys {
+                pending.mark(key.clone());
+            }
+            drop(pending);
+            subscriber.changed.notify_one();
+        }
+    }
+
+    /// A new set, marked from now on; its stream yields each changed Job that
+    /// `jobs` still holds.
+    pub fn subscribe(&self, jobs: Store<Job>) -> impl Stream<Item = Arc<Job>> + Send + 'static {
+        let subscriber = Arc::new(Subscriber::default());
+        self.subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Arc::clone(&subscriber));
+        futures::stream::unfold((subscriber, jobs), |(subscriber, jobs)| async move {
+            loop {
+                let next = subscriber
+                    .pending
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                match next {
+                    Some(key) => {
+                        if let Some(job) = jobs.get(&key) {
+                            return Some((job, (subscriber, jobs)));
+                        }
+                    }
+                    None => subscriber.changed.notified().await,
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+    use kube::runtime::reflector;
+
+    use super::*;
+
+    fn job(name: &str) -> Job {
+        let mut job = Job::default();
+        job.metadata.name = Some(name.into());
+        job.metadata.namespace = Some("ns".into());
+        job
+    }
+
+    #[test]
+    fn a_job_changed_twice_is_queued_once_in_the_order_it_first_changed() {
+        let mut pending = Pending::default();
+        for name in ["a", "b", "a"] {
+            pending.mark(ObjectRef::from_obj(&job(name)));
+        }
+        assert_eq!(pending.len(), 2);
+        assert_eq!(pending.take().map(|k| k.name), Some("a".into()));
+        assert_eq!(pending.take().map(|k| k.name), Some("b".into()));
+        assert!(pending.is_empty());
+    }
+
+    #[test]
+    fn an_apply_marks_its_job_and_the_end_of_a_list_marks_every_cached_job() {
+        let a = job("a");
+        let all = || {
+            vec![
+                ObjectRef::from_obj(&job("x")),
+                ObjectRef::from_obj(&job("y")),
+            ]
+        };
+        assert_eq!(
+            touched(&Event::Apply(a.clone()), all),
+            vec![ObjectRef::from_obj(&a)]
+        );
+        assert_eq!(touched(&Event::InitDone, all).len(), 2);
+        assert!(touched(&Event::Delete(a.clone()), all).is_empty());
+        assert!(touched(&Event::InitApply(a), all).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_job_deleted_before_its_turn_is_skipped_not_waited_on() {
+        let (reader, mut writer) = reflector::store::<Job>();
+        let changes = JobChanges::default();
+        let mut stream = Box::pin(changes.subscribe(reader));
+        writer.apply_watcher_event(&Event::Apply(job("kept")));
+        changes.mark(vec![
+            ObjectRef::from_obj(&job("gone")),
+            ObjectRef::from_obj(&job("kept")),
+        ]);
+        let next = tokio::time::timeout(std::time::Duration::from_secs(5), stream.next())
+            .await
+            .expect("the kept Job comes through");
+        assert_eq!(
+            next.and_then(|j| j.metadata.name.clone()),
+            Some("kept".into())
+        );
+    }
+}

@@ -1,0 +1,292 @@
+//! Two manager replicas electing a leader on a Lease: the leader killed
+//! while Jobs dispatch, run and are deleted is replaced within the lease
+//! duration and a few seconds, with nothing lost, leaked or dispatched
+//! twice; a leader paused past its lease writes nothing once resumed (the
+//! manager cluster's audit log is the witness) and steps down.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use jobrelay_e2e::cluster::audit_log;
+use jobrelay_e2e::kit::{self, Clusters};
+use jobrelay_e2e::relay::{Options, Relay};
+use jobrelay_e2e::scenario::Scenario;
+use jobrelay_e2e::wait::{self, Seen};
+use jobrelay_proto::wire::ORIGIN_UID_LABEL;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams};
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+/// The replicas' `--lease-duration`, short so the tests run quickly.
+const LEASE_DURATION: Duration = Duration::from_secs(4);
+
+/// One test at a time kills or pauses a replica.
+static EXCLUSIVE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn relay() -> (&'static Clusters, &'static Relay) {
+    let options = Options {
+        manager_replicas: 2,
+        manager_args: [
+            "--lease-duration",
+            "4s",
+            "--renew-deadline",
+            "3s",
+            "--retry-period",
+            "1s",
+        ]
+        .map(String::from)
+        .to_vec(),
+        ..Default::default()
+    };
+    kit::relay_with(2, options).await
+}
+
+/// The replica that holds the Lease (`manager-<index>`), if one does.
+async fn holder(clusters: &Clusters) -> Option<usize> {
+    let leases: Api<Lease> = Api::namespaced(kit::client(clusters.manager()).await, "default");
+    let lease = leases.get_opt("jobrelay-manager").await.ok()??;
+    lease
+        .spec?
+        .holder_identity?
+        .strip_prefix("manager-")?
+        .parse()
+        .ok()
+}
+
+/// Waits until replica `index` holds the Lease.
+async fn wait_leader(clusters: &Clusters, index: usize, within: Duration) {
+    wait::until(format!("manager-{index} leads"), within, || async {
+        match holder(clusters).await {
+            Some(held) if held == index => Seen::Ready(()),
+            other => Seen::Waiting(format!("held by {other:?}")),
+        }
+    })
+    .await
+}
+
+/// Waits until some replica holds the Lease; returns which.
+async fn current_leader(clusters: &Clusters) -> usize {
+    wait::until("a leader", TIMEOUT, || async {
+        match holder(clusters).await {
+            Some(index) => Seen::Ready(index),
+            None => Seen::Waiting("no holder".into()),
+        }
+    })
+    .await
+}
+
+/// Creates `n` Jobs named `<prefix>-<i>` running `run_for`; one in five
+/// fails. Returns the outcome each must reach.
+async fn create_jobs(
+    scenario: &Scenario,
+    prefix: &str,
+    n: usize,
+    run_for: &str,
+) -> BTreeMap<String, &'static str> {
+    let mut expected = BTreeMap::new();
+    for i in 0..n {
+        let name = format!("{prefix}-{i}");
+        let failing = i % 5 == 4;
+        let mut job = scenario.job(&name).run_for(run_for);
+        if failing {
+            job = job.failing();
+        }
+        scenario.create(job).await;
+        expected.insert(name, if failing { "Failed" } else { "Complete" });
+    }
+    expected
+}
+
+async fn wait_mirrors(scenario: &Scenario, n: usize) {
+    wait::until(format!("{n} mirrors on the workers"), TIMEOUT, || async {
+        match scenario.mirrors().await {
+            Ok(mirrors) if mirrors.len() >= n => Seen::Ready(()),
+            Ok(mirrors) => Seen::Waiting(format!("{} mirrors", mirrors.len())),
+            Err(e) => Seen::Waiting(e.to_string()),
+        }
+    })
+    .await
+}
+
+/// Waits until each of `uids` (by name) is gone from the manager, checking
+/// as each goes that nothing of its mirror is left on any worker: its
+/// finalizer was released only once the agent confirmed it all gone.
+async fn wait_gone_after_their_mirrors(scenario: &Scenario, uids: &BTreeMap<String, String>) {
+    let mut left = uids.clone();
+    while !left.is_empty() {
+        let gone = wait::until("a deleted Job gone", TIMEOUT, || async {
+            let mut gone = Vec::new();
+            for name in left.keys() {
+                if let Ok(None) = scenario.jobs.get_opt(name).await {
+                    gone.push(name.clone());
+                }
+            }
+            match gone.is_empty() {
+                true => Seen::Waiting(format!("{} left", left.len())),
+                false => Seen::Ready(gone),
+            }
+        })
+        .await;
+        for name in gone {
+            let uid = left.remove(&name).expect("a Job waited for");
+            assert_nothing_left(scenario, &name, &uid).await;
+        }
+    }
+}
+
+/// Fails if a mirror or a Pod of manager Job `name` (uid `uid`) exists on a worker.
+async fn assert_nothing_left(scenario: &Scenario, name: &str, uid: &str) {
+    let mirrors = scenario.mirrors().await.expect("listing mirrors");
+    assert!(
+        !mirrors.contains_key(uid),
+        "{name} is gone from the manager while its mirror is still on {:?}",
+        mirrors.get(uid)
+    );
+    for worker in scenario.clusters.workers() {
+        let pods: Api<Pod> = Api::namespaced(kit::client(worker).await, &scenario.ns);
+        let selector = ListParams::default().labels(&format!("{ORIGIN_UID_LABEL}={uid}"));
+        let left = pods.list(&selector).await.expect("listing Pods").items;
+        assert!(
+            left.is_empty(),
+            "{name} is gone from the manager while {} of its Pods are on {}",
+            left.len(),
+            worker.name
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_killed_while_jobs_dispatch_run_and_are_deleted_is_replaced_without_loss() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let (clusters, relay) = relay().await;
+    let scenario = Scenario::new(clusters, relay, "ha-kill").await;
+    let mut expected = create_jobs(&scenario, "run", 6, "3s").await;
+    let long = create_jobs(&scenario, "long", 3, "300s").await;
+    wait_mirrors(&scenario, 9).await;
+    let mut deleted = BTreeMap::new();
+    for name in long.keys() {
+        let job = scenario.jobs.get(name).await.expect("a long Job");
+        deleted.insert(name.clone(), job.uid().expect("a uid"));
+        scenario
+            .jobs
+            .delete(name, &DeleteParams::background())
+            .await
+            .expect("deleting a running Job");
+    }
+
+    let leader = current_leader(clusters).await;
+    let follower = 1 - leader;
+    relay.kill_replica(leader);
+    let killed = Instant::now();
+    // Jobs created while no replica leads are dispatched by the next.
+    expected.extend(create_jobs(&scenario, "late", 5, "2s").await);
+    wait_leader(clusters, follower, LEASE_DURATION + Duration::from_secs(5)).await;
+    eprintln!(
+        "manager-{follower} took over {:?} after the kill",
+        killed.elapsed()
+    );
+
+    scenario.wait_outcomes(&expected, TIMEOUT).await;
+    wait_gone_after_their_mirrors(&scenario, &deleted).await;
+    relay
+        .start_replica(leader)
+        .expect("restarting the killed replica");
+    scenario.assert_created_at_most(1);
+    scenario.finish(TIMEOUT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_paused_past_its_lease_writes_nothing_when_resumed_and_steps_down() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let (clusters, relay) = relay().await;
+    let scenario = Scenario::new(clusters, relay, "ha-pause").await;
+    let began = Timestamp::now();
+    let mut expected = create_jobs(&scenario, "before", 3, "20s").await;
+    wait_mirrors(&scenario, 3).await;
+
+    let leader = current_leader(clusters).await;
+    let follower = 1 - leader;
+    let agent = format!("(manager-{leader})");
+    assert!(
+        !writes_after(clusters, &agent, began).is_empty(),
+        "the audit log names the leader's writes (else it could witness nothing)"
+    );
+    relay
+        .signal_replica(leader, libc::SIGSTOP)
+        .expect("pausing the leader");
+    wait_leader(clusters, follower, LEASE_DURATION + Duration::from_secs(5)).await;
+    let taken_over = Timestamp::now();
+    // The successor works: it dispatches, copies status and cleans up.
+    expected.extend(create_jobs(&scenario, "after", 3, "2s").await);
+    wait_mirrors(&scenario, 6).await;
+
+    relay
+        .signal_replica(leader, libc::SIGCONT)
+        .expect("resuming the old leader");
+    let status = wait::until(
+        format!("manager-{leader} stepped down and ended"),
+        Duration::from_secs(30),
+        || async {
+            match relay.replica_exited(leader) {
+                Some(status) => Seen::Ready(status),
+                None => Seen::Waiting("still running".into()),
+            }
+        },
+    )
+    .await;
+    assert!(
+        !status.success(),
+        "a replica that stepped down ends with an error"
+    );
+    let log = relay.replica_log(leader);
+    assert!(
+        log.contains("stepping down"),
+        "manager-{leader} says why it stopped; its log ends with: {}",
+        log.lines().last().unwrap_or_default()
+    );
+
+    scenario.wait_outcomes(&expected, TIMEOUT).await;
+    let writes = writes_after(clusters, &agent, taken_over);
+    assert!(
+        writes.is_empty(),
+        "manager-{leader} wrote after its successor took over: {writes:#?}"
+    );
+    relay
+        .start_replica(leader)
+        .expect("restarting the old leader");
+    scenario.assert_created_at_most(1);
+    scenario.finish(TIMEOUT).await;
+}
+
+/// The writes the manager cluster's API server accepted from a client whose
+/// user agent contains `agent`, received at `since` or later: verb, URI and
+/// time of each.
+fn writes_after(clusters: &Clusters, agent: &str, since: Timestamp) -> Vec<String> {
+    let log = std::fs::read_to_string(audit_log(clusters.manager())).expect("the audit log");
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| {
+            let user_agent = event["userAgent"].as_str().unwrap_or_default();
+            let received: Option<Timestamp> = event["requestReceivedTimestamp"]
+                .as_str()
+                .and_then(|t| t.parse().ok());
+            let accepted = event["responseStatus"]["code"]
+                .as_u64()
+                .is_some_and(|code| code < 300);
+            user_agent.contains(agent) && accepted && received.is_some_and(|t| t >= since)
+        })
+        .map(|event| {
+            format!(
+                "{} {} at {}",
+                event["verb"].as_str().unwrap_or_default(),
+                event["requestURI"].as_str().unwrap_or_default(),
+                event["requestReceivedTimestamp"]
+                    .as_str()
+                    .unwrap_or_default()
+            )
+        })
+        .collect()
+}
