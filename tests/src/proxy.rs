@@ -21,32 +21,40 @@ pub enum Mode {
     BlackHole,
 }
 
+/// One link: a listener per upstream (each manager replica), all cut and
+/// restored together.
 pub struct Proxy {
-    /// Where agents dial instead of the manager.
-    pub addr: SocketAddr,
+    /// Where agents dial instead of the manager, one per upstream.
+    pub addrs: Vec<SocketAddr>,
     mode: watch::Sender<Mode>,
 }
 
 impl Proxy {
-    /// A proxy on a free loopback port that forwards to `upstream`.
-    pub fn start(upstream: SocketAddr) -> std::io::Result<Proxy> {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
+    /// A proxy on a free loopback port for each of `upstreams`, forwarding
+    /// to it.
+    pub fn start(upstreams: &[SocketAddr]) -> std::io::Result<Proxy> {
         let (mode, modes) = watch::channel(Mode::Pass);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        std::thread::Builder::new()
-            .name(format!("proxy-{addr}"))
-            .spawn(move || {
-                runtime.block_on(async move {
-                    if let Ok(listener) = TcpListener::from_std(listener) {
-                        serve(listener, upstream, modes).await;
-                    }
-                })
-            })?;
-        Ok(Proxy { addr, mode })
+        let mut addrs = Vec::new();
+        for &upstream in upstreams {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+            listener.set_nonblocking(true)?;
+            let addr = listener.local_addr()?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let modes = modes.clone();
+            std::thread::Builder::new()
+                .name(format!("proxy-{addr}"))
+                .spawn(move || {
+                    runtime.block_on(async move {
+                        if let Ok(listener) = TcpListener::from_std(listener) {
+                            serve(listener, upstream, modes).await;
+                        }
+                    })
+                })?;
+            addrs.push(addr);
+        }
+        Ok(Proxy { addrs, mode })
     }
 
     pub fn set(&self, mode: Mode) {

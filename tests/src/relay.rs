@@ -240,13 +240,22 @@ impl Relay {
             };
             let (cert, key) = ca.client(&worker.name)?.write(&tls_dir, &worker.name)?;
             let proxy = match options.proxied {
-                true => Some(Proxy::start(
-                    manager_url.trim_start_matches("https://").parse()?,
-                )?),
+                true => {
+                    let upstreams = urls
+                        .iter()
+                        .map(|url| url.trim_start_matches("https://").parse())
+                        .collect::<Result<Vec<std::net::SocketAddr>, _>>()?;
+                    Some(Proxy::start(&upstreams)?)
+                }
                 false => None,
             };
             let dialled = match &proxy {
-                Some(proxy) => format!("https://{}", proxy.addr),
+                Some(proxy) => proxy
+                    .addrs
+                    .iter()
+                    .map(|addr| format!("https://{addr}"))
+                    .collect::<Vec<_>>()
+                    .join(","),
                 None => urls.join(","),
             };
             agents.insert(

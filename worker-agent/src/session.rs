@@ -26,6 +26,8 @@ const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
 /// to Hello: a manager that accepts and then says nothing (a paused
 /// process) is given up on and the next endpoint tried.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(15);
+/// Pause before the next endpoint of a round is dialled.
+const NEXT_ENDPOINT_DELAY: Duration = Duration::from_millis(100);
 /// A session that lasted this long resets the backoff.
 const STABLE_SESSION: Duration = Duration::from_secs(30);
 /// Manager messages taken at once when they arrive together.
@@ -95,9 +97,11 @@ impl Dial {
             .map_err(DialError::Tls)
     }
 
-    /// Moves on to the next endpoint.
-    fn try_next(&mut self) {
+    /// Moves on to the next endpoint; true when that starts a new round
+    /// (always, with one endpoint).
+    fn try_next(&mut self) -> bool {
         self.current = next(self.current, self.urls.len());
+        self.current == 0
     }
 
     /// Resolves when the certificate files change (never without TLS).
@@ -149,11 +153,16 @@ impl Agent {
             };
             // The next session is sought at the next endpoint (with one,
             // the same): a replica that served may since have stepped down.
-            self.dial.try_next();
+            // The backoff grows once per round of endpoints, so an agent
+            // tries every replica before it waits longer.
+            let round_over = self.dial.try_next();
             if started.elapsed() >= STABLE_SESSION {
                 delays = backoff.build();
             }
-            let delay = delays.next().unwrap_or(Duration::from_secs(30));
+            let delay = match round_over {
+                true => delays.next().unwrap_or(Duration::from_secs(30)),
+                false => NEXT_ENDPOINT_DELAY,
+            };
             warn!(reason = %ended, retry_in = ?delay, "session ended");
             tokio::time::sleep(delay).await;
         }

@@ -174,7 +174,7 @@ impl Mirrors {
         if revision_of(&existing) >= apply.revision {
             return Ok(());
         }
-        if outcome_decided(&existing) {
+        if finished(&existing) {
             // Its spec is left as it ran: the worker's Job controller no
             // longer acts on it, and a finished Job refuses what a suspension
             // writes (its start time). The revision is recorded, so the
@@ -233,23 +233,19 @@ enum Prepare {
     ClearStartTime,
 }
 
-/// Whether the worker's Job controller has decided the mirror's outcome
-/// (`Complete` or `Failed`, or on the way to one of them): nothing applied
-/// later changes how it ran.
-fn outcome_decided(existing: &Job) -> bool {
+/// Whether the mirror finished (`Complete` or `Failed`): nothing applied
+/// later changes how it ran. A mirror only on the way to one
+/// (`SuccessCriteriaMet`, `FailureTarget`) is not: one whose Pod succeeded
+/// as it was suspended (its start time cleared) can complete only once a
+/// resume gives it a start time again.
+fn finished(existing: &Job) -> bool {
     existing
         .status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .into_iter()
         .flatten()
-        .any(|c| {
-            c.status == "True"
-                && matches!(
-                    c.type_.as_str(),
-                    "Complete" | "Failed" | "SuccessCriteriaMet" | "FailureTarget"
-                )
-        })
+        .any(|c| c.status == "True" && matches!(c.type_.as_str(), "Complete" | "Failed"))
 }
 
 /// What to write before applying `desired` over `existing`: a mirror being
@@ -379,7 +375,7 @@ mod tests {
     }
 
     #[test]
-    fn a_mirror_whose_outcome_is_decided_is_left_as_it_ran() {
+    fn a_finished_mirror_is_left_as_it_ran_and_one_about_to_finish_is_not() {
         let with = |type_: &str, status: &str| {
             let mut job = job(false, true);
             job.status.as_mut().unwrap().conditions = Some(vec![
@@ -388,12 +384,15 @@ mod tests {
             ]);
             job
         };
-        for finished in ["Complete", "Failed", "SuccessCriteriaMet", "FailureTarget"] {
-            assert!(outcome_decided(&with(finished, "True")), "{finished}");
+        for outcome in ["Complete", "Failed"] {
+            assert!(finished(&with(outcome, "True")), "{outcome}");
         }
-        assert!(!outcome_decided(&with("Complete", "False")));
-        assert!(!outcome_decided(&with("Suspended", "True")));
-        assert!(!outcome_decided(&job(false, true)), "running");
+        for interim in ["SuccessCriteriaMet", "FailureTarget"] {
+            assert!(!finished(&with(interim, "True")), "{interim}");
+        }
+        assert!(!finished(&with("Complete", "False")));
+        assert!(!finished(&with("Suspended", "True")));
+        assert!(!finished(&job(false, true)), "running");
     }
 
     #[test]
