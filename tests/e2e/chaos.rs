@@ -16,11 +16,10 @@ use std::time::{Duration, Instant};
 
 use jobrelay_e2e::kit;
 use jobrelay_e2e::proxy::Mode;
-use jobrelay_e2e::relay::{Options, Relay};
+use jobrelay_e2e::relay::{Options, Relay, lease_holder};
 use jobrelay_e2e::scenario::Scenario;
 use jobrelay_e2e::wait::{self, Seen};
-use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams};
 
 /// Jobs in one run (`JOBRELAY_CHAOS_JOBS` overrides: the long mode, e.g.
 /// 500, stretches the windows and the fault budget in proportion).
@@ -259,17 +258,8 @@ async fn execute(
     }
 }
 
-/// The manager replica that holds the Lease, if one does.
 async fn leader(scenario: &Scenario) -> Option<usize> {
-    let leases: Api<Lease> =
-        Api::namespaced(kit::client(scenario.clusters.manager()).await, "default");
-    let holder = leases
-        .get_opt("jobrelay-manager")
-        .await
-        .ok()??
-        .spec?
-        .holder_identity?;
-    holder.strip_prefix("manager-")?.parse().ok()
+    lease_holder(&kit::client(scenario.clusters.manager()).await).await
 }
 
 /// Starts again every replica that ended (one that stepped down after a
@@ -300,18 +290,7 @@ async fn jobs_survive_random_kills_and_cuts_and_leave_nothing_behind() {
 
     let options = Options {
         proxied: true,
-        manager_replicas: 2,
-        manager_args: [
-            "--lease-duration",
-            "4s",
-            "--renew-deadline",
-            "3s",
-            "--retry-period",
-            "1s",
-        ]
-        .map(String::from)
-        .to_vec(),
-        ..Default::default()
+        ..Options::two_quick_replicas()
     };
     let (clusters, relay) = kit::relay_with(2, options).await;
     let scenario = Scenario::new(clusters, relay, "chaos").await;

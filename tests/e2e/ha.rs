@@ -9,11 +9,10 @@ use std::time::{Duration, Instant};
 
 use jobrelay_e2e::cluster::audit_log;
 use jobrelay_e2e::kit::{self, Clusters};
-use jobrelay_e2e::relay::{Options, Relay};
+use jobrelay_e2e::relay::{Options, Relay, lease_holder};
 use jobrelay_e2e::scenario::Scenario;
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::ORIGIN_UID_LABEL;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -27,33 +26,11 @@ const LEASE_DURATION: Duration = Duration::from_secs(4);
 static EXCLUSIVE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn relay() -> (&'static Clusters, &'static Relay) {
-    let options = Options {
-        manager_replicas: 2,
-        manager_args: [
-            "--lease-duration",
-            "4s",
-            "--renew-deadline",
-            "3s",
-            "--retry-period",
-            "1s",
-        ]
-        .map(String::from)
-        .to_vec(),
-        ..Default::default()
-    };
-    kit::relay_with(2, options).await
+    kit::relay_with(2, Options::two_quick_replicas()).await
 }
 
-/// The replica that holds the Lease (`manager-<index>`), if one does.
 async fn holder(clusters: &Clusters) -> Option<usize> {
-    let leases: Api<Lease> = Api::namespaced(kit::client(clusters.manager()).await, "default");
-    let lease = leases.get_opt("jobrelay-manager").await.ok()??;
-    lease
-        .spec?
-        .holder_identity?
-        .strip_prefix("manager-")?
-        .parse()
-        .ok()
+    lease_holder(&kit::client(clusters.manager()).await).await
 }
 
 /// Waits until replica `index` holds the Lease.
@@ -73,39 +50,6 @@ async fn current_leader(clusters: &Clusters) -> usize {
         match holder(clusters).await {
             Some(index) => Seen::Ready(index),
             None => Seen::Waiting("no holder".into()),
-        }
-    })
-    .await
-}
-
-/// Creates `n` Jobs named `<prefix>-<i>` running `run_for`; one in five
-/// fails. Returns the outcome each must reach.
-async fn create_jobs(
-    scenario: &Scenario,
-    prefix: &str,
-    n: usize,
-    run_for: &str,
-) -> BTreeMap<String, &'static str> {
-    let mut expected = BTreeMap::new();
-    for i in 0..n {
-        let name = format!("{prefix}-{i}");
-        let failing = i % 5 == 4;
-        let mut job = scenario.job(&name).run_for(run_for);
-        if failing {
-            job = job.failing();
-        }
-        scenario.create(job).await;
-        expected.insert(name, if failing { "Failed" } else { "Complete" });
-    }
-    expected
-}
-
-async fn wait_mirrors(scenario: &Scenario, n: usize) {
-    wait::until(format!("{n} mirrors on the workers"), TIMEOUT, || async {
-        match scenario.mirrors().await {
-            Ok(mirrors) if mirrors.len() >= n => Seen::Ready(()),
-            Ok(mirrors) => Seen::Waiting(format!("{} mirrors", mirrors.len())),
-            Err(e) => Seen::Waiting(e.to_string()),
         }
     })
     .await
@@ -163,9 +107,10 @@ async fn a_leader_killed_while_jobs_dispatch_run_and_are_deleted_is_replaced_wit
     let _exclusive = EXCLUSIVE.lock().await;
     let (clusters, relay) = relay().await;
     let scenario = Scenario::new(clusters, relay, "ha-kill").await;
-    let mut expected = create_jobs(&scenario, "run", 6, "3s").await;
-    let long = create_jobs(&scenario, "long", 3, "300s").await;
-    wait_mirrors(&scenario, 9).await;
+    // Mirrors of finished Jobs are removed at once (no retention), so only
+    // long ones are counted.
+    let long = scenario.create_jobs("long", 3, "300s").await;
+    scenario.wait_mirrors(3, TIMEOUT).await;
     let mut deleted = BTreeMap::new();
     for name in long.keys() {
         let job = scenario.jobs.get(name).await.expect("a long Job");
@@ -177,12 +122,13 @@ async fn a_leader_killed_while_jobs_dispatch_run_and_are_deleted_is_replaced_wit
             .expect("deleting a running Job");
     }
 
+    let mut expected = scenario.create_jobs("run", 6, "3s").await;
     let leader = current_leader(clusters).await;
     let follower = 1 - leader;
     relay.kill_replica(leader);
     let killed = Instant::now();
     // Jobs created while no replica leads are dispatched by the next.
-    expected.extend(create_jobs(&scenario, "late", 5, "2s").await);
+    expected.extend(scenario.create_jobs("late", 5, "2s").await);
     wait_leader(clusters, follower, LEASE_DURATION + Duration::from_secs(5)).await;
     eprintln!(
         "manager-{follower} took over {:?} after the kill",
@@ -204,8 +150,8 @@ async fn a_leader_paused_past_its_lease_writes_nothing_when_resumed_and_steps_do
     let (clusters, relay) = relay().await;
     let scenario = Scenario::new(clusters, relay, "ha-pause").await;
     let began = Timestamp::now();
-    let mut expected = create_jobs(&scenario, "before", 3, "20s").await;
-    wait_mirrors(&scenario, 3).await;
+    let mut expected = scenario.create_jobs("before", 3, "30s").await;
+    scenario.wait_mirrors(3, TIMEOUT).await;
 
     let leader = current_leader(clusters).await;
     let follower = 1 - leader;
@@ -220,8 +166,11 @@ async fn a_leader_paused_past_its_lease_writes_nothing_when_resumed_and_steps_do
     wait_leader(clusters, follower, LEASE_DURATION + Duration::from_secs(5)).await;
     let taken_over = Timestamp::now();
     // The successor works: it dispatches, copies status and cleans up.
-    expected.extend(create_jobs(&scenario, "after", 3, "2s").await);
-    wait_mirrors(&scenario, 6).await;
+    let after = scenario.create_jobs("after", 3, "2s").await;
+    for name in after.keys() {
+        scenario.assigned_worker(name).await;
+    }
+    expected.extend(after);
 
     relay
         .signal_replica(leader, libc::SIGCONT)

@@ -38,28 +38,6 @@ async fn relay() -> (&'static Clusters, &'static Relay) {
     kit::relay_with(2, options).await
 }
 
-/// Creates `n` Jobs named `<prefix>-<i>` running `run_for`; returns the
-/// outcome each must reach.
-async fn create_jobs(
-    scenario: &Scenario,
-    prefix: &str,
-    n: usize,
-    run_for: &str,
-) -> BTreeMap<String, &'static str> {
-    let mut expected = BTreeMap::new();
-    for i in 0..n {
-        let name = format!("{prefix}-{i}");
-        let failing = i % 5 == 4;
-        let mut job = scenario.job(&name).run_for(run_for);
-        if failing {
-            job = job.failing();
-        }
-        scenario.create(job).await;
-        expected.insert(name, if failing { "Failed" } else { "Complete" });
-    }
-    expected
-}
-
 /// Restarts a killed agent and waits for its new session.
 async fn restart_agent(relay: &Relay, worker: &str) {
     let sessions = relay.sessions_opened(worker);
@@ -85,13 +63,23 @@ async fn restart_manager(clusters: &Clusters, relay: &Relay) -> Duration {
     started.elapsed()
 }
 
-/// Waits until at least `n` mirrors of the scenario exist on the workers.
-async fn wait_mirrors(scenario: &Scenario, n: usize) {
-    wait::until(format!("{n} mirrors on the workers"), TIMEOUT, || async {
-        match scenario.mirrors().await {
-            Ok(mirrors) if mirrors.len() >= n => Seen::Ready(()),
-            Ok(mirrors) => Seen::Waiting(format!("{} mirrors", mirrors.len())),
-            Err(e) => Seen::Waiting(e.to_string()),
+/// Waits until `n` mirrors of the scenario finished on their workers.
+async fn wait_mirrors_finished(scenario: &Scenario, n: usize) {
+    wait::until("every mirror finished on its worker", TIMEOUT, || async {
+        let mut finished = 0;
+        for worker in scenario.clusters.workers() {
+            let jobs: Api<Job> = Api::namespaced(kit::client(worker).await, &scenario.ns);
+            if let Ok(list) = jobs.list(&ListParams::default()).await {
+                finished += list
+                    .items
+                    .iter()
+                    .filter(|j| jobrelay_e2e::scenario::outcome(j).is_some())
+                    .count();
+            }
+        }
+        match finished >= n {
+            true => Seen::Ready(()),
+            false => Seen::Waiting(format!("{finished} finished")),
         }
     })
     .await
@@ -134,9 +122,9 @@ async fn an_agent_killed_while_applying_creates_each_mirror_once() {
     let _exclusive = EXCLUSIVE.lock().await;
     let scenario = setup("agent-applying").await;
     let relay = scenario.relay;
-    let expected = create_jobs(&scenario, "apply", 12, "2s").await;
+    let expected = scenario.create_jobs("apply", 12, "2s").await;
     // The agents are applying the burst right now.
-    wait_mirrors(&scenario, 1).await;
+    scenario.wait_mirrors(1, TIMEOUT).await;
     for worker in scenario.clusters.workers() {
         relay.kill_agent(&worker.name);
     }
@@ -258,8 +246,8 @@ async fn a_manager_killed_while_dispatching_sends_each_job_to_one_cluster_once()
     let _exclusive = EXCLUSIVE.lock().await;
     let scenario = setup("manager-dispatching").await;
     let (clusters, relay) = (scenario.clusters, scenario.relay);
-    let expected = create_jobs(&scenario, "dispatch", 16, "2s").await;
-    wait_mirrors(&scenario, 1).await;
+    let expected = scenario.create_jobs("dispatch", 16, "2s").await;
+    scenario.wait_mirrors(1, TIMEOUT).await;
     relay.kill_manager();
     let rejoined = restart_manager(clusters, relay).await;
     println!("every agent rejoined the restarted manager within {rejoined:?}");
@@ -274,31 +262,11 @@ async fn a_manager_killed_while_jobs_finish_copies_their_final_status_after_rest
     let _exclusive = EXCLUSIVE.lock().await;
     let scenario = setup("manager-status").await;
     let (clusters, relay) = (scenario.clusters, scenario.relay);
-    let expected = create_jobs(&scenario, "finish", 10, "4s").await;
-    wait_mirrors(&scenario, 10).await;
+    let expected = scenario.create_jobs("finish", 10, "4s").await;
+    scenario.wait_mirrors(10, TIMEOUT).await;
     // The mirrors finish while the manager is away.
     relay.kill_manager();
-    let finished_on_workers =
-        wait::until("every mirror finished on its worker", TIMEOUT, || async {
-            let mut finished = 0;
-            for worker in clusters.workers() {
-                let jobs: Api<Job> = Api::namespaced(kit::client(worker).await, &scenario.ns);
-                if let Ok(list) = jobs.list(&ListParams::default()).await {
-                    finished += list
-                        .items
-                        .iter()
-                        .filter(|j| jobrelay_e2e::scenario::outcome(j).is_some())
-                        .count();
-                }
-            }
-            if finished == 10 {
-                Seen::Ready(finished)
-            } else {
-                Seen::Waiting(format!("{finished} finished"))
-            }
-        })
-        .await;
-    assert_eq!(finished_on_workers, 10);
+    wait_mirrors_finished(&scenario, 10).await;
     restart_manager(clusters, relay).await;
     scenario.wait_outcomes(&expected, TIMEOUT).await;
     scenario.assert_created_at_most(1);
@@ -310,31 +278,13 @@ async fn jobs_suspended_while_the_manager_is_away_keep_the_outcome_their_mirrors
     let _exclusive = EXCLUSIVE.lock().await;
     let scenario = setup("late-suspend").await;
     let (clusters, relay) = (scenario.clusters, scenario.relay);
-    let expected = create_jobs(&scenario, "late", 5, "2s").await;
-    wait_mirrors(&scenario, 5).await;
+    let expected = scenario.create_jobs("late", 5, "2s").await;
+    scenario.wait_mirrors(5, TIMEOUT).await;
     // The mirrors finish while the manager is away, and the Jobs are then
     // suspended: back, the manager sends a suspended revision of each to a
     // worker whose Job already finished.
     relay.kill_manager();
-    wait::until("every mirror finished on its worker", TIMEOUT, || async {
-        let mut finished = 0;
-        for worker in clusters.workers() {
-            let jobs: Api<Job> = Api::namespaced(kit::client(worker).await, &scenario.ns);
-            if let Ok(list) = jobs.list(&ListParams::default()).await {
-                finished += list
-                    .items
-                    .iter()
-                    .filter(|j| jobrelay_e2e::scenario::outcome(j).is_some())
-                    .count();
-            }
-        }
-        if finished == 5 {
-            Seen::Ready(())
-        } else {
-            Seen::Waiting(format!("{finished} finished"))
-        }
-    })
-    .await;
+    wait_mirrors_finished(&scenario, 5).await;
     let suspend = kube::api::Patch::Merge(serde_json::json!({"spec": {"suspend": true}}));
     for name in expected.keys() {
         scenario
@@ -364,7 +314,7 @@ async fn a_manager_killed_while_holding_finalizers_releases_them_after_cleanup()
             )
             .await;
     }
-    wait_mirrors(&scenario, 8).await;
+    scenario.wait_mirrors(8, TIMEOUT).await;
     for i in 0..8 {
         scenario
             .jobs
@@ -542,7 +492,7 @@ async fn a_worker_api_server_restarted_under_load_loses_nothing() {
             .run_for("600s");
         scenario.create(job).await;
     }
-    wait_mirrors(&scenario, 1).await;
+    scenario.wait_mirrors(1, TIMEOUT).await;
     // The API server goes away while the agent applies and watches.
     scenario
         .clusters

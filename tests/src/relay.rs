@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use jobrelay_manager::worker_cluster::{WorkerCluster, WorkerClusterSpec};
 use jobrelay_manager::worker_cluster_set::WorkerClusterSet;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{CustomResourceExt, ResourceExt};
@@ -115,6 +116,38 @@ pub struct Options {
     pub manager_replicas: usize,
     /// More flags for every manager replica.
     pub manager_args: Vec<String>,
+}
+
+impl Options {
+    /// Two manager replicas electing a leader with short durations (a 4 s
+    /// lease), so a takeover in a test takes seconds.
+    pub fn two_quick_replicas() -> Options {
+        Options {
+            manager_replicas: 2,
+            manager_args: [
+                "--lease-duration",
+                "4s",
+                "--renew-deadline",
+                "3s",
+                "--retry-period",
+                "1s",
+            ]
+            .map(String::from)
+            .to_vec(),
+            ..Options::default()
+        }
+    }
+}
+
+/// The Lease the manager replicas elect their leader on.
+pub const LEASE: &str = "jobrelay-manager";
+
+/// The index of the manager replica (`manager-<index>`) that holds the
+/// Lease, if one does; `manager` is a client of the manager cluster.
+pub async fn lease_holder(manager: &kube::Client) -> Option<usize> {
+    let leases: Api<Lease> = Api::namespaced(manager.clone(), "default");
+    let holder = leases.get_opt(LEASE).await.ok()??.spec?.holder_identity?;
+    holder.strip_prefix("manager-")?.parse().ok()
 }
 
 /// One manager replica: how to start it, the running process, where it
@@ -343,6 +376,16 @@ impl Relay {
         Ok(())
     }
 
+    /// The process id of manager replica `index`, while it runs.
+    pub fn replica_pid(&self, index: usize) -> Option<u32> {
+        lock(&self.replicas[index].child).as_ref().map(Child::id)
+    }
+
+    /// The process id of the agent of `worker`, while it runs.
+    pub fn agent_pid(&self, worker: &str) -> Option<u32> {
+        lock(&self.agents).get(worker).map(Child::id)
+    }
+
     /// Whether manager replica `index` has ended (and how), reaping it.
     pub fn replica_exited(&self, index: usize) -> Option<std::process::ExitStatus> {
         let mut child = lock(&self.replicas[index].child);
@@ -453,17 +496,6 @@ impl Relay {
     /// A folder for a test's own certificate files.
     pub fn tls_dir(&self) -> &Path {
         &self.tls_dir
-    }
-
-    /// Process ids: the manager first, then the agents in worker order.
-    pub fn pids(&self) -> Vec<u32> {
-        let managers: Vec<u32> = self
-            .replicas
-            .iter()
-            .filter_map(|r| lock(&r.child).as_ref().map(Child::id))
-            .collect();
-        let agents: Vec<u32> = lock(&self.agents).values().map(Child::id).collect();
-        managers.into_iter().chain(agents).collect()
     }
 
     /// The manager's `/metrics` text.

@@ -158,6 +158,41 @@ impl Scenario {
         counts
     }
 
+    /// Creates `n` Jobs named `<prefix>-<i>` running `run_for`, one in five
+    /// failing; returns the outcome each must reach.
+    pub async fn create_jobs(
+        &self,
+        prefix: &str,
+        n: usize,
+        run_for: &str,
+    ) -> BTreeMap<String, &'static str> {
+        let mut expected = BTreeMap::new();
+        for i in 0..n {
+            let name = format!("{prefix}-{i}");
+            let failing = i % 5 == 4;
+            let mut job = self.job(&name).run_for(run_for);
+            if failing {
+                job = job.failing();
+            }
+            self.create(job).await;
+            expected.insert(name, if failing { "Failed" } else { "Complete" });
+        }
+        expected
+    }
+
+    /// Waits until at least `n` mirrors of the scenario exist on the workers
+    /// at once.
+    pub async fn wait_mirrors(&self, n: usize, timeout: Duration) {
+        wait::until(format!("{n} mirrors on the workers"), timeout, || async {
+            match self.mirrors().await {
+                Ok(mirrors) if mirrors.len() >= n => Seen::Ready(()),
+                Ok(mirrors) => Seen::Waiting(format!("{} mirrors", mirrors.len())),
+                Err(e) => Seen::Waiting(e.to_string()),
+            }
+        })
+        .await
+    }
+
     /// Fails unless every mirror of this namespace was created at most `at_most` times.
     pub fn assert_created_at_most(&self, at_most: usize) {
         let twice: Vec<(String, usize)> = self

@@ -91,7 +91,8 @@ impl Keeper {
                                     self.became_leader(transitions, &written);
                                 }
                             }
-                            Err(kube::Error::Api(status)) if status.is_conflict() => {
+                            // A conflict, or a create that another replica won.
+                            Err(kube::Error::Api(status)) if status.code == 409 => {
                                 debug!(lease = %self.name, "another replica wrote the Lease first");
                             }
                             Err(error) => {

@@ -13,7 +13,10 @@
 //!   DesiredSet;
 //! - dispatch beside a retention backlog: N Jobs dispatched while 5,000
 //!   expired manager Jobs are deleted at the retention pace;
-//! - memory: peak resident memory of the manager and the agents;
+//! - takeover: the leading manager replica (of two, elected with the
+//!   default lease settings) killed, until the other has dispatched a Job
+//!   created right after the kill;
+//! - memory: peak resident memory of the manager replicas and the agents;
 //! - CPU: seconds used by each program of the clusters during each step.
 //!
 //! Before all that, the micro-benchmarks of the hot pure paths run
@@ -36,7 +39,7 @@ use jobrelay_e2e::cluster::ClusterSet;
 use jobrelay_e2e::controlplane::{self, seconds};
 use jobrelay_e2e::fixtures::TestJob;
 use jobrelay_e2e::kit;
-use jobrelay_e2e::relay::{Options, Profile, Relay};
+use jobrelay_e2e::relay::{Options, Profile, Relay, lease_holder};
 use jobrelay_e2e::supervisor::Supervisor;
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::MANAGED_BY;
@@ -92,6 +95,8 @@ struct Report {
     cleanup_ratio_to_direct: f64,
     resync_seconds: f64,
     resync_mirrors: usize,
+    /// The leader killed → the first Job dispatched by its successor.
+    takeover_seconds: f64,
     /// Before the backlog step.
     peak_rss_mib: HashMap<String, u64>,
     /// After it: the manager has cached thousands more Jobs.
@@ -130,6 +135,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let (supervisor, set) = start_clusters("bench")?;
     let options = Options {
         manager_config: Some(backlog::MANAGER_CONFIG.into()),
+        manager_replicas: 2,
         ..release_options()
     };
     let relay = Relay::start_with(&set, options).await?;
@@ -286,9 +292,10 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
     watches.iter().for_each(|w| w.stop());
 
     let (status, status_heard, status_written) = status(set, relay, &jobs, &ns, &names).await?;
-    let peak_rss_mib = peak_rss(relay);
+    let peak_rss_mib = peak_rss(set, relay).await?;
     let beside_backlog = backlog::dispatch_beside(set, relay, n).await?;
-    let peak_rss_mib_with_backlog = peak_rss(relay);
+    let peak_rss_mib_with_backlog = peak_rss(set, relay).await?;
+    let takeover = takeover(set, relay, n).await?;
     Ok(Report {
         jobs: n,
         load_before,
@@ -310,6 +317,7 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
         cleanup_direct,
         resync_seconds: resync.as_secs_f64(),
         resync_mirrors,
+        takeover_seconds: takeover.as_secs_f64(),
         peak_rss_mib,
         peak_rss_mib_with_backlog,
         cpu_seconds,
@@ -319,13 +327,66 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
     })
 }
 
-/// Peak resident memory so far of the manager and the agents, in MiB.
-fn peak_rss(relay: &Relay) -> HashMap<String, u64> {
-    ["manager", "agent worker-1", "agent worker-2"]
-        .iter()
-        .zip(relay.pids())
-        .map(|(name, pid)| (name.to_string(), peak_rss_kib(pid) / 1024))
-        .collect()
+/// Peak resident memory so far of the manager replicas (`manager`: the
+/// leader) and the agents, in MiB.
+async fn peak_rss(set: &ClusterSet, relay: &Relay) -> anyhow::Result<HashMap<String, u64>> {
+    let leader = lease_holder(&set.manager().client().await?).await;
+    let mut rss = HashMap::new();
+    for replica in 0..relay.replicas() {
+        let name = match Some(replica) == leader {
+            true => "manager".to_string(),
+            false => format!("manager follower {replica}"),
+        };
+        if let Some(pid) = relay.replica_pid(replica) {
+            rss.insert(name, peak_rss_kib(pid) / 1024);
+        }
+    }
+    for worker in set.workers() {
+        if let Some(pid) = relay.agent_pid(&worker.name) {
+            rss.insert(format!("agent {}", worker.name), peak_rss_kib(pid) / 1024);
+        }
+    }
+    Ok(rss)
+}
+
+/// The leading replica killed; from the kill until the other has
+/// dispatched a Job created just after it. The killed replica comes back as
+/// a follower.
+async fn takeover(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Duration> {
+    let ns = format!("bench-takeover-{n}");
+    for cluster in &set.clusters {
+        kit::create_namespace(&cluster.client().await?, &ns).await;
+    }
+    let manager = set.manager().client().await?;
+    let leader = lease_holder(&manager)
+        .await
+        .ok_or_else(|| anyhow::anyhow!("no manager replica holds the Lease"))?;
+    let mirrored: Timestamps = Default::default();
+    let mut watches = Vec::new();
+    for w in set.workers() {
+        let jobs = Api::namespaced(w.client().await?, &ns);
+        watches.push(
+            measure::record(jobs, Point::Seen, mirrored.clone())
+                .listed()
+                .await?,
+        );
+    }
+    let jobs: Api<Job> = Api::namespaced(manager, &ns);
+    let names = vec!["after-the-kill".to_string()];
+    relay.kill_replica(leader);
+    let killed = Instant::now();
+    jobs.create(&PostParams::default(), &relayed(&ns, &names[0], "1s"))
+        .await?;
+    let dispatched = wait_all("a Job dispatched by the new leader", &names, &mirrored).await?;
+    watches.iter().for_each(|w| w.stop());
+    let took = dispatched[&names[0]].duration_since(killed);
+    log(&format!(
+        "manager-{leader} killed; its successor dispatched in {}",
+        seconds(took)
+    ));
+    relay.start_replica(leader)?;
+    delete_all(&jobs, &names).await?;
+    Ok(took)
 }
 
 /// How many lines of the manager's and the agents' logs hold `marker`.
@@ -510,7 +571,7 @@ async fn status(
 fn print_table(r: &Report) {
     println!();
     println!(
-        "jobrelay bench — {} Jobs, 1 manager + 2 workers, load {} → {}, {:.0} s",
+        "jobrelay bench — {} Jobs, 2 manager replicas + 2 workers, load {} → {}, {:.0} s",
         r.jobs, r.load_before, r.load_after, r.wall_seconds
     );
     println!(
@@ -574,6 +635,10 @@ fn print_table(r: &Report) {
     println!(
         "{:<44} {:>9.1} s ({} mirrors)",
         "resync: agent restarted -> DesiredSet", r.resync_seconds, r.resync_mirrors
+    );
+    println!(
+        "{:<44} {:>9.1} s",
+        "takeover: leader killed -> Job dispatched", r.takeover_seconds
     );
     let mut rss: Vec<_> = r.peak_rss_mib.iter().collect();
     rss.sort();
