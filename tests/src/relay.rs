@@ -498,8 +498,16 @@ impl Relay {
         &self.tls_dir
     }
 
-    /// The manager's `/metrics` text.
+    /// The `/metrics` text of the leading manager replica (of replica 0
+    /// when none says it leads).
     pub async fn metrics(&self) -> anyhow::Result<String> {
+        for index in 1..self.replicas.len() {
+            if let Ok(text) = self.replica_metrics(index).await
+                && text.lines().any(|l| l == "jobrelay_leader 1")
+            {
+                return Ok(text);
+            }
+        }
         self.replica_metrics(0).await
     }
 

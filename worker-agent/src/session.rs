@@ -28,6 +28,10 @@ const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
 const OPEN_TIMEOUT: Duration = Duration::from_secs(15);
 /// Pause before the next endpoint of a round is dialled.
 const NEXT_ENDPOINT_DELAY: Duration = Duration::from_millis(100);
+/// Longest wait between two rounds of dials (jitter adds up to as much
+/// again): short enough that agents find a new leader a few seconds after
+/// it takes over.
+const MAX_DELAY: Duration = Duration::from_secs(3);
 /// A session that lasted this long resets the backoff.
 const STABLE_SESSION: Duration = Duration::from_secs(30);
 /// Manager messages taken at once when they arrive together.
@@ -131,7 +135,7 @@ impl Agent {
         self.mirrors.wait_ready().await;
         let backoff = ExponentialBuilder::default()
             .with_min_delay(Duration::from_millis(200))
-            .with_max_delay(Duration::from_secs(30))
+            .with_max_delay(MAX_DELAY)
             .with_jitter()
             .without_max_times();
         let mut delays = backoff.build();
@@ -160,7 +164,7 @@ impl Agent {
                 delays = backoff.build();
             }
             let delay = match round_over {
-                true => delays.next().unwrap_or(Duration::from_secs(30)),
+                true => delays.next().unwrap_or(MAX_DELAY),
                 false => NEXT_ENDPOINT_DELAY,
             };
             warn!(reason = %ended, retry_in = ?delay, "session ended");
