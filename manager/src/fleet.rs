@@ -203,6 +203,13 @@ impl Fleet {
         id
     }
 
+    /// Asks for a reconcile of each of `keys`.
+    pub fn trigger_all(&self, keys: impl IntoIterator<Item = ObjectRef<Job>>) {
+        for key in keys {
+            let _ = self.triggers.send(key);
+        }
+    }
+
     /// Ends a session, unless a newer one replaced it already.
     pub fn disconnect(&self, cluster: &str, session: u64) {
         let mut clusters = self.lock();

@@ -11,6 +11,14 @@ pub struct Candidate {
 }
 
 /// The cluster a Job was already sent to (annotation), if any.
+/// Whether `job` is relayed, still to be placed, and not being deleted: it
+/// may be waiting for a cluster to connect.
+pub fn awaits_placement(job: &Job) -> bool {
+    crate::mirror::is_relayed(job)
+        && assigned_cluster(job).is_none()
+        && job.metadata.deletion_timestamp.is_none()
+}
+
 pub fn assigned_cluster(job: &Job) -> Option<&str> {
     job.metadata
         .annotations
@@ -57,6 +65,42 @@ mod tests {
                 active_mirrors: *c,
             })
             .collect()
+    }
+
+    #[test]
+    fn only_relayed_unplaced_live_jobs_await_placement() {
+        let job = |managed_by: &str, cluster: Option<&str>, deleting: bool| -> Job {
+            let mut job: Job = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "j", "namespace": "ns"},
+                "spec": {"managedBy": managed_by, "template": {}},
+            }))
+            .expect("a Job");
+            if let Some(cluster) = cluster {
+                job.metadata.annotations =
+                    Some([(CLUSTER_KEY.to_string(), cluster.to_string())].into());
+            }
+            if deleting {
+                job.metadata.deletion_timestamp =
+                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        k8s_openapi::jiff::Timestamp::now(),
+                    ));
+            }
+            job
+        };
+        let relayed = jobrelay_proto::wire::MANAGED_BY;
+        assert!(awaits_placement(&job(relayed, None, false)));
+        assert!(
+            !awaits_placement(&job(relayed, Some("worker-a"), false)),
+            "placed"
+        );
+        assert!(
+            !awaits_placement(&job(relayed, None, true)),
+            "being deleted"
+        );
+        assert!(
+            !awaits_placement(&job("kueue.x-k8s.io/multikueue", None, false)),
+            "not relayed"
+        );
     }
 
     #[test]

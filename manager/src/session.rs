@@ -211,6 +211,15 @@ impl Sessions {
             desired,
             outbox,
         );
+        // Jobs that waited for a cluster are placed now, not at their next
+        // requeue (a new leader's first sessions, a cluster back).
+        self.fleet.trigger_all(
+            self.jobs
+                .state()
+                .iter()
+                .filter(|job| crate::placement::awaits_placement(job))
+                .map(|job| ObjectRef::from_obj(&**job)),
+        );
 
         let silence = self.heartbeat_interval * MISSED_HEARTBEATS;
         let reason = loop {
