@@ -14,9 +14,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use jobrelay_e2e::election::lease_holder;
 use jobrelay_e2e::kit;
 use jobrelay_e2e::proxy::Mode;
-use jobrelay_e2e::relay::{Options, Relay, lease_holder};
+use jobrelay_e2e::relay::{Options, Relay};
 use jobrelay_e2e::scenario::Scenario;
 use jobrelay_e2e::wait::{self, Seen};
 use kube::api::{DeleteParams, Patch, PatchParams};
@@ -343,9 +344,11 @@ async fn jobs_survive_random_kills_and_cuts_and_leave_nothing_behind() {
     let restarter = {
         let running = Arc::clone(&running);
         tokio::spawn(async move {
+            // A kubelet's look at its containers, every half second.
+            let mut ticks = tokio::time::interval(Duration::from_millis(500));
             while running.load(Ordering::Relaxed) {
+                ticks.tick().await;
                 restart_ended(relay);
-                tokio::time::sleep(Duration::from_millis(500)).await;
             }
         })
     };

@@ -7,9 +7,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use jobrelay_e2e::cluster::audit_log;
+use jobrelay_e2e::audit::writes_after;
+use jobrelay_e2e::election::lease_holder;
 use jobrelay_e2e::kit::{self, Clusters};
-use jobrelay_e2e::relay::{Options, Relay, lease_holder};
+use jobrelay_e2e::relay::{Options, Relay};
 use jobrelay_e2e::scenario::Scenario;
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::ORIGIN_UID_LABEL;
@@ -157,7 +158,7 @@ async fn a_leader_paused_past_its_lease_writes_nothing_when_resumed_and_steps_do
     let follower = 1 - leader;
     let agent = format!("(manager-{leader})");
     assert!(
-        !writes_after(clusters, &agent, began).is_empty(),
+        !writes_after(clusters.manager(), &agent, began).is_empty(),
         "the audit log names the leader's writes (else it could witness nothing)"
     );
     relay
@@ -198,7 +199,7 @@ async fn a_leader_paused_past_its_lease_writes_nothing_when_resumed_and_steps_do
     );
 
     scenario.wait_outcomes(&expected, TIMEOUT).await;
-    let writes = writes_after(clusters, &agent, taken_over);
+    let writes = writes_after(clusters.manager(), &agent, taken_over);
     assert!(
         writes.is_empty(),
         "manager-{leader} wrote after its successor took over: {writes:#?}"
@@ -208,34 +209,4 @@ async fn a_leader_paused_past_its_lease_writes_nothing_when_resumed_and_steps_do
         .expect("restarting the old leader");
     scenario.assert_created_at_most(1);
     scenario.finish(TIMEOUT).await;
-}
-
-/// The writes the manager cluster's API server accepted from a client whose
-/// user agent contains `agent`, received at `since` or later: verb, URI and
-/// time of each.
-fn writes_after(clusters: &Clusters, agent: &str, since: Timestamp) -> Vec<String> {
-    let log = std::fs::read_to_string(audit_log(clusters.manager())).expect("the audit log");
-    log.lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|event| {
-            let user_agent = event["userAgent"].as_str().unwrap_or_default();
-            let received: Option<Timestamp> = event["requestReceivedTimestamp"]
-                .as_str()
-                .and_then(|t| t.parse().ok());
-            let accepted = event["responseStatus"]["code"]
-                .as_u64()
-                .is_some_and(|code| code < 300);
-            user_agent.contains(agent) && accepted && received.is_some_and(|t| t >= since)
-        })
-        .map(|event| {
-            format!(
-                "{} {} at {}",
-                event["verb"].as_str().unwrap_or_default(),
-                event["requestURI"].as_str().unwrap_or_default(),
-                event["requestReceivedTimestamp"]
-                    .as_str()
-                    .unwrap_or_default()
-            )
-        })
-        .collect()
 }

@@ -430,23 +430,6 @@ impl Drop for Running {
     }
 }
 
-/// The audit policy of the manager cluster: every request that changes
-/// something, at metadata level (who, what, when, the answer's code).
-const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-- level: None
-  verbs: [get, list, watch]
-- level: Metadata
-";
-
-/// Where the manager cluster's API server writes its audit log (one JSON
-/// event per line), given the cluster's kubeconfig.
-pub fn audit_log(cluster: &ClusterInfo) -> PathBuf {
-    cluster.kubeconfig.with_file_name("audit.log")
-}
-
 fn apiserver_args(
     name: &str,
     port: u16,
@@ -456,18 +439,10 @@ fn apiserver_args(
 ) -> Result<Vec<String>, Error> {
     let sa_key = pki.service_account_key.display();
     let sa_public = pki.service_account_public_key.display();
-    let mut audit = Vec::new();
-    if name == MANAGER {
-        let policy = dir.join("audit-policy.yaml");
-        std::fs::write(&policy, AUDIT_POLICY)
-            .map_err(|e| Error::Io(policy.display().to_string(), e))?;
-        audit.push(format!("--audit-policy-file={}", policy.display()));
-        audit.push(format!(
-            "--audit-log-path={}",
-            dir.join("audit.log").display()
-        ));
-        audit.push("--audit-log-format=json".into());
-    }
+    let audit = match name == MANAGER {
+        true => crate::audit::flags(dir)?,
+        false => Vec::new(),
+    };
     let args = vec![
         format!("--etcd-servers={etcd_url}"),
         format!("--etcd-prefix=/clusters/{name}"),

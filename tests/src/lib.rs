@@ -3,9 +3,11 @@
 //! ties their lifetime to the test, wait helpers with deadlines, and Job
 //! fixtures whose Pods kwok runs the way a test asks.
 
+pub mod audit;
 pub mod certs;
 pub mod cluster;
 pub mod controlplane;
+pub mod election;
 pub mod fixtures;
 pub mod kit;
 pub mod kueue;

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use jobrelay_manager::worker_cluster::{WorkerCluster, WorkerClusterSpec};
 use jobrelay_manager::worker_cluster_set::WorkerClusterSet;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{CustomResourceExt, ResourceExt};
@@ -116,38 +115,6 @@ pub struct Options {
     pub manager_replicas: usize,
     /// More flags for every manager replica.
     pub manager_args: Vec<String>,
-}
-
-impl Options {
-    /// Two manager replicas electing a leader with short durations (a 4 s
-    /// lease), so a takeover in a test takes seconds.
-    pub fn two_quick_replicas() -> Options {
-        Options {
-            manager_replicas: 2,
-            manager_args: [
-                "--lease-duration",
-                "4s",
-                "--renew-deadline",
-                "3s",
-                "--retry-period",
-                "1s",
-            ]
-            .map(String::from)
-            .to_vec(),
-            ..Options::default()
-        }
-    }
-}
-
-/// The Lease the manager replicas elect their leader on.
-pub const LEASE: &str = "jobrelay-manager";
-
-/// The index of the manager replica (`manager-<index>`) that holds the
-/// Lease, if one does; `manager` is a client of the manager cluster.
-pub async fn lease_holder(manager: &kube::Client) -> Option<usize> {
-    let leases: Api<Lease> = Api::namespaced(manager.clone(), "default");
-    let holder = leases.get_opt(LEASE).await.ok()??.spec?.holder_identity?;
-    holder.strip_prefix("manager-")?.parse().ok()
 }
 
 /// One manager replica: how to start it, the running process, where it

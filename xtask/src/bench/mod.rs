@@ -30,6 +30,7 @@ mod chart;
 mod histogram;
 mod measure;
 mod multikueue_setup;
+mod replicas;
 mod vs_multikueue;
 
 use std::collections::{BTreeMap, HashMap};
@@ -39,7 +40,7 @@ use jobrelay_e2e::cluster::ClusterSet;
 use jobrelay_e2e::controlplane::{self, seconds};
 use jobrelay_e2e::fixtures::TestJob;
 use jobrelay_e2e::kit;
-use jobrelay_e2e::relay::{Options, Profile, Relay, lease_holder};
+use jobrelay_e2e::relay::{Options, Profile, Relay};
 use jobrelay_e2e::supervisor::Supervisor;
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::MANAGED_BY;
@@ -49,9 +50,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use serde::Serialize;
 
 use crate::{log, supervisor_command, workspace_root};
-use measure::{
-    CpuSample, Figures, Point, Timestamps, at_once, load_average, peak_rss_kib, rate, wait_all,
-};
+use measure::{CpuSample, Figures, Point, Timestamps, at_once, load_average, rate, wait_all};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -292,10 +291,10 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
     watches.iter().for_each(|w| w.stop());
 
     let (status, status_heard, status_written) = status(set, relay, &jobs, &ns, &names).await?;
-    let peak_rss_mib = peak_rss(set, relay).await?;
+    let peak_rss_mib = replicas::peak_rss(set, relay).await?;
     let beside_backlog = backlog::dispatch_beside(set, relay, n).await?;
-    let peak_rss_mib_with_backlog = peak_rss(set, relay).await?;
-    let takeover = takeover(set, relay, n).await?;
+    let peak_rss_mib_with_backlog = replicas::peak_rss(set, relay).await?;
+    let takeover = replicas::takeover(set, relay, n).await?;
     Ok(Report {
         jobs: n,
         load_before,
@@ -325,68 +324,6 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
         failed_reconciles: logged(relay, set, "reconcile failed"),
         beside_backlog,
     })
-}
-
-/// Peak resident memory so far of the manager replicas (`manager`: the
-/// leader) and the agents, in MiB.
-async fn peak_rss(set: &ClusterSet, relay: &Relay) -> anyhow::Result<HashMap<String, u64>> {
-    let leader = lease_holder(&set.manager().client().await?).await;
-    let mut rss = HashMap::new();
-    for replica in 0..relay.replicas() {
-        let name = match Some(replica) == leader {
-            true => "manager".to_string(),
-            false => format!("manager follower {replica}"),
-        };
-        if let Some(pid) = relay.replica_pid(replica) {
-            rss.insert(name, peak_rss_kib(pid) / 1024);
-        }
-    }
-    for worker in set.workers() {
-        if let Some(pid) = relay.agent_pid(&worker.name) {
-            rss.insert(format!("agent {}", worker.name), peak_rss_kib(pid) / 1024);
-        }
-    }
-    Ok(rss)
-}
-
-/// The leading replica killed; from the kill until the other has
-/// dispatched a Job created just after it. The killed replica comes back as
-/// a follower.
-async fn takeover(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Duration> {
-    let ns = format!("bench-takeover-{n}");
-    for cluster in &set.clusters {
-        kit::create_namespace(&cluster.client().await?, &ns).await;
-    }
-    let manager = set.manager().client().await?;
-    let leader = lease_holder(&manager)
-        .await
-        .ok_or_else(|| anyhow::anyhow!("no manager replica holds the Lease"))?;
-    let mirrored: Timestamps = Default::default();
-    let mut watches = Vec::new();
-    for w in set.workers() {
-        let jobs = Api::namespaced(w.client().await?, &ns);
-        watches.push(
-            measure::record(jobs, Point::Seen, mirrored.clone())
-                .listed()
-                .await?,
-        );
-    }
-    let jobs: Api<Job> = Api::namespaced(manager, &ns);
-    let names = vec!["after-the-kill".to_string()];
-    relay.kill_replica(leader);
-    let killed = Instant::now();
-    jobs.create(&PostParams::default(), &relayed(&ns, &names[0], "1s"))
-        .await?;
-    let dispatched = wait_all("a Job dispatched by the new leader", &names, &mirrored).await?;
-    watches.iter().for_each(|w| w.stop());
-    let took = dispatched[&names[0]].duration_since(killed);
-    log(&format!(
-        "manager-{leader} killed; its successor dispatched in {}",
-        seconds(took)
-    ));
-    relay.start_replica(leader)?;
-    delete_all(&jobs, &names).await?;
-    Ok(took)
 }
 
 /// How many lines of the manager's and the agents' logs hold `marker`.

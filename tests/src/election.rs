@@ -1,0 +1,39 @@
+//! The manager replicas' leader election as tests see it: replicas that
+//! elect quickly, and which one holds the Lease.
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+
+use crate::relay::Options;
+
+impl Options {
+    /// Two manager replicas electing a leader with short durations (a 4 s
+    /// lease), so a takeover in a test takes seconds.
+    pub fn two_quick_replicas() -> Options {
+        Options {
+            manager_replicas: 2,
+            manager_args: [
+                "--lease-duration",
+                "4s",
+                "--renew-deadline",
+                "3s",
+                "--retry-period",
+                "1s",
+            ]
+            .map(String::from)
+            .to_vec(),
+            ..Options::default()
+        }
+    }
+}
+
+/// The Lease the manager replicas elect their leader on.
+pub const LEASE: &str = "jobrelay-manager";
+
+/// The index of the manager replica (`manager-<index>`) that holds the
+/// Lease, if one does; `manager` is a client of the manager cluster.
+pub async fn lease_holder(manager: &kube::Client) -> Option<usize> {
+    let leases: Api<Lease> = Api::namespaced(manager.clone(), "default");
+    let holder = leases.get_opt(LEASE).await.ok()??.spec?.holder_identity?;
+    holder.strip_prefix("manager-")?.parse().ok()
+}
