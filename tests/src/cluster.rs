@@ -8,7 +8,6 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -498,13 +497,7 @@ current-context: {name}
 }
 
 fn free_port() -> Result<u16, Error> {
-    let listener =
-        TcpListener::bind("127.0.0.1:0").map_err(|e| Error::Io("picking a free port".into(), e))?;
-    let port = listener
-        .local_addr()
-        .map_err(|e| Error::Io("picking a free port".into(), e))?
-        .port();
-    Ok(port)
+    crate::ports::free_port().map_err(|e| Error::Io("picking a free port".into(), e))
 }
 
 async fn wait_api_ready(cluster: &ClusterInfo) -> Result<(), Error> {

@@ -23,7 +23,8 @@ use serde_json::{Value, json};
 use crate::certs::RelayCa;
 use crate::cluster::ClusterInfo;
 use crate::kueue_build;
-use crate::relay::{free_port, http_get, install_crd, start_logged};
+use crate::ports::free_port;
+use crate::relay::{http_get, install_crd, start_logged};
 use crate::wait::{self, Seen};
 
 /// The namespace Kueue runs in (its Events, its configuration's `namespace`).

@@ -14,6 +14,7 @@ pub mod kueue;
 pub mod kueue_build;
 pub mod kueue_objects;
 pub mod leaks;
+pub mod ports;
 pub mod processes;
 pub mod proxy;
 pub mod relay;

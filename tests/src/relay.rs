@@ -16,6 +16,7 @@ use kube::{CustomResourceExt, ResourceExt};
 
 use crate::certs::RelayCa;
 use crate::cluster::ClusterSet;
+use crate::ports::free_port;
 use crate::processes;
 use crate::proxy::Proxy;
 use crate::wait::{self, Seen};
@@ -655,12 +656,6 @@ pub(crate) async fn http_get(addr: &str, path: &str) -> anyhow::Result<(u16, Str
         .and_then(|code| code.parse().ok())
         .ok_or_else(|| anyhow::anyhow!("not an HTTP answer from {addr}{path}: {head:?}"))?;
     Ok((code, body.to_string()))
-}
-
-pub(crate) fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
