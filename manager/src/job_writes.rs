@@ -16,6 +16,10 @@ use tracing::info;
 
 use crate::placement::assigned_cluster;
 
+/// The resourceVersion a write left the Job at; `None`: nothing was written
+/// (it already read so), or the Job is gone.
+pub type Written = Option<String>;
+
 /// Adds the finalizer and records the cluster, in one write that fails if
 /// the Job changed meanwhile; returns the Job as written.
 pub async fn hold(jobs: &Api<Job>, job: &Job, cluster: &str) -> Result<Job, kube::Error> {
@@ -40,7 +44,7 @@ pub async fn count_loss(
     job: &Job,
     lost: u32,
     mirror_uid: &str,
-) -> Result<(), kube::Error> {
+) -> Result<Written, kube::Error> {
     let metadata = serde_json::json!({
         "resourceVersion": job.resource_version(),
         "annotations": {
@@ -48,7 +52,9 @@ pub async fn count_loss(
             LAST_LOST_MIRROR_ANNOTATION: mirror_uid,
         },
     });
-    patch_metadata(jobs, job, metadata).await.map(drop)
+    patch_metadata(jobs, job, metadata)
+        .await
+        .map(|j| j.resource_version())
 }
 
 /// Sets (or, with `None`, removes) one annotation, unless it already reads so.
@@ -57,12 +63,14 @@ pub async fn annotate(
     job: &Job,
     key: &str,
     value: Option<&str>,
-) -> Result<(), kube::Error> {
+) -> Result<Written, kube::Error> {
     if job.annotations().get(key).map(String::as_str) == value {
-        return Ok(());
+        return Ok(None);
     }
     let metadata = serde_json::json!({"annotations": {key: value}});
-    patch_metadata(jobs, job, metadata).await.map(drop)
+    patch_metadata(jobs, job, metadata)
+        .await
+        .map(|j| j.resource_version())
 }
 
 /// A merge patch of the Job's metadata (conditional when it carries a
@@ -83,16 +91,16 @@ async fn patch_metadata(
 
 /// Marks a Job that cannot be dispatched any more (its pinned cluster is
 /// Lost): `retention.afterDeactivated` counts from now.
-pub async fn deactivate(jobs: &Api<Job>, job: &Job, why: &str) -> Result<(), kube::Error> {
+pub async fn deactivate(jobs: &Api<Job>, job: &Job, why: &str) -> Result<Written, kube::Error> {
     let now = Timestamp::now().to_string();
-    annotate(jobs, job, DEACTIVATED_ANNOTATION, Some(&now)).await?;
+    let written = annotate(jobs, job, DEACTIVATED_ANNOTATION, Some(&now)).await?;
     info!("deactivated: {why}");
-    Ok(())
+    Ok(written)
 }
 
 /// Removes the finalizer by index, with a test so a concurrent change fails
 /// the patch instead of removing the wrong entry.
-pub async fn remove_finalizer(jobs: &Api<Job>, job: &Job) -> Result<(), kube::Error> {
+pub async fn remove_finalizer(jobs: &Api<Job>, job: &Job) -> Result<Written, kube::Error> {
     patch_without_finalizer(jobs, job, Vec::new()).await
 }
 
@@ -103,7 +111,7 @@ pub async fn unplace(
     jobs: &Api<Job>,
     job: &Job,
     not_admitted_by: Option<&str>,
-) -> Result<(), kube::Error> {
+) -> Result<Written, kube::Error> {
     let annotation = |key: &str| format!("/metadata/annotations/{}", key.replace('/', "~1"));
     let mut ops = Vec::new();
     if assigned_cluster(job).is_some() {
@@ -127,7 +135,7 @@ async fn patch_without_finalizer(
     jobs: &Api<Job>,
     job: &Job,
     mut ops: Vec<serde_json::Value>,
-) -> Result<(), kube::Error> {
+) -> Result<Written, kube::Error> {
     if let Some(index) = job
         .finalizers()
         .iter()
@@ -139,7 +147,7 @@ async fn patch_without_finalizer(
         );
     }
     if ops.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let patch: json_patch::Patch =
         serde_json::from_value(serde_json::Value::Array(ops)).expect("JSON patch operations");
@@ -151,8 +159,8 @@ async fn patch_without_finalizer(
         )
         .await
     {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Ok(written) => Ok(written.resource_version()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
         Err(e) => Err(e),
     }
 }

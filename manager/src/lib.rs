@@ -26,6 +26,7 @@ pub mod retries;
 pub mod session;
 pub mod status;
 pub mod status_sync;
+pub mod superseded;
 pub mod worker_cluster;
 pub mod worker_cluster_set;
 
@@ -296,6 +297,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
         retries: Default::default(),
         metrics: Arc::clone(&metrics),
         reservations,
+        superseded: Default::default(),
     });
     // Both controllers see every Job change (their shared-store
     // subscriptions) and every trigger of the fleet (what agents report): the

@@ -7,7 +7,7 @@
 //! carries out the resulting [`Plan`].
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
@@ -21,7 +21,7 @@ use crate::config::Config;
 use crate::events::{Events, Reason};
 use crate::fleet::Fleet;
 use crate::job_life::{self, AWAIT_CLUSTER, Effect, Expiry, KueueAsks, Plan, Step};
-use crate::job_writes;
+use crate::job_writes::{self, Written};
 use crate::kueue::controller::is_queued;
 use crate::kueue::worker_queue::{not_admitted_by, queue_on_worker};
 use crate::kueue::{Reservations, Withdrawal, scheduling};
@@ -32,6 +32,7 @@ use crate::registry::{Refusal, Registry};
 use crate::retention::remote_retention;
 use crate::retries::Retries;
 use crate::status_sync::write_status;
+use crate::superseded::{self, Superseded};
 use jobrelay_proto::v1::DeleteReason;
 
 /// Field manager of everything the manager writes.
@@ -63,6 +64,8 @@ pub struct Context {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Jobs Kueue reserved quota for, waiting on jobrelay's admission check.
     pub reservations: Arc<Reservations>,
+    /// Copies of Jobs that this replica's writes replaced.
+    pub superseded: Superseded,
 }
 
 /// One manager Job and what a reconcile of it works with.
@@ -86,6 +89,16 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error
     let namespace = job
         .namespace()
         .ok_or_else(|| Error::Incomplete(key.to_string(), "metadata.namespace"))?;
+    if ctx.superseded.is_stale(
+        &uid,
+        job.metadata.resource_version.as_deref(),
+        Instant::now(),
+    ) {
+        debug!(
+            "the cache has not caught up with this replica's last write of the Job; waiting for it"
+        );
+        return Ok(Action::requeue(superseded::RECHECK));
+    }
     let subject = Subject {
         job: &job,
         key: key.clone(),
@@ -124,7 +137,7 @@ impl Subject<'_> {
                 Err(wait) => Ok(wait),
             },
             Step::Hold { cluster } => {
-                let held = job_writes::hold(&self.jobs, job, &cluster).await?;
+                let held = self.hold(&cluster).await?;
                 self.apply(&held, &cluster).await
             }
             Step::Apply { cluster } => self.apply(job, &cluster).await,
@@ -140,7 +153,7 @@ impl Subject<'_> {
                 self.execute(job, &cluster, plan).await
             }
             Step::Release => {
-                job_writes::remove_finalizer(&self.jobs, job).await?;
+                self.wrote(job, job_writes::remove_finalizer(&self.jobs, job).await?);
                 Ok(Action::await_change())
             }
             Step::Expire {
@@ -239,20 +252,28 @@ impl Subject<'_> {
             debug!("no connected worker cluster admits the Job's namespace; waiting");
             return Ok(Err(Action::requeue(AWAIT_CLUSTER)));
         };
-        if ctx
-            .fleet
-            .view(&cluster, &self.uid)
-            .is_some_and(|v| v.apply_sent.is_some())
-        {
-            // Sent only after its hold was written: this copy of the Job is
-            // older than that write, and holding it again could only conflict.
-            debug!("the cache has not seen the hold yet; waiting for it");
-            return Ok(Err(Action::await_change()));
-        }
         // The cluster and the finalizer are recorded before anything is
         // sent; the mirror goes out from the Job that write returned.
-        let held = job_writes::hold(&self.jobs, job, &cluster).await?;
+        let held = self.hold(&cluster).await?;
         Ok(Ok((held, cluster)))
+    }
+
+    /// Holds the Job for its mirror on `cluster`; returns it as written.
+    async fn hold(&self, cluster: &str) -> Result<Job, kube::Error> {
+        let held = job_writes::hold(&self.jobs, self.job, cluster).await?;
+        self.wrote(self.job, held.metadata.resource_version.clone());
+        Ok(held)
+    }
+
+    /// Records that a write replaced this copy of the Job: a reconcile handed
+    /// it later waits for the cache to catch up.
+    fn wrote(&self, job: &Job, written: Written) {
+        self.ctx.superseded.wrote(
+            &self.uid,
+            job.metadata.resource_version.as_deref(),
+            written.as_deref(),
+            Instant::now(),
+        );
     }
 
     /// Why the cluster a Job is pinned to cannot take it, if it cannot.
@@ -275,7 +296,9 @@ impl Subject<'_> {
         let note = refusal.explain(pinned, namespace);
         warn!(%note, "cannot place the Job");
         let (reason, next) = if refusal == Refusal::Lost {
-            job_writes::deactivate(&self.jobs, self.job, "its pinned cluster is Lost").await?;
+            let written =
+                job_writes::deactivate(&self.jobs, self.job, "its pinned cluster is Lost").await?;
+            self.wrote(self.job, written);
             (Reason::ClusterLost, Action::await_change())
         } else {
             (Reason::Unplaceable, Action::requeue(AWAIT_CLUSTER))
@@ -355,8 +378,11 @@ impl Subject<'_> {
     async fn execute(&self, job: &Job, cluster: &str, plan: Plan) -> Result<Action, kube::Error> {
         let (ctx, jobs) = (self.ctx, &self.jobs);
         for effect in plan.effects {
-            match effect {
-                Effect::Event(reason, note) => self.publish(reason, note),
+            let written = match effect {
+                Effect::Event(reason, note) => {
+                    self.publish(reason, note);
+                    None
+                }
                 Effect::WriteStatus(status) => write_status(jobs, job, &status).await?,
                 Effect::Annotate(key, value) => {
                     job_writes::annotate(jobs, job, key, value.as_deref()).await?
@@ -364,17 +390,24 @@ impl Subject<'_> {
                 Effect::CountLoss { lost, mirror_uid } => {
                     job_writes::count_loss(jobs, job, lost, &mirror_uid).await?
                 }
-                Effect::LossShown => ctx.fleet.lost_accounted(cluster, &self.uid),
+                Effect::LossShown => {
+                    ctx.fleet.lost_accounted(cluster, &self.uid);
+                    None
+                }
                 Effect::RemoveFinalizer => job_writes::remove_finalizer(jobs, job).await?,
                 Effect::Forget => {
                     ctx.fleet.forget(cluster, &self.uid);
                     ctx.reservations.withdrawn(&self.uid);
+                    None
                 }
                 Effect::Unplace { not_admitted_by } => {
-                    job_writes::unplace(jobs, job, not_admitted_by.as_deref()).await?;
+                    let written =
+                        job_writes::unplace(jobs, job, not_admitted_by.as_deref()).await?;
                     ctx.reservations.withdrawn(&self.uid);
+                    written
                 }
-            }
+            };
+            self.wrote(job, written);
         }
         Ok(plan.then.map_or_else(Action::await_change, Action::requeue))
     }

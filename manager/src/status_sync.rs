@@ -21,6 +21,7 @@ use kube::runtime::reflector::ObjectRef;
 use tracing::instrument;
 
 use crate::job_life::RESYNC;
+use crate::job_writes::Written;
 use crate::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle};
 use crate::placement::assigned_cluster;
 use crate::reconcile::{Context, Error, FIELD_MANAGER};
@@ -72,18 +73,19 @@ pub async fn write_status(
     jobs: &Api<Job>,
     job: &Job,
     worker: &serde_json::Value,
-) -> Result<(), kube::Error> {
+) -> Result<Written, kube::Error> {
     let suspended = lifecycle(job) == Lifecycle::Suspended;
     let desired = status::reconciled(job.status.as_ref(), worker, suspended);
     if !status::differs(job.status.as_ref(), &desired) {
-        return Ok(());
+        return Ok(None);
     }
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    jobs.patch_status(
-        &job.name_any(),
-        &params,
-        &Patch::Apply(status::apply_body(&desired)),
-    )
-    .await?;
-    Ok(())
+    let written = jobs
+        .patch_status(
+            &job.name_any(),
+            &params,
+            &Patch::Apply(status::apply_body(&desired)),
+        )
+        .await?;
+    Ok(written.resource_version())
 }

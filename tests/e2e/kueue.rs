@@ -279,7 +279,10 @@ async fn a_high_priority_job_preempts_and_the_low_ones_worker_pods_go_first() {
         WAIT,
         || async {
             let high_pods = live_worker_pods(&s).await.get(&high).copied().unwrap_or(0);
-            let low_pods = worker_pods_of(&s, &low).await;
+            let low_pods = match worker_pods_of(&s, &low).await {
+                Ok(pods) => pods,
+                Err(e) => return Seen::Waiting(e),
+            };
             if high_pods > 0 {
                 assert_eq!(
                     low_pods, 0,
@@ -331,7 +334,10 @@ async fn a_deactivated_workload_stops_its_pods_then_frees_its_quota() {
                 Ok(w) => w,
                 Err(e) => return Seen::Waiting(e.to_string()),
             };
-            let pods = worker_pods_of(&s, &uid).await;
+            let pods = match worker_pods_of(&s, &uid).await {
+                Ok(pods) => pods,
+                Err(e) => return Seen::Waiting(e),
+            };
             let reserved = workload.has("QuotaReserved");
             assert!(
                 reserved || pods == 0,
@@ -399,7 +405,10 @@ async fn a_job_whose_pods_never_get_ready_is_evicted_and_requeued() {
     // gets ready.)
     let (scenario, uid) = (&s, &uid);
     let pods_on_worker = |want_none: bool| async move {
-        let pods = worker_pods_of(scenario, uid).await;
+        let pods = match worker_pods_of(scenario, uid).await {
+            Ok(pods) => pods,
+            Err(e) => return Seen::Waiting(e),
+        };
         match (want_none, pods) {
             (true, 0) | (false, 1..) => Seen::Ready(()),
             _ => Seen::Waiting(format!("{pods} worker Pods")),
@@ -611,7 +620,9 @@ async fn the_mirror_waits_suspended_with_the_flavors_constraints_until_kueue_adm
         "the flavor's toleration is on the mirror"
     );
     assert_eq!(
-        worker_pods_of(&s, &uid).await,
+        worker_pods_of(&s, &uid)
+            .await
+            .expect("count the worker Pods"),
         0,
         "nothing runs before admission"
     );

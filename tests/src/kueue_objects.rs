@@ -259,8 +259,9 @@ pub async fn live_worker_pods(s: &Scenario) -> BTreeMap<String, usize> {
     live
 }
 
-/// Worker Pods of one origin UID, terminating or not.
-pub async fn worker_pods_of(s: &Scenario, uid: &str) -> usize {
+/// Worker Pods of one origin UID, terminating or not; an error names the
+/// worker that could not be asked (a test waits on, never asserts on, that).
+pub async fn worker_pods_of(s: &Scenario, uid: &str) -> Result<usize, String> {
     let selector = ListParams::default().labels(&format!("{ORIGIN_UID_LABEL}={uid}"));
     let mut count = 0;
     for worker in s.clusters.workers() {
@@ -268,8 +269,9 @@ pub async fn worker_pods_of(s: &Scenario, uid: &str) -> usize {
         count += pods
             .list(&selector)
             .await
-            .map(|l| l.items.len())
-            .unwrap_or(1);
+            .map_err(|e| format!("listing Pods on {}: {e}", worker.name))?
+            .items
+            .len();
     }
-    count
+    Ok(count)
 }

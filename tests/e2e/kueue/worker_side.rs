@@ -221,7 +221,10 @@ async fn an_evicted_job_queued_on_its_worker_is_withdrawn_pods_first_and_placed_
                 Ok(w) => w.has("QuotaReserved"),
                 Err(e) => return Seen::Waiting(e.to_string()),
             };
-            let pods = worker_pods_of(&s, &uid).await;
+            let pods = match worker_pods_of(&s, &uid).await {
+                Ok(pods) => pods,
+                Err(e) => return Seen::Waiting(e),
+            };
             assert!(
                 reserved || pods == 0,
                 "quota released while {pods} Pod(s) remain on worker-3"
