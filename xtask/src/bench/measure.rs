@@ -118,13 +118,50 @@ where
     F: Fn(String) -> Fut,
     Fut: std::future::Future<Output = Result<(), kube::Error>>,
 {
-    let issued = futures::stream::iter(names.iter().cloned())
+    issue(futures::stream::iter(names.iter().cloned()), CONCURRENCY, call).await
+}
+
+/// Runs `call` for every name, `per_second` of them a second whatever the
+/// answers take (an offered load); returns when each call was issued.
+pub async fn paced<F, Fut>(
+    names: &[String],
+    per_second: f64,
+    call: F,
+) -> anyhow::Result<HashMap<String, Instant>>
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Result<(), kube::Error>>,
+{
+    let every = Duration::from_secs_f64(1.0 / per_second.max(0.01));
+    let start = tokio::time::Instant::now();
+    let due = futures::stream::iter(names.iter().cloned().zip(0u32..)).then(move |(name, i)| {
+        async move {
+            tokio::time::sleep_until(start + every * i).await;
+            name
+        }
+    });
+    // Enough in flight that a slow answer never holds back the next call.
+    issue(due, CONCURRENCY * 16, call).await
+}
+
+/// Runs `call` for each name as `names` yields it, at most `in_flight` at a
+/// time; returns when each call was issued.
+async fn issue<F, Fut>(
+    names: impl futures::Stream<Item = String>,
+    in_flight: usize,
+    call: F,
+) -> anyhow::Result<HashMap<String, Instant>>
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Result<(), kube::Error>>,
+{
+    let issued = names
         .map(|name| {
             let started = Instant::now();
             let call = call(name.clone());
             async move { call.await.map(|()| (name, started)) }
         })
-        .buffer_unordered(CONCURRENCY)
+        .buffer_unordered(in_flight)
         .try_collect::<HashMap<_, _>>()
         .await?;
     Ok(issued)

@@ -6,6 +6,10 @@
 //!   tight concurrent client;
 //! - dispatch: N manager Jobs created at once until every mirror exists;
 //! - status: a worker Job finished until its manager Job shows it;
+//! - burst: N short Jobs created at once until the last shows finished on
+//!   the manager, against the same burst straight on a worker;
+//! - offered load: manager Jobs created at 0.8 × the raw run's rate until
+//!   each mirror exists;
 //! - cleanup: N manager Jobs deleted at once until each is released (after
 //!   its MirrorGone), against deleting N Jobs straight on a worker with
 //!   Background propagation and waiting for their Pods;
@@ -28,6 +32,7 @@
 mod backlog;
 mod chart;
 mod histogram;
+mod load;
 mod measure;
 mod multikueue_setup;
 mod replicas;
@@ -89,6 +94,15 @@ struct Report {
     /// the manager heard it from the agent, and → the manager wrote it.
     status_heard: histogram::Bounds,
     status_written: histogram::Bounds,
+    /// N short Jobs created at once straight on a worker → each finished.
+    burst_raw: Figures,
+    /// The status step's N short manager Jobs: created → shown finished.
+    burst: Figures,
+    /// How long the burst took through jobrelay, over the raw burst's time.
+    burst_time_ratio_to_raw: f64,
+    /// Manager Jobs offered at `offered_per_second` → mirror exists.
+    offered: Figures,
+    offered_per_second: f64,
     cleanup: Figures,
     cleanup_direct: Figures,
     cleanup_ratio_to_direct: f64,
@@ -241,6 +255,7 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
         .collect();
     let cleanup_direct = Figures::between(&names, &deleted, &done);
     watches.iter().for_each(|w| w.stop());
+    let burst_raw = load::raw_burst(&raw_worker, &raw_ns, &suffixed(&names, "b")).await?;
 
     // Dispatch, resync and cleanup through jobrelay.
     let jobs: Api<Job> = Api::namespaced(manager.clone(), &ns);
@@ -290,7 +305,17 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
     cpu_seconds.insert("cleanup".into(), cpu().since(&before));
     watches.iter().for_each(|w| w.stop());
 
-    let (status, status_heard, status_written) = status(set, relay, &jobs, &ns, &names).await?;
+    let (status, burst, status_heard, status_written) =
+        status(set, relay, &jobs, &ns, &names).await?;
+    let offered_per_second = raw_run.jobs_per_second * load::OFFERED_SHARE;
+    let offered = load::offered(
+        set,
+        &jobs,
+        &ns,
+        &suffixed(&names, "o"),
+        offered_per_second,
+    )
+    .await?;
     let peak_rss_mib = replicas::peak_rss(set, relay).await?;
     let beside_backlog = backlog::dispatch_beside(set, relay, n).await?;
     let peak_rss_mib_with_backlog = replicas::peak_rss(set, relay).await?;
@@ -310,6 +335,11 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
         status,
         status_heard,
         status_written,
+        burst_time_ratio_to_raw: burst.seconds / burst_raw.seconds.max(f64::MIN_POSITIVE),
+        burst_raw,
+        burst,
+        offered,
+        offered_per_second,
         cleanup_ratio_to_direct: cleanup.jobs_per_second
             / cleanup_direct.jobs_per_second.max(f64::MIN_POSITIVE),
         cleanup,
@@ -336,8 +366,13 @@ fn logged(relay: &Relay, set: &ClusterSet, marker: &str) -> usize {
     relay.manager_log().matches(marker).count() + agents
 }
 
+/// `names`, each with `-suffix`: the Jobs of another step.
+fn suffixed(names: &[String], suffix: &str) -> Vec<String> {
+    names.iter().map(|n| format!("{n}-{suffix}")).collect()
+}
+
 /// A manager Job that jobrelay relays, its Pod running `run_for`.
-fn relayed(ns: &str, name: &str, run_for: &str) -> Job {
+pub(crate) fn relayed(ns: &str, name: &str, run_for: &str) -> Job {
     TestJob::new(ns, name)
         .managed_by(MANAGED_BY)
         .run_for(run_for)
@@ -450,19 +485,20 @@ async fn resync(relay: &Relay, worker: &str) -> anyhow::Result<(Duration, usize)
     Ok((took, held))
 }
 
-/// N short Jobs: from a worker Job finished to its manager Job showing it;
-/// with the manager's account of when it heard each and when it wrote it.
+/// N short Jobs: from a worker Job finished to its manager Job showing it,
+/// and from created to shown finished (the burst); with the manager's
+/// account of when it heard each and when it wrote it.
 async fn status(
     set: &ClusterSet,
     relay: &Relay,
     jobs: &Api<Job>,
     ns: &str,
     names: &[String],
-) -> anyhow::Result<(Figures, histogram::Bounds, histogram::Bounds)> {
+) -> anyhow::Result<(Figures, Figures, histogram::Bounds, histogram::Bounds)> {
     const HEARD: &str = "jobrelay_status_heard_seconds";
     const WRITTEN: &str = "jobrelay_status_seconds";
     let metrics_before = relay.metrics().await?;
-    let names: Vec<String> = names.iter().map(|n| format!("{n}-s")).collect();
+    let names = suffixed(names, "s");
     let on_worker: Timestamps = Default::default();
     let on_manager: Timestamps = Default::default();
     let mut watches = vec![
@@ -482,8 +518,8 @@ async fn status(
         );
     }
     log(&format!("creating {} short manager Jobs", names.len()));
-    at_once(&names, |name| {
-        let (jobs, job) = (jobs.clone(), relayed(ns, &name, "2s"));
+    let created = at_once(&names, |name| {
+        let (jobs, job) = (jobs.clone(), relayed(ns, &name, load::SHORT));
         async move { jobs.create(&PostParams::default(), &job).await.map(|_| ()) }
     })
     .await?;
@@ -500,6 +536,7 @@ async fn status(
     };
     Ok((
         Figures::between(&names, &on_worker, &on_manager),
+        Figures::between(&names, &created, &on_manager),
         account(HEARD),
         account(WRITTEN),
     ))
@@ -560,6 +597,16 @@ fn print_table(r: &Report) {
             bounds.p99_at_most_s
         );
     }
+    row("burst raw: N short Jobs on a worker -> done", &r.burst_raw);
+    row("burst: N short manager Jobs -> shown done", &r.burst);
+    println!(
+        "{:<44} {:>9.2}",
+        "  time ratio to the raw burst", r.burst_time_ratio_to_raw
+    );
+    row(
+        &format!("offered {:.1}/s: manager Job -> mirror", r.offered_per_second),
+        &r.offered,
+    );
     row("cleanup: delete manager Job -> released", &r.cleanup);
     row(
         "cleanup direct: Background delete, Pod gone",
