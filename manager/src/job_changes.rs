@@ -33,17 +33,30 @@ impl Pending {
 
     /// The Job that changed first.
     pub fn take(&mut self) -> Option<ObjectRef<Job>> {
-        let key = self.order.pop_front()?;
-        self.queued.remove(&key);
-        Some(key)
+        // Keys removed meanwhile are skipped.
+        while let Some(key) = self.order.pop_front() {
+            if self.queued.remove(&key) {
+                return Some(key);
+            }
+        }
+        None
+    }
+
+    /// Unqueues `key`; whether it was queued.
+    pub fn remove(&mut self, key: &ObjectRef<Job>) -> bool {
+        self.queued.remove(key)
+    }
+
+    pub fn contains(&self, key: &ObjectRef<Job>) -> bool {
+        self.queued.contains(key)
     }
 
     pub fn len(&self) -> usize {
-        self.order.len()
+        self.queued.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.order.is_empty()
+        self.queued.is_empty()
     }
 }
 
@@ -149,6 +162,22 @@ mod tests {
         assert_eq!(pending.take().map(|k| k.name), Some("a".into()));
         assert_eq!(pending.take().map(|k| k.name), Some("b".into()));
         assert!(pending.is_empty());
+    }
+
+    #[test]
+    fn a_removed_job_is_skipped_until_marked_again() {
+        let mut pending = Pending::default();
+        let [a, b] = ["a", "b"].map(|name| ObjectRef::from_obj(&job(name)));
+        pending.mark(a.clone());
+        pending.mark(b.clone());
+        assert!(pending.remove(&a));
+        assert!(!pending.remove(&a));
+        assert!(!pending.contains(&a));
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending.take(), Some(b.clone()));
+        assert_eq!(pending.take(), None);
+        pending.mark(a.clone());
+        assert_eq!(pending.take(), Some(a));
     }
 
     #[test]

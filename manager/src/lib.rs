@@ -25,6 +25,7 @@ pub mod retention;
 pub mod retries;
 pub mod session;
 pub mod status;
+pub mod status_queue;
 pub mod status_sync;
 pub mod superseded;
 pub mod worker_cluster;
@@ -61,7 +62,7 @@ use crate::worker_cluster::WorkerCluster;
 /// Reconciles running at once.
 const CONCURRENCY: u16 = 32;
 /// Status copies running at once.
-const STATUS_CONCURRENCY: u16 = 16;
+const STATUS_CONCURRENCY: usize = 16;
 
 /// Runs what the command line asks for.
 pub async fn main(cli: Cli) -> Result<(), Error> {
@@ -326,12 +327,14 @@ pub async fn run(args: Args) -> Result<(), Error> {
             Arc::clone(&ctx),
         )
         .for_each(|_| futures::future::ready(()));
-    let status = Controller::for_shared_stream(status_changes, jobs)
-        .with_config(controller::Config::default().concurrency(STATUS_CONCURRENCY))
-        .reconcile_on(UnboundedReceiverStream::new(for_status))
-        .graceful_shutdown_on(shutdown.clone().requested())
-        .run(status_sync::reconcile, reconcile::error_policy, ctx)
-        .for_each(|_| futures::future::ready(()));
+    let status = status_sync::run(
+        ctx,
+        jobs,
+        status_changes,
+        for_status,
+        STATUS_CONCURRENCY,
+        shutdown.clone(),
+    );
 
     tokio::select! {
         served = server => served??,

@@ -423,7 +423,12 @@ impl Subject<'_> {
 
 /// A failed reconcile is retried with the Job's own backoff.
 pub fn error_policy(job: Arc<Job>, error: &Error, ctx: Arc<Context>) -> Action {
-    let retry_in = ctx.retries.failed(&ObjectRef::from_obj(job.as_ref()));
+    Action::requeue(retry_in(&ObjectRef::from_obj(job.as_ref()), error, &ctx))
+}
+
+/// When to retry a Job whose reconcile failed: its own backoff.
+pub fn retry_in(key: &ObjectRef<Job>, error: &Error, ctx: &Context) -> Duration {
+    let retry_in = ctx.retries.failed(key);
     warn!(%error, ?retry_in, "reconcile failed; retrying");
-    Action::requeue(retry_in)
+    retry_in
 }

@@ -1,14 +1,21 @@
 //! Copying what a worker reports onto the manager Job's status.
 //!
-//! It runs as a controller of its own over the same Job cache and triggers as
-//! the one in `reconcile`, so a Job that finished on its worker is shown
-//! finished at once, even while a wave of new Jobs queues up for dispatch
-//! there. It alone copies the status of an active or suspended Job; the
-//! reconcile in `reconcile.rs` writes status only to show a lost or refused
-//! mirror.
+//! It runs beside the controller in `reconcile`, over the same Job cache and
+//! triggers, so a Job that finished on its worker is shown finished at once,
+//! even while a wave of new Jobs queues up for dispatch there; and on a queue
+//! of its own ([`StatusQueue`]) that copies finished Jobs first. It alone
+//! copies the status of an active or suspended Job; the reconcile in
+//! `reconcile.rs` writes status only to show a lost or refused mirror.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use jobrelay_process::shutdown::Shutdown;
+use kube::runtime::reflector::Store;
+use kube::runtime::scheduler::{ScheduleRequest, scheduler};
+use tokio::sync::{Notify, mpsc};
+use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use k8s_openapi::jiff::Timestamp;
 
@@ -16,7 +23,6 @@ use jobrelay_proto::v1::MirrorPhase;
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use tracing::instrument;
 
@@ -27,23 +33,151 @@ use crate::placement::assigned_cluster;
 use crate::reconcile::{Context, Error, FIELD_MANAGER};
 use crate::retention::deactivated_at;
 use crate::status;
+use crate::status_queue::{Lane, StatusQueue};
 
+/// The status copy: `workers` copies at once, until `shutdown` (copies under
+/// way finish). Looks at a Job when `changed` yields it (its watch), when
+/// `triggered` names it (what its agent reported), and when its last copy
+/// asked to be looked at again.
+pub async fn run(
+    ctx: Arc<Context>,
+    jobs: Store<Job>,
+    changed: impl Stream<Item = Arc<Job>> + Send + 'static,
+    triggered: mpsc::UnboundedReceiver<ObjectRef<Job>>,
+    workers: usize,
+    shutdown: Shutdown,
+) {
+    let queue = Arc::new(Queue::default());
+    let (again, due) = mpsc::unbounded_channel();
+    let keys = futures::stream::select_all([
+        changed.map(|job| ObjectRef::from_obj(job.as_ref())).boxed(),
+        UnboundedReceiverStream::new(triggered).boxed(),
+        scheduler(UnboundedReceiverStream::new(due)).boxed(),
+    ]);
+    let marking = {
+        let (queue, ctx, jobs) = (Arc::clone(&queue), Arc::clone(&ctx), jobs.clone());
+        tokio::spawn(keys.for_each(move |key| {
+            let lane = lane(jobs.get(&key).as_deref(), &ctx);
+            queue.mark(key, lane);
+            futures::future::ready(())
+        }))
+    };
+    let working = (0..workers).map(|_| {
+        let (queue, ctx, jobs, again) = (
+            Arc::clone(&queue),
+            Arc::clone(&ctx),
+            jobs.clone(),
+            again.clone(),
+        );
+        let stop = shutdown.clone();
+        async move {
+            loop {
+                let key = tokio::select! {
+                    key = queue.next() => key,
+                    () = stop.clone().requested() => return,
+                };
+                let look_again = match jobs.get(&key) {
+                    Some(job) => copy(job, &ctx).await,
+                    None => None,
+                };
+                queue.done(&key);
+                if let Some(after) = look_again {
+                    let run_at = tokio::time::Instant::now() + after;
+                    let _ = again.send(ScheduleRequest {
+                        message: key,
+                        run_at,
+                    });
+                }
+            }
+        }
+    });
+    futures::future::join_all(working).await;
+    marking.abort();
+}
+
+/// The lane of a Job: finished if its mirror's last report says so.
+fn lane(job: Option<&Job>, ctx: &Context) -> Lane {
+    let finished = job
+        .and_then(|job| Some(ctx.fleet.view(assigned_cluster(job)?, &job.uid()?)?.phase))
+        .is_some_and(|phase| matches!(phase, MirrorPhase::Succeeded | MirrorPhase::Failed));
+    if finished {
+        Lane::Finished
+    } else {
+        Lane::Progress
+    }
+}
+
+/// One copy of a Job's status; when to look at it again, if ever.
+async fn copy(job: Arc<Job>, ctx: &Arc<Context>) -> Option<Duration> {
+    let key = ObjectRef::from_obj(job.as_ref());
+    match reconcile(job, Arc::clone(ctx)).await {
+        Ok(after) => {
+            ctx.retries.succeeded(&key);
+            after
+        }
+        Err(error) => Some(crate::reconcile::retry_in(&key, &error, ctx)),
+    }
+}
+
+/// The [`StatusQueue`] and what wakes a worker waiting on it.
+#[derive(Default)]
+struct Queue {
+    queue: Mutex<StatusQueue>,
+    ready: Notify,
+}
+
+impl Queue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, StatusQueue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn mark(&self, key: ObjectRef<Job>, lane: Lane) {
+        self.lock().mark(key, lane);
+        self.ready.notify_one();
+    }
+
+    fn done(&self, key: &ObjectRef<Job>) {
+        self.lock().done(key);
+        self.ready.notify_one();
+    }
+
+    /// The next Job to work, once there is one.
+    async fn next(&self) -> ObjectRef<Job> {
+        loop {
+            let (next, more) = {
+                let mut queue = self.lock();
+                (queue.take(), !queue.is_empty())
+            };
+            if more {
+                // Wake-ups coalesce: pass one on while work is left.
+                self.ready.notify_one();
+            }
+            match next {
+                Some(key) => return key,
+                None => self.ready.notified().await,
+            }
+        }
+    }
+}
+
+/// Copies the status the Job's agent last reported onto it, if it shows
+/// something else; when to look at it again, if ever.
 #[instrument(skip_all, fields(job = %ObjectRef::from_obj(job.as_ref())))]
-pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Option<Duration>, Error> {
     if !is_relayed(&job)
         || !matches!(lifecycle(&job), Lifecycle::Active | Lifecycle::Suspended)
         || !has_finalizer(&job)
         || deactivated_at(&job).is_some()
     {
-        return Ok(Action::await_change());
+        return Ok(None);
     }
     let (Some(cluster), Some(uid), Some(namespace)) =
         (assigned_cluster(&job), job.uid(), job.namespace())
     else {
-        return Ok(Action::await_change());
+        return Ok(None);
     };
     let Some(view) = ctx.fleet.view(cluster, &uid) else {
-        return Ok(Action::requeue(RESYNC));
+        return Ok(Some(RESYNC));
     };
     // A mirror being deleted says nothing more about this Job's run.
     if view.held_revision.is_some()
@@ -64,7 +198,7 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error
                 .status_shown(cluster, Duration::try_from(took).unwrap_or_default());
         }
     }
-    Ok(Action::requeue(RESYNC))
+    Ok(Some(RESYNC))
 }
 
 /// Writes the part of `worker` the manager Job shows, if it shows something

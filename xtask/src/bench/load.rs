@@ -30,7 +30,10 @@ pub async fn raw_burst(worker: &Api<Job>, ns: &str, names: &[String]) -> anyhow:
         .await?;
     log(&format!("creating {} short Jobs on a worker", names.len()));
     let created = at_once(names, |name| {
-        let (jobs, job) = (worker.clone(), TestJob::new(ns, &name).run_for(SHORT).build());
+        let (jobs, job) = (
+            worker.clone(),
+            TestJob::new(ns, &name).run_for(SHORT).build(),
+        );
         async move { jobs.create(&PostParams::default(), &job).await.map(|_| ()) }
     })
     .await?;

@@ -118,7 +118,12 @@ where
     F: Fn(String) -> Fut,
     Fut: std::future::Future<Output = Result<(), kube::Error>>,
 {
-    issue(futures::stream::iter(names.iter().cloned()), CONCURRENCY, call).await
+    issue(
+        futures::stream::iter(names.iter().cloned()),
+        CONCURRENCY,
+        call,
+    )
+    .await
 }
 
 /// Runs `call` for every name, `per_second` of them a second whatever the
@@ -134,12 +139,12 @@ where
 {
     let every = Duration::from_secs_f64(1.0 / per_second.max(0.01));
     let start = tokio::time::Instant::now();
-    let due = futures::stream::iter(names.iter().cloned().zip(0u32..)).then(move |(name, i)| {
-        async move {
+    let due = futures::stream::iter(names.iter().cloned().zip(0u32..)).then(
+        move |(name, i)| async move {
             tokio::time::sleep_until(start + every * i).await;
             name
-        }
-    });
+        },
+    );
     // Enough in flight that a slow answer never holds back the next call.
     issue(due, CONCURRENCY * 16, call).await
 }

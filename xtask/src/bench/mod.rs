@@ -308,14 +308,8 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
     let (status, burst, status_heard, status_written) =
         status(set, relay, &jobs, &ns, &names).await?;
     let offered_per_second = raw_run.jobs_per_second * load::OFFERED_SHARE;
-    let offered = load::offered(
-        set,
-        &jobs,
-        &ns,
-        &suffixed(&names, "o"),
-        offered_per_second,
-    )
-    .await?;
+    let offered =
+        load::offered(set, &jobs, &ns, &suffixed(&names, "o"), offered_per_second).await?;
     let peak_rss_mib = replicas::peak_rss(set, relay).await?;
     let beside_backlog = backlog::dispatch_beside(set, relay, n).await?;
     let peak_rss_mib_with_backlog = replicas::peak_rss(set, relay).await?;
@@ -604,7 +598,10 @@ fn print_table(r: &Report) {
         "  time ratio to the raw burst", r.burst_time_ratio_to_raw
     );
     row(
-        &format!("offered {:.1}/s: manager Job -> mirror", r.offered_per_second),
+        &format!(
+            "offered {:.1}/s: manager Job -> mirror",
+            r.offered_per_second
+        ),
         &r.offered,
     );
     row("cleanup: delete manager Job -> released", &r.cleanup);
