@@ -51,7 +51,7 @@ pub struct Args {
 
     /// Deletions (of Jobs and Pods) the agent sends per second at most; a
     /// backlog is worked off at this pace, with progress in the log.
-    #[arg(long, env = "JOBRELAY_DELETIONS_PER_SECOND", default_value_t = 50)]
+    #[arg(long, env = "JOBRELAY_DELETIONS_PER_SECOND", default_value_t = 100)]
     pub deletions_per_second: u32,
 
     #[command(flatten)]
