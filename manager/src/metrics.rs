@@ -16,7 +16,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use tracing::{info, warn};
 
@@ -48,9 +48,15 @@ pub struct ByPhase {
 
 type Seconds = Family<ByCluster, Histogram, fn() -> Histogram>;
 
-/// 50 ms to about 7 minutes, doubling.
+/// Upper bounds of the latency buckets, in seconds: 50 ms to 10 minutes,
+/// close together around the second or two a status or a dispatch takes.
+const BUCKETS: [f64; 24] = [
+    0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 20.0,
+    30.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0,
+];
+
 fn seconds() -> Histogram {
-    Histogram::new(exponential_buckets(0.05, 2.0, 14))
+    Histogram::new(BUCKETS)
 }
 
 /// Every metric of the manager. Counters and histograms are updated where
@@ -372,7 +378,7 @@ mod tests {
             "jobrelay_apply_refusals_total{cluster=\"w2\",reason=\"QUOTA_EXCEEDED\",permanent=\"false\"} 1\n",
             "jobrelay_mirrors{cluster=\"w1\",phase=\"running\"} 1\n",
             "jobrelay_dispatch_seconds_count{cluster=\"w1\"} 1\n",
-            "jobrelay_dispatch_seconds_bucket{le=\"0.2\",cluster=\"w1\"} 1\n",
+            "jobrelay_dispatch_seconds_bucket{le=\"0.25\",cluster=\"w1\"} 1\n",
             "jobrelay_cleanup_seconds_sum{cluster=\"w1\"} 3.0\n",
         ] {
             assert!(text.contains(line), "missing {line:?} in:\n{text}");

@@ -54,22 +54,13 @@ pub async fn offered(
 ) -> anyhow::Result<Figures> {
     let mirrored: Timestamps = Default::default();
     let released: Timestamps = Default::default();
-    let mut watches = vec![
-        measure::record(jobs.clone(), Point::Gone, released.clone())
-            .listed()
-            .await?,
-    ];
-    for w in set.workers() {
-        watches.push(
-            measure::record(
-                Api::namespaced(w.client().await?, ns),
-                Point::Seen,
-                mirrored.clone(),
-            )
-            .listed()
-            .await?,
-        );
-    }
+    let watches = measure::record_relayed(
+        set,
+        jobs,
+        (Point::Gone, &released),
+        (Point::Seen, &mirrored),
+    )
+    .await?;
     log(&format!(
         "offering {} manager Jobs at {per_second:.1}/s",
         names.len()

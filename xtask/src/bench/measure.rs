@@ -101,6 +101,31 @@ pub fn record(api: Api<Job>, point: Point, seen: Timestamps) -> Recording {
     })
 }
 
+/// Records `manager_point` of the manager Jobs in `jobs` and `worker_point`
+/// of the Jobs in the same namespace on every worker, listed already.
+pub async fn record_relayed(
+    set: &jobrelay_e2e::cluster::ClusterSet,
+    jobs: &Api<Job>,
+    (manager_point, on_manager): (Point, &Timestamps),
+    (worker_point, on_workers): (Point, &Timestamps),
+) -> anyhow::Result<Vec<Recording>> {
+    let ns = jobs.namespace().unwrap_or_default();
+    let mut watches = vec![
+        record(jobs.clone(), manager_point, on_manager.clone())
+            .listed()
+            .await?,
+    ];
+    for w in set.workers() {
+        let on_worker = Api::namespaced(w.client().await?, ns);
+        watches.push(
+            record(on_worker, worker_point, on_workers.clone())
+                .listed()
+                .await?,
+        );
+    }
+    Ok(watches)
+}
+
 fn finished(job: &Job) -> bool {
     job.status
         .as_ref()

@@ -495,22 +495,13 @@ async fn status(
     let names = suffixed(names, "s");
     let on_worker: Timestamps = Default::default();
     let on_manager: Timestamps = Default::default();
-    let mut watches = vec![
-        measure::record(jobs.clone(), Point::Finished, on_manager.clone())
-            .listed()
-            .await?,
-    ];
-    for w in set.workers() {
-        watches.push(
-            measure::record(
-                Api::namespaced(w.client().await?, ns),
-                Point::Finished,
-                on_worker.clone(),
-            )
-            .listed()
-            .await?,
-        );
-    }
+    let watches = measure::record_relayed(
+        set,
+        jobs,
+        (Point::Finished, &on_manager),
+        (Point::Finished, &on_worker),
+    )
+    .await?;
     log(&format!("creating {} short manager Jobs", names.len()));
     let created = at_once(&names, |name| {
         let (jobs, job) = (jobs.clone(), relayed(ns, &name, load::SHORT));
@@ -583,7 +574,7 @@ fn print_table(r: &Report) {
     row("status: worker finished -> manager shows", &r.status);
     for (what, bounds) in [("heard", &r.status_heard), ("wrote", &r.status_written)] {
         println!(
-            "{:<44} {:>9} p50 <= {} s, p95 <= {} s, p99 <= {} s",
+            "{:<44} {:>9} p50 <= {:.2} s, p95 <= {:.2} s, p99 <= {:.2} s",
             format!("  by the manager's account: {what}"),
             bounds.count,
             bounds.p50_at_most_s,
