@@ -104,6 +104,9 @@ struct Report {
     offered: Figures,
     offered_per_second: f64,
     cleanup: Figures,
+    /// By the manager's own account, for the cleanup step: DeleteMirror sent
+    /// → the agent confirmed the mirror and every Pod gone.
+    cleanup_confirmed: histogram::Bounds,
     cleanup_direct: Figures,
     cleanup_ratio_to_direct: f64,
     resync_seconds: f64,
@@ -299,9 +302,15 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
 
     log(&format!("deleting {n} manager Jobs"));
     let before = cpu();
+    let metrics_before = relay.metrics().await?;
     let deleted = delete_all(&jobs, &names).await?;
     let released = wait_all("every manager Job released and gone", &names, &released).await?;
     let cleanup = Figures::between(&names, &deleted, &released);
+    let cleanup_confirmed = manager_account(
+        &metrics_before,
+        &relay.metrics().await?,
+        "jobrelay_cleanup_seconds",
+    );
     cpu_seconds.insert("cleanup".into(), cpu().since(&before));
     watches.iter().for_each(|w| w.stop());
 
@@ -337,6 +346,7 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
         cleanup_ratio_to_direct: cleanup.jobs_per_second
             / cleanup_direct.jobs_per_second.max(f64::MIN_POSITIVE),
         cleanup,
+        cleanup_confirmed,
         cleanup_direct,
         resync_seconds: resync.as_secs_f64(),
         resync_mirrors,
@@ -513,18 +523,22 @@ async fn status(
     let metrics_after = relay.metrics().await?;
     watches.iter().for_each(|w| w.stop());
     delete_all(jobs, &names).await?;
-    let account = |name| {
-        histogram::between(
-            &histogram::buckets(&metrics_before, name),
-            &histogram::buckets(&metrics_after, name),
-        )
-    };
+    let account = |name| manager_account(&metrics_before, &metrics_after, name);
     Ok((
         Figures::between(&names, &on_worker, &on_manager),
         Figures::between(&names, &created, &on_manager),
         account(HEARD),
         account(WRITTEN),
     ))
+}
+
+/// What the manager's histogram `name` counted between two readings of its
+/// metrics.
+fn manager_account(before: &str, after: &str, name: &str) -> histogram::Bounds {
+    histogram::between(
+        &histogram::buckets(before, name),
+        &histogram::buckets(after, name),
+    )
 }
 
 fn print_table(r: &Report) {
@@ -572,7 +586,7 @@ fn print_table(r: &Report) {
         &r.beside_backlog.dispatch,
     );
     row("status: worker finished -> manager shows", &r.status);
-    for (what, bounds) in [("heard", &r.status_heard), ("wrote", &r.status_written)] {
+    let account = |what: &str, bounds: &histogram::Bounds| {
         println!(
             "{:<44} {:>9} p50 <= {:.2} s, p95 <= {:.2} s, p99 <= {:.2} s",
             format!("  by the manager's account: {what}"),
@@ -581,7 +595,9 @@ fn print_table(r: &Report) {
             bounds.p95_at_most_s,
             bounds.p99_at_most_s
         );
-    }
+    };
+    account("heard", &r.status_heard);
+    account("wrote", &r.status_written);
     row("burst raw: N short Jobs on a worker -> done", &r.burst_raw);
     row("burst: N short manager Jobs -> shown done", &r.burst);
     println!(
@@ -596,6 +612,7 @@ fn print_table(r: &Report) {
         &r.offered,
     );
     row("cleanup: delete manager Job -> released", &r.cleanup);
+    account("sent -> gone", &r.cleanup_confirmed);
     row(
         "cleanup direct: Background delete, Pod gone",
         &r.cleanup_direct,
