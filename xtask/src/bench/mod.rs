@@ -249,9 +249,11 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
             .listed()
             .await?,
     ];
+    let before = cpu();
     let deleted = delete_all(&raw_worker, &names).await?;
     let job_gone = wait_all("raw Jobs gone", &names, &job_gone).await?;
     let pod_gone = wait_all("raw Pods gone", &names, &pod_gone).await?;
+    cpu_seconds.insert("cleanup direct".into(), cpu().since(&before));
     let done: HashMap<String, Instant> = names
         .iter()
         .filter_map(|n| Some((n.clone(), *job_gone.get(n)?.max(pod_gone.get(n)?))))
