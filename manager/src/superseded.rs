@@ -92,7 +92,10 @@ impl Superseded {
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.replaced.lock().unwrap().len()
+        self.replaced
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 }
 

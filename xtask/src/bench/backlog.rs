@@ -18,7 +18,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde::Serialize;
 
 use super::measure::{self, Figures, Point, Timestamps, at_once, wait_all};
-use super::{delete_all, relayed};
+use super::{create_relayed, delete_all};
 use crate::log;
 
 /// The manager configuration the bench runs with: finished Jobs expire one
@@ -122,11 +122,7 @@ pub async fn dispatch_beside(set: &ClusterSet, relay: &Relay, n: usize) -> anyho
     let names: Vec<String> = (0..n).map(|i| format!("beside-{i}")).collect();
     log(&format!("creating {n} manager Jobs beside the backlog"));
     let began = Instant::now();
-    let created = at_once(&names, |name| {
-        let (jobs, job) = (jobs.clone(), relayed(&ns, &name, "1h"));
-        async move { jobs.create(&PostParams::default(), &job).await.map(|_| ()) }
-    })
-    .await?;
+    let created = at_once(&names, create_relayed(&jobs, "1h")).await?;
     let mirrored = wait_all(
         "every mirror beside the backlog on its worker",
         &names,

@@ -12,7 +12,7 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, PostParams};
 
 use super::measure::{self, Figures, Point, Timestamps, at_once, paced, wait_all};
-use super::{delete_all, relayed};
+use super::{create_relayed, delete_all};
 use crate::log;
 
 /// How long each Job of a burst runs.
@@ -48,7 +48,6 @@ pub async fn raw_burst(worker: &Api<Job>, ns: &str, names: &[String]) -> anyhow:
 pub async fn offered(
     set: &ClusterSet,
     jobs: &Api<Job>,
-    ns: &str,
     names: &[String],
     per_second: f64,
 ) -> anyhow::Result<Figures> {
@@ -65,11 +64,8 @@ pub async fn offered(
         "offering {} manager Jobs at {per_second:.1}/s",
         names.len()
     ));
-    let created: HashMap<String, Instant> = paced(names, per_second, |name| {
-        let (jobs, job) = (jobs.clone(), relayed(ns, &name, "1h"));
-        async move { jobs.create(&PostParams::default(), &job).await.map(|_| ()) }
-    })
-    .await?;
+    let created: HashMap<String, Instant> =
+        paced(names, per_second, create_relayed(jobs, "1h")).await?;
     let mirrored = wait_all("every offered Job's mirror on its worker", names, &mirrored).await?;
     delete_all(jobs, names).await?;
     wait_all("every offered Job released and gone", names, &released).await?;

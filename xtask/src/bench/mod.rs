@@ -36,18 +36,20 @@ mod load;
 mod measure;
 mod multikueue_setup;
 mod replicas;
+mod resync;
+mod status;
+mod table;
 mod vs_multikueue;
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use jobrelay_e2e::cluster::ClusterSet;
-use jobrelay_e2e::controlplane::{self, seconds};
+use jobrelay_e2e::controlplane;
 use jobrelay_e2e::fixtures::TestJob;
 use jobrelay_e2e::kit;
 use jobrelay_e2e::relay::{Options, Profile, Relay};
 use jobrelay_e2e::supervisor::Supervisor;
-use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::MANAGED_BY;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -163,7 +165,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     std::fs::create_dir_all(&out)?;
     for n in sizes {
         let report = bench(&set, &relay, n).await?;
-        print_table(&report);
+        table::print_table(&report);
         let path = out.join(format!("bench-{n}.json"));
         std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
         log(&format!("wrote {}", path.display()));
@@ -288,11 +290,7 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
     }
     log(&format!("creating {n} manager Jobs"));
     let before = cpu();
-    let created = at_once(&names, |name| {
-        let (jobs, job) = (jobs.clone(), relayed(&ns, &name, "1h"));
-        async move { jobs.create(&PostParams::default(), &job).await.map(|_| ()) }
-    })
-    .await?;
+    let created = at_once(&names, create_relayed(&jobs, "1h")).await?;
     let mirrored = wait_all("every mirror on its worker", &names, &mirrored).await?;
     let dispatch = Figures::between(&names, &created, &mirrored);
     cpu_seconds.insert("dispatch".into(), cpu().since(&before));
@@ -300,7 +298,7 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
     let dispatch_running = Figures::between(&names, &created, &mirror_running);
 
     let resynced_worker = set.workers()[0].name.clone();
-    let (resync, resync_mirrors) = resync(relay, &resynced_worker).await?;
+    let (resync, resync_mirrors) = resync::resync(relay, &resynced_worker).await?;
 
     log(&format!("deleting {n} manager Jobs"));
     let before = cpu();
@@ -308,7 +306,7 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
     let deleted = delete_all(&jobs, &names).await?;
     let released = wait_all("every manager Job released and gone", &names, &released).await?;
     let cleanup = Figures::between(&names, &deleted, &released);
-    let cleanup_confirmed = manager_account(
+    let cleanup_confirmed = status::manager_account(
         &metrics_before,
         &relay.metrics().await?,
         "jobrelay_cleanup_seconds",
@@ -317,10 +315,9 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
     watches.iter().for_each(|w| w.stop());
 
     let (status, burst, status_heard, status_written) =
-        status(set, relay, &jobs, &ns, &names).await?;
+        status::status(set, relay, &jobs, &names).await?;
     let offered_per_second = raw_run.jobs_per_second * load::OFFERED_SHARE;
-    let offered =
-        load::offered(set, &jobs, &ns, &suffixed(&names, "o"), offered_per_second).await?;
+    let offered = load::offered(set, &jobs, &suffixed(&names, "o"), offered_per_second).await?;
     let peak_rss_mib = replicas::peak_rss(set, relay).await?;
     let beside_backlog = backlog::dispatch_beside(set, relay, n).await?;
     let peak_rss_mib_with_backlog = replicas::peak_rss(set, relay).await?;
@@ -375,6 +372,20 @@ fn logged(relay: &Relay, set: &ClusterSet, marker: &str) -> usize {
 /// `names`, each with `-suffix`: the Jobs of another step.
 fn suffixed(names: &[String], suffix: &str) -> Vec<String> {
     names.iter().map(|n| format!("{n}-{suffix}")).collect()
+}
+
+/// A call (for [`at_once`] or [`measure::paced`]) that creates the named
+/// manager Job in `jobs`' namespace, relayed, its Pod running `run_for`.
+pub(crate) fn create_relayed(
+    jobs: &Api<Job>,
+    run_for: &str,
+) -> impl Fn(String) -> futures::future::BoxFuture<'static, Result<(), kube::Error>> {
+    let (jobs, run_for) = (jobs.clone(), run_for.to_string());
+    let ns = jobs.namespace().unwrap_or_default().to_string();
+    move |name| {
+        let (jobs, job) = (jobs.clone(), relayed(&ns, &name, &run_for));
+        Box::pin(async move { jobs.create(&PostParams::default(), &job).await.map(|_| ()) })
+    }
 }
 
 /// A manager Job that jobrelay relays, its Pod running `run_for`.
@@ -449,220 +460,4 @@ pub(crate) fn record_pods(pods: Api<Pod>, point: PodPoint, seen: Timestamps) -> 
             seen.entry(job.clone()).or_insert(now);
         }
     })
-}
-
-/// Restarts the agent of `worker` while it holds its mirrors; returns how
-/// long until it had its DesiredSet again, and how many mirrors it held.
-async fn resync(relay: &Relay, worker: &str) -> anyhow::Result<(Duration, usize)> {
-    let marker = "desired set received";
-    let before = relay.agent_log(worker).matches(marker).count();
-    relay.kill_agent(worker);
-    let started = Instant::now();
-    relay.start_agent(worker)?;
-    wait::try_until(
-        format!("agent {worker} resynced"),
-        Duration::from_secs(600),
-        || {
-            let seen = relay.agent_log(worker).matches(marker).count();
-            async move {
-                if seen > before {
-                    Seen::Ready(())
-                } else {
-                    Seen::Waiting("no DesiredSet yet".into())
-                }
-            }
-        },
-    )
-    .await?;
-    let took = started.elapsed();
-    let log = relay.agent_log(worker);
-    let held = log
-        .lines()
-        .rev()
-        .find(|l| l.contains("session open"))
-        .and_then(|l| l.split("inventory=").nth(1))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    crate::log(&format!(
-        "agent {worker} resynced {held} mirrors in {}",
-        seconds(took)
-    ));
-    Ok((took, held))
-}
-
-/// N short Jobs: from a worker Job finished to its manager Job showing it,
-/// and from created to shown finished (the burst); with the manager's
-/// account of when it heard each and when it wrote it.
-async fn status(
-    set: &ClusterSet,
-    relay: &Relay,
-    jobs: &Api<Job>,
-    ns: &str,
-    names: &[String],
-) -> anyhow::Result<(Figures, Figures, histogram::Bounds, histogram::Bounds)> {
-    const HEARD: &str = "jobrelay_status_heard_seconds";
-    const WRITTEN: &str = "jobrelay_status_seconds";
-    let metrics_before = relay.metrics().await?;
-    let names = suffixed(names, "s");
-    let on_worker: Timestamps = Default::default();
-    let on_manager: Timestamps = Default::default();
-    let watches = measure::record_relayed(
-        set,
-        jobs,
-        (Point::Finished, &on_manager),
-        (Point::Finished, &on_worker),
-    )
-    .await?;
-    log(&format!("creating {} short manager Jobs", names.len()));
-    let created = at_once(&names, |name| {
-        let (jobs, job) = (jobs.clone(), relayed(ns, &name, load::SHORT));
-        async move { jobs.create(&PostParams::default(), &job).await.map(|_| ()) }
-    })
-    .await?;
-    let on_worker = wait_all("every worker Job finished", &names, &on_worker).await?;
-    let on_manager = wait_all("every manager Job shows it", &names, &on_manager).await?;
-    let metrics_after = relay.metrics().await?;
-    watches.iter().for_each(|w| w.stop());
-    delete_all(jobs, &names).await?;
-    let account = |name| manager_account(&metrics_before, &metrics_after, name);
-    Ok((
-        Figures::between(&names, &on_worker, &on_manager),
-        Figures::between(&names, &created, &on_manager),
-        account(HEARD),
-        account(WRITTEN),
-    ))
-}
-
-/// What the manager's histogram `name` counted between two readings of its
-/// metrics.
-fn manager_account(before: &str, after: &str, name: &str) -> histogram::Bounds {
-    histogram::between(
-        &histogram::buckets(before, name),
-        &histogram::buckets(after, name),
-    )
-}
-
-fn print_table(r: &Report) {
-    println!();
-    println!(
-        "jobrelay bench — {} Jobs, 2 manager replicas + 2 workers, load {} → {}, {:.0} s",
-        r.jobs, r.load_before, r.load_after, r.wall_seconds
-    );
-    println!(
-        "{:<44} {:>9} {:>8} {:>8} {:>8} {:>8}",
-        "measure", "Jobs/s", "p50 ms", "p95 ms", "p99 ms", "max ms"
-    );
-    let row = |what: &str, f: &Figures| {
-        println!(
-            "{what:<44} {:>9.1} {:>8} {:>8} {:>8} {:>8}",
-            f.jobs_per_second, f.p50_ms, f.p95_ms, f.p99_ms, f.max_ms
-        );
-    };
-    println!(
-        "{:<44} {:>9.1}",
-        "raw create, one worker API server", r.raw_create_worker_jobs_per_second
-    );
-    println!(
-        "{:<44} {:>9.1}",
-        "raw create, manager API server", r.raw_create_manager_jobs_per_second
-    );
-    row(
-        "raw run: worker Job created -> Pod running",
-        &r.raw_run_worker,
-    );
-    row("dispatch: manager Job -> mirror exists", &r.dispatch);
-    row(
-        "dispatch: manager Job -> mirror's Pod running",
-        &r.dispatch_running,
-    );
-    println!(
-        "{:<44} {:>9.2}",
-        "  ratio to raw worker create", r.dispatch_ratio_to_raw_worker
-    );
-    row(
-        &format!(
-            "dispatch beside {} expired Jobs (left {})",
-            r.beside_backlog.expired_at_start, r.beside_backlog.expired_left_after
-        ),
-        &r.beside_backlog.dispatch,
-    );
-    row("status: worker finished -> manager shows", &r.status);
-    let account = |what: &str, bounds: &histogram::Bounds| {
-        println!(
-            "{:<44} {:>9} p50 <= {:.2} s, p95 <= {:.2} s, p99 <= {:.2} s",
-            format!("  by the manager's account: {what}"),
-            bounds.count,
-            bounds.p50_at_most_s,
-            bounds.p95_at_most_s,
-            bounds.p99_at_most_s
-        );
-    };
-    account("heard", &r.status_heard);
-    account("wrote", &r.status_written);
-    row("burst raw: N short Jobs on a worker -> done", &r.burst_raw);
-    row("burst: N short manager Jobs -> shown done", &r.burst);
-    println!(
-        "{:<44} {:>9.2}",
-        "  time ratio to the raw burst", r.burst_time_ratio_to_raw
-    );
-    row(
-        &format!(
-            "offered {:.1}/s: manager Job -> mirror",
-            r.offered_per_second
-        ),
-        &r.offered,
-    );
-    row("cleanup: delete manager Job -> released", &r.cleanup);
-    account("sent -> gone", &r.cleanup_confirmed);
-    row(
-        "cleanup direct: Background delete, Pod gone",
-        &r.cleanup_direct,
-    );
-    println!(
-        "{:<44} {:>9.2}",
-        "  ratio to direct cleanup", r.cleanup_ratio_to_direct
-    );
-    println!(
-        "{:<44} {:>9.1} s ({} mirrors)",
-        "resync: agent restarted -> DesiredSet", r.resync_seconds, r.resync_mirrors
-    );
-    println!(
-        "{:<44} {:>9.1} s",
-        "takeover: leader killed -> Job dispatched", r.takeover_seconds
-    );
-    let mut rss: Vec<_> = r.peak_rss_mib.iter().collect();
-    rss.sort();
-    for (name, mib) in rss {
-        println!("{:<44} {:>9} MiB", format!("peak RSS {name}"), mib);
-    }
-    let manager = r
-        .peak_rss_mib_with_backlog
-        .get("manager")
-        .copied()
-        .unwrap_or(0);
-    println!(
-        "{:<44} {:>9} MiB",
-        "peak RSS manager, after the backlog step", manager
-    );
-    println!(
-        "{:<44} {:>9}",
-        "client rate limit reached so far (log lines)", r.client_rate_limit_reached
-    );
-    println!(
-        "{:<44} {:>9}",
-        "manager reconciles failed so far (retried)", r.failed_reconciles
-    );
-    for (step, used) in &r.cpu_seconds {
-        let mut used: Vec<_> = used.iter().filter(|(_, s)| **s >= 0.05).collect();
-        used.sort_by(|a, b| b.1.total_cmp(a.1));
-        let each: Vec<String> = used
-            .iter()
-            .map(|(program, s)| {
-                let per_job = **s * 1000.0 / r.jobs as f64;
-                format!("{program} {s:.1} s ({per_job:.1} ms/Job)")
-            })
-            .collect();
-        println!("CPU during {step}: {}", each.join(", "));
-    }
 }

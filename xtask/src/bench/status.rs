@@ -1,0 +1,58 @@
+//! The status step: N short Jobs, from a worker Job finished to its manager
+//! Job showing it, with the manager's own account of where the time went.
+
+use jobrelay_e2e::cluster::ClusterSet;
+use jobrelay_e2e::relay::Relay;
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::Api;
+
+use super::measure::{self, Figures, Point, Timestamps, at_once, wait_all};
+use super::{create_relayed, delete_all, histogram, load, suffixed};
+use crate::log;
+
+/// N short Jobs: from a worker Job finished to its manager Job showing it,
+/// and from created to shown finished (the burst); with the manager's
+/// account of when it heard each and when it wrote it.
+pub(super) async fn status(
+    set: &ClusterSet,
+    relay: &Relay,
+    jobs: &Api<Job>,
+    names: &[String],
+) -> anyhow::Result<(Figures, Figures, histogram::Bounds, histogram::Bounds)> {
+    const HEARD: &str = "jobrelay_status_heard_seconds";
+    const WRITTEN: &str = "jobrelay_status_seconds";
+    let metrics_before = relay.metrics().await?;
+    let names = suffixed(names, "s");
+    let on_worker: Timestamps = Default::default();
+    let on_manager: Timestamps = Default::default();
+    let watches = measure::record_relayed(
+        set,
+        jobs,
+        (Point::Finished, &on_manager),
+        (Point::Finished, &on_worker),
+    )
+    .await?;
+    log(&format!("creating {} short manager Jobs", names.len()));
+    let created = at_once(&names, create_relayed(jobs, load::SHORT)).await?;
+    let on_worker = wait_all("every worker Job finished", &names, &on_worker).await?;
+    let on_manager = wait_all("every manager Job shows it", &names, &on_manager).await?;
+    let metrics_after = relay.metrics().await?;
+    watches.iter().for_each(|w| w.stop());
+    delete_all(jobs, &names).await?;
+    let account = |name| manager_account(&metrics_before, &metrics_after, name);
+    Ok((
+        Figures::between(&names, &on_worker, &on_manager),
+        Figures::between(&names, &created, &on_manager),
+        account(HEARD),
+        account(WRITTEN),
+    ))
+}
+
+/// What the manager's histogram `name` counted between two readings of its
+/// metrics.
+pub(super) fn manager_account(before: &str, after: &str, name: &str) -> histogram::Bounds {
+    histogram::between(
+        &histogram::buckets(before, name),
+        &histogram::buckets(after, name),
+    )
+}

@@ -1,0 +1,129 @@
+//! The bench's table on standard output.
+
+use super::Report;
+use super::histogram;
+use super::measure::Figures;
+
+pub(super) fn print_table(r: &Report) {
+    println!();
+    println!(
+        "jobrelay bench — {} Jobs, 2 manager replicas + 2 workers, load {} → {}, {:.0} s",
+        r.jobs, r.load_before, r.load_after, r.wall_seconds
+    );
+    println!(
+        "{:<44} {:>9} {:>8} {:>8} {:>8} {:>8}",
+        "measure", "Jobs/s", "p50 ms", "p95 ms", "p99 ms", "max ms"
+    );
+    let row = |what: &str, f: &Figures| {
+        println!(
+            "{what:<44} {:>9.1} {:>8} {:>8} {:>8} {:>8}",
+            f.jobs_per_second, f.p50_ms, f.p95_ms, f.p99_ms, f.max_ms
+        );
+    };
+    println!(
+        "{:<44} {:>9.1}",
+        "raw create, one worker API server", r.raw_create_worker_jobs_per_second
+    );
+    println!(
+        "{:<44} {:>9.1}",
+        "raw create, manager API server", r.raw_create_manager_jobs_per_second
+    );
+    row(
+        "raw run: worker Job created -> Pod running",
+        &r.raw_run_worker,
+    );
+    row("dispatch: manager Job -> mirror exists", &r.dispatch);
+    row(
+        "dispatch: manager Job -> mirror's Pod running",
+        &r.dispatch_running,
+    );
+    println!(
+        "{:<44} {:>9.2}",
+        "  ratio to raw worker create", r.dispatch_ratio_to_raw_worker
+    );
+    row(
+        &format!(
+            "dispatch beside {} expired Jobs (left {})",
+            r.beside_backlog.expired_at_start, r.beside_backlog.expired_left_after
+        ),
+        &r.beside_backlog.dispatch,
+    );
+    row("status: worker finished -> manager shows", &r.status);
+    let account = |what: &str, bounds: &histogram::Bounds| {
+        println!(
+            "{:<44} {:>9} p50 <= {:.2} s, p95 <= {:.2} s, p99 <= {:.2} s",
+            format!("  by the manager's account: {what}"),
+            bounds.count,
+            bounds.p50_at_most_s,
+            bounds.p95_at_most_s,
+            bounds.p99_at_most_s
+        );
+    };
+    account("heard", &r.status_heard);
+    account("wrote", &r.status_written);
+    row("burst raw: N short Jobs on a worker -> done", &r.burst_raw);
+    row("burst: N short manager Jobs -> shown done", &r.burst);
+    println!(
+        "{:<44} {:>9.2}",
+        "  time ratio to the raw burst", r.burst_time_ratio_to_raw
+    );
+    row(
+        &format!(
+            "offered {:.1}/s: manager Job -> mirror",
+            r.offered_per_second
+        ),
+        &r.offered,
+    );
+    row("cleanup: delete manager Job -> released", &r.cleanup);
+    account("sent -> gone", &r.cleanup_confirmed);
+    row(
+        "cleanup direct: Background delete, Pod gone",
+        &r.cleanup_direct,
+    );
+    println!(
+        "{:<44} {:>9.2}",
+        "  ratio to direct cleanup", r.cleanup_ratio_to_direct
+    );
+    println!(
+        "{:<44} {:>9.1} s ({} mirrors)",
+        "resync: agent restarted -> DesiredSet", r.resync_seconds, r.resync_mirrors
+    );
+    println!(
+        "{:<44} {:>9.1} s",
+        "takeover: leader killed -> Job dispatched", r.takeover_seconds
+    );
+    let mut rss: Vec<_> = r.peak_rss_mib.iter().collect();
+    rss.sort();
+    for (name, mib) in rss {
+        println!("{:<44} {:>9} MiB", format!("peak RSS {name}"), mib);
+    }
+    let manager = r
+        .peak_rss_mib_with_backlog
+        .get("manager")
+        .copied()
+        .unwrap_or(0);
+    println!(
+        "{:<44} {:>9} MiB",
+        "peak RSS manager, after the backlog step", manager
+    );
+    println!(
+        "{:<44} {:>9}",
+        "client rate limit reached so far (log lines)", r.client_rate_limit_reached
+    );
+    println!(
+        "{:<44} {:>9}",
+        "manager reconciles failed so far (retried)", r.failed_reconciles
+    );
+    for (step, used) in &r.cpu_seconds {
+        let mut used: Vec<_> = used.iter().filter(|(_, s)| **s >= 0.05).collect();
+        used.sort_by(|a, b| b.1.total_cmp(a.1));
+        let each: Vec<String> = used
+            .iter()
+            .map(|(program, s)| {
+                let per_job = **s * 1000.0 / r.jobs as f64;
+                format!("{program} {s:.1} s ({per_job:.1} ms/Job)")
+            })
+            .collect();
+        println!("CPU during {step}: {}", each.join(", "));
+    }
+}
