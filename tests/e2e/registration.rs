@@ -640,7 +640,7 @@ async fn placement_honours_the_namespace_selector() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_manager_refuses_to_start_without_the_crd() {
     let clusters = kit::clusters(2);
-    let (manager_bin, _) = jobrelay_e2e::relay::binaries().unwrap();
+    let (manager_bin, _) = jobrelay_e2e::binaries::binaries().unwrap();
     // A worker cluster has no WorkerCluster CRD.
     let mut manager = std::process::Command::new(manager_bin);
     manager

@@ -24,7 +24,8 @@ use crate::certs::RelayCa;
 use crate::cluster::ClusterInfo;
 use crate::kueue_build;
 use crate::ports::free_port;
-use crate::relay::{http_get, install_crd, start_logged};
+use crate::registration::install_crd;
+use crate::relay::{http_get, start_logged};
 use crate::wait::{self, Seen};
 
 /// The namespace Kueue runs in (its Events, its configuration's `namespace`).

@@ -4,6 +4,7 @@
 //! fixtures whose Pods kwok runs the way a test asks.
 
 pub mod audit;
+pub mod binaries;
 pub mod certs;
 pub mod cluster;
 pub mod controlplane;
@@ -17,6 +18,7 @@ pub mod leaks;
 pub mod ports;
 pub mod processes;
 pub mod proxy;
+pub mod registration;
 pub mod relay;
 pub mod scenario;
 pub mod supervisor;

@@ -8,17 +8,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use jobrelay_manager::worker_cluster::{WorkerCluster, WorkerClusterSpec};
-use jobrelay_manager::worker_cluster_set::WorkerClusterSet;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, Patch, PatchParams};
-use kube::{CustomResourceExt, ResourceExt};
-
+use crate::binaries::{Profile, binaries_of};
 use crate::certs::RelayCa;
 use crate::cluster::ClusterSet;
 use crate::ports::free_port;
 use crate::processes;
 use crate::proxy::Proxy;
+use crate::registration::register;
 use crate::wait::{self, Seen};
 
 /// The manager identity the tests run with.
@@ -44,58 +40,6 @@ pub struct Relay {
     agent_setups: BTreeMap<String, AgentSetup>,
     agents: Mutex<BTreeMap<String, Child>>,
     log_filter: String,
-}
-
-/// Builds `jobrelay-manager` and `jobrelay-agent` (unoptimised, as the tests
-/// run them) and returns their paths.
-pub fn binaries() -> anyhow::Result<(PathBuf, PathBuf)> {
-    binaries_of(Profile::Debug)
-}
-
-/// How the binaries are compiled.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Profile {
-    /// Quick to build; what the tests run.
-    #[default]
-    Debug,
-    /// Optimised, as released; what benchmarks run.
-    Release,
-}
-
-/// Builds `jobrelay-manager` and `jobrelay-agent` in `profile` and returns
-/// their paths.
-pub fn binaries_of(profile: Profile) -> anyhow::Result<(PathBuf, PathBuf)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut build = Command::new(cargo);
-    // The same package set as `cargo test -p jobrelay-e2e`, so both share every artifact.
-    build.current_dir(&root).args([
-        "build",
-        "--quiet",
-        "-p",
-        "jobrelay-e2e",
-        "-p",
-        "jobrelay-manager",
-        "-p",
-        "jobrelay-agent",
-        "--bins",
-    ]);
-    if profile == Profile::Release {
-        build.arg("--release");
-    }
-    let status = build.status()?;
-    anyhow::ensure!(
-        status.success(),
-        "building jobrelay-manager and jobrelay-agent failed ({status})"
-    );
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let bin = target.join(match profile {
-        Profile::Debug => "debug",
-        Profile::Release => "release",
-    });
-    Ok((bin.join("jobrelay-manager"), bin.join("jobrelay-agent")))
 }
 
 /// How a test wants jobrelay configured.
@@ -547,71 +491,6 @@ impl Drop for Relay {
             self.kill_agent(&worker);
         }
     }
-}
-
-/// Applies a CRD server-side and waits until it is established.
-pub(crate) async fn install_crd(
-    crds: &Api<CustomResourceDefinition>,
-    name: &str,
-    crd: &(impl serde::Serialize + std::fmt::Debug),
-) -> anyhow::Result<()> {
-    let apply = PatchParams::apply("jobrelay-e2e").force();
-    crds.patch(name, &apply, &Patch::Apply(crd)).await?;
-    wait::try_until(
-        format!("CRD {name} established"),
-        Duration::from_secs(30),
-        || async {
-            match crds.get(name).await {
-                Ok(crd) => {
-                    let established = crd
-                        .status
-                        .and_then(|s| s.conditions)
-                        .unwrap_or_default()
-                        .iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True");
-                    if established {
-                        Seen::Ready(())
-                    } else {
-                        Seen::Waiting("not established yet".into())
-                    }
-                }
-                Err(error) => Seen::Waiting(error.to_string()),
-            }
-        },
-    )
-    .await?;
-    Ok(())
-}
-
-/// Installs jobrelay's CRDs (WorkerCluster, WorkerClusterSet) on the manager
-/// cluster, waits until they are served, and registers every worker of the
-/// set.
-pub async fn register(set: &ClusterSet) -> anyhow::Result<()> {
-    let client = set.manager().client().await?;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in [WorkerCluster::crd(), WorkerClusterSet::crd()] {
-        install_crd(&crds, &crd.name_any(), &crd).await?;
-    }
-    let apply = PatchParams::apply("jobrelay-e2e").force();
-    let clusters: Api<WorkerCluster> = Api::all(client);
-    for worker in set.workers() {
-        let registration = WorkerCluster::new(&worker.name, WorkerClusterSpec::default());
-        wait::try_until(
-            format!("WorkerCluster {} registered", worker.name),
-            Duration::from_secs(30),
-            || async {
-                match clusters
-                    .patch(&worker.name, &apply, &Patch::Apply(&registration))
-                    .await
-                {
-                    Ok(_) => Seen::Ready(()),
-                    Err(error) => Seen::Waiting(error.to_string()),
-                }
-            },
-        )
-        .await?;
-    }
-    Ok(())
 }
 
 /// How the manager is started, kept to start it again.

@@ -44,11 +44,12 @@ mod vs_multikueue;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
+use jobrelay_e2e::binaries::Profile;
 use jobrelay_e2e::cluster::ClusterSet;
 use jobrelay_e2e::controlplane;
 use jobrelay_e2e::fixtures::TestJob;
 use jobrelay_e2e::kit;
-use jobrelay_e2e::relay::{Options, Profile, Relay};
+use jobrelay_e2e::relay::{Options, Relay};
 use jobrelay_e2e::supervisor::Supervisor;
 use jobrelay_proto::wire::MANAGED_BY;
 use k8s_openapi::api::batch::v1::Job;

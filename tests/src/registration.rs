@@ -1,0 +1,78 @@
+//! jobrelay's CRDs on the manager cluster, and every worker of a cluster set
+//! registered as a WorkerCluster.
+
+use std::time::Duration;
+
+use jobrelay_manager::worker_cluster::{WorkerCluster, WorkerClusterSpec};
+use jobrelay_manager::worker_cluster_set::WorkerClusterSet;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{CustomResourceExt, ResourceExt};
+
+use crate::cluster::ClusterSet;
+use crate::wait::{self, Seen};
+
+/// Applies a CRD server-side and waits until it is established.
+pub(crate) async fn install_crd(
+    crds: &Api<CustomResourceDefinition>,
+    name: &str,
+    crd: &(impl serde::Serialize + std::fmt::Debug),
+) -> anyhow::Result<()> {
+    let apply = PatchParams::apply("jobrelay-e2e").force();
+    crds.patch(name, &apply, &Patch::Apply(crd)).await?;
+    wait::try_until(
+        format!("CRD {name} established"),
+        Duration::from_secs(30),
+        || async {
+            match crds.get(name).await {
+                Ok(crd) => {
+                    let established = crd
+                        .status
+                        .and_then(|s| s.conditions)
+                        .unwrap_or_default()
+                        .iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True");
+                    if established {
+                        Seen::Ready(())
+                    } else {
+                        Seen::Waiting("not established yet".into())
+                    }
+                }
+                Err(error) => Seen::Waiting(error.to_string()),
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// Installs jobrelay's CRDs (WorkerCluster, WorkerClusterSet) on the manager
+/// cluster, waits until they are served, and registers every worker of the
+/// set.
+pub async fn register(set: &ClusterSet) -> anyhow::Result<()> {
+    let client = set.manager().client().await?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in [WorkerCluster::crd(), WorkerClusterSet::crd()] {
+        install_crd(&crds, &crd.name_any(), &crd).await?;
+    }
+    let apply = PatchParams::apply("jobrelay-e2e").force();
+    let clusters: Api<WorkerCluster> = Api::all(client);
+    for worker in set.workers() {
+        let registration = WorkerCluster::new(&worker.name, WorkerClusterSpec::default());
+        wait::try_until(
+            format!("WorkerCluster {} registered", worker.name),
+            Duration::from_secs(30),
+            || async {
+                match clusters
+                    .patch(&worker.name, &apply, &Patch::Apply(&registration))
+                    .await
+                {
+                    Ok(_) => Seen::Ready(()),
+                    Err(error) => Seen::Waiting(error.to_string()),
+                }
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
