@@ -6,27 +6,26 @@
 //! Every process is started with a parent-death signal, so none survives the
 //! process that started it. Ports are picked free at start.
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, PostParams};
 use serde::{Deserialize, Serialize};
 
-use crate::certs::{self, Pki};
+use crate::certs;
+use crate::cluster_config::{apiserver_args, write_kubeconfig};
+use crate::cluster_ready::{wait_api_ready, wait_workable};
 use crate::controlplane::Binaries;
 use crate::processes::{die_with_parent, signal};
-use crate::wait::{self, Seen};
+use crate::wait;
 
 /// Name of the manager cluster in a [`ClusterSet`].
 pub const MANAGER: &str = "manager";
 /// Name of the fake Node kwok runs in every cluster.
 pub const NODE: &str = "kwok-node-0";
 
-const START_TIMEOUT: Duration = Duration::from_secs(180);
+pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(180);
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -429,152 +428,8 @@ impl Drop for Running {
     }
 }
 
-fn apiserver_args(
-    name: &str,
-    port: u16,
-    etcd_url: &str,
-    dir: &Path,
-    pki: &Pki,
-) -> Result<Vec<String>, Error> {
-    let sa_key = pki.service_account_key.display();
-    let sa_public = pki.service_account_public_key.display();
-    let audit = match name == MANAGER {
-        true => crate::audit::flags(dir)?,
-        false => Vec::new(),
-    };
-    let args = vec![
-        format!("--etcd-servers={etcd_url}"),
-        format!("--etcd-prefix=/clusters/{name}"),
-        format!("--secure-port={port}"),
-        "--bind-address=127.0.0.1".into(),
-        "--advertise-address=127.0.0.1".into(),
-        "--service-cluster-ip-range=10.0.0.0/24".into(),
-        "--allow-privileged=true".into(),
-        "--authorization-mode=RBAC".into(),
-        format!("--client-ca-file={}", pki.ca_cert.display()),
-        format!("--tls-cert-file={}", pki.serving_cert.display()),
-        format!("--tls-private-key-file={}", pki.serving_key.display()),
-        format!("--service-account-issuer=https://127.0.0.1:{port}"),
-        format!("--service-account-key-file={sa_public}"),
-        format!("--service-account-signing-key-file={sa_key}"),
-        format!("--cert-dir={}", dir.join("certs").display()),
-        "--endpoint-reconciler-type=none".into(),
-        // Without the node-lifecycle controller nothing would lift the
-        // not-ready taint this plugin puts on every new Node.
-        "--disable-admission-plugins=TaintNodesByCondition".into(),
-        "--enable-priority-and-fairness=false".into(),
-        "--profiling=false".into(),
-    ];
-    Ok(args.into_iter().chain(audit).collect())
-}
-
-fn write_kubeconfig(path: &Path, name: &str, server: &str, pki: &Pki) -> Result<(), Error> {
-    let text = format!(
-        "apiVersion: v1
-kind: Config
-clusters:
-- name: {name}
-  cluster:
-    server: {server}
-    certificate-authority: {ca}
-users:
-- name: {name}-admin
-  user:
-    client-certificate: {cert}
-    client-key: {key}
-contexts:
-- name: {name}
-  context:
-    cluster: {name}
-    user: {name}-admin
-current-context: {name}
-",
-        ca = pki.ca_cert.display(),
-        cert = pki.admin_cert.display(),
-        key = pki.admin_key.display(),
-    );
-    std::fs::write(path, text).map_err(|e| Error::Io(path.display().to_string(), e))
-}
-
 fn free_port() -> Result<u16, Error> {
     crate::ports::free_port().map_err(|e| Error::Io("picking a free port".into(), e))
-}
-
-async fn wait_api_ready(cluster: &ClusterInfo) -> Result<(), Error> {
-    let client = cluster.client().await?;
-    wait::try_until(
-        format!("{} kube-apiserver /readyz", cluster.name),
-        START_TIMEOUT,
-        || {
-            let client = client.clone();
-            async move {
-                let request = http::Request::get("/readyz")
-                    .body(Vec::new())
-                    .expect("static request");
-                match client.request_text(request).await {
-                    Ok(body) if body.trim() == "ok" => Seen::Ready(()),
-                    Ok(body) => Seen::Waiting(body),
-                    Err(e) => Seen::Waiting(e.to_string()),
-                }
-            }
-        },
-    )
-    .await?;
-    Ok(())
-}
-
-/// Creates the fake Node and waits until Pods can run: Node Ready and the
-/// `default` ServiceAccount present.
-async fn wait_workable(cluster: &ClusterInfo) -> Result<(), Error> {
-    let client = cluster.client().await?;
-    let nodes: Api<Node> = Api::all(client.clone());
-    let node: Node = serde_json::from_value(serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": NODE,
-            "labels": {"type": "kwok", "kubernetes.io/hostname": NODE},
-            "annotations": {"kwok.x-k8s.io/node": "fake"},
-        },
-    }))
-    .expect("static node");
-    match nodes.create(&PostParams::default(), &node).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(source) => {
-            let cluster = cluster.name.clone();
-            return Err(Error::Api { cluster, source });
-        }
-    }
-    wait::try_until(
-        format!("{} node {NODE} Ready", cluster.name),
-        START_TIMEOUT,
-        || {
-            let nodes = nodes.clone();
-            async move {
-                match nodes.get(NODE).await {
-                    Ok(node) => {
-                        let conditions: BTreeMap<String, String> = node
-                            .status
-                            .and_then(|s| s.conditions)
-                            .unwrap_or_default()
-                            .into_iter()
-                            .map(|c| (c.type_, c.status))
-                            .collect();
-                        if conditions.get("Ready").map(String::as_str) == Some("True") {
-                            Seen::Ready(())
-                        } else {
-                            Seen::Waiting(format!("conditions {conditions:?}"))
-                        }
-                    }
-                    Err(e) => Seen::Waiting(e.to_string()),
-                }
-            }
-        },
-    )
-    .await?;
-    crate::kit::default_service_account(&client, "default", START_TIMEOUT).await?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@ pub mod audit;
 pub mod binaries;
 pub mod certs;
 pub mod cluster;
+pub mod cluster_config;
+pub mod cluster_ready;
 pub mod controlplane;
 pub mod election;
 pub mod fixtures;
