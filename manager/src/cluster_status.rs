@@ -20,7 +20,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-use crate::fleet::{Fleet, Link};
+use crate::fleet::Fleet;
+use crate::fleet_views::Link;
 use crate::placement::assigned_cluster;
 use crate::reconcile::FIELD_MANAGER;
 use crate::worker_cluster::{CONNECTED, LOST, WorkerCluster, WorkerClusterStatus};

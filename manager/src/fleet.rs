@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use jobrelay_proto::v1::{
     ApplyMirror, DeleteMirror, DeleteReason, DesiredMirror, DesiredSet, InventoryEntry,
-    ManagerMessage, MirrorPhase, RejectReason, manager_message::Kind,
+    ManagerMessage, MirrorPhase, manager_message::Kind,
 };
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
@@ -21,6 +21,7 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use crate::fleet_views::{Apply, Cleanup, Link, LostMirror, MirrorView, Rejection};
 use crate::placement::{Candidate, choose_cluster};
 
 /// The messages queued for one connected agent.
@@ -36,99 +37,6 @@ struct Cluster {
     last_heard: Option<Timestamp>,
     /// Disconnected for longer than its `lostAfter`.
     lost: bool,
-}
-
-/// The state of one cluster's link, for its WorkerCluster status.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Link {
-    pub connected: bool,
-    /// When the last session opened or closed; `None` if none did since start.
-    pub since: Option<Timestamp>,
-    pub agent_version: String,
-    pub last_heard: Option<Timestamp>,
-    pub active_mirrors: u32,
-}
-
-/// What the manager sent and heard about one mirror on one cluster.
-#[derive(Debug, Clone, Default)]
-pub struct MirrorView {
-    pub key: Option<ObjectRef<Job>>,
-    /// The revision the worker reported holding; `None` when it holds none.
-    pub held_revision: Option<u64>,
-    /// (session, revision) of the last ApplyMirror sent.
-    pub apply_sent: Option<(u64, u64)>,
-    /// When an apply was sent that the worker has not reported holding yet.
-    pub awaiting_held_since: Option<Instant>,
-    /// Session in which the last DeleteMirror was sent.
-    pub delete_sent: Option<u64>,
-    /// When the first DeleteMirror was sent.
-    pub delete_sent_at: Option<Instant>,
-    /// Set by MirrorGone: the mirror and its Pods are gone (with the count of
-    /// Pods the agent had to delete itself).
-    pub gone: Option<u32>,
-    pub phase: MirrorPhase,
-    /// The copied part of the worker's latest JobStatus.
-    pub status: Option<Value>,
-    /// The last ApplyRejected, until the worker holds the mirror.
-    pub rejected: Option<Rejection>,
-    /// Set by MirrorLost: the mirror was removed behind jobrelay's back; the
-    /// agent is deleting what is left of it.
-    pub lost: Option<LostMirror>,
-}
-
-/// A refusal of the worker, as the agent reported it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rejection {
-    pub revision: u64,
-    pub reason: RejectReason,
-    pub message: String,
-    /// When the agent tries again (transient reasons only).
-    pub retry_in: Option<std::time::Duration>,
-}
-
-/// A mirror lost behind jobrelay's back, as the agent reported it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LostMirror {
-    /// The lost worker Job's UID; empty when the agent could not tell.
-    pub mirror_uid: String,
-    pub observed: String,
-    /// The manager Job already shows this loss.
-    pub accounted: bool,
-}
-
-/// What became of a request to have a mirror in place.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Apply {
-    /// ApplyMirror sent now.
-    Sent,
-    /// Sent before, or the worker already holds this revision.
-    InPlace,
-    /// The worker refused this revision for good.
-    Rejected(Rejection),
-    /// The worker refused this revision for a reason that can clear; its
-    /// agent tries again by itself.
-    Waiting(Rejection),
-    /// An earlier deletion of the mirror (or what is left of a lost one) is
-    /// not confirmed yet.
-    AwaitingGone,
-    /// The cluster has no session now.
-    Disconnected,
-}
-
-/// What became of a request to have a mirror gone.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Cleanup {
-    /// The agent confirmed the Job and every Pod gone.
-    Gone {
-        pods_deleted: u32,
-    },
-    /// DeleteMirror sent now; `first` is false on a resend after reconnect.
-    Started {
-        first: bool,
-    },
-    /// Sent in this session; waiting for MirrorGone.
-    Waiting,
-    Disconnected,
 }
 
 pub struct Fleet {

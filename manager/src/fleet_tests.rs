@@ -1,6 +1,7 @@
 //! The fleet's bookkeeping, session by session, without a cluster.
 
 use super::*;
+use jobrelay_proto::v1::RejectReason;
 
 fn fleet() -> (Fleet, mpsc::UnboundedReceiver<ObjectRef<Job>>) {
     let (tx, rx) = mpsc::unbounded_channel();

@@ -33,7 +33,7 @@ use serde_json::Value;
 
 use crate::config::Config;
 use crate::events::Reason;
-use crate::fleet::{Apply, Cleanup, LostMirror, MirrorView, Rejection};
+use crate::fleet_views::{Apply, Cleanup, LostMirror, MirrorView, Rejection};
 use crate::lost::{LostStep, lost_so_far, on_lost};
 use crate::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle};
 use crate::placement::assigned_cluster;

@@ -9,6 +9,7 @@ pub mod crds;
 pub mod error;
 pub mod events;
 pub mod fleet;
+pub mod fleet_views;
 pub mod job_changes;
 pub mod job_life;
 pub mod job_writes;

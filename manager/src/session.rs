@@ -24,7 +24,8 @@ use tonic::{Request, Response, Status, Streaming};
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::events::{Events, Reason, job_reference};
-use crate::fleet::{Fleet, Outbox, Rejection, message};
+use crate::fleet::{Fleet, Outbox, message};
+use crate::fleet_views::Rejection;
 use crate::metrics::Metrics;
 use crate::mirror::is_relayed;
 use crate::placement::assigned_cluster;
