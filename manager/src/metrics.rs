@@ -73,6 +73,7 @@ pub struct Metrics {
     dispatch_seconds: Seconds,
     status_seconds: Seconds,
     status_heard_seconds: Seconds,
+    status_write_seconds: Seconds,
     cleanup_seconds: Seconds,
     connected_clusters: Gauge,
     mirrors: Family<ByPhase, Gauge>,
@@ -97,6 +98,7 @@ impl Metrics {
             dispatch_seconds: Family::new_with_constructor(seconds),
             status_seconds: Family::new_with_constructor(seconds),
             status_heard_seconds: Family::new_with_constructor(seconds),
+            status_write_seconds: Family::new_with_constructor(seconds),
             cleanup_seconds: Family::new_with_constructor(seconds),
             connected_clusters: Gauge::default(),
             mirrors: Family::default(),
@@ -145,6 +147,11 @@ impl Metrics {
             "status_heard_seconds",
             "From a mirror finishing on its worker (its condition's time) to the manager hearing it from the agent, by cluster; the rest of status_seconds is the manager's write",
             metrics.status_heard_seconds.clone(),
+        );
+        registry.register(
+            "status_write_seconds",
+            "The request that shows a finished Job's status on the manager, alone (the rest of status_seconds after status_heard_seconds is the wait for it), by cluster",
+            metrics.status_write_seconds.clone(),
         );
         registry.register(
             "cleanup_seconds",
@@ -245,6 +252,12 @@ impl Metrics {
 
     pub fn status_heard(&self, cluster: &str, took: Duration) {
         self.status_heard_seconds
+            .get_or_create(&by(cluster))
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn status_write(&self, cluster: &str, took: Duration) {
+        self.status_write_seconds
             .get_or_create(&by(cluster))
             .observe(took.as_secs_f64());
     }

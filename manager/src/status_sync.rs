@@ -186,6 +186,7 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Option<Durati
     {
         let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
         let finished_at = status::newly_finished_at(job.status.as_ref(), worker_status);
+        let writing = std::time::Instant::now();
         write_status(&jobs, &job, worker_status)
             .await
             .map_err(|source| Error::Kube {
@@ -193,6 +194,7 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Option<Durati
                 source,
             })?;
         if let Some(at) = finished_at {
+            ctx.metrics.status_write(cluster, writing.elapsed());
             let took = Timestamp::now().duration_since(at);
             ctx.metrics
                 .status_shown(cluster, Duration::try_from(took).unwrap_or_default());

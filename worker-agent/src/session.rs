@@ -36,9 +36,6 @@ const MAX_DELAY: Duration = Duration::from_secs(3);
 const STABLE_SESSION: Duration = Duration::from_secs(30);
 /// Manager messages taken at once when they arrive together.
 const MAX_BATCH: usize = 512;
-/// Applies worked between two status reports, so a mirror that finished
-/// while a burst is applied is reported within one chunk, not after all of it.
-const APPLY_CHUNK: usize = 64;
 /// Periodic pass over what waits on the clock, on top of the passes over
 /// what the watches saw change (the orphan sweep brings a pass over
 /// everything).
@@ -255,8 +252,8 @@ impl Agent {
                             applies.push(apply);
                             continue;
                         }
-                        // Anything else waits for the applies before it, in order.
-                        self.mirrors.apply_all(std::mem::take(&mut applies), &mut out).await;
+                        // Anything else comes after the applies before it.
+                        self.mirrors.apply_all(std::mem::take(&mut applies));
                         match kind {
                             K::Welcome(welcome) => {
                                 if welcome.origin != self.origin {
@@ -276,19 +273,10 @@ impl Agent {
                             K::ApplyMirror(_) | K::Heartbeat(_) => {}
                         }
                     }
-                    let mut applies = applies.into_iter().peekable();
-                    loop {
-                        let chunk = applies.by_ref().take(APPLY_CHUNK).collect();
-                        self.mirrors.apply_all(chunk, &mut out).await;
-                        self.mirrors.sync(Pass::Changes, &mut out).await;
-                        if applies.peek().is_none() {
-                            break;
-                        }
-                        if let Err(ended) = send_all(outbox, &mut out) {
-                            return ended;
-                        }
-                    }
+                    self.mirrors.apply_all(applies);
+                    self.mirrors.sync(Pass::Changes, &mut out).await;
                 }
+                applied = self.mirrors.applied() => self.mirrors.take_answer(applied, &mut out),
                 () = self.mirrors.changed() => self.mirrors.sync(Pass::Changes, &mut out).await,
                 () = self.dial.certificates_changed() => {
                     return "the certificate files changed; reconnecting with them".into();

@@ -5,6 +5,7 @@
 //! manager is told whenever its reason changes; a permanent one is reported
 //! once.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use backon::{BackoffBuilder, ExponentialBackoff};
@@ -17,7 +18,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use tracing::{debug, info, warn};
 
-use super::{FIELD_MANAGER, Mirrors, agent_message, concurrently};
+use super::{FIELD_MANAGER, Mirrors, agent_message};
 use crate::report::{ApplyFailure, apply_failure, revision_of};
 
 /// An apply not yet taken by the worker.
@@ -35,10 +36,44 @@ struct Retry {
     reason: RejectReason,
 }
 
+/// An apply the API server answered: what was sent, and what came of it.
+pub struct Applied {
+    apply: ApplyMirror,
+    result: Result<(), ApplyFailure>,
+}
+
+/// What an answered apply does to the mirror's waiting apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Settle {
+    /// It is done with: taken, or refused for good.
+    Done,
+    /// It stays, to be sent at the next pass.
+    Again,
+    /// It stays, to be sent once the backoff ran out.
+    Backoff,
+    /// A newer revision arrived while it was out (or the mirror is being
+    /// deleted): the answer is for nothing that still waits.
+    Stale,
+}
+
+/// Decides what an answer to the apply of `applied` (a revision) does, given
+/// the revision now waiting for that mirror, if any.
+fn settle(waiting: Option<u64>, applied: u64, result: &Result<(), ApplyFailure>) -> Settle {
+    if waiting != Some(applied) {
+        return Settle::Stale;
+    }
+    match result {
+        Ok(()) => Settle::Done,
+        Err(ApplyFailure::Wait(_)) => Settle::Again,
+        Err(ApplyFailure::Refused(reason, _)) if reason.is_permanent() => Settle::Done,
+        Err(ApplyFailure::Refused(..)) => Settle::Backoff,
+    }
+}
+
 impl Mirrors {
     /// Takes the manager's applies (each replaces a waiting one of its
-    /// mirror, backoff included) and applies every one that is due.
-    pub async fn apply_all(&mut self, applies: Vec<ApplyMirror>, out: &mut Vec<AgentMessage>) {
+    /// mirror, backoff included) and sends every one that is due.
+    pub fn apply_all(&mut self, applies: Vec<ApplyMirror>) {
         for apply in applies {
             let uid = apply.origin_uid.clone();
             if let Some(desired) = &mut self.desired {
@@ -51,174 +86,205 @@ impl Mirrors {
             };
             self.pending.insert(uid, pending);
         }
-        self.apply_due(out).await;
+        self.apply_due();
     }
 
-    /// Applies, up to [`super::REQUEST_CONCURRENCY`] at once, every waiting
-    /// apply that is due and whose previous mirror is gone; reports refusals.
-    pub(super) async fn apply_due(&mut self, out: &mut Vec<AgentMessage>) {
+    /// Sends every waiting apply that is due, whose previous mirror is gone
+    /// and that is not out already; each runs on its own, up to
+    /// [`super::REQUEST_CONCURRENCY`] at once, and its answer comes back
+    /// through [`Mirrors::applied`]. The agent's passes go on meanwhile, so
+    /// a mirror that finished is reported while a burst of others is applied.
+    pub(super) fn apply_due(&mut self) {
         let now = Instant::now();
         let due: Vec<ApplyMirror> = self
             .pending
             .iter()
             .filter(|(uid, p)| {
-                !self.deleting.contains_key(*uid) && p.not_before.is_none_or(|at| at <= now)
+                !self.deleting.contains_key(*uid)
+                    && !self.in_flight.contains(*uid)
+                    && p.not_before.is_none_or(|at| at <= now)
             })
             .map(|(_, p)| p.apply.clone())
             .collect();
-        if due.is_empty() {
-            return;
-        }
-        let this = &*self;
-        let results = concurrently(due.into_iter().map(|apply| async move {
-            let result = this.try_apply(&apply).await;
-            (apply, result)
-        }))
-        .await;
-        for (apply, result) in results {
-            let uid = apply.origin_uid.clone();
-            match result {
-                Ok(()) => {
-                    self.pending.remove(&uid);
-                }
-                Err(ApplyFailure::Wait(message)) => {
-                    debug!(%uid, %message, "apply waits");
-                }
-                Err(ApplyFailure::Refused(reason, message)) if reason.is_permanent() => {
-                    warn!(%uid, reason = reason.as_str_name(), %message, "apply refused for good");
-                    self.pending.remove(&uid);
-                    out.push(refusal(&apply, reason, message, None));
-                }
-                Err(ApplyFailure::Refused(reason, message)) => {
-                    let Some(pending) = self.pending.get_mut(&uid) else {
-                        continue;
-                    };
-                    let builder = self.apply_retry;
-                    let retry = pending.retry.get_or_insert_with(|| Retry {
-                        delays: builder.build(),
-                        reason: RejectReason::Unspecified,
-                    });
-                    let delay = retry.delays.next().unwrap_or(self.apply_retry_max);
-                    pending.not_before = Some(now + delay);
-                    if retry.reason == reason {
-                        debug!(%uid, reason = reason.as_str_name(), %message, retry_in = ?delay, "apply refused again");
-                        continue;
-                    }
-                    retry.reason = reason;
-                    warn!(%uid, reason = reason.as_str_name(), %message, retry_in = ?delay, "apply refused; retrying with backoff");
-                    out.push(refusal(&apply, reason, message, Some(delay)));
-                }
-            }
+        for apply in due {
+            self.in_flight.insert(apply.origin_uid.clone());
+            let (client, origin) = (self.client.clone(), self.origin.clone());
+            let (slots, answers) = (Arc::clone(&self.apply_slots), self.answers.clone());
+            tokio::spawn(async move {
+                let result = match slots.acquire().await {
+                    Ok(_slot) => try_apply(&client, &origin, &apply).await,
+                    Err(closed) => Err(ApplyFailure::Wait(closed.to_string())),
+                };
+                let _ = answers.send(Applied { apply, result });
+            });
         }
     }
 
-    async fn try_apply(&self, apply: &ApplyMirror) -> Result<(), ApplyFailure> {
-        let rejected = |reason, message: String| Err(ApplyFailure::Refused(reason, message));
-        let mut job: Job = match serde_json::from_slice(&apply.job) {
-            Ok(job) => job,
-            Err(e) => return rejected(RejectReason::Invalid, format!("unreadable Job: {e}")),
-        };
-        let labels = job.metadata.labels.clone().unwrap_or_default();
-        if labels.get(ORIGIN_LABEL) != Some(&self.origin)
-            || labels.get(ORIGIN_UID_LABEL) != Some(&apply.origin_uid)
-        {
-            return rejected(
-                RejectReason::Invalid,
-                format!(
-                    "the Job does not carry {ORIGIN_LABEL}={} and {ORIGIN_UID_LABEL}={}",
-                    self.origin, apply.origin_uid
-                ),
-            );
+    /// The next answer to an apply sent by [`Mirrors::apply_due`].
+    pub async fn applied(&self) -> Applied {
+        match self.answered.lock().await.recv().await {
+            Some(applied) => applied,
+            // `self.answers` keeps the channel open.
+            None => futures::future::pending().await,
         }
-        let (Some(namespace), name) = (job.namespace(), job.name_any()) else {
-            return rejected(RejectReason::Invalid, "the Job has no namespace".into());
-        };
-        let api: Api<Job> = Api::namespaced(self.client.clone(), &namespace);
-        let create = PostParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..Default::default()
-        };
-        let existing = match api.create(&create, &job).await {
-            Ok(_) => {
-                info!(uid = %apply.origin_uid, %namespace, %name, revision = apply.revision, "mirror created");
-                return Ok(());
+    }
+
+    /// Records what came of an apply; tells the manager of a refusal.
+    pub fn take_answer(&mut self, Applied { apply, result }: Applied, out: &mut Vec<AgentMessage>) {
+        let uid = apply.origin_uid.clone();
+        self.in_flight.remove(&uid);
+        if self.deleting.contains_key(&uid) {
+            // Its deletion waited for this answer.
+            self.due.insert(uid.clone());
+        }
+        let waiting = self.pending.get(&uid).map(|p| p.apply.revision);
+        match settle(waiting, apply.revision, &result) {
+            Settle::Stale => {
+                debug!(%uid, revision = apply.revision, "apply answered after a newer one arrived");
             }
-            Err(kube::Error::Api(s)) if s.is_already_exists() => match api.get_opt(&name).await {
-                Ok(Some(existing)) => existing,
-                Ok(None) => {
-                    return Err(ApplyFailure::Wait(
-                        "the existing Job vanished; trying again".into(),
-                    ));
+            Settle::Done => {
+                self.pending.remove(&uid);
+                if let Err(ApplyFailure::Refused(reason, message)) = result {
+                    warn!(%uid, reason = reason.as_str_name(), %message, "apply refused for good");
+                    out.push(refusal(&apply, reason, message, None));
                 }
-                Err(e) => return Err(apply_failure(&e)),
-            },
+            }
+            Settle::Again => debug!(%uid, ?result, "apply waits"),
+            Settle::Backoff => {
+                let (Some(pending), Err(ApplyFailure::Refused(reason, message))) =
+                    (self.pending.get_mut(&uid), result)
+                else {
+                    return;
+                };
+                let builder = self.apply_retry;
+                let retry = pending.retry.get_or_insert_with(|| Retry {
+                    delays: builder.build(),
+                    reason: RejectReason::Unspecified,
+                });
+                let delay = retry.delays.next().unwrap_or(self.apply_retry_max);
+                pending.not_before = Some(Instant::now() + delay);
+                if retry.reason == reason {
+                    debug!(%uid, reason = reason.as_str_name(), %message, retry_in = ?delay, "apply refused again");
+                    return;
+                }
+                retry.reason = reason;
+                warn!(%uid, reason = reason.as_str_name(), %message, retry_in = ?delay, "apply refused; retrying with backoff");
+                out.push(refusal(&apply, reason, message, Some(delay)));
+            }
+        }
+    }
+}
+
+/// Creates the mirror `apply` carries, or updates this origin's one to its
+/// revision.
+async fn try_apply(
+    client: &kube::Client,
+    origin: &str,
+    apply: &ApplyMirror,
+) -> Result<(), ApplyFailure> {
+    let rejected = |reason, message: String| Err(ApplyFailure::Refused(reason, message));
+    let mut job: Job = match serde_json::from_slice(&apply.job) {
+        Ok(job) => job,
+        Err(e) => return rejected(RejectReason::Invalid, format!("unreadable Job: {e}")),
+    };
+    let labels = job.metadata.labels.clone().unwrap_or_default();
+    if labels.get(ORIGIN_LABEL).map(String::as_str) != Some(origin)
+        || labels.get(ORIGIN_UID_LABEL) != Some(&apply.origin_uid)
+    {
+        return rejected(
+            RejectReason::Invalid,
+            format!(
+                "the Job does not carry {ORIGIN_LABEL}={} and {ORIGIN_UID_LABEL}={}",
+                origin, apply.origin_uid
+            ),
+        );
+    }
+    let (Some(namespace), name) = (job.namespace(), job.name_any()) else {
+        return rejected(RejectReason::Invalid, "the Job has no namespace".into());
+    };
+    let api: Api<Job> = Api::namespaced(client.clone(), &namespace);
+    let create = PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    let existing = match api.create(&create, &job).await {
+        Ok(_) => {
+            info!(uid = %apply.origin_uid, %namespace, %name, revision = apply.revision, "mirror created");
+            return Ok(());
+        }
+        Err(kube::Error::Api(s)) if s.is_already_exists() => match api.get_opt(&name).await {
+            Ok(Some(existing)) => existing,
+            Ok(None) => {
+                return Err(ApplyFailure::Wait(
+                    "the existing Job vanished; trying again".into(),
+                ));
+            }
             Err(e) => return Err(apply_failure(&e)),
-        };
-        let existing_labels = existing.metadata.labels.clone().unwrap_or_default();
-        if existing_labels.get(ORIGIN_LABEL) != Some(&self.origin) {
-            return rejected(
-                RejectReason::Conflict,
-                format!(
-                    "Job {namespace}/{name} already exists on this cluster and was not created by jobrelay for origin {} (no matching {ORIGIN_LABEL} label); it is left untouched",
-                    self.origin
-                ),
-            );
-        }
-        if existing_labels.get(ORIGIN_UID_LABEL) != Some(&apply.origin_uid)
-            || existing.metadata.deletion_timestamp.is_some()
-        {
-            return Err(ApplyFailure::Wait(format!(
-                "an older mirror of {namespace}/{name} is still being deleted"
-            )));
-        }
-        if revision_of(&existing) >= apply.revision {
-            return Ok(());
-        }
-        if finished(&existing) {
-            // Its spec is left as it ran: the worker's Job controller no
-            // longer acts on it, and a finished Job refuses what a suspension
-            // writes (its start time). The revision is recorded, so the
-            // manager knows the worker holds it, and the outcome stands.
-            let annotations = serde_json::json!({
-                "metadata": {"annotations": {REVISION_ANNOTATION: apply.revision.to_string()}}
-            });
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(&annotations))
-                .await
-                .map_err(|e| apply_failure(&e))?;
-            info!(uid = %apply.origin_uid, %namespace, %name, revision = apply.revision, "mirror already finished; revision recorded, its spec left as it ran");
-            return Ok(());
-        }
-        let queued_here = keep_what_the_workers_kueue_owns(&mut job, &existing);
-        let steps = if queued_here {
-            Vec::new()
-        } else {
-            before_update(&existing, &job)
-        };
-        for step in steps {
-            let (patch, status) = match step {
-                Prepare::Suspend => (serde_json::json!({"spec": {"suspend": true}}), false),
-                Prepare::ClearStartTime => {
-                    (serde_json::json!({"status": {"startTime": null}}), true)
-                }
-            };
-            let params = PatchParams::default();
-            let patched = match status {
-                false => api.patch(&name, &params, &Patch::Merge(&patch)).await,
-                true => {
-                    api.patch_status(&name, &params, &Patch::Merge(&patch))
-                        .await
-                }
-            };
-            patched.map_err(|e| apply_failure(&e))?;
-            debug!(uid = %apply.origin_uid, %namespace, %name, ?step, "mirror prepared for a suspended revision");
-        }
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        api.patch(&name, &params, &Patch::Apply(&job))
+        },
+        Err(e) => return Err(apply_failure(&e)),
+    };
+    let existing_labels = existing.metadata.labels.clone().unwrap_or_default();
+    if existing_labels.get(ORIGIN_LABEL).map(String::as_str) != Some(origin) {
+        return rejected(
+            RejectReason::Conflict,
+            format!(
+                "Job {namespace}/{name} already exists on this cluster and was not created by jobrelay for origin {} (no matching {ORIGIN_LABEL} label); it is left untouched",
+                origin
+            ),
+        );
+    }
+    if existing_labels.get(ORIGIN_UID_LABEL) != Some(&apply.origin_uid)
+        || existing.metadata.deletion_timestamp.is_some()
+    {
+        return Err(ApplyFailure::Wait(format!(
+            "an older mirror of {namespace}/{name} is still being deleted"
+        )));
+    }
+    if revision_of(&existing) >= apply.revision {
+        return Ok(());
+    }
+    if finished(&existing) {
+        // Its spec is left as it ran: the worker's Job controller no
+        // longer acts on it, and a finished Job refuses what a suspension
+        // writes (its start time). The revision is recorded, so the
+        // manager knows the worker holds it, and the outcome stands.
+        let annotations = serde_json::json!({
+            "metadata": {"annotations": {REVISION_ANNOTATION: apply.revision.to_string()}}
+        });
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&annotations))
             .await
             .map_err(|e| apply_failure(&e))?;
-        info!(uid = %apply.origin_uid, %namespace, %name, revision = apply.revision, "mirror updated");
-        Ok(())
+        info!(uid = %apply.origin_uid, %namespace, %name, revision = apply.revision, "mirror already finished; revision recorded, its spec left as it ran");
+        return Ok(());
     }
+    let queued_here = keep_what_the_workers_kueue_owns(&mut job, &existing);
+    let steps = if queued_here {
+        Vec::new()
+    } else {
+        before_update(&existing, &job)
+    };
+    for step in steps {
+        let (patch, status) = match step {
+            Prepare::Suspend => (serde_json::json!({"spec": {"suspend": true}}), false),
+            Prepare::ClearStartTime => (serde_json::json!({"status": {"startTime": null}}), true),
+        };
+        let params = PatchParams::default();
+        let patched = match status {
+            false => api.patch(&name, &params, &Patch::Merge(&patch)).await,
+            true => {
+                api.patch_status(&name, &params, &Patch::Merge(&patch))
+                    .await
+            }
+        };
+        patched.map_err(|e| apply_failure(&e))?;
+        debug!(uid = %apply.origin_uid, %namespace, %name, ?step, "mirror prepared for a suspended revision");
+    }
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch(&name, &params, &Patch::Apply(&job))
+        .await
+        .map_err(|e| apply_failure(&e))?;
+    info!(uid = %apply.origin_uid, %namespace, %name, revision = apply.revision, "mirror updated");
+    Ok(())
 }
 
 /// A write that must come before a new revision is applied.
@@ -328,6 +394,38 @@ mod tests {
             );
         }
         job
+    }
+
+    #[test]
+    fn an_answered_apply_is_done_with_waits_or_backs_off_by_what_came_of_it() {
+        let refused = |reason| Err(ApplyFailure::Refused(reason, "no".into()));
+        assert_eq!(settle(Some(3), 3, &Ok(())), Settle::Done);
+        assert_eq!(
+            settle(Some(3), 3, &refused(RejectReason::Invalid)),
+            Settle::Done,
+            "refused for good: reported once, not sent again"
+        );
+        assert_eq!(
+            settle(Some(3), 3, &refused(RejectReason::QuotaExceeded)),
+            Settle::Backoff
+        );
+        assert_eq!(
+            settle(Some(3), 3, &Err(ApplyFailure::Wait("older mirror".into()))),
+            Settle::Again
+        );
+    }
+
+    #[test]
+    fn an_answer_for_a_revision_no_longer_waiting_changes_nothing() {
+        let refused = Err(ApplyFailure::Refused(RejectReason::Invalid, "no".into()));
+        for result in [Ok(()), refused] {
+            assert_eq!(
+                settle(Some(4), 3, &result),
+                Settle::Stale,
+                "revision 4 arrived while 3 was out: 4 is still sent"
+            );
+            assert_eq!(settle(None, 3, &result), Settle::Stale, "deleted while out");
+        }
     }
 
     #[test]

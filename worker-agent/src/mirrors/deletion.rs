@@ -103,6 +103,11 @@ impl Mirrors {
         let mut gone = Vec::new();
         let visited = held.visited(self.deleting.keys(), |uid| self.deleting.contains_key(uid));
         for uid in &visited {
+            // A create still out could land after "gone" was confirmed: its
+            // answer brings the mirror back to the next pass.
+            if self.in_flight.contains(uid) {
+                continue;
+            }
             let Some(deletion) = self.deleting.get_mut(uid) else {
                 continue;
             };

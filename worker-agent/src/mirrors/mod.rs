@@ -27,6 +27,7 @@ use jobrelay_proto::v1::{
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
+use tokio::sync::{Semaphore, mpsc};
 
 use tracing::warn;
 
@@ -34,6 +35,7 @@ use crate::budget::Budget;
 use crate::report::{phase_of, revision_of};
 pub use crate::watched::origin_uid;
 use crate::watched::{Changes, Watched};
+pub use apply::Applied;
 use apply::Pending;
 use deletion::Deletion;
 pub use visit::Pass;
@@ -125,6 +127,14 @@ pub struct Mirrors {
     /// Applies not taken yet: an older mirror of that name is still going,
     /// or the worker refused them for a reason that can clear.
     pending: HashMap<String, Pending>,
+    /// Origin UIDs whose apply is out, not answered yet: no second one is
+    /// sent, and their deletion waits for the answer.
+    in_flight: HashSet<String>,
+    /// At most [`REQUEST_CONCURRENCY`] applies at once.
+    apply_slots: Arc<Semaphore>,
+    /// Where the applies' answers come back.
+    answers: mpsc::UnboundedSender<Applied>,
+    answered: tokio::sync::Mutex<mpsc::UnboundedReceiver<Applied>>,
     sent: HashMap<String, Sent>,
     /// UID of the live mirror Job last seen for each origin UID, so one that
     /// disappears is known to be lost.
@@ -149,6 +159,7 @@ impl Mirrors {
         pods: Watched<Pod>,
         changes: Arc<Changes>,
     ) -> Self {
+        let (answers, answered) = mpsc::unbounded_channel();
         Mirrors {
             client,
             origin,
@@ -161,6 +172,10 @@ impl Mirrors {
             desired: None,
             deleting: HashMap::new(),
             pending: HashMap::new(),
+            in_flight: HashSet::new(),
+            apply_slots: Arc::new(Semaphore::new(REQUEST_CONCURRENCY)),
+            answers,
+            answered: tokio::sync::Mutex::new(answered),
             sent: HashMap::new(),
             seen: HashMap::new(),
             strays: HashMap::new(),
@@ -246,8 +261,9 @@ impl Mirrors {
     }
 
     /// Moves forward the mirrors `pass` looks at (see [`visit::to_visit`]):
-    /// lost mirrors, deletions (and their confirmation), status changes;
-    /// and every waiting apply. Messages for the manager go to `out`.
+    /// lost mirrors, deletions (and their confirmation), status changes; and
+    /// sends every waiting apply (without waiting for the answers). Messages
+    /// for the manager go to `out`.
     pub async fn sync(&mut self, pass: Pass, out: &mut Vec<AgentMessage>) {
         let visit = visit::to_visit(
             pass,
@@ -272,7 +288,7 @@ impl Mirrors {
         self.report_lost(out);
         self.drive_deletions(&held, out).await;
         self.log_progress();
-        self.apply_due(out).await;
+        self.apply_due();
         self.report_status(&held, out);
     }
 

@@ -94,8 +94,10 @@ struct Report {
     dispatch_ratio_to_raw_worker: f64,
     status: Figures,
     /// By the manager's own account, for the status step: worker finished →
-    /// the manager heard it from the agent, and → the manager wrote it.
+    /// the manager heard it from the agent, and → the manager wrote it; and
+    /// the write request alone.
     status_heard: histogram::Bounds,
+    status_write: histogram::Bounds,
     status_written: histogram::Bounds,
     /// N short Jobs created at once straight on a worker → each finished.
     burst_raw: Figures,
@@ -315,8 +317,7 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
     cpu_seconds.insert("cleanup".into(), cpu().since(&before));
     watches.iter().for_each(|w| w.stop());
 
-    let (status, burst, status_heard, status_written) =
-        status::status(set, relay, &jobs, &names).await?;
+    let (status, burst, account) = status::status(set, relay, &jobs, &names).await?;
     let offered_per_second = raw_run.jobs_per_second * load::OFFERED_SHARE;
     let offered = load::offered(set, &jobs, &suffixed(&names, "o"), offered_per_second).await?;
     let peak_rss_mib = replicas::peak_rss(set, relay).await?;
@@ -336,8 +337,9 @@ async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Repo
             / raw_worker_rate.max(f64::MIN_POSITIVE),
         dispatch,
         status,
-        status_heard,
-        status_written,
+        status_heard: account.heard,
+        status_write: account.write,
+        status_written: account.written,
         burst_time_ratio_to_raw: burst.seconds / burst_raw.seconds.max(f64::MIN_POSITIVE),
         burst_raw,
         burst,

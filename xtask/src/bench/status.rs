@@ -12,14 +12,16 @@ use crate::log;
 
 /// N short Jobs: from a worker Job finished to its manager Job showing it,
 /// and from created to shown finished (the burst); with the manager's
-/// account of when it heard each and when it wrote it.
+/// account of when it heard each, how long its write took, and when it
+/// was shown.
 pub(super) async fn status(
     set: &ClusterSet,
     relay: &Relay,
     jobs: &Api<Job>,
     names: &[String],
-) -> anyhow::Result<(Figures, Figures, histogram::Bounds, histogram::Bounds)> {
+) -> anyhow::Result<(Figures, Figures, Account)> {
     const HEARD: &str = "jobrelay_status_heard_seconds";
+    const WRITE: &str = "jobrelay_status_write_seconds";
     const WRITTEN: &str = "jobrelay_status_seconds";
     let metrics_before = relay.metrics().await?;
     let names = suffixed(names, "s");
@@ -43,9 +45,20 @@ pub(super) async fn status(
     Ok((
         Figures::between(&names, &on_worker, &on_manager),
         Figures::between(&names, &created, &on_manager),
-        account(HEARD),
-        account(WRITTEN),
+        Account {
+            heard: account(HEARD),
+            write: account(WRITE),
+            written: account(WRITTEN),
+        },
     ))
+}
+
+/// The manager's account of the status step: from each worker Job finished
+/// to the manager hearing it, to its write alone, to its Job showing it.
+pub(super) struct Account {
+    pub heard: histogram::Bounds,
+    pub write: histogram::Bounds,
+    pub written: histogram::Bounds,
 }
 
 /// What the manager's histogram `name` counted between two readings of its

@@ -60,6 +60,7 @@ pub(super) fn print_table(r: &Report) {
         );
     };
     account("heard", &r.status_heard);
+    account("write request", &r.status_write);
     account("wrote", &r.status_written);
     row("burst raw: N short Jobs on a worker -> done", &r.burst_raw);
     row("burst: N short manager Jobs -> shown done", &r.burst);
