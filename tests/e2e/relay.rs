@@ -139,6 +139,26 @@ async fn deleting_a_running_job_removes_its_pods_before_the_manager_job_goes() {
 }
 
 #[tokio::test]
+async fn jobs_deleted_while_their_mirrors_are_being_created_leave_nothing_behind() {
+    let s = Scenario::relayed("quick-delete").await;
+    let names: Vec<String> = (0..30).map(|i| format!("brief-{i}")).collect();
+    futures::future::join_all(names.iter().map(|name| s.create(s.job(name).run_for("1h")))).await;
+    // Deleted at once: some before dispatch, some while the agent's create
+    // is still out, some after their mirror exists.
+    let jobs = &s.jobs;
+    futures::future::join_all(names.iter().map(|name| async move {
+        jobs.delete(name, &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("deleting manager Job {name}: {e}"))
+    }))
+    .await;
+    for name in &names {
+        s.wait_gone(name).await;
+    }
+    assert_no_leaks(s.clusters.set(), &s.relay.origin, &s.ns).await;
+}
+
+#[tokio::test]
 async fn a_suspended_job_suspends_its_mirror_and_shows_its_pods_until_they_are_gone() {
     let s = Scenario::relayed("suspend").await;
     // Pods take 4 s to terminate on the worker, so "still going" is observable.

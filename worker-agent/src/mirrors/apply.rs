@@ -141,6 +141,8 @@ impl Mirrors {
         match settle(waiting, apply.revision, &result) {
             Settle::Stale => {
                 debug!(%uid, revision = apply.revision, "apply answered after a newer one arrived");
+                // The newer one waited for this answer.
+                self.apply_due();
             }
             Settle::Done => {
                 self.pending.remove(&uid);
