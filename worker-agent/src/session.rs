@@ -224,6 +224,7 @@ impl Agent {
         let mut syncs = tokio::time::interval(SYNC_INTERVAL);
         let mut sweeps = tokio::time::interval(self.orphan_sweep_interval);
         let mut out = Vec::new();
+        let changes = self.mirrors.changes();
         loop {
             tokio::select! {
                 received = inbox.recv() => {
@@ -277,7 +278,7 @@ impl Agent {
                     self.mirrors.sync(Pass::Changes, &mut out).await;
                 }
                 applied = self.mirrors.applied() => self.mirrors.take_answer(applied, &mut out),
-                () = self.mirrors.changed() => self.mirrors.sync(Pass::Changes, &mut out).await,
+                () = changes.notified() => self.mirrors.sync(Pass::Changes, &mut out).await,
                 () = self.dial.certificates_changed() => {
                     return "the certificate files changed; reconnecting with them".into();
                 }

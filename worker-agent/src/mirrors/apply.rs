@@ -111,18 +111,17 @@ impl Mirrors {
             let (client, origin) = (self.client.clone(), self.origin.clone());
             let (slots, answers) = (Arc::clone(&self.apply_slots), self.answers.clone());
             tokio::spawn(async move {
-                let result = match slots.acquire().await {
-                    Ok(_slot) => try_apply(&client, &origin, &apply).await,
-                    Err(closed) => Err(ApplyFailure::Wait(closed.to_string())),
-                };
+                // `self.apply_slots` is never closed.
+                let _slot = slots.acquire().await;
+                let result = try_apply(&client, &origin, &apply).await;
                 let _ = answers.send(Applied { apply, result });
             });
         }
     }
 
     /// The next answer to an apply sent by [`Mirrors::apply_due`].
-    pub async fn applied(&self) -> Applied {
-        match self.answered.lock().await.recv().await {
+    pub async fn applied(&mut self) -> Applied {
+        match self.answered.recv().await {
             Some(applied) => applied,
             // `self.answers` keeps the channel open.
             None => futures::future::pending().await,

@@ -134,7 +134,7 @@ pub struct Mirrors {
     apply_slots: Arc<Semaphore>,
     /// Where the applies' answers come back.
     answers: mpsc::UnboundedSender<Applied>,
-    answered: tokio::sync::Mutex<mpsc::UnboundedReceiver<Applied>>,
+    answered: mpsc::UnboundedReceiver<Applied>,
     sent: HashMap<String, Sent>,
     /// UID of the live mirror Job last seen for each origin UID, so one that
     /// disappears is known to be lost.
@@ -175,7 +175,7 @@ impl Mirrors {
             in_flight: HashSet::new(),
             apply_slots: Arc::new(Semaphore::new(REQUEST_CONCURRENCY)),
             answers,
-            answered: tokio::sync::Mutex::new(answered),
+            answered,
             sent: HashMap::new(),
             seen: HashMap::new(),
             strays: HashMap::new(),
@@ -255,9 +255,9 @@ impl Mirrors {
         self.sweep_orphans();
     }
 
-    /// Resolves once a watch saw something change.
-    pub async fn changed(&self) {
-        self.changes.notified().await;
+    /// What the watches saw change; resolves `notified` once they did.
+    pub fn changes(&self) -> Arc<Changes> {
+        Arc::clone(&self.changes)
     }
 
     /// Moves forward the mirrors `pass` looks at (see [`visit::to_visit`]):
