@@ -12,6 +12,7 @@ mod deletion;
 mod losses;
 mod orphans;
 mod visit;
+mod write;
 
 pub use orphans::{HeldMirror, orphans};
 
