@@ -1,0 +1,107 @@
+//! The bench's Jobs: creating them (relayed or not), deleting them, and
+//! noting when their Pods ran or went.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use jobrelay_e2e::fixtures::TestJob;
+use jobrelay_proto::wire::MANAGED_BY;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, PostParams};
+
+use super::measure::{self, Timestamps, at_once, rate};
+use crate::log;
+
+/// `names`, each with `-suffix`: the Jobs of another step.
+pub(crate) fn suffixed(names: &[String], suffix: &str) -> Vec<String> {
+    names.iter().map(|n| format!("{n}-{suffix}")).collect()
+}
+
+/// A call (for [`at_once`] or [`measure::paced`]) that creates the named
+/// manager Job in `jobs`' namespace, relayed, its Pod running `run_for`.
+pub(crate) fn create_relayed(
+    jobs: &Api<Job>,
+    run_for: &str,
+) -> impl Fn(String) -> futures::future::BoxFuture<'static, Result<(), kube::Error>> {
+    let (jobs, run_for) = (jobs.clone(), run_for.to_string());
+    let ns = jobs.namespace().unwrap_or_default().to_string();
+    move |name| {
+        let (jobs, job) = (jobs.clone(), relayed(&ns, &name, &run_for));
+        Box::pin(async move { jobs.create(&PostParams::default(), &job).await.map(|_| ()) })
+    }
+}
+
+/// A manager Job that jobrelay relays, its Pod running `run_for`.
+pub(crate) fn relayed(ns: &str, name: &str, run_for: &str) -> Job {
+    TestJob::new(ns, name)
+        .managed_by(MANAGED_BY)
+        .run_for(run_for)
+        .build()
+}
+
+/// Creates a Job per name at once; returns Jobs per second, and when each
+/// create was issued.
+pub(crate) async fn create_rate(
+    api: &Api<Job>,
+    names: &[String],
+    job: impl Fn(&str) -> Job,
+) -> anyhow::Result<(f64, HashMap<String, Instant>)> {
+    let started = Instant::now();
+    let issued = at_once(names, |name| {
+        let (api, job) = (api.clone(), job(&name));
+        async move { api.create(&PostParams::default(), &job).await.map(|_| ()) }
+    })
+    .await?;
+    let rate = rate(names.len(), started.elapsed());
+    log(&format!("{} Jobs created at {rate:.0}/s", names.len()));
+    Ok((rate, issued))
+}
+
+/// Deletes every named Job at once with Background propagation (one gone
+/// already, e.g. by retention, counts as deleted); returns when each delete
+/// was issued.
+pub(crate) async fn delete_all(
+    api: &Api<Job>,
+    names: &[String],
+) -> anyhow::Result<HashMap<String, Instant>> {
+    at_once(names, |name| {
+        let api = api.clone();
+        async move {
+            match api.delete(&name, &DeleteParams::background()).await {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+    })
+    .await
+}
+
+/// What a Pod watch notes.
+#[derive(Clone, Copy)]
+pub(crate) enum PodPoint {
+    Running,
+    Gone,
+}
+
+/// Notes when the Pod of each Job (by its `job-name` label) first ran, or
+/// was gone.
+pub(crate) fn record_pods(pods: Api<Pod>, point: PodPoint, seen: Timestamps) -> measure::Recording {
+    use kube::runtime::watcher::Event;
+    measure::recording(pods, move |event, now| {
+        let pod = match (point, event) {
+            (PodPoint::Gone, Event::Delete(pod)) => pod,
+            (PodPoint::Running, Event::Apply(pod) | Event::InitApply(pod))
+                if pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") =>
+            {
+                pod
+            }
+            _ => return,
+        };
+        if let Some(job) = pod.metadata.labels.as_ref().and_then(|l| l.get("job-name")) {
+            let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+            seen.entry(job.clone()).or_insert(now);
+        }
+    })
+}

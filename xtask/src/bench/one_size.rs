@@ -1,0 +1,249 @@
+//! One run at N Jobs: every step in order, and the report it fills.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+use jobrelay_e2e::cluster::ClusterSet;
+use jobrelay_e2e::fixtures::TestJob;
+use jobrelay_e2e::kit;
+use jobrelay_e2e::relay::Relay;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use serde::Serialize;
+
+use super::jobs::{PodPoint, create_rate, create_relayed, delete_all, record_pods, suffixed};
+use super::measure::{
+    self, CpuSample, Figures, Point, Timestamps, at_once, load_average, wait_all,
+};
+use super::{backlog, histogram, load, replicas, resync, status};
+use crate::log;
+
+/// Everything measured for one N.
+#[derive(Debug, Serialize)]
+pub(super) struct Report {
+    pub(super) jobs: usize,
+    pub(super) load_before: String,
+    pub(super) load_after: String,
+    pub(super) wall_seconds: f64,
+    pub(super) raw_create_worker_jobs_per_second: f64,
+    /// Jobs created straight on a worker until their Pods run.
+    pub(super) raw_run_worker: Figures,
+    /// Manager Jobs created until their mirrors' Pods run.
+    pub(super) dispatch_running: Figures,
+    pub(super) raw_create_manager_jobs_per_second: f64,
+    pub(super) dispatch: Figures,
+    pub(super) dispatch_ratio_to_raw_worker: f64,
+    pub(super) status: Figures,
+    /// By the manager's own account, for the status step: worker finished →
+    /// the manager heard it from the agent, and → the manager wrote it; and
+    /// the write request alone.
+    pub(super) status_heard: histogram::Bounds,
+    pub(super) status_write: histogram::Bounds,
+    pub(super) status_written: histogram::Bounds,
+    /// N short Jobs created at once straight on a worker → each finished.
+    pub(super) burst_raw: Figures,
+    /// The status step's N short manager Jobs: created → shown finished.
+    pub(super) burst: Figures,
+    /// How long the burst took through jobrelay, over the raw burst's time.
+    pub(super) burst_time_ratio_to_raw: f64,
+    /// Manager Jobs offered at `offered_per_second` → mirror exists.
+    pub(super) offered: Figures,
+    pub(super) offered_per_second: f64,
+    pub(super) cleanup: Figures,
+    /// By the manager's own account, for the cleanup step: DeleteMirror sent
+    /// → the agent confirmed the mirror and every Pod gone.
+    pub(super) cleanup_confirmed: histogram::Bounds,
+    pub(super) cleanup_direct: Figures,
+    pub(super) cleanup_ratio_to_direct: f64,
+    pub(super) resync_seconds: f64,
+    pub(super) resync_mirrors: usize,
+    /// The leader killed → the first Job dispatched by its successor.
+    pub(super) takeover_seconds: f64,
+    /// Before the backlog step.
+    pub(super) peak_rss_mib: HashMap<String, u64>,
+    /// After it: the manager has cached thousands more Jobs.
+    pub(super) peak_rss_mib_with_backlog: HashMap<String, u64>,
+    /// CPU seconds per program during each step: where the time went.
+    pub(super) cpu_seconds: BTreeMap<String, BTreeMap<String, f64>>,
+    /// Times manager or agents logged that requests waited for their
+    /// client-side rate limit (`--kube-api-qps`).
+    pub(super) client_rate_limit_reached: usize,
+    /// Manager reconciles that failed (each is retried) since the bench began.
+    pub(super) failed_reconciles: usize,
+    /// Dispatch while a retention backlog is worked off.
+    pub(super) beside_backlog: backlog::Backlog,
+}
+
+pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Report> {
+    let started = Instant::now();
+    let load_before = load_average();
+    let ns = format!("bench-{n}");
+    let raw_ns = format!("bench-raw-{n}");
+    for cluster in &set.clusters {
+        let client = cluster.client().await?;
+        kit::create_namespace(&client, &ns).await;
+        kit::create_namespace(&client, &raw_ns).await;
+    }
+    let manager = set.manager().client().await?;
+    let worker = set.workers()[0].client().await?;
+    let names: Vec<String> = (0..n).map(|i| format!("job-{i}")).collect();
+    let mut cpu_seconds = BTreeMap::new();
+    let cluster_names: Vec<String> = set.clusters.iter().map(|c| c.name.clone()).collect();
+    let cpu = || CpuSample::take(&set.state_dir, &cluster_names);
+
+    // Raw limit on the manager: Jobs no controller acts on.
+    let raw_manager: Api<Job> = Api::namespaced(manager.clone(), &raw_ns);
+    let (raw_manager_rate, _) = create_rate(&raw_manager, &names, |name| {
+        TestJob::new(&raw_ns, name)
+            .managed_by("bench.jobrelay.dev/nobody")
+            .build()
+    })
+    .await?;
+    delete_all(&raw_manager, &names).await?;
+
+    // Raw limit on a worker, and the direct cleanup that jobrelay's is
+    // compared with: the same Jobs a mirror is, Pods running, deleted with
+    // Background propagation, done when Job and Pod are gone.
+    let raw_worker: Api<Job> = Api::namespaced(worker.clone(), &raw_ns);
+    let raw_pods: Api<Pod> = Api::namespaced(worker.clone(), &raw_ns);
+    let running: Timestamps = Default::default();
+    let watch = record_pods(raw_pods.clone(), PodPoint::Running, running.clone())
+        .listed()
+        .await?;
+    let before = cpu();
+    let (raw_worker_rate, raw_created) = create_rate(&raw_worker, &names, |name| {
+        TestJob::new(&raw_ns, name).run_for("1h").build()
+    })
+    .await?;
+    cpu_seconds.insert("raw create on a worker".into(), cpu().since(&before));
+    let running = wait_all("raw Pods running", &names, &running).await?;
+    let raw_run = Figures::between(&names, &raw_created, &running);
+    watch.stop();
+    let job_gone: Timestamps = Default::default();
+    let pod_gone: Timestamps = Default::default();
+    let watches = [
+        measure::record(raw_worker.clone(), Point::Gone, job_gone.clone())
+            .listed()
+            .await?,
+        record_pods(raw_pods.clone(), PodPoint::Gone, pod_gone.clone())
+            .listed()
+            .await?,
+    ];
+    let before = cpu();
+    let deleted = delete_all(&raw_worker, &names).await?;
+    let job_gone = wait_all("raw Jobs gone", &names, &job_gone).await?;
+    let pod_gone = wait_all("raw Pods gone", &names, &pod_gone).await?;
+    cpu_seconds.insert("cleanup direct".into(), cpu().since(&before));
+    let done: HashMap<String, Instant> = names
+        .iter()
+        .filter_map(|n| Some((n.clone(), *job_gone.get(n)?.max(pod_gone.get(n)?))))
+        .collect();
+    let cleanup_direct = Figures::between(&names, &deleted, &done);
+    watches.iter().for_each(|w| w.stop());
+    let burst_raw = load::raw_burst(&raw_worker, &raw_ns, &suffixed(&names, "b")).await?;
+
+    // Dispatch, resync and cleanup through jobrelay.
+    let jobs: Api<Job> = Api::namespaced(manager.clone(), &ns);
+    let mirrored: Timestamps = Default::default();
+    let released: Timestamps = Default::default();
+    let mut watches = vec![
+        measure::record(jobs.clone(), Point::Gone, released.clone())
+            .listed()
+            .await?,
+    ];
+    let mirror_running: Timestamps = Default::default();
+    for w in set.workers() {
+        let client = w.client().await?;
+        let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+        watches.push(
+            record_pods(pods, PodPoint::Running, mirror_running.clone())
+                .listed()
+                .await?,
+        );
+        watches.push(
+            measure::record(Api::namespaced(client, &ns), Point::Seen, mirrored.clone())
+                .listed()
+                .await?,
+        );
+    }
+    log(&format!("creating {n} manager Jobs"));
+    let before = cpu();
+    let created = at_once(&names, create_relayed(&jobs, "1h")).await?;
+    let mirrored = wait_all("every mirror on its worker", &names, &mirrored).await?;
+    let dispatch = Figures::between(&names, &created, &mirrored);
+    cpu_seconds.insert("dispatch".into(), cpu().since(&before));
+    let mirror_running = wait_all("every mirror's Pod running", &names, &mirror_running).await?;
+    let dispatch_running = Figures::between(&names, &created, &mirror_running);
+
+    let resynced_worker = set.workers()[0].name.clone();
+    let (resync, resync_mirrors) = resync::resync(relay, &resynced_worker).await?;
+
+    log(&format!("deleting {n} manager Jobs"));
+    let before = cpu();
+    let metrics_before = relay.metrics().await?;
+    let deleted = delete_all(&jobs, &names).await?;
+    let released = wait_all("every manager Job released and gone", &names, &released).await?;
+    let cleanup = Figures::between(&names, &deleted, &released);
+    let cleanup_confirmed = status::manager_account(
+        &metrics_before,
+        &relay.metrics().await?,
+        "jobrelay_cleanup_seconds",
+    );
+    cpu_seconds.insert("cleanup".into(), cpu().since(&before));
+    watches.iter().for_each(|w| w.stop());
+
+    let (status, burst, account) = status::status(set, relay, &jobs, &names).await?;
+    let offered_per_second = raw_run.jobs_per_second * load::OFFERED_SHARE;
+    let offered = load::offered(set, &jobs, &suffixed(&names, "o"), offered_per_second).await?;
+    let peak_rss_mib = replicas::peak_rss(set, relay).await?;
+    let beside_backlog = backlog::dispatch_beside(set, relay, n).await?;
+    let peak_rss_mib_with_backlog = replicas::peak_rss(set, relay).await?;
+    let takeover = replicas::takeover(set, relay, n).await?;
+    Ok(Report {
+        jobs: n,
+        load_before,
+        load_after: load_average(),
+        wall_seconds: started.elapsed().as_secs_f64(),
+        raw_create_worker_jobs_per_second: raw_worker_rate,
+        raw_run_worker: raw_run,
+        dispatch_running,
+        raw_create_manager_jobs_per_second: raw_manager_rate,
+        dispatch_ratio_to_raw_worker: dispatch.jobs_per_second
+            / raw_worker_rate.max(f64::MIN_POSITIVE),
+        dispatch,
+        status,
+        status_heard: account.heard,
+        status_write: account.write,
+        status_written: account.written,
+        burst_time_ratio_to_raw: burst.seconds / burst_raw.seconds.max(f64::MIN_POSITIVE),
+        burst_raw,
+        burst,
+        offered,
+        offered_per_second,
+        cleanup_ratio_to_direct: cleanup.jobs_per_second
+            / cleanup_direct.jobs_per_second.max(f64::MIN_POSITIVE),
+        cleanup,
+        cleanup_confirmed,
+        cleanup_direct,
+        resync_seconds: resync.as_secs_f64(),
+        resync_mirrors,
+        takeover_seconds: takeover.as_secs_f64(),
+        peak_rss_mib,
+        peak_rss_mib_with_backlog,
+        cpu_seconds,
+        client_rate_limit_reached: logged(relay, set, "kube client rate limit reached"),
+        failed_reconciles: logged(relay, set, "reconcile failed"),
+        beside_backlog,
+    })
+}
+
+/// How many lines of the manager's and the agents' logs hold `marker`.
+fn logged(relay: &Relay, set: &ClusterSet, marker: &str) -> usize {
+    let agents: usize = set
+        .workers()
+        .iter()
+        .map(|w| relay.agent_log(&w.name).matches(marker).count())
+        .sum();
+    relay.manager_log().matches(marker).count() + agents
+}
