@@ -203,6 +203,21 @@ impl Fleet {
         self.lock().get(cluster)?.mirrors.get(uid).cloned()
     }
 
+    /// What is true of `revision` of the mirror on `cluster` without sending
+    /// anything: `None` when an ApplyMirror is due (then [`Fleet::ensure_applied`]
+    /// sends it).
+    pub fn apply_needed(
+        &self,
+        cluster: &str,
+        uid: &str,
+        key: &ObjectRef<Job>,
+        revision: u64,
+    ) -> Option<Apply> {
+        let mut clusters = self.lock();
+        let state = clusters.entry(cluster.to_string()).or_default();
+        applied_already(state, uid, key, revision)
+    }
+
     /// Makes sure the cluster holds `revision` of the mirror, sending it if needed.
     pub fn ensure_applied(
         &self,
@@ -214,36 +229,13 @@ impl Fleet {
     ) -> Apply {
         let mut clusters = self.lock();
         let state = clusters.entry(cluster.to_string()).or_default();
-        let view = state.mirrors.entry(uid.to_string()).or_default();
-        view.key = Some(key.clone());
-        match view.gone {
-            Some(_) => {
-                // Deleted before (suspension); this is a new mirror.
-                *view = MirrorView {
-                    key: Some(key.clone()),
-                    ..Default::default()
-                };
-            }
-            None if view.delete_sent.is_some() || view.lost.is_some() => {
-                return Apply::AwaitingGone;
-            }
-            None => {}
+        if let Some(outcome) = applied_already(state, uid, key, revision) {
+            return outcome;
         }
-        if let Some(rejected) = view.rejected.as_ref().filter(|r| r.revision == revision) {
-            return if rejected.reason.is_permanent() {
-                Apply::Rejected(rejected.clone())
-            } else {
-                Apply::Waiting(rejected.clone())
-            };
-        }
-        let Some((session, outbox)) = &state.session else {
+        let (Some((session, outbox)), Some(view)) = (&state.session, state.mirrors.get_mut(uid))
+        else {
             return Apply::Disconnected;
         };
-        if view.held_revision.is_some_and(|held| held >= revision)
-            || view.apply_sent == Some((*session, revision))
-        {
-            return Apply::InPlace;
-        }
         let apply = ApplyMirror {
             origin_uid: uid.to_string(),
             revision,
@@ -455,6 +447,45 @@ fn candidates(clusters: &BTreeMap<String, Cluster>) -> Vec<Candidate> {
 
 pub fn message(kind: Kind) -> ManagerMessage {
     ManagerMessage { kind: Some(kind) }
+}
+
+/// The answer for `revision` of the mirror of `uid` that needs no send, or
+/// `None` when an ApplyMirror is due. Records the mirror's key, and starts a
+/// new view if the last mirror was deleted.
+fn applied_already(
+    state: &mut Cluster,
+    uid: &str,
+    key: &ObjectRef<Job>,
+    revision: u64,
+) -> Option<Apply> {
+    let view = state.mirrors.entry(uid.to_string()).or_default();
+    view.key = Some(key.clone());
+    match view.gone {
+        Some(_) => {
+            // Deleted before (suspension); this is a new mirror.
+            *view = MirrorView {
+                key: Some(key.clone()),
+                ..Default::default()
+            };
+        }
+        None if view.delete_sent.is_some() || view.lost.is_some() => {
+            return Some(Apply::AwaitingGone);
+        }
+        None => {}
+    }
+    if let Some(rejected) = view.rejected.as_ref().filter(|r| r.revision == revision) {
+        return Some(if rejected.reason.is_permanent() {
+            Apply::Rejected(rejected.clone())
+        } else {
+            Apply::Waiting(rejected.clone())
+        });
+    }
+    let Some((session, _)) = &state.session else {
+        return Some(Apply::Disconnected);
+    };
+    let in_place = view.held_revision.is_some_and(|held| held >= revision)
+        || view.apply_sent == Some((*session, revision));
+    in_place.then_some(Apply::InPlace)
 }
 
 #[cfg(test)]

@@ -55,6 +55,27 @@ fn the_desired_set_goes_first_and_applies_are_sent_once_per_session_and_revision
 }
 
 #[test]
+fn apply_needed_says_when_a_send_is_due_and_sends_nothing() {
+    let (fleet, _) = fleet();
+    assert_eq!(
+        fleet.apply_needed("w1", "u1", &key("a"), 1),
+        Some(Apply::Disconnected)
+    );
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    fleet.connect("w1", "test", &[], vec![], tx);
+    assert_eq!(fleet.apply_needed("w1", "u1", &key("a"), 1), None);
+    assert_eq!(fleet.apply_needed("w1", "u1", &key("a"), 1), None);
+    assert_eq!(kinds(&mut rx), ["desired 0"]);
+    fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
+    assert_eq!(
+        fleet.apply_needed("w1", "u1", &key("a"), 1),
+        Some(Apply::InPlace)
+    );
+    assert_eq!(fleet.apply_needed("w1", "u1", &key("a"), 2), None);
+    assert_eq!(kinds(&mut rx), ["apply u1 r1"]);
+}
+
+#[test]
 fn a_mirror_in_the_inventory_is_not_sent_again() {
     let (fleet, _) = fleet();
     let (tx, mut rx) = mpsc::unbounded_channel();

@@ -35,6 +35,7 @@ pub mod worker_cluster_set;
 use std::sync::Arc;
 
 use futures::StreamExt;
+use jobrelay_process::cache::trim;
 use jobrelay_process::{Fence, ServerTls, Shutdown};
 use jobrelay_proto::v1::relay_server::RelayServer;
 use k8s_openapi::api::batch::v1::Job;
@@ -131,8 +132,11 @@ pub async fn run(args: Args) -> Result<(), Error> {
     let job_changes = JobChanges::default();
     let [mirror_changes, status_changes] = [(); 2].map(|()| job_changes.subscribe(jobs.clone()));
     let marked = jobs.clone();
-    let (jobs_synced, job_cache) =
-        cache(Api::<Job>::all(client.clone()), job_writer, move |event| {
+    let (jobs_synced, job_cache) = cache(
+        Api::<Job>::all(client.clone()),
+        mirror::for_cache,
+        job_writer,
+        move |event| {
             job_changes.mark(job_changes::touched(event, || {
                 marked
                     .state()
@@ -140,12 +144,15 @@ pub async fn run(args: Args) -> Result<(), Error> {
                     .map(|job| ObjectRef::from_obj(&**job))
                     .collect()
             }));
-        });
+        },
+    );
     let (clusters, cluster_writer) = reflector::store();
-    let (clusters_synced, cluster_cache) = cache(worker_clusters.clone(), cluster_writer, |_| {});
+    let (clusters_synced, cluster_cache) =
+        cache(worker_clusters.clone(), trim, cluster_writer, |_| {});
     let (namespaces, namespace_writer) = reflector::store();
     let (namespaces_synced, namespace_cache) = cache(
         Api::<Namespace>::all(client.clone()),
+        trim,
         namespace_writer,
         |_| {},
     );
@@ -365,11 +372,12 @@ fn metrics_ended(served: std::io::Result<()>, addr: std::net::SocketAddr) -> Res
     served.map_err(|e| jobrelay_process::Error::listen("the metrics endpoint", addr)(e).into())
 }
 
-/// Feeds the store behind `writer` with every `K`, in a task of its own,
-/// handing each event, once in the store, to `seen`. The receiver turns true
-/// once the first list is in.
+/// Feeds the store behind `writer` with every `K`, as `keep` leaves it, in a
+/// task of its own, handing each event, once in the store, to `seen`. The
+/// receiver turns true once the first list is in.
 pub(crate) fn cache<K>(
     api: Api<K>,
+    keep: fn(&mut K),
     writer: reflector::store::Writer<K>,
     mut seen: impl FnMut(&watcher::Event<K>) + Send + 'static,
 ) -> (watch::Receiver<bool>, tokio::task::JoinHandle<()>)
@@ -389,7 +397,7 @@ where
         watcher::Config::default().timeout(jobrelay_process::WATCH_TIMEOUT_SECS),
     )
     .default_backoff()
-    .modify(jobrelay_process::cache::trim)
+    .modify(keep)
     .reflect(writer);
     let task = tokio::spawn(events.for_each(move |event| {
         if let Ok(event) = &event {

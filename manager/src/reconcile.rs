@@ -25,7 +25,9 @@ use crate::job_writes::{self, Written};
 use crate::kueue::controller::is_queued;
 use crate::kueue::worker_queue::{not_admitted_by, queue_on_worker};
 use crate::kueue::{Reservations, Withdrawal, scheduling};
-use crate::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle, mirror_job, revision};
+use crate::mirror::{
+    Lifecycle, has_finalizer, is_relayed, is_whole, lifecycle, mirror_job, revision,
+};
 use crate::pace::Pace;
 use crate::placement::{assigned_cluster, pinned_cluster};
 use crate::registry::{Refusal, Registry};
@@ -310,6 +312,53 @@ impl Subject<'_> {
     /// Has the mirror of `job` (as held) applied on `cluster`.
     async fn apply(&self, job: &Job, cluster: &str) -> Result<Action, kube::Error> {
         let ctx = self.ctx;
+        let revision = revision(job);
+        let outcome = match ctx
+            .fleet
+            .apply_needed(cluster, &self.uid, &self.key, revision)
+        {
+            Some(outcome) => outcome,
+            None => match self.mirror_payload(job, cluster).await? {
+                Ok(payload) => {
+                    ctx.fleet
+                        .ensure_applied(cluster, &self.uid, &self.key, revision, || payload)
+                }
+                Err(wait) => return Ok(wait),
+            },
+        };
+        let held = ctx
+            .fleet
+            .view(cluster, &self.uid)
+            .is_some_and(|v| v.held_revision.is_some());
+        let plan = job_life::after_apply(job, cluster, revision, outcome, held, Timestamp::now());
+        self.execute(job, cluster, plan).await
+    }
+
+    /// The mirror of `job` for `cluster`, serialised. The cache holds no pod
+    /// templates, so a cached Job is read whole first (one a write returned
+    /// is whole already); a copy that moved on from
+    /// the one held (a newer spec, or another Job of that name) is sent once
+    /// the cache has it, and a Job that cannot be mirrored is left alone.
+    async fn mirror_payload(
+        &self,
+        job: &Job,
+        cluster: &str,
+    ) -> Result<Result<Vec<u8>, Action>, kube::Error> {
+        let ctx = self.ctx;
+        let read;
+        let whole = if is_whole(job) {
+            job
+        } else {
+            let Some(fresh) = self.jobs.get_opt(&self.key.name).await? else {
+                return Ok(Err(Action::await_change()));
+            };
+            if fresh.uid() != job.uid() || revision(&fresh) != revision(job) {
+                debug!("the Job changed since it was cached; sending the newer spec once it is");
+                return Ok(Err(Action::requeue(superseded::RECHECK)));
+            }
+            read = fresh;
+            &read
+        };
         // A Job Kueue has not admitted yet gets its mirror with the
         // constraints Kueue will give it on admission.
         let reservation = (lifecycle(job) == Lifecycle::Suspended)
@@ -318,34 +367,24 @@ impl Subject<'_> {
         // Queued in the worker's own Kueue, the mirror gets that Kueue's
         // flavors when it admits it.
         let worker_queue = ctx.registry.worker_queue(cluster);
-        let mirror = mirror_job(job, &ctx.origin).map(|mut mirror| {
+        let mirror = mirror_job(whole, &ctx.origin).map(|mut mirror| {
             let queued_on_worker = queue_on_worker(&mut mirror, worker_queue.as_ref());
             if let Some(reservation) = reservation.as_ref().filter(|_| !queued_on_worker) {
                 scheduling::apply(&mut mirror, &reservation.scheduling);
             }
             mirror
         });
-        let payload = match mirror.map(|m| serde_json::to_vec(&m)) {
-            Ok(Ok(payload)) => payload,
+        Ok(match mirror.map(|m| serde_json::to_vec(&m)) {
+            Ok(Ok(payload)) => Ok(payload),
             Ok(Err(error)) => {
                 warn!(%error, "cannot serialise the mirror");
-                return Ok(Action::await_change());
+                Err(Action::await_change())
             }
             Err(error) => {
                 warn!(%error, "cannot mirror");
-                return Ok(Action::await_change());
+                Err(Action::await_change())
             }
-        };
-        let revision = revision(job);
-        let outcome = ctx
-            .fleet
-            .ensure_applied(cluster, &self.uid, &self.key, revision, || payload);
-        let held = ctx
-            .fleet
-            .view(cluster, &self.uid)
-            .is_some_and(|v| v.held_revision.is_some());
-        let plan = job_life::after_apply(job, cluster, revision, outcome, held, Timestamp::now());
-        self.execute(job, cluster, plan).await
+        })
     }
 
     /// Deletes the manager Job when its retention ran out, at the pace of
