@@ -1,7 +1,8 @@
 //! The fleet's bookkeeping, session by session, without a cluster.
 
 use super::*;
-use jobrelay_proto::v1::RejectReason;
+use crate::fleet_views::{Apply, Cleanup, Rejection};
+use jobrelay_proto::v1::{DeleteReason, RejectReason};
 
 fn fleet() -> (Fleet, mpsc::UnboundedReceiver<ObjectRef<Job>>) {
     let (tx, rx) = mpsc::unbounded_channel();
