@@ -3,8 +3,8 @@
 //!
 //! It decides nothing itself: [`job_life`] says what the next step is and
 //! what follows each answer of the fleet; this file does the fleet's part
-//! (place, apply, delete), the placement checks that need the registry, and
-//! carries out the resulting [`Plan`].
+//! (delete, retention) and carries out the resulting [`Plan`];
+//! `dispatch.rs` places the Job, holds it and has its mirror applied.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,22 +20,22 @@ use tracing::{debug, info, instrument, warn};
 use crate::config::Config;
 use crate::events::{Events, Reason};
 use crate::fleet::Fleet;
-use crate::job_life::{self, AWAIT_CLUSTER, Effect, Expiry, KueueAsks, Plan, Step};
+use crate::job_life::{self, Effect, Expiry, KueueAsks, Plan, Step};
 use crate::job_writes::{self, Written};
 use crate::kueue::controller::is_queued;
-use crate::kueue::worker_queue::{not_admitted_by, queue_on_worker};
-use crate::kueue::{Reservations, Withdrawal, scheduling};
-use crate::mirror::{
-    Lifecycle, has_finalizer, is_relayed, is_whole, lifecycle, mirror_job, revision,
-};
+use crate::kueue::{Reservations, Withdrawal};
+use crate::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle};
 use crate::pace::Pace;
-use crate::placement::{assigned_cluster, pinned_cluster};
-use crate::registry::{Refusal, Registry};
+use crate::placement::assigned_cluster;
+use crate::registry::Registry;
 use crate::retention::remote_retention;
 use crate::retries::Retries;
 use crate::status_sync::write_status;
 use crate::superseded::{self, Superseded};
 use jobrelay_proto::v1::DeleteReason;
+
+#[path = "dispatch.rs"]
+mod dispatch;
 
 /// Field manager of everything the manager writes.
 pub const FIELD_MANAGER: &str = "jobrelay-manager";
@@ -225,48 +225,6 @@ impl Subject<'_> {
         }
     }
 
-    /// Chooses the Job's cluster and holds the Job there; `Err` with when to
-    /// look again if it cannot go anywhere now.
-    async fn place(&self) -> Result<Result<(Job, String), Action>, kube::Error> {
-        let (job, ctx) = (self.job, self.ctx);
-        let namespace = job.namespace().unwrap_or_default();
-        let pinned = pinned_cluster(job);
-        if let Some(pinned) = pinned
-            && let Some(refusal) = self.pinned_refusal(pinned, &namespace)
-        {
-            return self.unplaceable(pinned, &namespace, refusal).await.map(Err);
-        }
-        let reservation = ctx.reservations.get(&self.uid);
-        let eligible = |cluster: &str| {
-            ctx.registry.admits(cluster, &namespace).is_ok()
-                && reservation
-                    .as_ref()
-                    .is_none_or(|r| r.allowed.allows(cluster))
-        };
-        // A cluster whose Kueue did not admit the Job in time is tried last.
-        let not_admitted = not_admitted_by(job);
-        let preferred = |cluster: &str| eligible(cluster) && !not_admitted.contains(cluster);
-        let placed = ctx
-            .fleet
-            .place(&self.uid, &self.key, pinned, preferred)
-            .or_else(|| ctx.fleet.place(&self.uid, &self.key, pinned, eligible));
-        let Some(cluster) = placed else {
-            debug!("no connected worker cluster admits the Job's namespace; waiting");
-            return Ok(Err(Action::requeue(AWAIT_CLUSTER)));
-        };
-        // The cluster and the finalizer are recorded before anything is
-        // sent; the mirror goes out from the Job that write returned.
-        let held = self.hold(&cluster).await?;
-        Ok(Ok((held, cluster)))
-    }
-
-    /// Holds the Job for its mirror on `cluster`; returns it as written.
-    async fn hold(&self, cluster: &str) -> Result<Job, kube::Error> {
-        let held = job_writes::hold(&self.jobs, self.job, cluster).await?;
-        self.wrote(self.job, held.metadata.resource_version.clone());
-        Ok(held)
-    }
-
     /// Records that a write replaced this copy of the Job: a reconcile handed
     /// it later waits for the cache to catch up.
     fn wrote(&self, job: &Job, written: Written) {
@@ -276,115 +234,6 @@ impl Subject<'_> {
             written.as_deref(),
             Instant::now(),
         );
-    }
-
-    /// Why the cluster a Job is pinned to cannot take it, if it cannot.
-    fn pinned_refusal(&self, pinned: &str, namespace: &str) -> Option<Refusal> {
-        match self.ctx.registry.admits(pinned, namespace) {
-            Err(refusal) => Some(refusal),
-            Ok(()) if self.ctx.fleet.is_lost(pinned) => Some(Refusal::Lost),
-            Ok(()) => None,
-        }
-    }
-
-    /// A Job pinned where it cannot go: deactivated if that cluster is Lost,
-    /// else left waiting; either way with a warning Event that says why.
-    async fn unplaceable(
-        &self,
-        pinned: &str,
-        namespace: &str,
-        refusal: Refusal,
-    ) -> Result<Action, kube::Error> {
-        let note = refusal.explain(pinned, namespace);
-        warn!(%note, "cannot place the Job");
-        let (reason, next) = if refusal == Refusal::Lost {
-            let written =
-                job_writes::deactivate(&self.jobs, self.job, "its pinned cluster is Lost").await?;
-            self.wrote(self.job, written);
-            (Reason::ClusterLost, Action::await_change())
-        } else {
-            (Reason::Unplaceable, Action::requeue(AWAIT_CLUSTER))
-        };
-        self.publish(reason, note);
-        Ok(next)
-    }
-
-    /// Has the mirror of `job` (as held) applied on `cluster`.
-    async fn apply(&self, job: &Job, cluster: &str) -> Result<Action, kube::Error> {
-        let ctx = self.ctx;
-        let revision = revision(job);
-        let outcome = match ctx
-            .fleet
-            .apply_needed(cluster, &self.uid, &self.key, revision)
-        {
-            Some(outcome) => outcome,
-            None => match self.mirror_payload(job, cluster).await? {
-                Ok(payload) => {
-                    ctx.fleet
-                        .ensure_applied(cluster, &self.uid, &self.key, revision, || payload)
-                }
-                Err(wait) => return Ok(wait),
-            },
-        };
-        let held = ctx
-            .fleet
-            .view(cluster, &self.uid)
-            .is_some_and(|v| v.held_revision.is_some());
-        let plan = job_life::after_apply(job, cluster, revision, outcome, held, Timestamp::now());
-        self.execute(job, cluster, plan).await
-    }
-
-    /// The mirror of `job` for `cluster`, serialised. The cache holds no pod
-    /// templates, so a cached Job is read whole first (one a write returned
-    /// is whole already); a copy that moved on from
-    /// the one held (a newer spec, or another Job of that name) is sent once
-    /// the cache has it, and a Job that cannot be mirrored is left alone.
-    async fn mirror_payload(
-        &self,
-        job: &Job,
-        cluster: &str,
-    ) -> Result<Result<Vec<u8>, Action>, kube::Error> {
-        let ctx = self.ctx;
-        let read;
-        let whole = if is_whole(job) {
-            job
-        } else {
-            let Some(fresh) = self.jobs.get_opt(&self.key.name).await? else {
-                return Ok(Err(Action::await_change()));
-            };
-            if fresh.uid() != job.uid() || revision(&fresh) != revision(job) {
-                debug!("the Job changed since it was cached; sending the newer spec once it is");
-                return Ok(Err(Action::requeue(superseded::RECHECK)));
-            }
-            read = fresh;
-            &read
-        };
-        // A Job Kueue has not admitted yet gets its mirror with the
-        // constraints Kueue will give it on admission.
-        let reservation = (lifecycle(job) == Lifecycle::Suspended)
-            .then(|| ctx.reservations.get(&self.uid))
-            .flatten();
-        // Queued in the worker's own Kueue, the mirror gets that Kueue's
-        // flavors when it admits it.
-        let worker_queue = ctx.registry.worker_queue(cluster);
-        let mirror = mirror_job(whole, &ctx.origin).map(|mut mirror| {
-            let queued_on_worker = queue_on_worker(&mut mirror, worker_queue.as_ref());
-            if let Some(reservation) = reservation.as_ref().filter(|_| !queued_on_worker) {
-                scheduling::apply(&mut mirror, &reservation.scheduling);
-            }
-            mirror
-        });
-        Ok(match mirror.map(|m| serde_json::to_vec(&m)) {
-            Ok(Ok(payload)) => Ok(payload),
-            Ok(Err(error)) => {
-                warn!(%error, "cannot serialise the mirror");
-                Err(Action::await_change())
-            }
-            Err(error) => {
-                warn!(%error, "cannot mirror");
-                Err(Action::await_change())
-            }
-        })
     }
 
     /// Deletes the manager Job when its retention ran out, at the pace of
