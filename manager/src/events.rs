@@ -4,12 +4,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event as K8sEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use tokio::sync::Semaphore;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
 
 /// The steps a user sees in `kubectl describe job`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -68,10 +70,11 @@ impl Reason {
 /// Publishes Events (`events.k8s.io/v1`) as `jobrelay-manager`. The same
 /// reason on the same Job within [`SERIES_WINDOW`] of the last one becomes a
 /// series on the first Event (its count goes up), as Kubernetes' own event
-/// recorders do. What is remembered for that is a few bytes per Event, and
-/// forgetting what ran out is paid for in proportion to what is published —
-/// a manager publishing for thousands of Jobs a minute keeps neither a copy
-/// of every Event nor a scan of them per Event.
+/// recorders do. What is remembered for that is a few bytes per Event, kept
+/// until the Job is deleted or its window ran out; forgetting what ran out
+/// is paid for in proportion to what is published — a manager publishing for
+/// thousands of Jobs a minute keeps neither a copy of every Event nor a scan
+/// of them per Event.
 ///
 /// At most [`WRITERS`] Event writes are in flight: the manager's requests
 /// share one flow of the API server's priority and fairness, and a burst of
@@ -79,10 +82,8 @@ impl Reason {
 /// for. An Event waits for its turn instead.
 #[derive(Clone)]
 pub struct Events {
-    client: kube::Client,
-    instance: String,
     series: Arc<Mutex<Series>>,
-    writers: Arc<Semaphore>,
+    queue: mpsc::UnboundedSender<Queued>,
 }
 
 /// Event writes in flight at most.
@@ -94,34 +95,78 @@ pub const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
 const CONTROLLER: &str = "jobrelay-manager";
 
 impl Events {
+    /// Events written with `client`, signed by `instance`; a task of their
+    /// own writes them (so this is called inside a Tokio runtime).
     pub fn new(client: kube::Client, instance: &str) -> Self {
+        let (queue, queued) = mpsc::unbounded_channel();
+        let instance: Arc<str> = instance.into();
+        tokio::spawn(
+            UnboundedReceiverStream::new(queued).for_each_concurrent(WRITERS, move |queued| {
+                write(client.clone(), Arc::clone(&instance), queued)
+            }),
+        );
         Events {
-            client,
-            instance: instance.into(),
             series: Arc::default(),
-            writers: Arc::new(Semaphore::new(WRITERS)),
+            queue,
         }
     }
 
     /// Records `reason` on the Job, at once as far as the caller is
-    /// concerned: the write waits for its turn in a task of its own. A
-    /// failure to record is logged, never fatal.
+    /// concerned: the write waits for its turn in the queue, which holds no
+    /// more of it than the Event needs. A failure to record is logged, never
+    /// fatal.
     pub fn publish(&self, job: &ObjectReference, reason: Reason, note: String) {
-        let now = Timestamp::now();
-        let key = SeriesKey {
-            regarding: job.uid.clone().unwrap_or_default(),
-            name: job.name.clone().unwrap_or_default(),
+        let at = Timestamp::now();
+        let (uid, name) = (
+            job.uid.as_deref().unwrap_or_default(),
+            job.name.as_deref().unwrap_or_default(),
+        );
+        let write = self.series().next(uid, name, reason, at);
+        let queued = Queued {
+            job: job.clone(),
             reason,
+            note,
+            at,
+            write,
         };
-        let write = self
-            .series
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .next(key, now);
-        let namespace = job.namespace.clone().unwrap_or_else(|| "default".into());
-        let events: Api<K8sEvent> = Api::namespaced(self.client.clone(), &namespace);
-        let request = match write {
-            Write::Create { name } => Request::Create(Box::new(K8sEvent {
+        // The writing task ends only with the runtime.
+        let _ = self.queue.send(queued);
+    }
+
+    /// Forgets the series of a Job that is gone: nothing is published on it
+    /// again.
+    pub fn forget(&self, uid: &str) {
+        self.series().forget(uid);
+    }
+
+    fn series(&self) -> std::sync::MutexGuard<'_, Series> {
+        self.series.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// An Event waiting for its turn to be written.
+struct Queued {
+    job: ObjectReference,
+    reason: Reason,
+    note: String,
+    at: Timestamp,
+    write: Write,
+}
+
+/// Writes one queued Event.
+async fn write(client: kube::Client, instance: Arc<str>, queued: Queued) {
+    let Queued {
+        job,
+        reason,
+        note,
+        at,
+        write,
+    } = queued;
+    let namespace = job.namespace.clone().unwrap_or_else(|| "default".into());
+    let events: Api<K8sEvent> = Api::namespaced(client, &namespace);
+    let written = match write {
+        Write::Create { name } => {
+            let event = K8sEvent {
                 metadata: ObjectMeta {
                     name: Some(name),
                     namespace: Some(namespace),
@@ -130,71 +175,51 @@ impl Events {
                 action: Some(reason.as_str().into()),
                 reason: Some(reason.as_str().into()),
                 note: Some(note),
-                event_time: Some(MicroTime(now)),
+                event_time: Some(MicroTime(at)),
                 regarding: Some(job.clone()),
                 reporting_controller: Some(CONTROLLER.into()),
-                reporting_instance: Some(self.instance.clone()),
+                reporting_instance: Some(instance.to_string()),
                 type_: Some(reason.event_type().into()),
                 ..Default::default()
-            })),
-            Write::Count { name, count } => Request::Count(
-                name,
-                serde_json::json!({
-                    "series": {"count": count, "lastObservedTime": MicroTime(now)},
-                }),
-            ),
-        };
-        let writers = Arc::clone(&self.writers);
-        let job = job.name.clone();
-        tokio::spawn(async move {
-            let Ok(_turn) = writers.acquire().await else {
-                return;
             };
-            let written = match request {
-                Request::Create(event) => events
-                    .create(&PostParams::default(), &event)
-                    .await
-                    .map(drop),
-                Request::Count(name, series) => events
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(&series))
-                    .await
-                    .map(drop),
-            };
-            if let Err(error) = written {
-                tracing::warn!(%error, reason = reason.as_str(), ?job, "could not record Event");
-            }
-        });
+            events
+                .create(&PostParams::default(), &event)
+                .await
+                .map(drop)
+        }
+        Write::Count { name, count } => {
+            let series = serde_json::json!({
+                "series": {"count": count, "lastObservedTime": MicroTime(at)},
+            });
+            events
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&series))
+                .await
+                .map(drop)
+        }
+    };
+    if let Err(error) = written {
+        tracing::warn!(%error, reason = reason.as_str(), job = ?job.name, "could not record Event");
     }
 }
 
-/// The request an Event write sends.
-enum Request {
-    Create(Box<K8sEvent>),
-    /// The Event's name, and the merge patch that counts one more.
-    Count(String, serde_json::Value),
-}
-
-/// What makes two Events one series.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct SeriesKey {
-    regarding: String,
-    name: String,
-    reason: Reason,
-}
-
-/// The Events published lately, as much as a series needs of them.
+/// The Events published lately, as much as a series needs of them: per Job
+/// UID, the last Event of each reason.
 #[derive(Debug, Default)]
 struct Series {
-    recent: HashMap<SeriesKey, Published>,
-    /// Size of `recent` after the last sweep; the next one comes when it
-    /// has doubled, so sweeping costs a constant per Event published.
+    recent: HashMap<Box<str>, Vec<Published>>,
+    /// Jobs in `recent` after the last sweep; the next one comes when they
+    /// have doubled, so sweeping costs a constant per Event published.
     swept_at_size: usize,
 }
 
+/// The last Event of one reason on one Job.
 #[derive(Debug, Clone, PartialEq)]
 struct Published {
-    name: String,
+    reason: Reason,
     count: i32,
+    /// When the Event was created, which its name holds.
+    first: Timestamp,
+    /// When the series last counted one more.
     last: Timestamp,
 }
 
@@ -208,34 +233,50 @@ enum Write {
 }
 
 impl Series {
-    /// Decides the write for `key` published at `now`, and remembers it.
-    fn next(&mut self, key: SeriesKey, now: Timestamp) -> Write {
+    /// Decides the write for `reason` published on the Job `uid` named
+    /// `name` at `now`, and remembers it.
+    fn next(&mut self, uid: &str, name: &str, reason: Reason, now: Timestamp) -> Write {
         if self.recent.len() >= 2 * self.swept_at_size.max(64) {
-            self.recent.retain(|_, p| within_window(p.last, now));
+            self.recent.retain(|_, published| {
+                published.retain(|p| within_window(p.last, now));
+                !published.is_empty()
+            });
             self.swept_at_size = self.recent.len();
         }
-        match self.recent.get_mut(&key) {
-            Some(published) if within_window(published.last, now) => {
-                published.count += 1;
-                published.last = now;
+        let published = match self.recent.get_mut(uid) {
+            Some(published) => published,
+            None => self.recent.entry(uid.into()).or_default(),
+        };
+        let event_name = |first: Timestamp| format!("{name}.{:x}", first.as_nanosecond());
+        match published.iter_mut().find(|p| p.reason == reason) {
+            Some(p) if within_window(p.last, now) => {
+                p.count += 1;
+                p.last = now;
                 Write::Count {
-                    name: published.name.clone(),
-                    count: published.count,
+                    name: event_name(p.first),
+                    count: p.count,
                 }
             }
-            _ => {
-                let name = format!("{}.{:x}", key.name, now.as_nanosecond());
-                self.recent.insert(
-                    key,
-                    Published {
-                        name: name.clone(),
-                        count: 1,
-                        last: now,
-                    },
-                );
-                Write::Create { name }
+            found => {
+                let started = Published {
+                    reason,
+                    count: 1,
+                    first: now,
+                    last: now,
+                };
+                match found {
+                    Some(p) => *p = started,
+                    None => published.push(started),
+                }
+                Write::Create {
+                    name: event_name(now),
+                }
             }
         }
+    }
+
+    fn forget(&mut self, uid: &str) {
+        self.recent.remove(uid);
     }
 }
 
@@ -260,12 +301,9 @@ pub fn job_reference(namespace: &str, name: &str, uid: &str) -> ObjectReference 
 mod tests {
     use super::*;
 
-    fn key(job: &str, reason: Reason) -> SeriesKey {
-        SeriesKey {
-            regarding: format!("uid-{job}"),
-            name: job.into(),
-            reason,
-        }
+    /// `reason` published on the Job `job` (its UID is `uid-{job}`).
+    fn publish(series: &mut Series, job: &str, reason: Reason, at: Timestamp) -> Write {
+        series.next(&format!("uid-{job}"), job, reason, at)
     }
 
     fn at(seconds: i64) -> Timestamp {
@@ -275,16 +313,17 @@ mod tests {
     #[test]
     fn the_first_event_of_a_reason_on_a_job_is_created() {
         let mut series = Series::default();
-        let Write::Create { name } = series.next(key("train", Reason::Dispatched), at(0)) else {
+        let Write::Create { name } = publish(&mut series, "train", Reason::Dispatched, at(0))
+        else {
             panic!("created");
         };
         assert!(name.starts_with("train."), "{name}");
-        let other = series.next(key("train", Reason::RemoteFinished), at(1));
+        let other = publish(&mut series, "train", Reason::RemoteFinished, at(1));
         assert!(
             matches!(other, Write::Create { .. }),
             "another reason: {other:?}"
         );
-        let elsewhere = series.next(key("eval", Reason::Dispatched), at(1));
+        let elsewhere = publish(&mut series, "eval", Reason::Dispatched, at(1));
         assert!(
             matches!(elsewhere, Write::Create { .. }),
             "another Job: {elsewhere:?}"
@@ -294,18 +333,19 @@ mod tests {
     #[test]
     fn the_same_reason_within_the_window_counts_on_the_first_event() {
         let mut series = Series::default();
-        let Write::Create { name } = series.next(key("train", Reason::ClusterLost), at(0)) else {
+        let Write::Create { name } = publish(&mut series, "train", Reason::ClusterLost, at(0))
+        else {
             panic!("created");
         };
         assert_eq!(
-            series.next(key("train", Reason::ClusterLost), at(60)),
+            publish(&mut series, "train", Reason::ClusterLost, at(60)),
             Write::Count {
                 name: name.clone(),
                 count: 2
             }
         );
         assert_eq!(
-            series.next(key("train", Reason::ClusterLost), at(60 + 359)),
+            publish(&mut series, "train", Reason::ClusterLost, at(60 + 359)),
             Write::Count { name, count: 3 },
             "the window runs from the last one"
         );
@@ -314,29 +354,52 @@ mod tests {
     #[test]
     fn after_the_window_a_new_event_is_created() {
         let mut series = Series::default();
-        series.next(key("train", Reason::ClusterLost), at(0));
-        let later = series.next(key("train", Reason::ClusterLost), at(360));
+        publish(&mut series, "train", Reason::ClusterLost, at(0));
+        let later = publish(&mut series, "train", Reason::ClusterLost, at(360));
         assert!(matches!(later, Write::Create { .. }), "{later:?}");
+        assert_eq!(
+            series.recent["uid-train"].len(),
+            1,
+            "in place of the old one"
+        );
+    }
+
+    #[test]
+    fn a_job_forgotten_starts_no_series() {
+        let mut series = Series::default();
+        publish(&mut series, "train", Reason::ClusterLost, at(0));
+        publish(&mut series, "eval", Reason::ClusterLost, at(0));
+        series.forget("uid-train");
+        assert!(series.recent.len() == 1, "{series:?}");
+        assert!(matches!(
+            publish(&mut series, "train", Reason::ClusterLost, at(1)),
+            Write::Create { .. }
+        ));
+        assert!(matches!(
+            publish(&mut series, "eval", Reason::ClusterLost, at(1)),
+            Write::Count { count: 2, .. }
+        ));
     }
 
     #[test]
     fn what_ran_out_is_forgotten_as_events_are_published() {
         let mut series = Series::default();
         for i in 0..1000 {
-            series.next(key(&format!("old-{i}"), Reason::Dispatched), at(0));
+            publish(&mut series, &format!("old-{i}"), Reason::Dispatched, at(0));
         }
         for i in 0..1000 {
-            series.next(key(&format!("new-{i}"), Reason::Dispatched), at(400));
+            publish(
+                &mut series,
+                &format!("new-{i}"),
+                Reason::Dispatched,
+                at(400),
+            );
         }
         assert!(
             series.recent.len() <= 1100,
             "{} remembered; the old ones ran out",
             series.recent.len()
         );
-        assert!(
-            series
-                .recent
-                .contains_key(&key("new-999", Reason::Dispatched))
-        );
+        assert!(series.recent.contains_key("uid-new-999"));
     }
 }

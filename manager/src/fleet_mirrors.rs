@@ -9,10 +9,10 @@ use jobrelay_proto::v1::{
 };
 use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::reflector::ObjectRef;
-use serde_json::Value;
 
 use super::{Cluster, Fleet, message};
 use crate::fleet_views::{Apply, Cleanup, LostMirror, MirrorView, Rejection};
+use crate::status::Kept;
 
 impl Fleet {
     pub fn view(&self, cluster: &str, uid: &str) -> Option<MirrorView> {
@@ -114,7 +114,7 @@ impl Fleet {
         uid: &str,
         revision: u64,
         phase: MirrorPhase,
-        status: Option<Value>,
+        status: Option<Kept>,
     ) -> Option<(MirrorPhase, Option<Duration>)> {
         self.update(cluster, uid, |view| {
             let previous = (

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::fleet_views::{Apply, Cleanup, Rejection};
+use crate::status::Kept;
 use jobrelay_proto::v1::{DeleteReason, RejectReason};
 
 fn fleet() -> (Fleet, mpsc::UnboundedReceiver<ObjectRef<Job>>) {
@@ -223,7 +224,7 @@ fn a_lost_mirror_is_applied_again_only_once_its_remains_are_gone() {
             "u1",
             1,
             MirrorPhase::Running,
-            Some(serde_json::json!({"active": 1})),
+            Some(Kept::new(&serde_json::json!({"active": 1}))),
         )
         .unwrap();
     fleet.record_lost("w1", "u1", "j1", "deleted").unwrap();

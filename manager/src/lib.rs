@@ -132,11 +132,17 @@ pub async fn run(args: Args) -> Result<(), Error> {
     let job_changes = JobChanges::default();
     let [mirror_changes, status_changes] = [(); 2].map(|()| job_changes.subscribe(jobs.clone()));
     let marked = jobs.clone();
+    let published = events.clone();
     let (jobs_synced, job_cache) = cache(
         Api::<Job>::all(client.clone()),
         mirror::for_cache,
         job_writer,
         move |event| {
+            if let watcher::Event::Delete(job) = event
+                && let Some(uid) = &job.metadata.uid
+            {
+                published.forget(uid);
+            }
             job_changes.mark(job_changes::touched(event, || {
                 marked
                     .state()

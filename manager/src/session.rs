@@ -271,7 +271,7 @@ impl Sessions {
                     &report.origin_uid,
                     report.revision,
                     phase,
-                    copied,
+                    copied.as_ref().map(status::Kept::new),
                 ) else {
                     debug!(uid = %report.origin_uid, "status of a mirror not placed here; dropped");
                     self.metrics.report_dropped(cluster);

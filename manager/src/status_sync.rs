@@ -182,8 +182,9 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Option<Durati
     // A mirror being deleted says nothing more about this Job's run.
     if view.held_revision.is_some()
         && view.phase != MirrorPhase::Deleting
-        && let Some(worker_status) = &view.status
+        && let Some(kept) = &view.status
     {
+        let worker_status = &kept.value();
         let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
         let finished_at = status::newly_finished_at(job.status.as_ref(), worker_status);
         let writing = std::time::Instant::now();

@@ -259,7 +259,11 @@ async fn a_session_is_welcomed_with_the_desired_set_and_carries_applies_status_a
         status: br#"{"active": 1}"#.to_vec(),
     }));
     eventually("the status in the fleet", || {
-        manager.fleet.view("w1", UID).and_then(|v| v.status)
+        manager
+            .fleet
+            .view("w1", UID)
+            .and_then(|v| v.status)
+            .map(|s| s.value())
             == Some(serde_json::json!({"active": 1}))
     })
     .await;
