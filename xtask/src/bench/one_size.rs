@@ -64,6 +64,9 @@ pub(super) struct Report {
     pub(super) peak_rss_mib: HashMap<String, u64>,
     /// After it: the manager has cached thousands more Jobs.
     pub(super) peak_rss_mib_with_backlog: HashMap<String, u64>,
+    /// The leader's peak RSS (MiB) as it stood after each step, in order:
+    /// the step whose figure first reaches the peak is where it happened.
+    pub(super) leader_peak_rss_mib_after: Vec<(String, u64)>,
     /// CPU seconds per program during each step: where the time went.
     pub(super) cpu_seconds: BTreeMap<String, BTreeMap<String, f64>>,
     /// Times manager or agents logged that requests waited for their
@@ -91,6 +94,11 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
     let mut cpu_seconds = BTreeMap::new();
     let cluster_names: Vec<String> = set.clusters.iter().map(|c| c.name.clone()).collect();
     let cpu = || CpuSample::take(&set.state_dir, &cluster_names);
+    let mut leader_peak = Vec::new();
+    let leader_peak_rss = || async {
+        let rss = replicas::peak_rss(set, relay).await?;
+        anyhow::Ok(rss.get("manager").copied().unwrap_or(0))
+    };
 
     // Raw limit on the manager: Jobs no controller acts on.
     let raw_manager: Api<Job> = Api::namespaced(manager.clone(), &raw_ns);
@@ -175,9 +183,11 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
     cpu_seconds.insert("dispatch".into(), cpu().since(&before));
     let mirror_running = wait_all("every mirror's Pod running", &names, &mirror_running).await?;
     let dispatch_running = Figures::between(&names, &created, &mirror_running);
+    leader_peak.push(("dispatch".to_string(), leader_peak_rss().await?));
 
     let resynced_worker = set.workers()[0].name.clone();
     let (resync, resync_mirrors) = resync::resync(relay, &resynced_worker).await?;
+    leader_peak.push(("resync".to_string(), leader_peak_rss().await?));
 
     log(&format!("deleting {n} manager Jobs"));
     let before = cpu();
@@ -192,11 +202,17 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
     );
     cpu_seconds.insert("cleanup".into(), cpu().since(&before));
     watches.iter().for_each(|w| w.stop());
+    leader_peak.push(("cleanup".to_string(), leader_peak_rss().await?));
 
     let (status, burst, account) = status::status(set, relay, &jobs, &names).await?;
+    leader_peak.push(("status and burst".to_string(), leader_peak_rss().await?));
     let offered_per_second = raw_run.jobs_per_second * load::OFFERED_SHARE;
     let offered = load::offered(set, &jobs, &suffixed(&names, "o"), offered_per_second).await?;
     let peak_rss_mib = replicas::peak_rss(set, relay).await?;
+    leader_peak.push((
+        "offered load".to_string(),
+        peak_rss_mib.get("manager").copied().unwrap_or(0),
+    ));
     let beside_backlog = backlog::dispatch_beside(set, relay, n).await?;
     let peak_rss_mib_with_backlog = replicas::peak_rss(set, relay).await?;
     let takeover = replicas::takeover(set, relay, n).await?;
@@ -231,6 +247,7 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
         takeover_seconds: takeover.as_secs_f64(),
         peak_rss_mib,
         peak_rss_mib_with_backlog,
+        leader_peak_rss_mib_after: leader_peak,
         cpu_seconds,
         client_rate_limit_reached: logged(relay, set, "kube client rate limit reached"),
         failed_reconciles: logged(relay, set, "reconcile failed"),

@@ -107,6 +107,16 @@ pub(super) fn print_table(r: &Report) {
         "{:<44} {:>9} MiB",
         "peak RSS manager, after the backlog step", manager
     );
+    let after: Vec<String> = r
+        .leader_peak_rss_mib_after
+        .iter()
+        .map(|(step, mib)| format!("{step} {mib}"))
+        .collect();
+    println!(
+        "{:<44} {} (MiB)",
+        "peak RSS manager so far, after each step",
+        after.join(", ")
+    );
     println!(
         "{:<44} {:>9}",
         "client rate limit reached so far (log lines)", r.client_rate_limit_reached
