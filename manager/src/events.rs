@@ -129,8 +129,13 @@ impl Events {
             at,
             write,
         };
-        // The writing task ends only with the runtime.
-        let _ = self.queue.send(queued);
+        if self.queue.send(queued).is_err() {
+            tracing::warn!(
+                reason = reason.as_str(),
+                job = name,
+                "the Event writer stopped; Event not recorded"
+            );
+        }
     }
 
     /// Forgets the series of a Job that is gone: nothing is published on it
@@ -236,6 +241,13 @@ impl Series {
     /// Decides the write for `reason` published on the Job `uid` named
     /// `name` at `now`, and remembers it.
     fn next(&mut self, uid: &str, name: &str, reason: Reason, now: Timestamp) -> Write {
+        let event_name = |first: Timestamp| format!("{name}.{:x}", first.as_nanosecond());
+        if uid.is_empty() {
+            // Nothing tells this object from another of its name.
+            return Write::Create {
+                name: event_name(now),
+            };
+        }
         if self.recent.len() >= 2 * self.swept_at_size.max(64) {
             self.recent.retain(|_, published| {
                 published.retain(|p| within_window(p.last, now));
@@ -247,7 +259,6 @@ impl Series {
             Some(published) => published,
             None => self.recent.entry(uid.into()).or_default(),
         };
-        let event_name = |first: Timestamp| format!("{name}.{:x}", first.as_nanosecond());
         match published.iter_mut().find(|p| p.reason == reason) {
             Some(p) if within_window(p.last, now) => {
                 p.count += 1;
@@ -362,6 +373,16 @@ mod tests {
             1,
             "in place of the old one"
         );
+    }
+
+    #[test]
+    fn an_object_without_a_uid_starts_no_series() {
+        let mut series = Series::default();
+        for second in 0..2 {
+            let write = series.next("", "train", Reason::ClusterLost, at(second));
+            assert!(matches!(write, Write::Create { .. }), "{write:?}");
+        }
+        assert!(series.recent.is_empty());
     }
 
     #[test]

@@ -19,6 +19,12 @@ impl Fleet {
         self.lock().get(cluster)?.mirrors.get(uid).cloned()
     }
 
+    /// The phase the worker last reported for the mirror (no copy of the
+    /// rest of its view).
+    pub fn phase(&self, cluster: &str, uid: &str) -> Option<MirrorPhase> {
+        Some(self.lock().get(cluster)?.mirrors.get(uid)?.phase)
+    }
+
     /// What is true of `revision` of the mirror on `cluster` without sending
     /// anything: `None` when an ApplyMirror is due (then [`Fleet::ensure_applied`]
     /// sends it).

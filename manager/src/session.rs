@@ -369,8 +369,8 @@ impl Sessions {
         Ok(())
     }
 
-    /// Records an Event on the mirror's manager Job in a task of its own,
-    /// so the session keeps reading while the API server takes it.
+    /// Records an Event on the mirror's manager Job; the Event waits for its
+    /// write in the Events queue, so the session keeps reading meanwhile.
     fn publish(&self, cluster: &str, uid: &str, reason: Reason, note: String) {
         if let Some(key) = self.fleet.key_of(cluster, uid) {
             let namespace = key.namespace.as_deref().unwrap_or_default();

@@ -98,7 +98,7 @@ pub async fn run(
 /// The lane of a Job: finished if its mirror's last report says so.
 fn lane(job: Option<&Job>, ctx: &Context) -> Lane {
     let finished = job
-        .and_then(|job| Some(ctx.fleet.view(assigned_cluster(job)?, &job.uid()?)?.phase))
+        .and_then(|job| ctx.fleet.phase(assigned_cluster(job)?, &job.uid()?))
         .is_some_and(|phase| matches!(phase, MirrorPhase::Succeeded | MirrorPhase::Failed));
     if finished {
         Lane::Finished

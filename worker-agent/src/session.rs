@@ -197,7 +197,7 @@ impl Agent {
             }
         };
         info!(inventory, "session open");
-        // Reading and heartbeats run beside the work, so a long sync never
+        // Reading and heartbeats run beside the work, so a long pass never
         // makes either side look silent.
         let (heard, last_heard) = watch::channel(Instant::now());
         let (interval, heartbeat_interval) = watch::channel(DEFAULT_HEARTBEAT);
@@ -232,7 +232,7 @@ impl Agent {
                         return "the session's reader stopped".into();
                     };
                     // Whatever else has arrived is taken too, so a burst of
-                    // applies is worked as one batch followed by one sync.
+                    // applies is worked as one batch followed by one pass.
                     let mut batch = vec![received];
                     while batch.len() < MAX_BATCH {
                         match inbox.try_recv() {
@@ -275,10 +275,16 @@ impl Agent {
                         }
                     }
                     self.mirrors.apply_all(applies);
-                    self.mirrors.sync(Pass::Changes, &mut out).await;
+                    if let Err(ended) = self.pass(Pass::Changes, outbox, &mut out).await {
+                        return ended;
+                    }
                 }
                 applied = self.mirrors.applied() => self.mirrors.take_answer(applied, &mut out),
-                () = changes.notified() => self.mirrors.sync(Pass::Changes, &mut out).await,
+                () = changes.notified() => {
+                    if let Err(ended) = self.pass(Pass::Changes, outbox, &mut out).await {
+                        return ended;
+                    }
+                }
                 () = self.dial.certificates_changed() => {
                     return "the certificate files changed; reconnecting with them".into();
                 }
@@ -287,17 +293,37 @@ impl Agent {
                     if silent > *interval.borrow() * MISSED_HEARTBEATS {
                         return format!("the manager was silent for {silent:?}");
                     }
-                    self.mirrors.sync(Pass::Tick, &mut out).await;
+                    if let Err(ended) = self.pass(Pass::Tick, outbox, &mut out).await {
+                        return ended;
+                    }
                 }
                 _ = sweeps.tick() => {
                     self.mirrors.sweep_orphans();
-                    self.mirrors.sync(Pass::Full, &mut out).await;
+                    if let Err(ended) = self.pass(Pass::Full, outbox, &mut out).await {
+                        return ended;
+                    }
                 }
             }
             if let Err(ended) = send_all(outbox, &mut out) {
                 return ended;
             }
         }
+    }
+
+    /// One pass over the mirrors: what it reports is on its way to the
+    /// manager before the pass waits on the API server.
+    async fn pass(
+        &mut self,
+        pass: Pass,
+        outbox: &mpsc::UnboundedSender<AgentMessage>,
+        out: &mut Vec<AgentMessage>,
+    ) -> Result<(), String> {
+        let look = self.mirrors.look(pass, out);
+        // A closed stream ends the session: what the second half would have
+        // done is done by the next session's passes.
+        send_all(outbox, out)?;
+        self.mirrors.act(look, out).await;
+        Ok(())
     }
 }
 

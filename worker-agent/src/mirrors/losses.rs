@@ -3,6 +3,7 @@
 //! (the judgement itself is [`crate::lost::judge`]).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -16,11 +17,11 @@ use crate::teardown::Deleted;
 
 impl Mirrors {
     /// Judges every desired mirror the agent is not deleting itself: a lost
-    /// one is deleted Pods-first and reported; stray Pods are deleted once
-    /// they outlived the orphan grace.
-    pub(super) async fn notice_losses(&mut self, held: &Held) {
+    /// one is deleted Pods-first and reported; stray Pods that outlived the
+    /// orphan grace are returned, for [`Mirrors::delete_strays`].
+    pub(super) fn notice_losses(&mut self, held: &Held) -> Vec<(String, Arc<Pod>)> {
         let Some(desired) = &self.desired else {
-            return;
+            return Vec::new();
         };
         let now = Instant::now();
         let mut lost = Vec::new();
@@ -70,7 +71,7 @@ impl Mirrors {
                         let since = *known.get(&pod_uid).unwrap_or(&now);
                         strays.insert(pod_uid, since);
                         if now - since >= self.orphan_pod_grace && self.budget.try_take_n(1) {
-                            due.push((uid.clone(), std::sync::Arc::clone(pod)));
+                            due.push((uid.clone(), Arc::clone(pod)));
                         }
                     }
                     if !strays.is_empty() {
@@ -103,6 +104,11 @@ impl Mirrors {
             };
             self.begin_lost(uid, namespace, name, lost);
         }
+        due
+    }
+
+    /// Deletes the stray Pods [`Mirrors::notice_losses`] found due.
+    pub(super) async fn delete_strays(&self, due: Vec<(String, Arc<Pod>)>) {
         let client = &self.client;
         concurrently(due.into_iter().map(|(uid, pod)| async move {
             if delete_object::<Pod>(client, pod.meta()).await == Deleted::Now {

@@ -93,6 +93,13 @@ impl Held {
     }
 }
 
+/// What the first half of a pass found, for the second.
+pub struct Look {
+    held: Held,
+    /// Stray Pods due for deletion.
+    strays: Vec<(String, Arc<Pod>)>,
+}
+
 /// The last status sent for a mirror, and the Job's resourceVersion it was
 /// read from (unchanged, nothing else can have).
 #[derive(Debug)]
@@ -261,11 +268,13 @@ impl Mirrors {
         Arc::clone(&self.changes)
     }
 
-    /// Moves forward the mirrors `pass` looks at (see [`visit::to_visit`]):
-    /// lost mirrors, deletions (and their confirmation), status changes; and
-    /// sends every waiting apply (without waiting for the answers). Messages
-    /// for the manager go to `out`.
-    pub async fn sync(&mut self, pass: Pass, out: &mut Vec<AgentMessage>) {
+    /// The first half of a pass, which sends no request: which mirrors
+    /// `pass` looks at (see [`visit::to_visit`]), which of them were lost,
+    /// and their changed status. Messages for the manager go to `out`, to be
+    /// sent before [`Mirrors::act`] waits on the API server: a status this
+    /// pass found changed does not wait for the pass's deletes and
+    /// confirmations.
+    pub fn look(&mut self, pass: Pass, out: &mut Vec<AgentMessage>) -> Look {
         let visit = visit::to_visit(
             pass,
             self.changes.take(),
@@ -285,12 +294,20 @@ impl Mirrors {
                 visit,
             },
         };
-        self.notice_losses(&held).await;
+        let strays = self.notice_losses(&held);
         self.report_lost(out);
-        self.drive_deletions(&held, out).await;
+        self.report_status(&held, out);
+        Look { held, strays }
+    }
+
+    /// The second half: moves forward the deletions `look` found (and
+    /// confirms them gone), and sends every waiting apply (without waiting
+    /// for the answers). Messages for the manager go to `out`.
+    pub async fn act(&mut self, look: Look, out: &mut Vec<AgentMessage>) {
+        self.delete_strays(look.strays).await;
+        self.drive_deletions(&look.held, out).await;
         self.log_progress();
         self.apply_due();
-        self.report_status(&held, out);
     }
 
     fn report_status(&mut self, held: &Held, out: &mut Vec<AgentMessage>) {
@@ -367,6 +384,77 @@ fn by_origin_uid<K: Resource>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use jobrelay_proto::v1::{DeleteMirror, DeleteReason};
+    use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL, REVISION_ANNOTATION};
+    use kube::runtime::watcher::Event;
+
+    /// A mirror of origin UID `uid`, finished or running.
+    fn mirror(uid: &str, finished: bool) -> Job {
+        let status = match finished {
+            true => serde_json::json!({"succeeded": 1, "conditions": [
+                {"type": "Complete", "status": "True", "lastTransitionTime": "2026-11-26T04:00:00Z"}]}),
+            false => serde_json::json!({"active": 1}),
+        };
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("job-{uid}"), "namespace": "ml", "uid": format!("mirror-{uid}"),
+                "resourceVersion": "7",
+                "labels": {ORIGIN_LABEL: "test", ORIGIN_UID_LABEL: uid},
+                "annotations": {REVISION_ANNOTATION: "1"}},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    /// A cache that listed `objects` once.
+    async fn listed<K>(objects: Vec<K>, changes: &Arc<Changes>) -> Watched<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+    {
+        let events = std::iter::once(Event::Init)
+            .chain(objects.into_iter().map(Event::InitApply))
+            .chain(std::iter::once(Event::InitDone))
+            .map(Ok);
+        let (watched, drive) = Watched::new(futures::stream::iter(events), Arc::clone(changes));
+        drive.await;
+        watched
+    }
+
+    #[tokio::test]
+    async fn the_first_half_of_a_pass_reports_status_without_a_request() {
+        let changes = Arc::new(Changes::default());
+        let jobs = listed(vec![mirror("u1", true), mirror("u2", false)], &changes).await;
+        let pods = listed(Vec::<Pod>::new(), &changes).await;
+        // Nothing listens there: a request would fail, not answer.
+        let nowhere = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let pacing = Pacing {
+            orphan_pod_grace: Duration::from_secs(10),
+            deletions: Budget::per_second(100),
+            apply_retry_max: Duration::from_secs(60),
+        };
+        let client = kube::Client::try_from(nowhere).unwrap();
+        let mut mirrors = Mirrors::new(client, "test".into(), pacing, jobs, pods, changes);
+        mirrors.delete(DeleteMirror {
+            origin_uid: "u2".into(),
+            namespace: "ml".into(),
+            name: "job-u2".into(),
+            reason: DeleteReason::ManagerJobDeleted as i32,
+        });
+
+        let mut out = Vec::new();
+        let _look = mirrors.look(Pass::Changes, &mut out);
+        let reported: Vec<(&str, MirrorPhase)> = out
+            .iter()
+            .filter_map(|m| match &m.kind {
+                Some(Kind::MirrorStatus(s)) => Some((s.origin_uid.as_str(), s.phase())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            reported,
+            [("u1", MirrorPhase::Succeeded)],
+            "the finished mirror, not the one being deleted"
+        );
+    }
 
     #[test]
     fn a_cached_pod_keeps_its_metadata_only() {
