@@ -126,6 +126,7 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
     .await?;
     cpu_seconds.insert("raw create on a worker".into(), cpu().since(&before));
     let running = wait_all("raw Pods running", &names, &running).await?;
+    cpu_seconds.insert("raw run".into(), cpu().since(&before));
     let raw_run = Figures::between(&names, &raw_created, &running);
     watch.stop();
     let job_gone: Timestamps = Default::default();
@@ -182,6 +183,10 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
     let dispatch = Figures::between(&names, &created, &mirrored);
     cpu_seconds.insert("dispatch".into(), cpu().since(&before));
     let mirror_running = wait_all("every mirror's Pod running", &names, &mirror_running).await?;
+    cpu_seconds.insert(
+        "dispatch until every Pod running".into(),
+        cpu().since(&before),
+    );
     let dispatch_running = Figures::between(&names, &created, &mirror_running);
     leader_peak.push(("dispatch".to_string(), leader_peak_rss().await?));
 

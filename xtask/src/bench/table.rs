@@ -126,6 +126,7 @@ pub(super) fn print_table(r: &Report) {
         "manager reconciles failed so far (retried)", r.failed_reconciles
     );
     for (step, used) in &r.cpu_seconds {
+        let total: f64 = used.values().sum();
         let mut used: Vec<_> = used.iter().filter(|(_, s)| **s >= 0.05).collect();
         used.sort_by(|a, b| b.1.total_cmp(a.1));
         let each: Vec<String> = used
@@ -135,6 +136,10 @@ pub(super) fn print_table(r: &Report) {
                 format!("{program} {s:.1} s ({per_job:.1} ms/Job)")
             })
             .collect();
-        println!("CPU during {step}: {}", each.join(", "));
+        let per_job = total * 1000.0 / r.jobs as f64;
+        println!(
+            "CPU during {step}: {total:.1} s in all ({per_job:.1} ms/Job): {}",
+            each.join(", ")
+        );
     }
 }
