@@ -1,0 +1,89 @@
+//! Unit tests of the mirrors' passes: what a pass sees and reports.
+
+use super::*;
+use jobrelay_proto::v1::{DeleteMirror, DeleteReason};
+use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL, REVISION_ANNOTATION};
+use kube::runtime::watcher::Event;
+
+/// A mirror of origin UID `uid`, finished or running.
+fn mirror(uid: &str, finished: bool) -> Job {
+    let status = match finished {
+        true => serde_json::json!({"succeeded": 1, "conditions": [
+            {"type": "Complete", "status": "True", "lastTransitionTime": "2026-11-26T04:00:00Z"}]}),
+        false => serde_json::json!({"active": 1}),
+    };
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("job-{uid}"), "namespace": "ml", "uid": format!("mirror-{uid}"),
+            "resourceVersion": "7",
+            "labels": {ORIGIN_LABEL: "test", ORIGIN_UID_LABEL: uid},
+            "annotations": {REVISION_ANNOTATION: "1"}},
+        "status": status,
+    }))
+    .unwrap()
+}
+
+/// A cache that listed `objects` once.
+async fn listed<K>(objects: Vec<K>, changes: &Arc<Changes>) -> Watched<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    let events = std::iter::once(Event::Init)
+        .chain(objects.into_iter().map(Event::InitApply))
+        .chain(std::iter::once(Event::InitDone))
+        .map(Ok);
+    let (watched, drive) = Watched::new(futures::stream::iter(events), Arc::clone(changes));
+    drive.await;
+    watched
+}
+
+#[tokio::test]
+async fn the_first_half_of_a_pass_reports_status_without_a_request() {
+    let changes = Arc::new(Changes::default());
+    let jobs = listed(vec![mirror("u1", true), mirror("u2", false)], &changes).await;
+    let pods = listed(Vec::<Pod>::new(), &changes).await;
+    // Nothing listens there: a request would fail, not answer.
+    let nowhere = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+    let pacing = Pacing {
+        orphan_pod_grace: Duration::from_secs(10),
+        deletions: Budget::per_second(100),
+        apply_retry_max: Duration::from_secs(60),
+    };
+    let client = kube::Client::try_from(nowhere).unwrap();
+    let mut mirrors = Mirrors::new(client, "test".into(), pacing, jobs, pods, changes);
+    mirrors.delete(DeleteMirror {
+        origin_uid: "u2".into(),
+        namespace: "ml".into(),
+        name: "job-u2".into(),
+        reason: DeleteReason::ManagerJobDeleted as i32,
+    });
+
+    let mut out = Vec::new();
+    let _look = mirrors.look(Pass::Changes, &mut out);
+    let reported: Vec<(&str, MirrorPhase)> = out
+        .iter()
+        .filter_map(|m| match &m.kind {
+            Some(Kind::MirrorStatus(s)) => Some((s.origin_uid.as_str(), s.phase())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        reported,
+        [("u1", MirrorPhase::Succeeded)],
+        "the finished mirror, not the one being deleted"
+    );
+}
+
+#[test]
+fn a_cached_pod_keeps_its_metadata_only() {
+    let mut pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "train-x", "uid": "p1", "labels": {"jobrelay.dev/origin-uid": "u1"},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "j1", "controller": true}]},
+        "spec": {"containers": [{"name": "train", "image": "trainer:1"}]},
+        "status": {"phase": "Running"},
+    }))
+    .unwrap();
+    let metadata = pod.metadata.clone();
+    keep_pod_metadata(&mut pod);
+    assert_eq!(pod.metadata, metadata);
+    assert!(pod.spec.is_none() && pod.status.is_none());
+}
