@@ -259,30 +259,27 @@ impl Series {
             Some(published) => published,
             None => self.recent.entry(uid.into()).or_default(),
         };
-        match published.iter_mut().find(|p| p.reason == reason) {
-            Some(p) if within_window(p.last, now) => {
-                p.count += 1;
-                p.last = now;
-                Write::Count {
-                    name: event_name(p.first),
-                    count: p.count,
-                }
-            }
-            found => {
-                let started = Published {
-                    reason,
-                    count: 1,
-                    first: now,
-                    last: now,
-                };
-                match found {
-                    Some(p) => *p = started,
-                    None => published.push(started),
-                }
-                Write::Create {
-                    name: event_name(now),
-                }
-            }
+        if let Some(p) = published
+            .iter_mut()
+            .find(|p| p.reason == reason && within_window(p.last, now))
+        {
+            p.count += 1;
+            p.last = now;
+            return Write::Count {
+                name: event_name(p.first),
+                count: p.count,
+            };
+        }
+        // A series that ran out gives way to a new one.
+        published.retain(|p| p.reason != reason);
+        published.push(Published {
+            reason,
+            count: 1,
+            first: now,
+            last: now,
+        });
+        Write::Create {
+            name: event_name(now),
         }
     }
 

@@ -226,7 +226,8 @@ impl Agent {
         let mut out = Vec::new();
         let changes = self.mirrors.changes();
         loop {
-            tokio::select! {
+            // The pass each wake-up brings, if any.
+            let due = tokio::select! {
                 received = inbox.recv() => {
                     let Some(received) = received else {
                         return "the session's reader stopped".into();
@@ -275,16 +276,13 @@ impl Agent {
                         }
                     }
                     self.mirrors.apply_all(applies);
-                    if let Err(ended) = self.pass(Pass::Changes, outbox, &mut out).await {
-                        return ended;
-                    }
+                    Some(Pass::Changes)
                 }
-                applied = self.mirrors.applied() => self.mirrors.take_answer(applied, &mut out),
-                () = changes.notified() => {
-                    if let Err(ended) = self.pass(Pass::Changes, outbox, &mut out).await {
-                        return ended;
-                    }
+                applied = self.mirrors.applied() => {
+                    self.mirrors.take_answer(applied, &mut out);
+                    None
                 }
+                () = changes.notified() => Some(Pass::Changes),
                 () = self.dial.certificates_changed() => {
                     return "the certificate files changed; reconnecting with them".into();
                 }
@@ -293,16 +291,17 @@ impl Agent {
                     if silent > *interval.borrow() * MISSED_HEARTBEATS {
                         return format!("the manager was silent for {silent:?}");
                     }
-                    if let Err(ended) = self.pass(Pass::Tick, outbox, &mut out).await {
-                        return ended;
-                    }
+                    Some(Pass::Tick)
                 }
                 _ = sweeps.tick() => {
                     self.mirrors.sweep_orphans();
-                    if let Err(ended) = self.pass(Pass::Full, outbox, &mut out).await {
-                        return ended;
-                    }
+                    Some(Pass::Full)
                 }
+            };
+            if let Some(pass) = due
+                && let Err(ended) = self.pass(pass, outbox, &mut out).await
+            {
+                return ended;
             }
             if let Err(ended) = send_all(outbox, &mut out) {
                 return ended;

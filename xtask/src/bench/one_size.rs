@@ -214,10 +214,7 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
     let offered_per_second = raw_run.jobs_per_second * load::OFFERED_SHARE;
     let offered = load::offered(set, &jobs, &suffixed(&names, "o"), offered_per_second).await?;
     let peak_rss_mib = replicas::peak_rss(set, relay).await?;
-    leader_peak.push((
-        "offered load".to_string(),
-        peak_rss_mib.get("manager").copied().unwrap_or(0),
-    ));
+    leader_peak.push(("offered load".to_string(), leader_peak_rss().await?));
     let beside_backlog = backlog::dispatch_beside(set, relay, n).await?;
     let peak_rss_mib_with_backlog = replicas::peak_rss(set, relay).await?;
     let takeover = replicas::takeover(set, relay, n).await?;
