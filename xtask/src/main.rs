@@ -85,8 +85,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => runtime.block_on(supervisor::supervise(args)),
         Cmd::Demo(args) => runtime.block_on(demo::run(args)),
         Cmd::Test(args) => test::run(args),
+        // The bench measures with an optimised build of itself: its watches
+        // and requests share the cores with what it measures.
+        Cmd::Bench(_) if cfg!(debug_assertions) => run_optimised(),
         Cmd::Bench(args) => runtime.block_on(bench::run(args)),
     }
+}
+
+/// This command again, from an optimised build of this program.
+fn run_optimised() -> anyhow::Result<()> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(workspace_root())
+        .args(["run", "--quiet", "--release", "--package", "xtask", "--"])
+        .args(std::env::args_os().skip(1))
+        .status()?;
+    anyhow::ensure!(status.success(), "the optimised bench failed ({status})");
+    Ok(())
 }
 
 /// Progress for people, on standard error (standard output is for `export` lines).

@@ -2,13 +2,15 @@
 //! noting when their Pods ran or went.
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use jobrelay_e2e::cluster::ClusterSet;
 use jobrelay_e2e::fixtures::TestJob;
+use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::MANAGED_BY;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
 use super::measure::{self, Timestamps, at_once, rate};
 use crate::log;
@@ -76,6 +78,79 @@ pub(crate) async fn delete_all(
         }
     })
     .await
+}
+
+/// Jobs and Pods deleted in one step, whose garbage collection is still
+/// under way, would share the cores with what the next step measures.
+/// Waits up to `timeout` until none is left in `jobs` and `pods`; returns
+/// how many Jobs and Pods are left then (none, unless it timed out).
+pub(crate) async fn left_after(
+    timeout: Duration,
+    jobs: &[Api<Job>],
+    pods: &[Api<Pod>],
+) -> (usize, usize) {
+    let settled = wait::try_until("no Job and no Pod left", timeout, || async {
+        match any_left(jobs).await || any_left(pods).await {
+            false => Seen::Ready(()),
+            true => Seen::Waiting("some left".into()),
+        }
+    })
+    .await;
+    match settled {
+        Ok(()) => (0, 0),
+        Err(_) => (count_all(jobs).await, count_all(pods).await),
+    }
+}
+
+/// [`left_after`] for a step, in `ns` on every cluster of `set`: it is an
+/// error if anything is left.
+pub(crate) async fn settled(set: &ClusterSet, ns: &str) -> anyhow::Result<()> {
+    let (mut jobs, mut pods) = (Vec::new(), Vec::new());
+    for cluster in &set.clusters {
+        let client = cluster.client().await?;
+        jobs.push(Api::<Job>::namespaced(client.clone(), ns));
+        pods.push(Api::<Pod>::namespaced(client, ns));
+    }
+    match left_after(SETTLE, &jobs, &pods).await {
+        (0, 0) => Ok(()),
+        (jobs, pods) => anyhow::bail!(
+            "{jobs} Jobs and {pods} Pods still left in namespace {ns} {} s after a step deleted them",
+            SETTLE.as_secs()
+        ),
+    }
+}
+
+/// How long a step's deleted Jobs and Pods may take to be gone.
+const SETTLE: Duration = Duration::from_secs(120);
+
+/// Whether any of `apis` lists an object (an unanswered list counts one).
+async fn any_left<K>(apis: &[Api<K>]) -> bool
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    for api in apis {
+        match api.list_metadata(&ListParams::default().limit(1)).await {
+            Ok(list) if list.items.is_empty() => {}
+            _ => return true,
+        }
+    }
+    false
+}
+
+/// Objects listed through all of `apis` (an unanswered list counts none).
+async fn count_all<K>(apis: &[Api<K>]) -> usize
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let mut count = 0;
+    for api in apis {
+        count += api
+            .list_metadata(&ListParams::default())
+            .await
+            .map(|l| l.items.len())
+            .unwrap_or(0);
+    }
+    count
 }
 
 /// What a Pod watch notes.

@@ -306,7 +306,9 @@ const TICKS_PER_SECOND: f64 = 100.0;
 /// program name and, if it serves one cluster, the cluster's; a process
 /// belongs to the bench when its command line or environment names the
 /// bench's state folder (every control-plane component and jobrelay process
-/// does), and to a cluster when they name that cluster's folder in it.
+/// does), and to a cluster when they name that cluster's folder in it. The
+/// bench's own process is counted too, as "bench client": its watches and
+/// requests share the same cores.
 #[derive(Debug, Clone, Default)]
 pub struct CpuSample(HashMap<u32, (String, f64)>);
 
@@ -323,13 +325,16 @@ impl CpuSample {
             let environ = read("environ");
             let text = [cmdline.as_slice(), &environ].map(String::from_utf8_lossy);
             let names = |folder: &str| text.iter().any(|t| t.contains(folder));
-            if !names(&dir) {
+            let own = pid == std::process::id();
+            if !names(&dir) && !own {
                 continue;
             }
             let program = cmdline.split(|b| *b == 0).next().unwrap_or_default();
             let program = String::from_utf8_lossy(program);
             let mut program = program.rsplit('/').next().unwrap_or_default().to_string();
-            if let Some(cluster) = clusters.iter().find(|c| names(&format!("{dir}/{c}/"))) {
+            if own {
+                program = "bench client".into();
+            } else if let Some(cluster) = clusters.iter().find(|c| names(&format!("{dir}/{c}/"))) {
                 program = format!("{program} {cluster}");
             }
             let stat = String::from_utf8_lossy(&read("stat")).into_owned();

@@ -50,7 +50,9 @@ use jobrelay_e2e::relay::{Options, Relay};
 use jobrelay_e2e::supervisor::Supervisor;
 
 use crate::{log, supervisor_command, workspace_root};
-use jobs::{PodPoint, create_relayed, delete_all, record_pods, relayed, suffixed};
+use jobs::{
+    PodPoint, create_relayed, delete_all, left_after, record_pods, relayed, settled, suffixed,
+};
 use one_size::{Report, bench};
 
 #[derive(clap::Args)]

@@ -12,7 +12,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use serde::Serialize;
 
-use super::jobs::{PodPoint, create_rate, create_relayed, delete_all, record_pods, suffixed};
+use super::jobs::{
+    PodPoint, create_rate, create_relayed, delete_all, record_pods, settled, suffixed,
+};
 use super::measure::{
     self, CpuSample, Figures, Point, Timestamps, at_once, load_average, wait_all,
 };
@@ -109,6 +111,7 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
     })
     .await?;
     delete_all(&raw_manager, &names).await?;
+    settled(set, &raw_ns).await?;
 
     // Raw limit on a worker, and the direct cleanup that jobrelay's is
     // compared with: the same Jobs a mirror is, Pods running, deleted with
@@ -151,6 +154,7 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
     let cleanup_direct = Figures::between(&names, &deleted, &done);
     watches.iter().for_each(|w| w.stop());
     let burst_raw = load::raw_burst(&raw_worker, &raw_ns, &suffixed(&names, "b")).await?;
+    settled(set, &raw_ns).await?;
 
     // Dispatch, resync and cleanup through jobrelay.
     let jobs: Api<Job> = Api::namespaced(manager.clone(), &ns);
@@ -210,6 +214,7 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
     leader_peak.push(("cleanup".to_string(), leader_peak_rss().await?));
 
     let (status, burst, account) = status::status(set, relay, &jobs, &names).await?;
+    settled(set, &ns).await?;
     leader_peak.push(("status and burst".to_string(), leader_peak_rss().await?));
     let offered_per_second = raw_run.jobs_per_second * load::OFFERED_SHARE;
     let offered = load::offered(set, &jobs, &suffixed(&names, "o"), offered_per_second).await?;

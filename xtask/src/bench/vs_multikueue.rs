@@ -26,16 +26,17 @@ use jobrelay_e2e::kit;
 use jobrelay_e2e::kueue::{Kueue, Settings};
 use jobrelay_e2e::kueue_objects;
 use jobrelay_e2e::relay::Relay;
-use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::{MANAGED_BY, QUEUE_NAME_LABEL};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde::Serialize;
 
 use super::chart::{self, Panel, Series};
 use super::measure::{self, Figures, Point, Timestamps, at_once, load_average, wait_all_within};
-use super::{PodPoint, delete_all, record_pods, release_options, start_clusters};
+use super::{
+    PodPoint, delete_all, left_after, record_pods, release_options, settled, start_clusters,
+};
 use crate::{log, workspace_root};
 
 /// MultiKueue's controller name, and the manager value of `spec.managedBy`
@@ -297,6 +298,7 @@ async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::R
     let running_figures = Figures::between(&names, &created, &running);
     let running_seconds = seconds_between(&names, &created, &running);
     delete_all(&jobs, &names).await?;
+    settled(set, &ns).await?;
 
     // Second batch: Jobs that run until deleted, then deleted.
     let names: Vec<String> = (0..n).map(|i| format!("long-{i}")).collect();
@@ -336,7 +338,7 @@ async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::R
     )
     .await?;
     watches.iter().for_each(|w| w.stop());
-    let (leaked_jobs, leaked_pods) = leaks(&worker_jobs, &worker_pods).await;
+    let (leaked_jobs, leaked_pods) = left_after(SETTLE, &worker_jobs, &worker_pods).await;
     let (status, status_seconds) = match status {
         Some((figures, seconds)) => (Some(figures), seconds),
         None => (None, Vec::new()),
@@ -373,40 +375,6 @@ fn seconds_between(
             )
         })
         .collect()
-}
-
-/// Jobs and Pods left in the workers' namespace once every manager Job is
-/// gone, waited out for [`SETTLE`].
-async fn leaks(worker_jobs: &[Api<Job>], worker_pods: &[Api<Pod>]) -> (usize, usize) {
-    let count = || async { (count_all(worker_jobs).await, count_all(worker_pods).await) };
-    let settled = wait::try_until("nothing left on the workers", SETTLE, || async {
-        match count().await {
-            (0, 0) => Seen::Ready(()),
-            (jobs, pods) => Seen::Waiting(format!("{jobs} Jobs, {pods} Pods")),
-        }
-    })
-    .await;
-    if settled.is_ok() {
-        (0, 0)
-    } else {
-        count().await
-    }
-}
-
-/// Objects listed through all of `apis` (an unanswered list counts none).
-async fn count_all<K>(apis: &[Api<K>]) -> usize
-where
-    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
-{
-    let mut count = 0;
-    for api in apis {
-        count += api
-            .list(&ListParams::default())
-            .await
-            .map(|l| l.items.len())
-            .unwrap_or(0);
-    }
-    count
 }
 
 fn print_table(r: &Report) {
