@@ -7,7 +7,7 @@
 use divan::{Bencher, black_box};
 use jobrelay_manager::fleet::Fleet;
 use jobrelay_manager::mirror::mirror_job;
-use jobrelay_manager::status::{apply_body, copied, differs, reconciled};
+use jobrelay_manager::status::{copied, differs, patch_body, reconciled};
 use jobrelay_proto::v1::{DesiredMirror, InventoryEntry, MirrorPhase};
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use kube::runtime::reflector::ObjectRef;
@@ -233,14 +233,14 @@ fn status_differs(bencher: Bencher) {
 }
 
 #[divan::bench]
-fn status_apply_body(bencher: Bencher) {
+fn status_patch_body(bencher: Bencher) {
     let worker = copied(&worker_status_bytes()).expect("valid status");
     let desired = reconciled(Some(&manager_status_running()), &worker, false);
-    bencher.bench_local(|| apply_body(black_box(&desired)));
+    bencher.bench_local(|| patch_body(black_box(&desired)));
 }
 
 /// The whole path, for a status the manager Job does not show yet: bytes to
-/// the serialised server-side apply body.
+/// the serialised merge patch.
 #[divan::bench]
 fn status_path_changed(bencher: Bencher) {
     let bytes = worker_status_bytes();
@@ -262,7 +262,7 @@ fn status_path(bytes: &[u8], current: Option<&JobStatus>) -> Option<Vec<u8>> {
     if !differs(current, &desired) {
         return None;
     }
-    Some(serde_json::to_vec(&apply_body(&desired)).expect("JSON serialises"))
+    Some(serde_json::to_vec(&patch_body(&desired)).expect("JSON serialises"))
 }
 
 /// Mirrors a cluster holds (and the manager wants) for the reconnect benches.

@@ -166,7 +166,7 @@ pub fn next_step(
 pub enum Effect {
     /// Record an Event on the Job.
     Event(Reason, String),
-    /// Write these copied status fields (server-side apply).
+    /// Write these copied status fields (a merge patch).
     WriteStatus(Value),
     /// Set (or remove, with `None`) an annotation of the Job.
     Annotate(&'static str, Option<String>),

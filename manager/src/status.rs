@@ -1,6 +1,7 @@
 //! Copying a worker Job's status onto its manager Job. The manager Job's
-//! status is written with server-side apply, owning exactly the fields copied
-//! here, so a field the worker dropped is dropped on the manager too.
+//! status is written with a merge patch that names every field copied here,
+//! a dropped one as null, so a field the worker dropped is dropped on the
+//! manager too, and no other field is touched.
 
 use k8s_openapi::api::batch::v1::JobStatus;
 use k8s_openapi::jiff::Timestamp;
@@ -185,9 +186,18 @@ pub fn differs(current: Option<&JobStatus>, desired: &Value) -> bool {
     normalized(&pick(&current)) != normalized(desired)
 }
 
-/// The server-side apply body for the status subresource.
-pub fn apply_body(status: &Value) -> Value {
-    serde_json::json!({"apiVersion": "batch/v1", "kind": "Job", "status": status})
+/// The merge patch for the status subresource that makes the copied fields
+/// `status`: each copied field it lacks is removed (null), whatever the
+/// manager's cache shows, so a write that cache has not seen yet is undone
+/// too. A merge patch costs the API server less than a server-side apply of
+/// the same fields (no applied configuration to convert and merge).
+pub fn patch_body(status: &Value) -> Value {
+    let mut patch = Map::new();
+    for field in COPIED {
+        let value = status.get(field).cloned().unwrap_or(Value::Null);
+        patch.insert(field.into(), value);
+    }
+    serde_json::json!({ "status": patch })
 }
 
 fn pick(status: &Value) -> Value {
@@ -366,6 +376,38 @@ mod tests {
             status,
             json!({"active": 0, "ready": 0, "terminating": 0, "succeeded": 4})
         );
-        assert_eq!(apply_body(&status)["kind"], "Job");
+    }
+
+    #[test]
+    fn the_patch_sets_the_copied_fields_and_removes_those_the_worker_dropped() {
+        let patch = patch_body(&json!({"active": 1, "conditions": [{"type": "Complete"}]}));
+        let status = &patch["status"];
+        assert_eq!(status["active"], 1);
+        assert_eq!(status["conditions"], json!([{"type": "Complete"}]));
+        for dropped in ["ready", "startTime", "completionTime", "failedIndexes"] {
+            assert!(
+                status.get(dropped).is_some_and(Value::is_null),
+                "{dropped} is removed"
+            );
+        }
+        assert_eq!(status.as_object().map(Map::len), Some(COPIED.len()));
+        assert_eq!(patch.as_object().map(Map::len), Some(1), "only the status");
+    }
+
+    #[test]
+    fn a_patch_merged_onto_a_status_leaves_exactly_the_copied_fields_and_the_rest() {
+        let mut current = json!({"status": {
+            "active": 1, "ready": 1, "startTime": "2026-01-01T00:00:00Z",
+            "uncountedTerminatedPods": {"succeeded": ["a"]}
+        }});
+        let desired = json!({"succeeded": 1, "startTime": "2026-01-01T00:00:00Z"});
+        json_patch::merge(&mut current, &patch_body(&desired));
+        assert_eq!(
+            current,
+            json!({"status": {
+                "succeeded": 1, "startTime": "2026-01-01T00:00:00Z",
+                "uncountedTerminatedPods": {"succeeded": ["a"]}
+            }})
+        );
     }
 }

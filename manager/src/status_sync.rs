@@ -205,7 +205,7 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Option<Durati
 }
 
 /// Writes the part of `worker` the manager Job shows, if it shows something
-/// else now (server-side apply, so only these fields are owned).
+/// else now (a merge patch of the copied fields only).
 pub async fn write_status(
     jobs: &Api<Job>,
     job: &Job,
@@ -216,12 +216,15 @@ pub async fn write_status(
     if !status::differs(job.status.as_ref(), &desired) {
         return Ok(None);
     }
-    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    };
     let written = jobs
         .patch_status(
             &job.name_any(),
             &params,
-            &Patch::Apply(status::apply_body(&desired)),
+            &Patch::Merge(status::patch_body(&desired)),
         )
         .await?;
     Ok(written.resource_version())
