@@ -213,7 +213,9 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
     watches.iter().for_each(|w| w.stop());
     leader_peak.push(("cleanup".to_string(), leader_peak_rss().await?));
 
+    let before = cpu();
     let (status, burst, account) = status::status(set, relay, &jobs, &names).await?;
+    cpu_seconds.insert("status and burst".into(), cpu().since(&before));
     settled(set, &ns).await?;
     leader_peak.push(("status and burst".to_string(), leader_peak_rss().await?));
     let offered_per_second = raw_run.jobs_per_second * load::OFFERED_SHARE;
