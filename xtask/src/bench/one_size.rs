@@ -153,7 +153,9 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
         .collect();
     let cleanup_direct = Figures::between(&names, &deleted, &done);
     watches.iter().for_each(|w| w.stop());
+    let before = cpu();
     let burst_raw = load::raw_burst(&raw_worker, &raw_ns, &suffixed(&names, "b")).await?;
+    cpu_seconds.insert("burst raw".into(), cpu().since(&before));
     settled(set, &raw_ns).await?;
 
     // Dispatch, resync and cleanup through jobrelay.
