@@ -42,6 +42,7 @@ mod resync;
 mod status;
 mod table;
 mod vs_multikueue;
+mod vs_multikueue_report;
 
 use jobrelay_e2e::binaries::Profile;
 use jobrelay_e2e::cluster::ClusterSet;

@@ -17,7 +17,6 @@
 //! the workers (leaks). Quotas are large enough never to limit.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use jobrelay_e2e::cluster::ClusterSet;
@@ -30,10 +29,9 @@ use jobrelay_proto::wire::{MANAGED_BY, QUEUE_NAME_LABEL};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
-use serde::Serialize;
 
-use super::chart::{self, Panel, Series};
 use super::measure::{self, Figures, Point, Timestamps, at_once, load_average, wait_all_within};
+use super::vs_multikueue_report::{Measured, Report, draw, print_table};
 use super::{
     PodPoint, delete_all, left_after, record_pods, release_options, settled, start_clusters,
 };
@@ -125,33 +123,6 @@ impl System {
         }
         .build()
     }
-}
-
-/// One system's figures.
-#[derive(Debug, Serialize)]
-struct Measured {
-    system: &'static str,
-    settings: &'static str,
-    /// Created → Pod running on a worker; its rate is the system's Jobs/s.
-    running: Figures,
-    /// Worker Job finished → the manager Job shows it (none for raw).
-    status: Option<Figures>,
-    /// Deleted → the Pod gone on the worker.
-    deleted_pods_gone: Figures,
-    /// Jobs and Pods of the namespace left on the workers afterwards.
-    leaked_jobs: usize,
-    leaked_pods: usize,
-    #[serde(skip)]
-    latencies: [Vec<f64>; 3],
-}
-
-#[derive(Debug, Serialize)]
-struct Report {
-    jobs: usize,
-    load_before: String,
-    load_after: String,
-    wall_seconds: f64,
-    systems: Vec<Measured>,
 }
 
 pub async fn run(sizes: &[usize]) -> anyhow::Result<()> {
@@ -375,88 +346,4 @@ fn seconds_between(
             )
         })
         .collect()
-}
-
-fn print_table(r: &Report) {
-    println!();
-    println!(
-        "jobrelay beside MultiKueue — {} Jobs, 1 manager + 2 workers, load {} → {}, {:.0} s",
-        r.jobs, r.load_before, r.load_after, r.wall_seconds
-    );
-    println!(
-        "{:<28} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}",
-        "system",
-        "Jobs/s",
-        "run p50",
-        "run p99",
-        "stat p50",
-        "stat p95",
-        "stat p99",
-        "del p50",
-        "del p95",
-        "del p99",
-        "leaks"
-    );
-    for s in &r.systems {
-        let (p50, p95, p99) = s
-            .status
-            .as_ref()
-            .map(|f| {
-                (
-                    f.p50_ms.to_string(),
-                    f.p95_ms.to_string(),
-                    f.p99_ms.to_string(),
-                )
-            })
-            .unwrap_or_default();
-        println!(
-            "{:<28} {:>7.1} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}",
-            s.system,
-            s.running.jobs_per_second,
-            s.running.p50_ms,
-            s.running.p99_ms,
-            p50,
-            p95,
-            p99,
-            s.deleted_pods_gone.p50_ms,
-            s.deleted_pods_gone.p95_ms,
-            s.deleted_pods_gone.p99_ms,
-            s.leaked_jobs + s.leaked_pods,
-        );
-    }
-    println!("(latencies in ms; leaks: Jobs + Pods left on the workers)");
-}
-
-fn draw(path: &Path, r: &Report) -> anyhow::Result<()> {
-    let titles = [
-        "created -> Pod running on a worker",
-        "worker finished -> manager shows it",
-        "deleted -> Pod gone on the worker",
-    ];
-    let panels: Vec<Panel> = titles
-        .iter()
-        .enumerate()
-        .map(|(i, title)| Panel {
-            title,
-            series: r
-                .systems
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| !s.latencies[i].is_empty())
-                .map(|(colour, s)| Series {
-                    system: s.system,
-                    colour,
-                    seconds: s.latencies[i].clone(),
-                })
-                .collect(),
-        })
-        .collect();
-    chart::render(
-        path,
-        &format!(
-            "{} Jobs: share of Jobs done by each latency (further left is faster)",
-            r.jobs
-        ),
-        &panels,
-    )
 }

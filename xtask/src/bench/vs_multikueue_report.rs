@@ -1,0 +1,120 @@
+//! What the MultiKueue comparison reports: each system's figures, the table
+//! printed to standard output and the chart of latency distributions.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::chart::{self, Panel, Series};
+use super::measure::Figures;
+
+/// One system's figures.
+#[derive(Debug, Serialize)]
+pub(super) struct Measured {
+    pub(super) system: &'static str,
+    pub(super) settings: &'static str,
+    /// Created → Pod running on a worker; its rate is the system's Jobs/s.
+    pub(super) running: Figures,
+    /// Worker Job finished → the manager Job shows it (none for raw).
+    pub(super) status: Option<Figures>,
+    /// Deleted → the Pod gone on the worker.
+    pub(super) deleted_pods_gone: Figures,
+    /// Jobs and Pods of the namespace left on the workers afterwards.
+    pub(super) leaked_jobs: usize,
+    pub(super) leaked_pods: usize,
+    #[serde(skip)]
+    pub(super) latencies: [Vec<f64>; 3],
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct Report {
+    pub(super) jobs: usize,
+    pub(super) load_before: String,
+    pub(super) load_after: String,
+    pub(super) wall_seconds: f64,
+    pub(super) systems: Vec<Measured>,
+}
+
+pub(super) fn print_table(r: &Report) {
+    println!();
+    println!(
+        "jobrelay beside MultiKueue — {} Jobs, 1 manager + 2 workers, load {} → {}, {:.0} s",
+        r.jobs, r.load_before, r.load_after, r.wall_seconds
+    );
+    println!(
+        "{:<28} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}",
+        "system",
+        "Jobs/s",
+        "run p50",
+        "run p99",
+        "stat p50",
+        "stat p95",
+        "stat p99",
+        "del p50",
+        "del p95",
+        "del p99",
+        "leaks"
+    );
+    for s in &r.systems {
+        let (p50, p95, p99) = s
+            .status
+            .as_ref()
+            .map(|f| {
+                (
+                    f.p50_ms.to_string(),
+                    f.p95_ms.to_string(),
+                    f.p99_ms.to_string(),
+                )
+            })
+            .unwrap_or_default();
+        println!(
+            "{:<28} {:>7.1} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}",
+            s.system,
+            s.running.jobs_per_second,
+            s.running.p50_ms,
+            s.running.p99_ms,
+            p50,
+            p95,
+            p99,
+            s.deleted_pods_gone.p50_ms,
+            s.deleted_pods_gone.p95_ms,
+            s.deleted_pods_gone.p99_ms,
+            s.leaked_jobs + s.leaked_pods,
+        );
+    }
+    println!("(latencies in ms; leaks: Jobs + Pods left on the workers)");
+}
+
+pub(super) fn draw(path: &Path, r: &Report) -> anyhow::Result<()> {
+    let titles = [
+        "created -> Pod running on a worker",
+        "worker finished -> manager shows it",
+        "deleted -> Pod gone on the worker",
+    ];
+    let panels: Vec<Panel> = titles
+        .iter()
+        .enumerate()
+        .map(|(i, title)| Panel {
+            title,
+            series: r
+                .systems
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| !s.latencies[i].is_empty())
+                .map(|(colour, s)| Series {
+                    system: s.system,
+                    colour,
+                    seconds: s.latencies[i].clone(),
+                })
+                .collect(),
+        })
+        .collect();
+    chart::render(
+        path,
+        &format!(
+            "{} Jobs: share of Jobs done by each latency (further left is faster)",
+            r.jobs
+        ),
+        &panels,
+    )
+}
