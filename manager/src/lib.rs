@@ -63,8 +63,9 @@ use crate::worker_cluster::WorkerCluster;
 
 /// Reconciles running at once.
 const CONCURRENCY: u16 = 32;
-/// Status copies running at once.
-const STATUS_CONCURRENCY: usize = 16;
+/// Status copies running at once (half of them at most for Jobs that have
+/// not finished).
+const STATUS_CONCURRENCY: usize = 24;
 
 /// Runs what the command line asks for.
 pub async fn main(cli: Cli) -> Result<(), Error> {

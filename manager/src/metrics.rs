@@ -74,6 +74,7 @@ pub struct Metrics {
     status_seconds: Seconds,
     status_heard_seconds: Seconds,
     status_write_seconds: Seconds,
+    status_writes: Counter,
     cleanup_seconds: Seconds,
     connected_clusters: Gauge,
     mirrors: Family<ByPhase, Gauge>,
@@ -99,6 +100,7 @@ impl Metrics {
             status_seconds: Family::new_with_constructor(seconds),
             status_heard_seconds: Family::new_with_constructor(seconds),
             status_write_seconds: Family::new_with_constructor(seconds),
+            status_writes: Counter::default(),
             cleanup_seconds: Family::new_with_constructor(seconds),
             connected_clusters: Gauge::default(),
             mirrors: Family::default(),
@@ -152,6 +154,11 @@ impl Metrics {
             "status_write_seconds",
             "The request that shows a finished Job's status on the manager, alone (the rest of status_seconds after status_heard_seconds is the wait for it), by cluster",
             metrics.status_write_seconds.clone(),
+        );
+        registry.register(
+            "status_writes",
+            "Writes of the status copy that changed a manager Job's status",
+            metrics.status_writes.clone(),
         );
         registry.register(
             "cleanup_seconds",
@@ -260,6 +267,10 @@ impl Metrics {
         self.status_write_seconds
             .get_or_create(&by(cluster))
             .observe(took.as_secs_f64());
+    }
+
+    pub fn status_written(&self) {
+        self.status_writes.inc();
     }
 
     pub fn cleaned_up(&self, cluster: &str, took: Duration) {

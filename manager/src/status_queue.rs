@@ -8,6 +8,13 @@
 //! watch most. The status copy therefore runs on this queue: a Job is queued
 //! at most once, never worked twice at once, and a change that arrives while
 //! it is worked queues it again when that work is done.
+//!
+//! Jobs in the progress lane are worked at most `progress_limit` at once, so
+//! the rest of the workers are always free for a finished Job: when the
+//! manager's API server is slow, its writes wait for it, not for a worker
+//! busy with a Job that merely started. A progress change that waits
+//! meanwhile is merged with the next change of the same Job, so fewer
+//! writes are made the busier the server is.
 
 use std::collections::HashMap;
 
@@ -27,20 +34,43 @@ pub enum Lane {
     Finished,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct StatusQueue {
     finished: Pending,
     progress: Pending,
     /// Jobs being worked, with the lane of a change that came meanwhile.
-    working: HashMap<Key, Option<Lane>>,
+    working: HashMap<Key, Working>,
+    /// Jobs of the progress lane being worked.
+    progress_working: usize,
+    progress_limit: usize,
+}
+
+/// A Job being worked: the lane it was taken from, and the lane of a change
+/// that came meanwhile.
+#[derive(Debug)]
+struct Working {
+    from: Lane,
+    again: Option<Lane>,
 }
 
 impl StatusQueue {
+    /// A queue that hands out at most `progress_limit` Jobs of the progress
+    /// lane at once (at least one).
+    pub fn new(progress_limit: usize) -> Self {
+        Self {
+            finished: Pending::default(),
+            progress: Pending::default(),
+            working: HashMap::new(),
+            progress_working: 0,
+            progress_limit: progress_limit.max(1),
+        }
+    }
+
     /// Queues `key` in `lane` (a Job queued in the progress lane moves to
     /// the finished one); a Job being worked is queued once its work is done.
     pub fn mark(&mut self, key: Key, lane: Lane) {
-        if let Some(again) = self.working.get_mut(&key) {
-            *again = (*again).max(Some(lane));
+        if let Some(working) = self.working.get_mut(&key) {
+            working.again = working.again.max(Some(lane));
             return;
         }
         match lane {
@@ -53,16 +83,33 @@ impl StatusQueue {
         }
     }
 
-    /// The next Job to work, now counted as being worked.
+    /// The next Job to work, now counted as being worked: a finished one,
+    /// else one of the progress lane while fewer than its limit are worked.
     pub fn take(&mut self) -> Option<Key> {
-        let key = self.finished.take().or_else(|| self.progress.take())?;
-        self.working.insert(key.clone(), None);
+        let (key, from) = match self.finished.take() {
+            Some(key) => (key, Lane::Finished),
+            None if self.progress_working < self.progress_limit => {
+                (self.progress.take()?, Lane::Progress)
+            }
+            None => return None,
+        };
+        if from == Lane::Progress {
+            self.progress_working += 1;
+        }
+        self.working
+            .insert(key.clone(), Working { from, again: None });
         Some(key)
     }
 
     /// The work on `key` is done; it is queued again if it changed meanwhile.
     pub fn done(&mut self, key: &Key) {
-        if let Some(Some(lane)) = self.working.remove(key) {
+        let Some(working) = self.working.remove(key) else {
+            return;
+        };
+        if working.from == Lane::Progress {
+            self.progress_working -= 1;
+        }
+        if let Some(lane) = working.again {
             self.mark(key.clone(), lane);
         }
     }
@@ -74,6 +121,12 @@ impl StatusQueue {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Whether [`take`](Self::take) has a Job to hand out now.
+    pub fn can_take(&self) -> bool {
+        !self.finished.is_empty()
+            || (!self.progress.is_empty() && self.progress_working < self.progress_limit)
     }
 }
 
@@ -96,7 +149,7 @@ mod tests {
 
     #[test]
     fn finished_jobs_go_first_and_each_lane_keeps_its_order() {
-        let mut queue = StatusQueue::default();
+        let mut queue = StatusQueue::new(8);
         queue.mark(key("p1"), Lane::Progress);
         queue.mark(key("f1"), Lane::Finished);
         queue.mark(key("p2"), Lane::Progress);
@@ -108,7 +161,7 @@ mod tests {
 
     #[test]
     fn a_job_that_finishes_while_queued_moves_to_the_finished_lane_once() {
-        let mut queue = StatusQueue::default();
+        let mut queue = StatusQueue::new(8);
         queue.mark(key("a"), Lane::Progress);
         queue.mark(key("b"), Lane::Progress);
         queue.mark(key("b"), Lane::Finished);
@@ -119,7 +172,7 @@ mod tests {
 
     #[test]
     fn a_job_is_never_worked_twice_at_once_and_a_change_meanwhile_queues_it_again() {
-        let mut queue = StatusQueue::default();
+        let mut queue = StatusQueue::new(8);
         queue.mark(key("a"), Lane::Progress);
         let a = queue.take().expect("a");
         queue.mark(key("a"), Lane::Progress);
@@ -135,5 +188,60 @@ mod tests {
         queue.done(&key("b"));
         assert!(queue.is_empty());
         assert_eq!(queue.take(), None, "no change since: not queued again");
+    }
+
+    #[test]
+    fn progress_jobs_are_worked_at_most_their_limit_at_once_finished_ones_always() {
+        let mut queue = StatusQueue::new(2);
+        for name in ["p1", "p2", "p3"] {
+            queue.mark(key(name), Lane::Progress);
+        }
+        let p1 = queue.take().expect("p1");
+        let p2 = queue.take().expect("p2");
+        assert!(!queue.can_take(), "two progress Jobs are worked");
+        assert_eq!(queue.take(), None);
+        queue.mark(key("f1"), Lane::Finished);
+        queue.mark(key("f2"), Lane::Finished);
+        assert!(queue.can_take());
+        assert_eq!(queue.take(), Some(key("f1")));
+        assert_eq!(queue.take(), Some(key("f2")));
+        assert_eq!(queue.take(), None, "p3 waits for a progress Job to be done");
+        queue.done(&key("f1"));
+        assert_eq!(
+            queue.take(),
+            None,
+            "a finished Job done frees no progress place"
+        );
+        queue.done(&p1);
+        assert_eq!(queue.take(), Some(key("p3")));
+        queue.done(&p2);
+        queue.done(&key("p3"));
+        queue.done(&key("f2"));
+        assert!(queue.is_empty());
+        assert!(!queue.can_take());
+    }
+
+    #[test]
+    fn a_progress_job_that_finishes_while_worked_goes_to_the_finished_lane_past_the_limit() {
+        let mut queue = StatusQueue::new(1);
+        queue.mark(key("a"), Lane::Progress);
+        queue.mark(key("b"), Lane::Progress);
+        let a = queue.take().expect("a");
+        queue.mark(key("a"), Lane::Finished);
+        queue.done(&a);
+        queue.mark(key("c"), Lane::Progress);
+        assert_eq!(queue.take(), Some(key("a")), "finished goes first");
+        let b = queue.take().expect("b: a's progress place is free again");
+        assert_eq!(b, key("b"));
+        assert_eq!(queue.take(), None, "c waits for b");
+        queue.done(&b);
+        assert_eq!(queue.take(), Some(key("c")));
+    }
+
+    #[test]
+    fn a_limit_of_zero_still_works_the_progress_lane() {
+        let mut queue = StatusQueue::new(0);
+        queue.mark(key("p"), Lane::Progress);
+        assert_eq!(queue.take(), Some(key("p")));
     }
 }

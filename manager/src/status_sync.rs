@@ -35,8 +35,9 @@ use crate::retention::deactivated_at;
 use crate::status;
 use crate::status_queue::{Lane, StatusQueue};
 
-/// The status copy: `workers` copies at once, until `shutdown` (copies under
-/// way finish). Looks at a Job when `changed` yields it (its watch), when
+/// The status copy: `workers` copies at once, at most half of them for Jobs
+/// whose mirror has not finished, until `shutdown` (copies under way
+/// finish). Looks at a Job when `changed` yields it (its watch), when
 /// `triggered` names it (what its agent reported), and when its last copy
 /// asked to be looked at again.
 pub async fn run(
@@ -47,7 +48,7 @@ pub async fn run(
     workers: usize,
     shutdown: Shutdown,
 ) {
-    let queue = Arc::new(Queue::default());
+    let queue = Arc::new(Queue::new(workers / 2));
     let (again, due) = mpsc::unbounded_channel();
     let keys = futures::stream::select_all([
         changed.map(|job| ObjectRef::from_obj(job.as_ref())).boxed(),
@@ -120,13 +121,19 @@ async fn copy(job: Arc<Job>, ctx: &Arc<Context>) -> Option<Duration> {
 }
 
 /// The [`StatusQueue`] and what wakes a worker waiting on it.
-#[derive(Default)]
 struct Queue {
     queue: Mutex<StatusQueue>,
     ready: Notify,
 }
 
 impl Queue {
+    fn new(progress_limit: usize) -> Self {
+        Self {
+            queue: Mutex::new(StatusQueue::new(progress_limit)),
+            ready: Notify::new(),
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, StatusQueue> {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -146,10 +153,10 @@ impl Queue {
         loop {
             let (next, more) = {
                 let mut queue = self.lock();
-                (queue.take(), !queue.is_empty())
+                (queue.take(), queue.can_take())
             };
             if more {
-                // Wake-ups coalesce: pass one on while work is left.
+                // Wake-ups coalesce: pass one on while work can be taken.
                 self.ready.notify_one();
             }
             match next {
@@ -188,12 +195,15 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Option<Durati
         let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
         let finished_at = status::newly_finished_at(job.status.as_ref(), worker_status);
         let writing = std::time::Instant::now();
-        write_status(&jobs, &job, worker_status)
+        let written = write_status(&jobs, &job, worker_status)
             .await
             .map_err(|source| Error::Kube {
                 job: ObjectRef::from_obj(job.as_ref()).to_string(),
                 source,
             })?;
+        if written.is_some() {
+            ctx.metrics.status_written();
+        }
         if let Some(at) = finished_at {
             ctx.metrics.status_write(cluster, writing.elapsed());
             let took = Timestamp::now().duration_since(at);

@@ -426,11 +426,7 @@ impl Relay {
     /// The value of one metric (with its labels, e.g.
     /// `name{reason="x"}`), if present.
     pub async fn metric(&self, name: &str) -> anyhow::Result<Option<f64>> {
-        let text = self.metrics().await?;
-        Ok(text
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok()))
+        Ok(metric_in(&self.metrics().await?, name))
     }
 
     /// The manager's log so far (every replica's, one after the other).
@@ -556,4 +552,12 @@ pub(crate) fn start_logged(
         .stdout(file.try_clone()?)
         .stderr(file);
     Ok(processes::spawn(command)?)
+}
+
+/// The value of one metric (with its labels, e.g. `name{reason="x"}`) in
+/// the text of a scrape, if present.
+pub fn metric_in(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }

@@ -365,8 +365,54 @@ fn cpu_seconds(stat: &str) -> Option<f64> {
     Some((ticks(11)? + ticks(12)?) as f64 / TICKS_PER_SECOND)
 }
 
+/// What every report of the bench opens with: how many Jobs, the machine's
+/// load averages before and after, and how long it took.
+#[derive(Debug, Serialize)]
+pub struct Run {
+    pub jobs: usize,
+    pub load_before: String,
+    pub load_after: String,
+    pub wall_seconds: f64,
+}
+
+/// A [`Run`] under way.
+pub struct Running {
+    jobs: usize,
+    load_before: String,
+    started: Instant,
+}
+
+impl Run {
+    pub fn start(jobs: usize) -> Running {
+        Running {
+            jobs,
+            load_before: load_average(),
+            started: Instant::now(),
+        }
+    }
+
+    /// "`what` — N Jobs, `setup`, load … → …, … s", the first line of a table.
+    pub fn headline(&self, what: &str, setup: &str) -> String {
+        format!(
+            "{what} — {} Jobs, {setup}, load {} → {}, {:.0} s",
+            self.jobs, self.load_before, self.load_after, self.wall_seconds
+        )
+    }
+}
+
+impl Running {
+    pub fn ended(self) -> Run {
+        Run {
+            jobs: self.jobs,
+            load_before: self.load_before,
+            load_after: load_average(),
+            wall_seconds: self.started.elapsed().as_secs_f64(),
+        }
+    }
+}
+
 /// The machine's load averages (1, 5, 15 minutes).
-pub fn load_average() -> String {
+fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .unwrap_or_default()
         .split_whitespace()
@@ -378,6 +424,31 @@ pub fn load_average() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_reports_its_size_load_and_time_as_top_level_fields() {
+        #[derive(Serialize)]
+        struct Report {
+            #[serde(flatten)]
+            run: Run,
+            other: u8,
+        }
+        let run = Run::start(7).ended();
+        assert_eq!(run.load_before.split(' ').count(), 3, "{run:?}");
+        let json = serde_json::to_value(Report { run, other: 1 }).expect("serialises");
+        let mut keys: Vec<&str> = json
+            .as_object()
+            .expect("an object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            ["jobs", "load_after", "load_before", "other", "wall_seconds"]
+        );
+        assert_eq!(json["jobs"], 7);
+    }
 
     #[test]
     fn figures_take_throughput_over_the_whole_span_and_percentiles_per_job() {

@@ -15,19 +15,15 @@ use serde::Serialize;
 use super::jobs::{
     PodPoint, create_rate, create_relayed, delete_all, record_pods, settled, suffixed,
 };
-use super::measure::{
-    self, CpuSample, Figures, Point, Timestamps, at_once, load_average, wait_all,
-};
+use super::measure::{self, CpuSample, Figures, Point, Run, Timestamps, at_once, wait_all};
 use super::{backlog, histogram, load, replicas, resync, status};
 use crate::log;
 
 /// Everything measured for one N.
 #[derive(Debug, Serialize)]
 pub(super) struct Report {
-    pub(super) jobs: usize,
-    pub(super) load_before: String,
-    pub(super) load_after: String,
-    pub(super) wall_seconds: f64,
+    #[serde(flatten)]
+    pub(super) run: Run,
     pub(super) raw_create_worker_jobs_per_second: f64,
     /// Jobs created straight on a worker until their Pods run.
     pub(super) raw_run_worker: Figures,
@@ -43,6 +39,8 @@ pub(super) struct Report {
     pub(super) status_heard: histogram::Bounds,
     pub(super) status_write: histogram::Bounds,
     pub(super) status_written: histogram::Bounds,
+    /// Status writes the manager made per Job of the status step.
+    pub(super) status_writes_per_job: f64,
     /// N short Jobs created at once straight on a worker → each finished.
     pub(super) burst_raw: Figures,
     /// The status step's N short manager Jobs: created → shown finished.
@@ -81,8 +79,7 @@ pub(super) struct Report {
 }
 
 pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Report> {
-    let started = Instant::now();
-    let load_before = load_average();
+    let run = Run::start(n);
     let ns = format!("bench-{n}");
     let raw_ns = format!("bench-raw-{n}");
     for cluster in &set.clusters {
@@ -228,10 +225,7 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
     let peak_rss_mib_with_backlog = replicas::peak_rss(set, relay).await?;
     let takeover = replicas::takeover(set, relay, n).await?;
     Ok(Report {
-        jobs: n,
-        load_before,
-        load_after: load_average(),
-        wall_seconds: started.elapsed().as_secs_f64(),
+        run: run.ended(),
         raw_create_worker_jobs_per_second: raw_worker_rate,
         raw_run_worker: raw_run,
         dispatch_running,
@@ -243,6 +237,7 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
         status_heard: account.heard,
         status_write: account.write,
         status_written: account.written,
+        status_writes_per_job: account.writes_per_job,
         burst_time_ratio_to_raw: burst.seconds / burst_raw.seconds.max(f64::MIN_POSITIVE),
         burst_raw,
         burst,

@@ -2,7 +2,7 @@
 //! Job showing it, with the manager's own account of where the time went.
 
 use jobrelay_e2e::cluster::ClusterSet;
-use jobrelay_e2e::relay::Relay;
+use jobrelay_e2e::relay::{Relay, metric_in};
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::Api;
 
@@ -23,6 +23,7 @@ pub(super) async fn status(
     const HEARD: &str = "jobrelay_status_heard_seconds";
     const WRITE: &str = "jobrelay_status_write_seconds";
     const WRITTEN: &str = "jobrelay_status_seconds";
+    const WRITES: &str = "jobrelay_status_writes_total";
     let metrics_before = relay.metrics().await?;
     let names = suffixed(names, "s");
     let on_worker: Timestamps = Default::default();
@@ -42,6 +43,8 @@ pub(super) async fn status(
     watches.iter().for_each(|w| w.stop());
     delete_all(jobs, &names).await?;
     let account = |name| manager_account(&metrics_before, &metrics_after, name);
+    let writes = |text: &str| metric_in(text, WRITES).unwrap_or(0.0);
+    let writes = writes(&metrics_after) - writes(&metrics_before);
     Ok((
         Figures::between(&names, &on_worker, &on_manager),
         Figures::between(&names, &created, &on_manager),
@@ -49,6 +52,7 @@ pub(super) async fn status(
             heard: account(HEARD),
             write: account(WRITE),
             written: account(WRITTEN),
+            writes_per_job: writes / names.len().max(1) as f64,
         },
     ))
 }
@@ -59,6 +63,8 @@ pub(super) struct Account {
     pub heard: histogram::Bounds,
     pub write: histogram::Bounds,
     pub written: histogram::Bounds,
+    /// Status writes the manager made per Job, from created to finished.
+    pub writes_per_job: f64,
 }
 
 /// What the manager's histogram `name` counted between two readings of its

@@ -7,8 +7,9 @@ use super::measure::Figures;
 pub(super) fn print_table(r: &Report) {
     println!();
     println!(
-        "jobrelay bench — {} Jobs, 2 manager replicas + 2 workers, load {} → {}, {:.0} s",
-        r.jobs, r.load_before, r.load_after, r.wall_seconds
+        "{}",
+        r.run
+            .headline("jobrelay bench", "2 manager replicas + 2 workers")
     );
     println!(
         "{:<44} {:>9} {:>8} {:>8} {:>8} {:>8}",
@@ -62,6 +63,10 @@ pub(super) fn print_table(r: &Report) {
     account("heard", &r.status_heard);
     account("write request", &r.status_write);
     account("wrote", &r.status_written);
+    println!(
+        "{:<44} {:>9.2}",
+        "  status writes per Job", r.status_writes_per_job
+    );
     row("burst raw: N short Jobs on a worker -> done", &r.burst_raw);
     row("burst: N short manager Jobs -> shown done", &r.burst);
     println!(
@@ -132,11 +137,11 @@ pub(super) fn print_table(r: &Report) {
         let each: Vec<String> = used
             .iter()
             .map(|(program, s)| {
-                let per_job = **s * 1000.0 / r.jobs as f64;
+                let per_job = **s * 1000.0 / r.run.jobs as f64;
                 format!("{program} {s:.1} s ({per_job:.1} ms/Job)")
             })
             .collect();
-        let per_job = total * 1000.0 / r.jobs as f64;
+        let per_job = total * 1000.0 / r.run.jobs as f64;
         println!(
             "CPU during {step}: {total:.1} s in all ({per_job:.1} ms/Job): {}",
             each.join(", ")

@@ -30,7 +30,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 
-use super::measure::{self, Figures, Point, Timestamps, at_once, load_average, wait_all_within};
+use super::measure::{self, Figures, Point, Run, Timestamps, at_once, wait_all_within};
 use super::vs_multikueue_report::{Measured, Report, draw, print_table};
 use super::{
     PodPoint, delete_all, left_after, record_pods, release_options, settled, start_clusters,
@@ -151,18 +151,14 @@ pub async fn run(sizes: &[usize]) -> anyhow::Result<()> {
 }
 
 async fn compare(set: &ClusterSet, n: usize) -> anyhow::Result<Report> {
-    let started = Instant::now();
-    let load_before = load_average();
+    let run = Run::start(n);
     let mut systems = Vec::new();
     for system in System::ALL {
         log(&format!("{}: {n} Jobs", system.name()));
         systems.push(measure_system(set, system, n).await?);
     }
     Ok(Report {
-        jobs: n,
-        load_before,
-        load_after: load_average(),
-        wall_seconds: started.elapsed().as_secs_f64(),
+        run: run.ended(),
         systems,
     })
 }

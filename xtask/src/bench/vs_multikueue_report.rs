@@ -6,7 +6,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::chart::{self, Panel, Series};
-use super::measure::Figures;
+use super::measure::{Figures, Run};
 
 /// One system's figures.
 #[derive(Debug, Serialize)]
@@ -28,18 +28,17 @@ pub(super) struct Measured {
 
 #[derive(Debug, Serialize)]
 pub(super) struct Report {
-    pub(super) jobs: usize,
-    pub(super) load_before: String,
-    pub(super) load_after: String,
-    pub(super) wall_seconds: f64,
+    #[serde(flatten)]
+    pub(super) run: Run,
     pub(super) systems: Vec<Measured>,
 }
 
 pub(super) fn print_table(r: &Report) {
     println!();
     println!(
-        "jobrelay beside MultiKueue — {} Jobs, 1 manager + 2 workers, load {} → {}, {:.0} s",
-        r.jobs, r.load_before, r.load_after, r.wall_seconds
+        "{}",
+        r.run
+            .headline("jobrelay beside MultiKueue", "1 manager + 2 workers")
     );
     println!(
         "{:<28} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}",
@@ -113,7 +112,7 @@ pub(super) fn draw(path: &Path, r: &Report) -> anyhow::Result<()> {
         path,
         &format!(
             "{} Jobs: share of Jobs done by each latency (further left is faster)",
-            r.jobs
+            r.run.jobs
         ),
         &panels,
     )
