@@ -50,6 +50,9 @@ pub(super) struct Report {
     /// Manager Jobs offered at `offered_per_second` → mirror exists.
     pub(super) offered: Figures,
     pub(super) offered_per_second: f64,
+    /// By the manager's own account, for the offered-load step: mirror sent
+    /// → the agent reported it held.
+    pub(super) offered_held: histogram::Bounds,
     pub(super) cleanup: Figures,
     /// By the manager's own account, for the cleanup step: DeleteMirror sent
     /// → the agent confirmed the mirror and every Pod gone.
@@ -218,7 +221,15 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
     settled(set, &ns).await?;
     leader_peak.push(("status and burst".to_string(), leader_peak_rss().await?));
     let offered_per_second = raw_run.jobs_per_second * load::OFFERED_SHARE;
+    let before = cpu();
+    let metrics_before = relay.metrics().await?;
     let offered = load::offered(set, &jobs, &suffixed(&names, "o"), offered_per_second).await?;
+    let offered_held = status::manager_account(
+        &metrics_before,
+        &relay.metrics().await?,
+        "jobrelay_dispatch_seconds",
+    );
+    cpu_seconds.insert("offered load".into(), cpu().since(&before));
     let peak_rss_mib = replicas::peak_rss(set, relay).await?;
     leader_peak.push(("offered load".to_string(), leader_peak_rss().await?));
     let beside_backlog = backlog::dispatch_beside(set, relay, n).await?;
@@ -243,6 +254,7 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
         burst,
         offered,
         offered_per_second,
+        offered_held,
         cleanup_ratio_to_direct: cleanup.jobs_per_second
             / cleanup_direct.jobs_per_second.max(f64::MIN_POSITIVE),
         cleanup,

@@ -80,6 +80,7 @@ pub(super) fn print_table(r: &Report) {
         ),
         &r.offered,
     );
+    account("sent -> held", &r.offered_held);
     row("cleanup: delete manager Job -> released", &r.cleanup);
     account("sent -> gone", &r.cleanup_confirmed);
     row(
