@@ -102,26 +102,27 @@ pub(crate) async fn left_after(
     }
 }
 
-/// [`left_after`] for a step, in `ns` on every cluster of `set`: it is an
-/// error if anything is left.
-pub(crate) async fn settled(set: &ClusterSet, ns: &str) -> anyhow::Result<()> {
+/// [`left_after`] `within` for a step, in `ns` on every cluster of `set`:
+/// it is an error if anything is left.
+pub(crate) async fn settled(set: &ClusterSet, ns: &str, within: Duration) -> anyhow::Result<()> {
     let (mut jobs, mut pods) = (Vec::new(), Vec::new());
     for cluster in &set.clusters {
         let client = cluster.client().await?;
         jobs.push(Api::<Job>::namespaced(client.clone(), ns));
         pods.push(Api::<Pod>::namespaced(client, ns));
     }
-    match left_after(SETTLE, &jobs, &pods).await {
+    match left_after(within, &jobs, &pods).await {
         (0, 0) => Ok(()),
         (jobs, pods) => anyhow::bail!(
             "{jobs} Jobs and {pods} Pods still left in namespace {ns} {} s after a step deleted them",
-            SETTLE.as_secs()
+            within.as_secs()
         ),
     }
 }
 
-/// How long a step's deleted Jobs and Pods may take to be gone.
-const SETTLE: Duration = Duration::from_secs(120);
+/// How long a step's deleted Jobs and Pods may take to be gone, where
+/// jobrelay or the raw run deleted them.
+pub(crate) const SETTLE: Duration = Duration::from_secs(120);
 
 /// Whether any of `apis` lists an object (an unanswered list counts one).
 async fn any_left<K>(apis: &[Api<K>]) -> bool

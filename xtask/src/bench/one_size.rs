@@ -13,7 +13,7 @@ use kube::api::Api;
 use serde::Serialize;
 
 use super::jobs::{
-    PodPoint, create_rate, create_relayed, delete_all, record_pods, settled, suffixed,
+    PodPoint, SETTLE, create_rate, create_relayed, delete_all, record_pods, settled, suffixed,
 };
 use super::measure::{self, CpuSample, Figures, Point, Run, Timestamps, at_once, wait_all};
 use super::{backlog, histogram, load, replicas, resync, status};
@@ -111,7 +111,7 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
     })
     .await?;
     delete_all(&raw_manager, &names).await?;
-    settled(set, &raw_ns).await?;
+    settled(set, &raw_ns, SETTLE).await?;
 
     // Raw limit on a worker, and the direct cleanup that jobrelay's is
     // compared with: the same Jobs a mirror is, Pods running, deleted with
@@ -156,7 +156,7 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
     let before = cpu();
     let burst_raw = load::raw_burst(&raw_worker, &raw_ns, &suffixed(&names, "b")).await?;
     cpu_seconds.insert("burst raw".into(), cpu().since(&before));
-    settled(set, &raw_ns).await?;
+    settled(set, &raw_ns, SETTLE).await?;
 
     // Dispatch, resync and cleanup through jobrelay.
     let jobs: Api<Job> = Api::namespaced(manager.clone(), &ns);
@@ -218,7 +218,7 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
     let before = cpu();
     let (status, burst, account) = status::status(set, relay, &jobs, &names).await?;
     cpu_seconds.insert("status and burst".into(), cpu().since(&before));
-    settled(set, &ns).await?;
+    settled(set, &ns, SETTLE).await?;
     leader_peak.push(("status and burst".to_string(), leader_peak_rss().await?));
     let offered_per_second = raw_run.jobs_per_second * load::OFFERED_SHARE;
     let before = cpu();

@@ -47,8 +47,9 @@ const JOB_CPU: &str = "10m";
 const QUOTA_CPU: u32 = 100_000;
 /// How long a Job of the first batch runs (it finishes, for the status step).
 const SHORT_RUN: &str = "5s";
-/// How long a step of `n` Jobs may take: MultiKueue v0.19.2 moves about
-/// one Job a second through its worker clients.
+/// How long a step of `n` Jobs may take, or its Jobs to be gone once
+/// deleted: MultiKueue v0.19.2 moves about one Job a second through its
+/// worker clients.
 fn patience(n: usize) -> Duration {
     Duration::from_secs(300 + 2 * n as u64)
 }
@@ -265,7 +266,9 @@ async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::R
     let running_figures = Figures::between(&names, &created, &running);
     let running_seconds = seconds_between(&names, &created, &running);
     delete_all(&jobs, &names).await?;
-    settled(set, &ns).await?;
+    // MultiKueue deletes its remote Jobs and Workloads through the same
+    // worker clients, at their pace.
+    settled(set, &ns, patience(n)).await?;
 
     // Second batch: Jobs that run until deleted, then deleted.
     let names: Vec<String> = (0..n).map(|i| format!("long-{i}")).collect();
