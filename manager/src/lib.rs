@@ -65,7 +65,7 @@ use crate::worker_cluster::WorkerCluster;
 const CONCURRENCY: u16 = 32;
 /// Status copies running at once (half of them at most for Jobs that have
 /// not finished).
-const STATUS_CONCURRENCY: usize = 24;
+const STATUS_CONCURRENCY: usize = 16;
 
 /// Runs what the command line asks for.
 pub async fn main(cli: Cli) -> Result<(), Error> {
