@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
-use std::time::Duration;
 
 use crate::binaries::{Profile, binaries_of};
 use crate::certs::RelayCa;
@@ -15,7 +14,11 @@ use crate::ports::free_port;
 use crate::processes;
 use crate::proxy::Proxy;
 use crate::registration::register;
-use crate::wait::{self, Seen};
+
+mod reports;
+
+pub(crate) use reports::http_get;
+pub use reports::metric_in;
 
 /// The manager identity the tests run with.
 pub const ORIGIN: &str = "e2e";
@@ -306,17 +309,6 @@ impl Relay {
         Some(status)
     }
 
-    /// The `/metrics` text of manager replica `index`.
-    pub async fn replica_metrics(&self, index: usize) -> anyhow::Result<String> {
-        let (_, body) = http_get(&self.replicas[index].metrics_addr, "/metrics").await?;
-        Ok(body)
-    }
-
-    /// The log of manager replica `index` so far.
-    pub fn replica_log(&self, index: usize) -> String {
-        std::fs::read_to_string(&self.replicas[index].log).unwrap_or_default()
-    }
-
     /// Starts the agent of `worker` (again), appending to its log.
     pub fn start_agent(&self, worker: &str) -> anyhow::Result<()> {
         let command = self.agent_command(worker)?;
@@ -409,69 +401,6 @@ impl Relay {
     pub fn tls_dir(&self) -> &Path {
         &self.tls_dir
     }
-
-    /// The `/metrics` text of the leading manager replica (of replica 0
-    /// when none says it leads).
-    pub async fn metrics(&self) -> anyhow::Result<String> {
-        for index in 1..self.replicas.len() {
-            if let Ok(text) = self.replica_metrics(index).await
-                && text.lines().any(|l| l == "jobrelay_leader 1")
-            {
-                return Ok(text);
-            }
-        }
-        self.replica_metrics(0).await
-    }
-
-    /// The value of one metric (with its labels, e.g.
-    /// `name{reason="x"}`), if present.
-    pub async fn metric(&self, name: &str) -> anyhow::Result<Option<f64>> {
-        Ok(metric_in(&self.metrics().await?, name))
-    }
-
-    /// The manager's log so far (every replica's, one after the other).
-    pub fn manager_log(&self) -> String {
-        (0..self.replicas.len())
-            .map(|index| self.replica_log(index))
-            .collect()
-    }
-
-    /// The log of the agent of `worker` so far.
-    pub fn agent_log(&self, worker: &str) -> String {
-        std::fs::read_to_string(self.logs.join(format!("jobrelay-agent-{worker}.log")))
-            .unwrap_or_default()
-    }
-
-    /// Sessions of `cluster` the manager has logged as connected so far.
-    pub fn sessions_opened(&self, cluster: &str) -> usize {
-        let marker = format!("cluster={cluster}");
-        self.manager_log()
-            .lines()
-            .filter(|l| l.contains(&marker) && l.contains("agent connected"))
-            .count()
-    }
-
-    /// Waits until the manager logged `count` sessions of `cluster` in all.
-    pub async fn wait_sessions(&self, cluster: &str, count: usize) -> anyhow::Result<()> {
-        wait::try_until(
-            format!("session {count} of agent {cluster} with the manager"),
-            Duration::from_secs(60),
-            || {
-                let opened = self.sessions_opened(cluster);
-                let log = self.manager_log();
-                let last = log.lines().last().unwrap_or("(empty log)").to_string();
-                async move {
-                    if opened >= count {
-                        Seen::Ready(())
-                    } else {
-                        Seen::Waiting(format!("{opened} sessions; manager log ends with: {last}"))
-                    }
-                }
-            },
-        )
-        .await?;
-        Ok(())
-    }
 }
 
 impl Drop for Relay {
@@ -513,26 +442,6 @@ impl Launch {
     }
 }
 
-/// A plain HTTP/1.0 GET of `path` at `addr` (`127.0.0.1:<port>`): the
-/// status code and the body.
-pub(crate) async fn http_get(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: jobrelay\r\n\r\n").as_bytes())
-        .await?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await?;
-    let (head, body) = response
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| anyhow::anyhow!("no HTTP body from {addr}{path}: {response:?}"))?;
-    let code = head
-        .get(9..12)
-        .and_then(|code| code.parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("not an HTTP answer from {addr}{path}: {head:?}"))?;
-    Ok((code, body.to_string()))
-}
-
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -552,12 +461,4 @@ pub(crate) fn start_logged(
         .stdout(file.try_clone()?)
         .stderr(file);
     Ok(processes::spawn(command)?)
-}
-
-/// The value of one metric (with its labels, e.g. `name{reason="x"}`) in
-/// the text of a scrape, if present.
-pub fn metric_in(text: &str, name: &str) -> Option<f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }

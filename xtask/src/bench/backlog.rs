@@ -17,7 +17,8 @@ use k8s_openapi::jiff::{Timestamp, ToSpan};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde::Serialize;
 
-use super::measure::{self, Figures, Point, Timestamps, at_once, wait_all};
+use super::figures::Figures;
+use super::measure::{self, Point, Timestamps, at_once, wait_all};
 use super::{create_relayed, delete_all};
 use crate::log;
 

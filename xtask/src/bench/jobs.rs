@@ -12,7 +12,8 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
-use super::measure::{self, Timestamps, at_once, rate};
+use super::figures::rate;
+use super::measure::{self, Timestamps, at_once};
 use crate::log;
 
 /// `names`, each with `-suffix`: the Jobs of another step.

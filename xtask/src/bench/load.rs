@@ -11,7 +11,8 @@ use jobrelay_e2e::fixtures::TestJob;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, PostParams};
 
-use super::measure::{self, Figures, Point, Timestamps, at_once, paced, wait_all};
+use super::figures::Figures;
+use super::measure::{self, Point, Timestamps, at_once, paced, wait_all};
 use super::{create_relayed, delete_all};
 use crate::log;
 

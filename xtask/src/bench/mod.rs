@@ -31,9 +31,11 @@
 
 mod backlog;
 mod chart;
+mod figures;
 mod histogram;
 mod jobs;
 mod load;
+mod machine;
 mod measure;
 mod multikueue_setup;
 mod one_size;

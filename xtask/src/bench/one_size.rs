@@ -12,10 +12,12 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use serde::Serialize;
 
+use super::figures::Figures;
 use super::jobs::{
     PodPoint, SETTLE, create_rate, create_relayed, delete_all, record_pods, settled, suffixed,
 };
-use super::measure::{self, CpuSample, Figures, Point, Run, Timestamps, at_once, wait_all};
+use super::machine::{CpuSample, Run};
+use super::measure::{self, Point, Timestamps, at_once, wait_all};
 use super::{backlog, histogram, load, replicas, resync, status};
 use crate::log;
 

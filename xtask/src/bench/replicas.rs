@@ -13,7 +13,8 @@ use jobrelay_e2e::relay::Relay;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, PostParams};
 
-use super::measure::{self, Point, Timestamps, peak_rss_kib, wait_all};
+use super::machine::peak_rss_kib;
+use super::measure::{self, Point, Timestamps, wait_all};
 use super::{delete_all, relayed};
 use crate::log;
 

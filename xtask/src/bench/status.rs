@@ -6,7 +6,8 @@ use jobrelay_e2e::relay::{Relay, metric_in};
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::Api;
 
-use super::measure::{self, Figures, Point, Timestamps, at_once, wait_all};
+use super::figures::Figures;
+use super::measure::{self, Point, Timestamps, at_once, wait_all};
 use super::{create_relayed, delete_all, histogram, load, suffixed};
 use crate::log;
 

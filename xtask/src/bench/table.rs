@@ -1,8 +1,8 @@
 //! The bench's table on standard output.
 
 use super::Report;
+use super::figures::Figures;
 use super::histogram;
-use super::measure::Figures;
 
 pub(super) fn print_table(r: &Report) {
     println!();

@@ -30,7 +30,9 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 
-use super::measure::{self, Figures, Point, Run, Timestamps, at_once, wait_all_within};
+use super::figures::Figures;
+use super::machine::Run;
+use super::measure::{self, Point, Timestamps, at_once, wait_all_within};
 use super::vs_multikueue_report::{Measured, Report, draw, print_table};
 use super::{
     PodPoint, delete_all, left_after, record_pods, release_options, settled, start_clusters,

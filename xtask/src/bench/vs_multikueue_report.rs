@@ -6,7 +6,8 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::chart::{self, Panel, Series};
-use super::measure::{Figures, Run};
+use super::figures::Figures;
+use super::machine::Run;
 
 /// One system's figures.
 #[derive(Debug, Serialize)]
