@@ -38,10 +38,8 @@ pub enum Lane {
 pub struct StatusQueue {
     finished: Pending,
     progress: Pending,
-    /// Jobs being worked, with the lane of a change that came meanwhile.
+    /// Jobs being worked (as many as there are workers).
     working: HashMap<Key, Working>,
-    /// Jobs of the progress lane being worked.
-    progress_working: usize,
     progress_limit: usize,
 }
 
@@ -61,7 +59,6 @@ impl StatusQueue {
             finished: Pending::default(),
             progress: Pending::default(),
             working: HashMap::new(),
-            progress_working: 0,
             progress_limit: progress_limit.max(1),
         }
     }
@@ -88,14 +85,9 @@ impl StatusQueue {
     pub fn take(&mut self) -> Option<Key> {
         let (key, from) = match self.finished.take() {
             Some(key) => (key, Lane::Finished),
-            None if self.progress_working < self.progress_limit => {
-                (self.progress.take()?, Lane::Progress)
-            }
+            None if self.progress_has_room() => (self.progress.take()?, Lane::Progress),
             None => return None,
         };
-        if from == Lane::Progress {
-            self.progress_working += 1;
-        }
         self.working
             .insert(key.clone(), Working { from, again: None });
         Some(key)
@@ -103,13 +95,10 @@ impl StatusQueue {
 
     /// The work on `key` is done; it is queued again if it changed meanwhile.
     pub fn done(&mut self, key: &Key) {
-        let Some(working) = self.working.remove(key) else {
-            return;
-        };
-        if working.from == Lane::Progress {
-            self.progress_working -= 1;
-        }
-        if let Some(lane) = working.again {
+        if let Some(Working {
+            again: Some(lane), ..
+        }) = self.working.remove(key)
+        {
             self.mark(key.clone(), lane);
         }
     }
@@ -125,8 +114,13 @@ impl StatusQueue {
 
     /// Whether [`take`](Self::take) has a Job to hand out now.
     pub fn can_take(&self) -> bool {
-        !self.finished.is_empty()
-            || (!self.progress.is_empty() && self.progress_working < self.progress_limit)
+        !self.finished.is_empty() || (!self.progress.is_empty() && self.progress_has_room())
+    }
+
+    /// Whether fewer Jobs of the progress lane than its limit are worked.
+    fn progress_has_room(&self) -> bool {
+        let worked = self.working.values().filter(|w| w.from == Lane::Progress);
+        worked.count() < self.progress_limit
     }
 }
 
