@@ -70,8 +70,68 @@ pub struct Options {
 struct Replica {
     launch: Launch,
     child: Mutex<Option<Child>>,
+    /// `https://127.0.0.1:<port>` of its Relay service.
+    url: String,
     metrics_addr: String,
+    health_addr: String,
     log: PathBuf,
+}
+
+impl Replica {
+    /// Replica `index`, launched as `launch` says (its TLS files and
+    /// configuration) on ports of its own, with the tests' flags and `more`.
+    fn new(
+        index: usize,
+        mut launch: Launch,
+        more: &[String],
+        log: PathBuf,
+    ) -> anyhow::Result<Self> {
+        let url = format!("https://127.0.0.1:{}", free_port()?);
+        let metrics_addr = format!("127.0.0.1:{}", free_port()?);
+        let health_addr = format!("127.0.0.1:{}", free_port()?);
+        launch.args([
+            "--listen",
+            url.trim_start_matches("https://"),
+            "--origin",
+            ORIGIN,
+            "--identity",
+            &format!("manager-{index}"),
+            "--heartbeat-interval",
+            "1s",
+            "--cluster-status-interval",
+            "2s",
+            "--certificate-reload-interval",
+            "1s",
+            "--metrics-listen",
+            &metrics_addr,
+            "--health-listen",
+            &health_addr,
+        ]);
+        launch.args.extend(more.iter().map(Into::into));
+        Ok(Replica {
+            launch,
+            child: Mutex::new(None),
+            url,
+            metrics_addr,
+            health_addr,
+            log,
+        })
+    }
+}
+
+/// Writes a configuration file `name` into the set's state directory, if
+/// there is one to write; its path.
+fn config_file(
+    set: &ClusterSet,
+    name: &str,
+    text: Option<&str>,
+) -> anyhow::Result<Option<PathBuf>> {
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    let path = set.state_dir.join(name);
+    std::fs::write(&path, text)?;
+    Ok(Some(path))
 }
 
 /// The tests' log filter: jobrelay's own decisions at debug level.
@@ -111,93 +171,52 @@ impl Relay {
         let ca_path = tls_dir.join("ca.crt");
         crate::certs::write_atomically(&ca_path, &ca.ca_pem)?;
         let (server_cert, server_key) = ca.server()?.write(&tls_dir, "manager")?;
+        let manager_config = config_file(
+            set,
+            "jobrelay-manager.yaml",
+            options.manager_config.as_deref(),
+        )?;
 
-        let manager_config = match &options.manager_config {
-            Some(config) => {
-                let path = set.state_dir.join("jobrelay-manager.yaml");
-                std::fs::write(&path, config)?;
-                Some(path)
-            }
-            None => None,
-        };
         let mut replicas = Vec::new();
-        let mut urls = Vec::new();
-        let mut health_addrs = Vec::new();
         for index in 0..options.manager_replicas.max(1) {
-            let url = format!("https://127.0.0.1:{}", free_port()?);
-            let metrics_addr = format!("127.0.0.1:{}", free_port()?);
-            let health_addr = format!("127.0.0.1:{}", free_port()?);
-            let mut manager = Launch {
+            let mut launch = Launch {
                 bin: manager_bin.clone(),
                 kubeconfig: set.manager().kubeconfig.clone(),
                 args: Vec::new(),
             };
-            manager.args([
-                "--listen",
-                url.trim_start_matches("https://"),
-                "--origin",
-                ORIGIN,
-                "--identity",
-                &format!("manager-{index}"),
-                "--heartbeat-interval",
-                "1s",
-                "--cluster-status-interval",
-                "2s",
-                "--certificate-reload-interval",
-                "1s",
-                "--metrics-listen",
-                &metrics_addr,
-                "--health-listen",
-                &health_addr,
-            ]);
-            manager.path("--tls-cert", &server_cert);
-            manager.path("--tls-key", &server_key);
-            manager.path("--client-ca", &ca_path);
+            launch.path("--tls-cert", &server_cert);
+            launch.path("--tls-key", &server_key);
+            launch.path("--client-ca", &ca_path);
             if let Some(path) = &manager_config {
-                manager.path("--config", path);
+                launch.path("--config", path);
             }
-            manager
-                .args
-                .extend(options.manager_args.iter().map(Into::into));
             let log = match index {
                 0 => logs.join("jobrelay-manager.log"),
                 _ => logs.join(format!("jobrelay-manager-{index}.log")),
             };
-            replicas.push(Replica {
-                launch: manager,
-                child: Mutex::new(None),
-                metrics_addr,
-                log,
-            });
-            urls.push(url);
-            health_addrs.push(health_addr);
+            replicas.push(Replica::new(index, launch, &options.manager_args, log)?);
         }
-        let manager_url = urls[0].clone();
+        let urls: Vec<&str> = replicas.iter().map(|r| r.url.as_str()).collect();
 
         let mut agents = BTreeMap::new();
         for worker in set.workers() {
-            let config = match options.agent_configs.get(&worker.name) {
-                Some(config) => {
-                    let path = set
-                        .state_dir
-                        .join(format!("jobrelay-agent-{}.yaml", worker.name));
-                    std::fs::write(&path, config)?;
-                    Some(path)
-                }
-                None => None,
-            };
-            let (cert, key) = ca.client(&worker.name)?.write(&tls_dir, &worker.name)?;
+            let name = &worker.name;
+            let config = config_file(
+                set,
+                &format!("jobrelay-agent-{name}.yaml"),
+                options.agent_configs.get(name).map(String::as_str),
+            )?;
+            let (cert, key) = ca.client(name)?.write(&tls_dir, name)?;
             let proxy = match options.proxied {
-                true => {
-                    let upstreams = urls
+                true => Some(Proxy::start(
+                    &urls
                         .iter()
                         .map(|url| url.trim_start_matches("https://").parse())
-                        .collect::<Result<Vec<std::net::SocketAddr>, _>>()?;
-                    Some(Proxy::start(&upstreams)?)
-                }
+                        .collect::<Result<Vec<std::net::SocketAddr>, _>>()?,
+                )?),
                 false => None,
             };
-            let dialled = match &proxy {
+            let manager_url = match &proxy {
                 Some(proxy) => proxy
                     .addrs
                     .iter()
@@ -206,24 +225,22 @@ impl Relay {
                     .join(","),
                 None => urls.join(","),
             };
-            agents.insert(
-                worker.name.clone(),
-                AgentSetup {
-                    kubeconfig: worker.kubeconfig.clone(),
-                    manager_url: dialled,
-                    proxy,
-                    health_addr: format!("127.0.0.1:{}", free_port()?),
-                    config,
-                    cert,
-                    key,
-                },
-            );
+            let setup = AgentSetup {
+                kubeconfig: worker.kubeconfig.clone(),
+                manager_url,
+                proxy,
+                health_addr: format!("127.0.0.1:{}", free_port()?),
+                config,
+                cert,
+                key,
+            };
+            agents.insert(name.clone(), setup);
         }
         let relay = Relay {
             origin: ORIGIN.into(),
-            manager_url,
+            manager_url: replicas[0].url.clone(),
             metrics_addr: replicas[0].metrics_addr.clone(),
-            health_addr: health_addrs[0].clone(),
+            health_addr: replicas[0].health_addr.clone(),
             ca,
             ca_path,
             tls_dir,

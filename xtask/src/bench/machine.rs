@@ -75,6 +75,35 @@ impl CpuSample {
     }
 }
 
+/// CPU seconds per program during each named step of one bench.
+pub struct Spent {
+    state_dir: std::path::PathBuf,
+    clusters: Vec<String>,
+    pub by_step: BTreeMap<String, BTreeMap<String, f64>>,
+}
+
+impl Spent {
+    /// For the bench whose state folder is `state_dir`, serving `clusters`.
+    pub fn new(state_dir: &Path, clusters: Vec<String>) -> Spent {
+        Spent {
+            state_dir: state_dir.to_path_buf(),
+            clusters,
+            by_step: BTreeMap::new(),
+        }
+    }
+
+    /// Where a step begins.
+    pub fn sample(&self) -> CpuSample {
+        CpuSample::take(&self.state_dir, &self.clusters)
+    }
+
+    /// Records what was spent from `before` until now as `step`.
+    pub fn record(&mut self, step: &str, before: &CpuSample) {
+        let used = self.sample().since(before);
+        self.by_step.insert(step.to_string(), used);
+    }
+}
+
 /// User plus system CPU seconds from the text of `/proc/<pid>/stat`.
 fn cpu_seconds(stat: &str) -> Option<f64> {
     // The command name may hold spaces and parentheses; fields follow the last ')'.

@@ -16,7 +16,7 @@ use super::figures::Figures;
 use super::jobs::{
     PodPoint, SETTLE, create_rate, create_relayed, delete_all, record_pods, settled, suffixed,
 };
-use super::machine::{CpuSample, Run};
+use super::machine::{Run, Spent};
 use super::measure::{self, Point, Timestamps, at_once, wait_all};
 use super::{backlog, histogram, load, replicas, resync, status};
 use crate::log;
@@ -93,72 +93,15 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
         kit::create_namespace(&client, &raw_ns).await;
     }
     let manager = set.manager().client().await?;
-    let worker = set.workers()[0].client().await?;
     let names: Vec<String> = (0..n).map(|i| format!("job-{i}")).collect();
-    let mut cpu_seconds = BTreeMap::new();
     let cluster_names: Vec<String> = set.clusters.iter().map(|c| c.name.clone()).collect();
-    let cpu = || CpuSample::take(&set.state_dir, &cluster_names);
+    let mut spent = Spent::new(&set.state_dir, cluster_names);
     let mut leader_peak = Vec::new();
     let leader_peak_rss = || async {
         let rss = replicas::peak_rss(set, relay).await?;
         anyhow::Ok(rss.get("manager").copied().unwrap_or(0))
     };
-
-    // Raw limit on the manager: Jobs no controller acts on.
-    let raw_manager: Api<Job> = Api::namespaced(manager.clone(), &raw_ns);
-    let (raw_manager_rate, _) = create_rate(&raw_manager, &names, |name| {
-        TestJob::new(&raw_ns, name)
-            .managed_by("bench.jobrelay.dev/nobody")
-            .build()
-    })
-    .await?;
-    delete_all(&raw_manager, &names).await?;
-    settled(set, &raw_ns, SETTLE).await?;
-
-    // Raw limit on a worker, and the direct cleanup that jobrelay's is
-    // compared with: the same Jobs a mirror is, Pods running, deleted with
-    // Background propagation, done when Job and Pod are gone.
-    let raw_worker: Api<Job> = Api::namespaced(worker.clone(), &raw_ns);
-    let raw_pods: Api<Pod> = Api::namespaced(worker.clone(), &raw_ns);
-    let running: Timestamps = Default::default();
-    let watch = record_pods(raw_pods.clone(), PodPoint::Running, running.clone())
-        .listed()
-        .await?;
-    let before = cpu();
-    let (raw_worker_rate, raw_created) = create_rate(&raw_worker, &names, |name| {
-        TestJob::new(&raw_ns, name).run_for("1h").build()
-    })
-    .await?;
-    cpu_seconds.insert("raw create on a worker".into(), cpu().since(&before));
-    let running = wait_all("raw Pods running", &names, &running).await?;
-    cpu_seconds.insert("raw run".into(), cpu().since(&before));
-    let raw_run = Figures::between(&names, &raw_created, &running);
-    watch.stop();
-    let job_gone: Timestamps = Default::default();
-    let pod_gone: Timestamps = Default::default();
-    let watches = [
-        measure::record(raw_worker.clone(), Point::Gone, job_gone.clone())
-            .listed()
-            .await?,
-        record_pods(raw_pods.clone(), PodPoint::Gone, pod_gone.clone())
-            .listed()
-            .await?,
-    ];
-    let before = cpu();
-    let deleted = delete_all(&raw_worker, &names).await?;
-    let job_gone = wait_all("raw Jobs gone", &names, &job_gone).await?;
-    let pod_gone = wait_all("raw Pods gone", &names, &pod_gone).await?;
-    cpu_seconds.insert("cleanup direct".into(), cpu().since(&before));
-    let done: HashMap<String, Instant> = names
-        .iter()
-        .filter_map(|n| Some((n.clone(), *job_gone.get(n)?.max(pod_gone.get(n)?))))
-        .collect();
-    let cleanup_direct = Figures::between(&names, &deleted, &done);
-    watches.iter().for_each(|w| w.stop());
-    let before = cpu();
-    let burst_raw = load::raw_burst(&raw_worker, &raw_ns, &suffixed(&names, "b")).await?;
-    cpu_seconds.insert("burst raw".into(), cpu().since(&before));
-    settled(set, &raw_ns, SETTLE).await?;
+    let raw = raw_limits(set, &raw_ns, &names, &mut spent).await?;
 
     // Dispatch, resync and cleanup through jobrelay.
     let jobs: Api<Job> = Api::namespaced(manager.clone(), &ns);
@@ -185,16 +128,13 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
         );
     }
     log(&format!("creating {n} manager Jobs"));
-    let before = cpu();
+    let before = spent.sample();
     let created = at_once(&names, create_relayed(&jobs, "1h")).await?;
     let mirrored = wait_all("every mirror on its worker", &names, &mirrored).await?;
     let dispatch = Figures::between(&names, &created, &mirrored);
-    cpu_seconds.insert("dispatch".into(), cpu().since(&before));
+    spent.record("dispatch", &before);
     let mirror_running = wait_all("every mirror's Pod running", &names, &mirror_running).await?;
-    cpu_seconds.insert(
-        "dispatch until every Pod running".into(),
-        cpu().since(&before),
-    );
+    spent.record("dispatch until every Pod running", &before);
     let dispatch_running = Figures::between(&names, &created, &mirror_running);
     leader_peak.push(("dispatch".to_string(), leader_peak_rss().await?));
 
@@ -203,7 +143,7 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
     leader_peak.push(("resync".to_string(), leader_peak_rss().await?));
 
     log(&format!("deleting {n} manager Jobs"));
-    let before = cpu();
+    let before = spent.sample();
     let metrics_before = relay.metrics().await?;
     let deleted = delete_all(&jobs, &names).await?;
     let released = wait_all("every manager Job released and gone", &names, &released).await?;
@@ -213,17 +153,17 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
         &relay.metrics().await?,
         "jobrelay_cleanup_seconds",
     );
-    cpu_seconds.insert("cleanup".into(), cpu().since(&before));
+    spent.record("cleanup", &before);
     watches.iter().for_each(|w| w.stop());
     leader_peak.push(("cleanup".to_string(), leader_peak_rss().await?));
 
-    let before = cpu();
+    let before = spent.sample();
     let (status, burst, account) = status::status(set, relay, &jobs, &names).await?;
-    cpu_seconds.insert("status and burst".into(), cpu().since(&before));
+    spent.record("status and burst", &before);
     settled(set, &ns, SETTLE).await?;
     leader_peak.push(("status and burst".to_string(), leader_peak_rss().await?));
-    let offered_per_second = raw_run.jobs_per_second * load::OFFERED_SHARE;
-    let before = cpu();
+    let offered_per_second = raw.run.jobs_per_second * load::OFFERED_SHARE;
+    let before = spent.sample();
     let metrics_before = relay.metrics().await?;
     let offered = load::offered(set, &jobs, &suffixed(&names, "o"), offered_per_second).await?;
     let offered_held = status::manager_account(
@@ -231,7 +171,7 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
         &relay.metrics().await?,
         "jobrelay_dispatch_seconds",
     );
-    cpu_seconds.insert("offered load".into(), cpu().since(&before));
+    spent.record("offered load", &before);
     let peak_rss_mib = replicas::peak_rss(set, relay).await?;
     leader_peak.push(("offered load".to_string(), leader_peak_rss().await?));
     let beside_backlog = backlog::dispatch_beside(set, relay, n).await?;
@@ -239,36 +179,36 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
     let takeover = replicas::takeover(set, relay, n).await?;
     Ok(Report {
         run: run.ended(),
-        raw_create_worker_jobs_per_second: raw_worker_rate,
-        raw_run_worker: raw_run,
+        raw_create_worker_jobs_per_second: raw.worker_rate,
         dispatch_running,
-        raw_create_manager_jobs_per_second: raw_manager_rate,
+        raw_create_manager_jobs_per_second: raw.manager_rate,
         dispatch_ratio_to_raw_worker: dispatch.jobs_per_second
-            / raw_worker_rate.max(f64::MIN_POSITIVE),
+            / raw.worker_rate.max(f64::MIN_POSITIVE),
         dispatch,
         status,
         status_heard: account.heard,
         status_write: account.write,
         status_written: account.written,
         status_writes_per_job: account.writes_per_job,
-        burst_time_ratio_to_raw: burst.seconds / burst_raw.seconds.max(f64::MIN_POSITIVE),
-        burst_raw,
+        burst_time_ratio_to_raw: burst.seconds / raw.burst.seconds.max(f64::MIN_POSITIVE),
+        burst_raw: raw.burst,
         burst,
         offered,
         offered_per_second,
         offered_held,
         cleanup_ratio_to_direct: cleanup.jobs_per_second
-            / cleanup_direct.jobs_per_second.max(f64::MIN_POSITIVE),
+            / raw.cleanup_direct.jobs_per_second.max(f64::MIN_POSITIVE),
         cleanup,
         cleanup_confirmed,
-        cleanup_direct,
+        cleanup_direct: raw.cleanup_direct,
         resync_seconds: resync.as_secs_f64(),
         resync_mirrors,
         takeover_seconds: takeover.as_secs_f64(),
         peak_rss_mib,
         peak_rss_mib_with_backlog,
+        raw_run_worker: raw.run,
         leader_peak_rss_mib_after: leader_peak,
-        cpu_seconds,
+        cpu_seconds: spent.by_step,
         client_rate_limit_reached: logged(relay, set, "kube client rate limit reached"),
         failed_reconciles: logged(relay, set, "reconcile failed"),
         beside_backlog,
@@ -283,4 +223,91 @@ fn logged(relay: &Relay, set: &ClusterSet, marker: &str) -> usize {
         .map(|w| relay.agent_log(&w.name).matches(marker).count())
         .sum();
     relay.manager_log().matches(marker).count() + agents
+}
+
+/// What the clusters do without jobrelay: the physical limits its figures
+/// are compared with.
+struct RawLimits {
+    /// Jobs no controller acts on, created on the manager, per second.
+    manager_rate: f64,
+    /// Jobs created straight on a worker, per second.
+    worker_rate: f64,
+    /// Those Jobs, created until their Pods run.
+    run: Figures,
+    /// Those Jobs deleted with Background propagation until Job and Pod are gone.
+    cleanup_direct: Figures,
+    /// N short Jobs created at once on a worker until each finished.
+    burst: Figures,
+}
+
+async fn raw_limits(
+    set: &ClusterSet,
+    raw_ns: &str,
+    names: &[String],
+    spent: &mut Spent,
+) -> anyhow::Result<RawLimits> {
+    let manager = set.manager().client().await?;
+    let worker = set.workers()[0].client().await?;
+    // Raw limit on the manager: Jobs no controller acts on.
+    let raw_manager: Api<Job> = Api::namespaced(manager, raw_ns);
+    let (manager_rate, _) = create_rate(&raw_manager, names, |name| {
+        TestJob::new(raw_ns, name)
+            .managed_by("bench.jobrelay.dev/nobody")
+            .build()
+    })
+    .await?;
+    delete_all(&raw_manager, names).await?;
+    settled(set, raw_ns, SETTLE).await?;
+
+    // Raw limit on a worker, and the direct cleanup that jobrelay's is
+    // compared with: the same Jobs a mirror is, Pods running, deleted with
+    // Background propagation, done when Job and Pod are gone.
+    let raw_worker: Api<Job> = Api::namespaced(worker.clone(), raw_ns);
+    let raw_pods: Api<Pod> = Api::namespaced(worker, raw_ns);
+    let running: Timestamps = Default::default();
+    let watch = record_pods(raw_pods.clone(), PodPoint::Running, running.clone())
+        .listed()
+        .await?;
+    let before = spent.sample();
+    let (worker_rate, raw_created) = create_rate(&raw_worker, names, |name| {
+        TestJob::new(raw_ns, name).run_for("1h").build()
+    })
+    .await?;
+    spent.record("raw create on a worker", &before);
+    let running = wait_all("raw Pods running", names, &running).await?;
+    spent.record("raw run", &before);
+    let run = Figures::between(names, &raw_created, &running);
+    watch.stop();
+    let job_gone: Timestamps = Default::default();
+    let pod_gone: Timestamps = Default::default();
+    let watches = [
+        measure::record(raw_worker.clone(), Point::Gone, job_gone.clone())
+            .listed()
+            .await?,
+        record_pods(raw_pods, PodPoint::Gone, pod_gone.clone())
+            .listed()
+            .await?,
+    ];
+    let before = spent.sample();
+    let deleted = delete_all(&raw_worker, names).await?;
+    let job_gone = wait_all("raw Jobs gone", names, &job_gone).await?;
+    let pod_gone = wait_all("raw Pods gone", names, &pod_gone).await?;
+    spent.record("cleanup direct", &before);
+    let done: HashMap<String, Instant> = names
+        .iter()
+        .filter_map(|n| Some((n.clone(), *job_gone.get(n)?.max(pod_gone.get(n)?))))
+        .collect();
+    let cleanup_direct = Figures::between(names, &deleted, &done);
+    watches.iter().for_each(|w| w.stop());
+    let before = spent.sample();
+    let burst = load::raw_burst(&raw_worker, raw_ns, &suffixed(names, "b")).await?;
+    spent.record("burst raw", &before);
+    settled(set, raw_ns, SETTLE).await?;
+    Ok(RawLimits {
+        manager_rate,
+        worker_rate,
+        run,
+        cleanup_direct,
+        burst,
+    })
 }
