@@ -162,29 +162,37 @@ impl Mirrors {
             }
         }
         // The caches said so; the API server must say so too.
+        let asked = gone
+            .into_iter()
+            .filter_map(|uid| Some((self.deleting.get(&uid)?.namespace.clone(), uid)));
         let this = &*self;
-        let confirmed = concurrently(gone.into_iter().map(|uid| async move {
-            let confirmed = this.confirm_gone(&uid).await;
-            (uid, confirmed)
-        }))
+        let answers = concurrently(confirmation_batches(asked).into_iter().map(
+            |(namespace, uids)| async move {
+                let confirmed = this.confirm_gone(&namespace, &uids).await;
+                (uids, confirmed)
+            },
+        ))
         .await;
-        for (uid, confirmed) in confirmed {
-            match confirmed {
-                Ok(true) => {
-                    let Some(deletion) = self.deleting.remove(&uid) else {
-                        continue;
-                    };
-                    info!(%uid, namespace = %deletion.namespace, name = %deletion.name, pods_deleted = deletion.pods_deleted, "mirror and every Pod gone");
-                    self.sent.remove(&uid);
-                    self.seen.remove(&uid);
-                    self.confirmed_gone += 1;
-                    out.push(agent_message(Kind::MirrorGone(MirrorGone {
-                        origin_uid: uid,
-                        pods_deleted: deletion.pods_deleted,
-                    })));
+        for (uids, confirmed) in answers {
+            let confirmed = match confirmed {
+                Ok(confirmed) => confirmed,
+                Err(error) => {
+                    warn!(mirrors = uids.len(), %error, "could not confirm the mirrors gone");
+                    continue;
                 }
-                Ok(false) => {}
-                Err(error) => warn!(%uid, %error, "could not confirm the mirror gone"),
+            };
+            for uid in confirmed {
+                let Some(deletion) = self.deleting.remove(&uid) else {
+                    continue;
+                };
+                info!(%uid, namespace = %deletion.namespace, name = %deletion.name, pods_deleted = deletion.pods_deleted, "mirror and every Pod gone");
+                self.sent.remove(&uid);
+                self.seen.remove(&uid);
+                self.confirmed_gone += 1;
+                out.push(agent_message(Kind::MirrorGone(MirrorGone {
+                    origin_uid: uid,
+                    pods_deleted: deletion.pods_deleted,
+                })));
             }
         }
     }
@@ -205,24 +213,86 @@ impl Mirrors {
         );
     }
 
-    async fn confirm_gone(&self, uid: &str) -> Result<bool, kube::Error> {
-        let selector = ListParams::default()
-            .labels(&format!(
-                "{ORIGIN_LABEL}={},{ORIGIN_UID_LABEL}={uid}",
-                self.origin
-            ))
-            .limit(1);
-        let jobs = Api::<Job>::all(self.client.clone())
+    /// Which of `uids`, mirrors in `namespace`, the API server shows neither
+    /// a Job nor a Pod of: two requests for the lot, each a consistent read.
+    async fn confirm_gone(
+        &self,
+        namespace: &str,
+        uids: &[String],
+    ) -> Result<Vec<String>, kube::Error> {
+        let selector = ListParams::default().labels(&selector_of(&self.origin, uids));
+        let jobs = within::<Job>(&self.client, namespace)
             .list_metadata(&selector)
             .await?;
-        if !jobs.items.is_empty() {
-            return Ok(false);
+        let uids = still_gone(uids, jobs.items.iter().map(|j| &j.metadata));
+        if uids.is_empty() {
+            return Ok(uids);
         }
-        let pods = Api::<Pod>::all(self.client.clone())
+        let selector = ListParams::default().labels(&selector_of(&self.origin, &uids));
+        let pods = within::<Pod>(&self.client, namespace)
             .list_metadata(&selector)
             .await?;
-        Ok(pods.items.is_empty())
+        Ok(still_gone(&uids, pods.items.iter().map(|p| &p.metadata)))
     }
+}
+
+/// `K`s in `namespace`; in every namespace if none is known.
+fn within<K>(client: &kube::Client, namespace: &str) -> Api<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    match namespace {
+        "" => Api::all(client.clone()),
+        namespace => Api::namespaced(client.clone(), namespace),
+    }
+}
+
+/// At most this many mirrors are confirmed gone by one pair of requests.
+const CONFIRM_AT_ONCE: usize = 50;
+
+/// Mirrors to confirm gone, as (namespace, origin UID), in batches of one
+/// namespace and at most [`CONFIRM_AT_ONCE`] each: a list with a label
+/// selector costs the API server a look at every object in its scope, so one
+/// list answers for many mirrors, and within their namespace only.
+fn confirmation_batches(
+    asked: impl IntoIterator<Item = (String, String)>,
+) -> Vec<(String, Vec<String>)> {
+    let mut by_namespace: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for (namespace, uid) in asked {
+        by_namespace.entry(namespace).or_default().push(uid);
+    }
+    by_namespace
+        .into_iter()
+        .flat_map(|(namespace, uids)| {
+            uids.chunks(CONFIRM_AT_ONCE)
+                .map(|chunk| (namespace.clone(), chunk.to_vec()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The label selector of the Jobs and Pods of the mirrors of `uids`.
+fn selector_of(origin: &str, uids: &[String]) -> String {
+    format!(
+        "{ORIGIN_LABEL}={origin},{ORIGIN_UID_LABEL} in ({})",
+        uids.join(",")
+    )
+}
+
+/// The `uids` no object of `listed` is labelled with.
+fn still_gone<'a>(
+    uids: &[String],
+    listed: impl IntoIterator<Item = &'a ObjectMeta>,
+) -> Vec<String> {
+    let standing: std::collections::HashSet<&str> = listed
+        .into_iter()
+        .filter_map(|meta| meta.labels.as_ref()?.get(ORIGIN_UID_LABEL))
+        .map(String::as_str)
+        .collect();
+    uids.iter()
+        .filter(|uid| !standing.contains(uid.as_str()))
+        .cloned()
+        .collect()
 }
 
 /// What the worker shows of a Job or Pod, for the deletion machine.
@@ -266,4 +336,49 @@ where
         warn!(%namespace, %name, ?code, "delete refused; will retry");
     }
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn uids(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("uid-{i}")).collect()
+    }
+
+    #[test]
+    fn mirrors_are_confirmed_by_namespace_in_batches() {
+        let asked = uids(CONFIRM_AT_ONCE + 1)
+            .into_iter()
+            .map(|uid| ("ml".to_string(), uid))
+            .chain([("batch".to_string(), "uid-b".to_string())]);
+        let batches = confirmation_batches(asked);
+        let sizes: Vec<(&str, usize)> = batches
+            .iter()
+            .map(|(ns, uids)| (ns.as_str(), uids.len()))
+            .collect();
+        assert_eq!(sizes, [("batch", 1), ("ml", CONFIRM_AT_ONCE), ("ml", 1)]);
+        let all: Vec<&String> = batches.iter().flat_map(|(_, uids)| uids).collect();
+        assert_eq!(all.len(), CONFIRM_AT_ONCE + 2, "every mirror asked once");
+        assert!(confirmation_batches([]).is_empty());
+    }
+
+    #[test]
+    fn one_selector_names_every_mirror_of_the_batch_and_the_origin() {
+        assert_eq!(
+            selector_of("east", &uids(2)),
+            format!("{ORIGIN_LABEL}=east,{ORIGIN_UID_LABEL} in (uid-0,uid-1)")
+        );
+    }
+
+    #[test]
+    fn a_mirror_is_gone_only_while_nothing_listed_carries_its_uid() {
+        let labelled = |uid: &str| ObjectMeta {
+            labels: Some([(ORIGIN_UID_LABEL.to_string(), uid.to_string())].into()),
+            ..ObjectMeta::default()
+        };
+        let listed = [labelled("uid-1"), labelled("uid-1"), ObjectMeta::default()];
+        assert_eq!(still_gone(&uids(3), &listed), ["uid-0", "uid-2"]);
+        assert_eq!(still_gone(&uids(2), []), ["uid-0", "uid-1"]);
+    }
 }
