@@ -125,7 +125,7 @@ impl Mirrors {
                 Next::Wait => deletion.progress = progress,
                 Next::ConfirmGone => {
                     deletion.progress = progress;
-                    gone.push(uid.clone());
+                    gone.push((deletion.namespace.clone(), uid.clone()));
                 }
                 // All of a Job's deletes or none, so none waits on a half.
                 Next::DeleteJobs(due) if self.budget.try_take_n(due.len()) => {
@@ -162,11 +162,8 @@ impl Mirrors {
             }
         }
         // The caches said so; the API server must say so too.
-        let asked = gone
-            .into_iter()
-            .filter_map(|uid| Some((self.deleting.get(&uid)?.namespace.clone(), uid)));
         let this = &*self;
-        let answers = concurrently(confirmation_batches(asked).into_iter().map(
+        let answers = concurrently(confirmation_batches(gone).into_iter().map(
             |(namespace, uids)| async move {
                 let confirmed = this.confirm_gone(&namespace, &uids).await;
                 (uids, confirmed)
