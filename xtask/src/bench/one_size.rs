@@ -61,8 +61,7 @@ pub(super) struct Report {
     pub(super) cleanup_confirmed: histogram::Bounds,
     pub(super) cleanup_direct: Figures,
     pub(super) cleanup_ratio_to_direct: f64,
-    pub(super) resync_seconds: f64,
-    pub(super) resync_mirrors: usize,
+    pub(super) resync: resync::Resync,
     /// The leader killed → the first Job dispatched by its successor.
     pub(super) takeover_seconds: f64,
     /// Before the backlog step.
@@ -139,7 +138,7 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
     leader_peak.push(("dispatch".to_string(), leader_peak_rss().await?));
 
     let resynced_worker = set.workers()[0].name.clone();
-    let (resync, resync_mirrors) = resync::resync(relay, &resynced_worker).await?;
+    let resync = resync::resync(relay, &resynced_worker).await?;
     leader_peak.push(("resync".to_string(), leader_peak_rss().await?));
 
     log(&format!("deleting {n} manager Jobs"));
@@ -201,8 +200,7 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
         cleanup,
         cleanup_confirmed,
         cleanup_direct: raw.cleanup_direct,
-        resync_seconds: resync.as_secs_f64(),
-        resync_mirrors,
+        resync,
         takeover_seconds: takeover.as_secs_f64(),
         peak_rss_mib,
         peak_rss_mib_with_backlog,

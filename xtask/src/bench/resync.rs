@@ -1,27 +1,53 @@
 //! The resync step: an agent restarted while it holds its mirrors, until it
-//! has its DesiredSet again.
+//! has its DesiredSet again, with where the time went by the agent's log.
 
 use std::time::{Duration, Instant};
 
 use jobrelay_e2e::controlplane::seconds;
 use jobrelay_e2e::relay::Relay;
 use jobrelay_e2e::wait::{self, Seen};
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
 
-/// Restarts the agent of `worker` while it holds its mirrors; returns how
-/// long until it had its DesiredSet again, and how many mirrors it held.
-pub(super) async fn resync(relay: &Relay, worker: &str) -> anyhow::Result<(Duration, usize)> {
-    let marker = "desired set received";
-    let before = relay.agent_log(worker).matches(marker).count();
+/// What the agent logs when its process starts, when its session is open
+/// (its caches listed, its Hello answered) and when its DesiredSet came.
+const STARTING: &str = "agent starting";
+const OPEN: &str = "session open";
+const DESIRED: &str = "desired set received";
+
+/// One resync: how long in all, and its parts by the agent's log.
+#[derive(Debug, Default, Serialize)]
+pub(super) struct Resync {
+    pub seconds: f64,
+    pub mirrors: usize,
+    /// The process started → its session open: its watch caches listed
+    /// every Job and Pod it holds, then it dialled and said Hello.
+    pub to_open_seconds: Option<f64>,
+    /// Session open → the DesiredSet received.
+    pub to_desired_seconds: Option<f64>,
+}
+
+/// Restarts the agent of `worker` while it holds its mirrors, until it has
+/// its DesiredSet again.
+pub(super) async fn resync(relay: &Relay, worker: &str) -> anyhow::Result<Resync> {
+    let before = relay.agent_log(worker).len();
     relay.kill_agent(worker);
     let started = Instant::now();
     relay.start_agent(worker)?;
+    let since_restart = || {
+        relay
+            .agent_log(worker)
+            .get(before..)
+            .unwrap_or_default()
+            .to_string()
+    };
     wait::try_until(
         format!("agent {worker} resynced"),
         Duration::from_secs(600),
         || {
-            let seen = relay.agent_log(worker).matches(marker).count();
+            let seen = since_restart().contains(DESIRED);
             async move {
-                if seen > before {
+                if seen {
                     Seen::Ready(())
                 } else {
                     Seen::Waiting("no DesiredSet yet".into())
@@ -31,18 +57,73 @@ pub(super) async fn resync(relay: &Relay, worker: &str) -> anyhow::Result<(Durat
     )
     .await?;
     let took = started.elapsed();
-    let log = relay.agent_log(worker);
-    let held = log
-        .lines()
-        .rev()
-        .find(|l| l.contains("session open"))
+    let resync = Resync {
+        seconds: took.as_secs_f64(),
+        ..parts(&since_restart())
+    };
+    crate::log(&format!(
+        "agent {worker} resynced {} mirrors in {} (started → session open {:.1} s, → DesiredSet {:.1} s)",
+        resync.mirrors,
+        seconds(took),
+        resync.to_open_seconds.unwrap_or(f64::NAN),
+        resync.to_desired_seconds.unwrap_or(f64::NAN),
+    ));
+    Ok(resync)
+}
+
+/// The parts of a resync in an agent's log from its restart on: when it
+/// started, opened its session (with how many mirrors) and got its
+/// DesiredSet, each the first such line.
+fn parts(log: &str) -> Resync {
+    let first = |marker: &str| log.lines().find(|l| l.contains(marker));
+    let at = |marker: &str| {
+        first(marker)
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|t| t.parse::<Timestamp>().ok())
+    };
+    let between = |from: Option<Timestamp>, to: Option<Timestamp>| {
+        let span = to?.duration_since(from?);
+        Some(span.as_secs_f64())
+    };
+    let (starting, open, desired) = (at(STARTING), at(OPEN), at(DESIRED));
+    let mirrors = first(OPEN)
         .and_then(|l| l.split("inventory=").nth(1))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    crate::log(&format!(
-        "agent {worker} resynced {held} mirrors in {}",
-        seconds(took)
-    ));
-    Ok((took, held))
+    Resync {
+        mirrors,
+        to_open_seconds: between(starting, open),
+        to_desired_seconds: between(open, desired),
+        ..Resync::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_parts_come_from_the_first_lines_after_the_restart() {
+        let log = "\
+2026-11-26T15:00:00.000000Z  INFO jobrelay_agent: agent starting cluster=worker-1
+2026-11-26T15:00:01.250000Z  INFO jobrelay_agent::session: session open inventory=5000
+2026-11-26T15:00:01.750000Z  INFO jobrelay_agent::session: welcomed by the manager
+2026-11-26T15:00:02.000000Z  INFO jobrelay_agent::session: desired set received mirrors=5000
+2026-11-26T15:09:00.000000Z  INFO jobrelay_agent::session: session open inventory=1
+";
+        let parts = parts(log);
+        assert_eq!(parts.mirrors, 5000);
+        assert_eq!(parts.to_open_seconds, Some(1.25));
+        assert_eq!(parts.to_desired_seconds, Some(0.75));
+    }
+
+    #[test]
+    fn a_part_missing_from_the_log_is_unknown_not_zero() {
+        let log = "2026-11-26T15:00:01Z  INFO x: session open inventory=3\n";
+        let parts = parts(log);
+        assert_eq!(parts.mirrors, 3);
+        assert_eq!(parts.to_open_seconds, None);
+        assert_eq!(parts.to_desired_seconds, None);
+    }
 }

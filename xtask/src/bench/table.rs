@@ -93,7 +93,14 @@ pub(super) fn print_table(r: &Report) {
     );
     println!(
         "{:<44} {:>9.1} s ({} mirrors)",
-        "resync: agent restarted -> DesiredSet", r.resync_seconds, r.resync_mirrors
+        "resync: agent restarted -> DesiredSet", r.resync.seconds, r.resync.mirrors
+    );
+    let part = |s: Option<f64>| s.map_or("?".to_string(), |s| format!("{s:.1} s"));
+    println!(
+        "{:<44} {:>9} / {}",
+        "  started -> session open / -> DesiredSet",
+        part(r.resync.to_open_seconds),
+        part(r.resync.to_desired_seconds)
     );
     println!(
         "{:<44} {:>9.1} s",
