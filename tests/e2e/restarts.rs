@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use jobrelay_e2e::cluster_config::PAGED_LISTS_ONLY;
 use jobrelay_e2e::kit::{self, Clusters};
 use jobrelay_e2e::proxy::Mode;
 use jobrelay_e2e::relay::{Options, Relay};
@@ -172,6 +173,67 @@ async fn a_suspended_jobs_mirror_survives_an_agent_restart_and_resumes() {
         resumed, first,
         "the suspended mirror was kept, not made again"
     );
+    scenario.assert_created_at_most(1);
+    scenario.finish(TIMEOUT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_restarted_agent_holds_its_mirrors_whether_its_worker_streams_lists_or_pages_them() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let scenario = setup("lists").await;
+    let relay = scenario.relay;
+    // worker-1's API server streams initial lists; PAGED_LISTS_ONLY's
+    // refuses them, as a Kubernetes 1.33 server does by default.
+    let workers = [WORKER_A, PAGED_LISTS_ONLY];
+    let mut held = Vec::new();
+    for worker in workers {
+        let name = format!("on-{worker}");
+        let uid = scenario
+            .create(
+                scenario
+                    .job(&name)
+                    .label(CLUSTER_KEY, worker)
+                    .run_for("1h")
+                    .terminate_after("1s"),
+            )
+            .await;
+        let cluster = scenario.worker(worker);
+        scenario.wait_worker_pods(cluster, &uid, 1, "Running").await;
+        let mirrors: Api<Job> = scenario.worker_api(worker).await;
+        held.push((
+            worker,
+            name.clone(),
+            mirrors.get(&name).await.expect("mirror").uid(),
+        ));
+    }
+    for worker in workers {
+        relay.kill_agent(worker);
+        restart_agent(relay, worker).await;
+        let log = relay.agent_log(worker);
+        let inventory = log
+            .lines()
+            .rev()
+            .find_map(|l| l.split("session open inventory=").nth(1))
+            .and_then(|n| n.split_whitespace().next()?.parse::<usize>().ok());
+        assert!(
+            inventory.is_some_and(|n| n >= 1),
+            "the agent of {worker} opened its session with its caches filled: {inventory:?}"
+        );
+        let refused = log.contains("refused a streamed list");
+        assert_eq!(
+            refused,
+            worker == PAGED_LISTS_ONLY,
+            "the agent of {worker} fell back to paged lists only where they were refused"
+        );
+    }
+    for (worker, name, first) in held {
+        let mirrors: Api<Job> = scenario.worker_api(worker).await;
+        let now = mirrors.get(&name).await.expect("mirror").uid();
+        assert_eq!(
+            now, first,
+            "the mirror on {worker} was kept, not made again"
+        );
+    }
     scenario.assert_created_at_most(1);
     scenario.finish(TIMEOUT).await;
 }

@@ -6,6 +6,11 @@ use std::path::Path;
 use crate::certs::Pki;
 use crate::cluster::{Error, MANAGER};
 
+/// The worker whose API server refuses streamed lists (`WatchList` off, as
+/// on Kubernetes 1.33 by default), so every run has an agent on each kind of
+/// initial list: streamed on the others, paged here.
+pub const PAGED_LISTS_ONLY: &str = "worker-2";
+
 /// The kube-apiserver flags of cluster `name`, listening on `port`, its
 /// state under `dir`; the manager's also writes an audit log.
 pub(crate) fn apiserver_args(
@@ -19,6 +24,10 @@ pub(crate) fn apiserver_args(
     let sa_public = pki.service_account_public_key.display();
     let audit = match name == MANAGER {
         true => crate::audit::flags(dir)?,
+        false => Vec::new(),
+    };
+    let paged_only = match name == PAGED_LISTS_ONLY {
+        true => vec!["--feature-gates=WatchList=false".to_string()],
         false => Vec::new(),
     };
     let args = vec![
@@ -44,7 +53,7 @@ pub(crate) fn apiserver_args(
         "--enable-priority-and-fairness=false".into(),
         "--profiling=false".into(),
     ];
-    Ok(args.into_iter().chain(audit).collect())
+    Ok(args.into_iter().chain(audit).chain(paged_only).collect())
 }
 
 pub(crate) fn write_kubeconfig(

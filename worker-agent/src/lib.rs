@@ -5,6 +5,7 @@ pub mod budget;
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod initial_list;
 pub mod lost;
 pub mod mirrors;
 pub mod report;
@@ -88,13 +89,13 @@ pub async fn run(args: Args) -> Result<(), Error> {
         .labels(&format!("{ORIGIN_LABEL}={}", args.origin))
         .timeout(jobrelay_process::WATCH_TIMEOUT_SECS);
     let (jobs, job_watch) = Watched::new(
-        watcher(Api::<Job>::all(client.clone()), selector.clone())
+        initial_list::watch(Api::<Job>::all(client.clone()), selector.clone())
             .modify(jobrelay_process::cache::trim)
             .modify(report::keep_what_is_reported),
         Arc::clone(&changes),
     );
     let (pods, pod_watch) = Watched::new(
-        watcher(Api::<Pod>::all(client.clone()), selector)
+        initial_list::watch(Api::<Pod>::all(client.clone()), selector)
             .modify(jobrelay_process::cache::trim)
             .modify(mirrors::keep_pod_metadata),
         Arc::clone(&changes),
