@@ -10,15 +10,15 @@ use std::time::{Duration, Instant};
 use jobrelay_e2e::cluster_config::PAGED_LISTS_ONLY;
 use jobrelay_e2e::kit::{self, Clusters};
 use jobrelay_e2e::proxy::Mode;
-use jobrelay_e2e::relay::{Options, Relay};
+use jobrelay_e2e::relay::{Options, Relay, inventory_in};
 use jobrelay_e2e::scenario::Scenario;
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_manager::worker_cluster::WorkerCluster;
-use jobrelay_proto::wire::{CLUSTER_KEY, ORIGIN_LABEL, ORIGIN_UID_LABEL};
+use jobrelay_proto::wire::CLUSTER_KEY;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams};
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 const WORKER_A: &str = "worker-1";
@@ -37,13 +37,6 @@ async fn relay() -> (&'static Clusters, &'static Relay) {
         ..Default::default()
     };
     kit::relay_with(2, options).await
-}
-
-/// Restarts a killed agent and waits for its new session.
-async fn restart_agent(relay: &Relay, worker: &str) {
-    let sessions = relay.sessions_opened(worker);
-    relay.start_agent(worker).unwrap();
-    relay.wait_sessions(worker, sessions + 1).await.unwrap();
 }
 
 /// Restarts a killed manager and waits until every agent is back.
@@ -86,17 +79,6 @@ async fn wait_mirrors_finished(scenario: &Scenario, n: usize) {
     .await
 }
 
-/// Waits until no Pod matches `selector`.
-async fn wait_no_pods(pods: &Api<Pod>, selector: &ListParams, what: &str) {
-    wait::until(what, TIMEOUT, || async {
-        match pods.list(selector).await {
-            Ok(list) if list.items.is_empty() => Seen::Ready(()),
-            other => Seen::Waiting(format!("{:?} Pods", other.map(|l| l.items.len()))),
-        }
-    })
-    .await
-}
-
 /// Fails if a manager Job's mirror lives on another cluster than its
 /// annotation names, or on two.
 async fn assert_one_mirror_each_where_recorded(scenario: &Scenario) {
@@ -130,7 +112,7 @@ async fn an_agent_killed_while_applying_creates_each_mirror_once() {
         relay.kill_agent(&worker.name);
     }
     for worker in scenario.clusters.workers() {
-        restart_agent(relay, &worker.name).await;
+        relay.restart_agent(&worker.name).await.unwrap();
     }
     scenario.wait_outcomes(&expected, TIMEOUT).await;
     scenario.assert_created_at_most(1);
@@ -161,7 +143,7 @@ async fn a_suspended_jobs_mirror_survives_an_agent_restart_and_resumes() {
     // The agent comes back to a desired set that must still hold the
     // suspended Job: its orphan sweep would otherwise delete the mirror.
     relay.kill_agent(&worker.name);
-    restart_agent(relay, &worker.name).await;
+    relay.restart_agent(&worker.name).await.unwrap();
     scenario
         .jobs
         .patch("paused", &params, &suspend(false))
@@ -208,13 +190,9 @@ async fn a_restarted_agent_holds_its_mirrors_whether_its_worker_streams_lists_or
     }
     for worker in workers {
         relay.kill_agent(worker);
-        restart_agent(relay, worker).await;
+        relay.restart_agent(worker).await.unwrap();
         let log = relay.agent_log(worker);
-        let inventory = log
-            .lines()
-            .rev()
-            .find_map(|l| l.split("session open inventory=").nth(1))
-            .and_then(|n| n.split_whitespace().next()?.parse::<usize>().ok());
+        let inventory = log.lines().rev().find_map(inventory_in);
         assert!(
             inventory.is_some_and(|n| n >= 1),
             "the agent of {worker} opened its session with its caches filled: {inventory:?}"
@@ -299,7 +277,7 @@ async fn an_agent_killed_during_deletion_still_confirms_every_pod_gone() {
             .await
             .unwrap();
     }
-    restart_agent(relay, WORKER_A).await;
+    relay.restart_agent(WORKER_A).await.unwrap();
     scenario.finish(TIMEOUT).await;
 }
 
@@ -430,108 +408,6 @@ async fn a_link_cut_past_the_heartbeat_timeout_is_noticed_and_heals() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_orphan_sweep_deletes_only_this_origins_unwanted_objects() {
-    let _exclusive = EXCLUSIVE.lock().await;
-    let scenario = setup("sweep").await;
-    let relay = scenario.relay;
-    let jobs: Api<Job> = scenario.worker_api(WORKER_A).await;
-    let pods: Api<Pod> = scenario.worker_api(WORKER_A).await;
-
-    // A mirror whose Job is deleted on the worker with --cascade=orphan,
-    // leaving its Pod behind while the manager Job is deleted.
-    let uid = scenario
-        .create(
-            scenario
-                .job("orphaned")
-                .label(CLUSTER_KEY, WORKER_A)
-                .run_for("600s"),
-        )
-        .await;
-    let selector = ListParams::default().labels(&format!("{ORIGIN_UID_LABEL}={uid}"));
-    wait::until("the mirror's Pod", TIMEOUT, || async {
-        match pods.list(&selector).await {
-            Ok(list) if !list.items.is_empty() => Seen::Ready(()),
-            other => Seen::Waiting(format!("{:?}", other.map(|l| l.items.len()))),
-        }
-    })
-    .await;
-    relay.kill_agent(WORKER_A);
-    jobs.delete("orphaned", &DeleteParams::orphan())
-        .await
-        .unwrap();
-    scenario
-        .jobs
-        .delete("orphaned", &DeleteParams::default())
-        .await
-        .unwrap();
-
-    // Objects of this origin nobody wants, of another origin, and of none.
-    let stray = |name: &str, origin: Option<&str>| {
-        let mut job = jobrelay_e2e::fixtures::TestJob::new(&scenario.ns, name).run_for("600s");
-        if let Some(origin) = origin {
-            job = job
-                .label(ORIGIN_LABEL, origin)
-                .label(ORIGIN_UID_LABEL, &format!("stray-{name}"));
-        }
-        job.build()
-    };
-    for (name, origin) in [
-        ("stray-ours", Some(relay.origin.as_str())),
-        ("stray-other-origin", Some("another-manager")),
-        ("stray-unlabelled", None),
-    ] {
-        jobs.create(&PostParams::default(), &stray(name, origin))
-            .await
-            .unwrap();
-    }
-
-    restart_agent(relay, WORKER_A).await;
-    wait::until(
-        "the orphaned Pod and this origin's stray Job gone",
-        TIMEOUT,
-        || async {
-            let orphaned = pods.list(&selector).await.map(|l| l.items.len());
-            let stray = jobs.get_opt("stray-ours").await.map(|j| j.is_some());
-            match (orphaned, stray) {
-                (Ok(0), Ok(false)) => Seen::Ready(()),
-                seen => Seen::Waiting(format!("{seen:?} (orphaned Pods, stray Job present)")),
-            }
-        },
-    )
-    .await;
-    // A stray of this origin that appears while connected goes on the next periodic sweep.
-    jobs.create(
-        &PostParams::default(),
-        &stray("stray-later", Some(relay.origin.as_str())),
-    )
-    .await
-    .unwrap();
-    wait::until("the later stray Job swept", TIMEOUT, || async {
-        match jobs.get_opt("stray-later").await {
-            Ok(None) => Seen::Ready(()),
-            other => Seen::Waiting(format!("{:?}", other.map(|j| j.map(|j| j.name_any())))),
-        }
-    })
-    .await;
-    for name in ["stray-other-origin", "stray-unlabelled"] {
-        assert!(
-            jobs.get_opt(name).await.unwrap().is_some(),
-            "{name} must never be touched"
-        );
-        jobs.delete(name, &DeleteParams::background())
-            .await
-            .unwrap();
-    }
-    wait_no_pods(
-        &pods,
-        &ListParams::default(),
-        "the untouched strays cleaned up by the test",
-    )
-    .await;
-    scenario.finish(TIMEOUT).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_worker_api_server_restarted_under_load_loses_nothing() {
     let _exclusive = EXCLUSIVE.lock().await;
     let scenario = setup("apiserver-restart").await;
@@ -577,87 +453,5 @@ async fn a_worker_api_server_restarted_under_load_loses_nothing() {
     .await;
     scenario.wait_outcomes(&expected, TIMEOUT).await;
     scenario.assert_created_at_most(1);
-    scenario.finish(TIMEOUT).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn hundreds_of_orphans_are_swept_at_a_steady_pace_with_progress_in_the_log() {
-    use futures::StreamExt;
-    let _exclusive = EXCLUSIVE.lock().await;
-    let scenario = setup("backlog").await;
-    let relay = scenario.relay;
-    let pods: Api<Pod> = scenario.worker_api(WORKER_A).await;
-    let pod = |i: usize, origin: &str| Pod {
-        metadata: kube::api::ObjectMeta {
-            name: Some(format!("left-{origin}-{i}")),
-            labels: Some(BTreeMap::from([
-                (ORIGIN_LABEL.to_string(), origin.to_string()),
-                (ORIGIN_UID_LABEL.to_string(), format!("gone-{i}")),
-            ])),
-            ..Default::default()
-        },
-        spec: Some(jobrelay_e2e::fixtures::pod_spec()),
-        ..Default::default()
-    };
-    // Pods of this origin whose Jobs the manager no longer knows, as a long
-    // absence would leave them, and a few of another origin.
-    let ours = 300;
-    let progress_before = relay
-        .agent_log(WORKER_A)
-        .matches("working off a backlog")
-        .count();
-    let created: Vec<bool> = futures::stream::iter(0..ours)
-        .map(|i| {
-            let pods = pods.clone();
-            let pod = pod(i, &relay.origin);
-            async move { pods.create(&PostParams::default(), &pod).await.is_ok() }
-        })
-        .buffer_unordered(16)
-        .collect()
-        .await;
-    assert!(created.iter().all(|ok| *ok), "every orphan Pod created");
-    for i in 0..3 {
-        pods.create(&PostParams::default(), &pod(i, "another-manager"))
-            .await
-            .unwrap();
-    }
-    let swept = Instant::now();
-    let selector = ListParams::default().labels(&format!("{ORIGIN_LABEL}={}", relay.origin));
-    wait_no_pods(&pods, &selector, "every orphan Pod of this origin swept").await;
-    println!(
-        "{ours} orphan Pods swept within {:?} of their creation",
-        swept.elapsed()
-    );
-    let progress = relay
-        .agent_log(WORKER_A)
-        .matches("working off a backlog")
-        .count();
-    assert!(
-        progress > progress_before,
-        "the backlog's progress is logged"
-    );
-    let other = pods
-        .list(&ListParams::default().labels(&format!("{ORIGIN_LABEL}=another-manager")))
-        .await
-        .unwrap();
-    assert_eq!(
-        other.items.len(),
-        3,
-        "another origin's Pods are never touched"
-    );
-    for i in 0..3 {
-        pods.delete(
-            &format!("left-another-manager-{i}"),
-            &DeleteParams::default(),
-        )
-        .await
-        .unwrap();
-    }
-    wait_no_pods(
-        &pods,
-        &ListParams::default(),
-        "the other origin's Pods removed by the test",
-    )
-    .await;
     scenario.finish(TIMEOUT).await;
 }

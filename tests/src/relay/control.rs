@@ -81,6 +81,14 @@ impl Relay {
         Ok(())
     }
 
+    /// Starts the agent of `worker` again (after a kill) and waits for its
+    /// new session with the manager.
+    pub async fn restart_agent(&self, worker: &str) -> anyhow::Result<()> {
+        let sessions = self.sessions_opened(worker);
+        self.start_agent(worker)?;
+        self.wait_sessions(worker, sessions + 1).await
+    }
+
     /// Kills the agent of `worker` with SIGKILL.
     pub fn kill_agent(&self, worker: &str) {
         if let Some(mut child) = lock(&self.agents).remove(worker) {

@@ -110,3 +110,19 @@ pub fn metric_in(text: &str, name: &str) -> Option<f64> {
         .filter(|l| !l.starts_with('#'))
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
+
+/// What an agent logs when its session opens; the line ends with how many
+/// mirrors its Hello listed (`inventory=N`).
+pub const SESSION_OPEN: &str = "session open";
+
+/// The mirrors an agent's log line [`SESSION_OPEN`] says its Hello listed.
+pub fn inventory_in(line: &str) -> Option<usize> {
+    let (_, after) = line.split_once(SESSION_OPEN)?;
+    after
+        .split("inventory=")
+        .nth(1)?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use jobrelay_e2e::controlplane::seconds;
-use jobrelay_e2e::relay::Relay;
+use jobrelay_e2e::relay::{Relay, SESSION_OPEN, inventory_in};
 use jobrelay_e2e::wait::{self, Seen};
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
@@ -12,7 +12,7 @@ use serde::Serialize;
 /// What the agent logs when its process starts, when its session is open
 /// (its caches listed, its Hello answered) and when its DesiredSet came.
 const STARTING: &str = "agent starting";
-const OPEN: &str = "session open";
+const OPEN: &str = SESSION_OPEN;
 const DESIRED: &str = "desired set received";
 
 /// One resync: how long in all, and its parts by the agent's log.
@@ -86,11 +86,7 @@ fn parts(log: &str) -> Resync {
         Some(span.as_secs_f64())
     };
     let (starting, open, desired) = (at(STARTING), at(OPEN), at(DESIRED));
-    let mirrors = first(OPEN)
-        .and_then(|l| l.split("inventory=").nth(1))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let mirrors = first(OPEN).and_then(inventory_in).unwrap_or(0);
     Resync {
         mirrors,
         to_open_seconds: between(starting, open),
