@@ -9,10 +9,10 @@ use jobrelay_e2e::wait::{self, Seen};
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-/// What the agent logs when its process starts, when its session is open
-/// (its caches listed, its Hello answered) and when its DesiredSet came.
+/// What the agent logs when its process starts and when its DesiredSet
+/// came; between them, [`SESSION_OPEN`] (its caches listed, its Hello
+/// answered).
 const STARTING: &str = "agent starting";
-const OPEN: &str = SESSION_OPEN;
 const DESIRED: &str = "desired set received";
 
 /// One resync: how long in all, and its parts by the agent's log.
@@ -85,8 +85,8 @@ fn parts(log: &str) -> Resync {
         let span = to?.duration_since(from?);
         Some(span.as_secs_f64())
     };
-    let (starting, open, desired) = (at(STARTING), at(OPEN), at(DESIRED));
-    let mirrors = first(OPEN).and_then(inventory_in).unwrap_or(0);
+    let (starting, open, desired) = (at(STARTING), at(SESSION_OPEN), at(DESIRED));
+    let mirrors = first(SESSION_OPEN).and_then(inventory_in).unwrap_or(0);
     Resync {
         mirrors,
         to_open_seconds: between(starting, open),
