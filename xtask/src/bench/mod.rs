@@ -30,6 +30,7 @@
 //! The table goes to standard output and, as JSON, to `target/bench/`.
 
 mod backlog;
+mod ceiling;
 mod chart;
 mod figures;
 mod histogram;

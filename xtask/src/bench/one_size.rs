@@ -18,7 +18,7 @@ use super::jobs::{
 };
 use super::machine::{Run, Spent};
 use super::measure::{self, Point, Timestamps, at_once, wait_all};
-use super::{backlog, histogram, load, replicas, resync, status};
+use super::{backlog, ceiling, histogram, load, replicas, resync, status};
 use crate::log;
 
 /// Everything measured for one N.
@@ -34,6 +34,8 @@ pub(super) struct Report {
     pub(super) raw_create_manager_jobs_per_second: f64,
     pub(super) dispatch: Figures,
     pub(super) dispatch_ratio_to_raw_worker: f64,
+    /// Dispatch → Pod running in Jobs/s, over the raw run's.
+    pub(super) dispatch_running_ratio_to_raw_run: f64,
     pub(super) status: Figures,
     /// By the manager's own account, for the status step: worker finished →
     /// the manager heard it from the agent, and → the manager wrote it; and
@@ -80,6 +82,13 @@ pub(super) struct Report {
     pub(super) failed_reconciles: usize,
     /// Dispatch while a retention backlog is worked off.
     pub(super) beside_backlog: backlog::Backlog,
+    /// The machine's cores, and what they allowed at best: dispatch → Pod
+    /// running over the raw run, cleanup over the direct cleanup, and the
+    /// least time the burst could take over the raw burst's.
+    pub(super) cores: usize,
+    pub(super) dispatch_running_ceiling: ceiling::Bound,
+    pub(super) cleanup_ceiling: ceiling::Bound,
+    pub(super) burst_floor: ceiling::Bound,
 }
 
 pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::Result<Report> {
@@ -176,6 +185,28 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
     let beside_backlog = backlog::dispatch_beside(set, relay, n).await?;
     let peak_rss_mib_with_backlog = replicas::peak_rss(set, relay).await?;
     let takeover = replicas::takeover(set, relay, n).await?;
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let step = |name: &str| spent.by_step.get(name).cloned().unwrap_or_default();
+    let manager_cluster = &set.manager().name;
+    let rate_ceiling = |name: &str, limit: &Figures| {
+        ceiling::rate_ceiling(
+            cores as f64,
+            &step(name),
+            manager_cluster,
+            n,
+            limit.jobs_per_second,
+        )
+    };
+    let dispatch_running_ceiling = rate_ceiling("dispatch until every Pod running", &raw.run);
+    let cleanup_ceiling = rate_ceiling("cleanup", &raw.cleanup_direct);
+    let dispatch_running_ratio_to_raw_run =
+        dispatch_running.jobs_per_second / raw.run.jobs_per_second.max(f64::MIN_POSITIVE);
+    let burst_floor = ceiling::time_floor(
+        cores as f64,
+        &step("status and burst"),
+        manager_cluster,
+        raw.burst.seconds,
+    );
     Ok(Report {
         run: run.ended(),
         raw_create_worker_jobs_per_second: raw.worker_rate,
@@ -184,6 +215,7 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
         dispatch_ratio_to_raw_worker: dispatch.jobs_per_second
             / raw.worker_rate.max(f64::MIN_POSITIVE),
         dispatch,
+        dispatch_running_ratio_to_raw_run,
         status,
         status_heard: account.heard,
         status_write: account.write,
@@ -210,6 +242,10 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
         client_rate_limit_reached: logged(relay, set, "kube client rate limit reached"),
         failed_reconciles: logged(relay, set, "reconcile failed"),
         beside_backlog,
+        cores,
+        dispatch_running_ceiling,
+        cleanup_ceiling,
+        burst_floor,
     })
 }
 

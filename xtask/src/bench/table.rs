@@ -2,14 +2,16 @@
 
 use super::Report;
 use super::figures::Figures;
-use super::histogram;
+use super::{ceiling, histogram};
 
 pub(super) fn print_table(r: &Report) {
     println!();
     println!(
         "{}",
-        r.run
-            .headline("jobrelay bench", "2 manager replicas + 2 workers")
+        r.run.headline(
+            "jobrelay bench",
+            &format!("2 manager replicas + 2 workers on {} cores", r.cores)
+        )
     );
     println!(
         "{:<44} {:>9} {:>8} {:>8} {:>8} {:>8}",
@@ -42,6 +44,19 @@ pub(super) fn print_table(r: &Report) {
         "{:<44} {:>9.2}",
         "  ratio to raw worker create", r.dispatch_ratio_to_raw_worker
     );
+    // `at` is "at most" for a ceiling, "at least" for a floor.
+    let bounded = |what: &str, ratio: f64, bound: &ceiling::Bound, at: &str| {
+        println!(
+            "{what:<44} {ratio:>9.2} (the cores allow {at} {:.2}; {:.2} with the manager's cluster apart)",
+            bound.this_machine, bound.manager_apart
+        );
+    };
+    bounded(
+        "  Pod running, ratio to raw run",
+        r.dispatch_running_ratio_to_raw_run,
+        &r.dispatch_running_ceiling,
+        "at most",
+    );
     row(
         &format!(
             "dispatch beside {} expired Jobs (left {})",
@@ -69,9 +84,11 @@ pub(super) fn print_table(r: &Report) {
     );
     row("burst raw: N short Jobs on a worker -> done", &r.burst_raw);
     row("burst: N short manager Jobs -> shown done", &r.burst);
-    println!(
-        "{:<44} {:>9.2}",
-        "  time ratio to the raw burst", r.burst_time_ratio_to_raw
+    bounded(
+        "  time ratio to the raw burst",
+        r.burst_time_ratio_to_raw,
+        &r.burst_floor,
+        "at least",
     );
     row(
         &format!(
@@ -87,9 +104,11 @@ pub(super) fn print_table(r: &Report) {
         "cleanup direct: Background delete, Pod gone",
         &r.cleanup_direct,
     );
-    println!(
-        "{:<44} {:>9.2}",
-        "  ratio to direct cleanup", r.cleanup_ratio_to_direct
+    bounded(
+        "  ratio to direct cleanup",
+        r.cleanup_ratio_to_direct,
+        &r.cleanup_ceiling,
+        "at most",
     );
     println!(
         "{:<44} {:>9.1} s ({} mirrors)",
