@@ -14,6 +14,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::figures::ratio;
+
 /// The bench's own watches and requests: a cost of measuring, counted in no
 /// bound.
 const BENCH_CLIENT: &str = "bench client";
@@ -40,12 +42,9 @@ pub fn rate_ceiling(
     jobs: usize,
     limit_per_second: f64,
 ) -> Bound {
-    let ratio = |cpu: f64| cores * jobs as f64 / cpu.max(f64::MIN_POSITIVE) / limit_per_second;
-    let (all, workers) = counted(used, manager_cluster);
-    Bound {
-        this_machine: ratio(all),
-        manager_apart: ratio(workers),
-    }
+    bound(used, manager_cluster, |cpu| {
+        ratio(ratio(cores * jobs as f64, cpu), limit_per_second)
+    })
 }
 
 /// The least ratio of the time a step that spent `used` took on `cores` to
@@ -56,11 +55,22 @@ pub fn time_floor(
     manager_cluster: &str,
     limit_seconds: f64,
 ) -> Bound {
-    let ratio = |cpu: f64| cpu / cores / limit_seconds.max(f64::MIN_POSITIVE);
+    bound(used, manager_cluster, |cpu| {
+        ratio(cpu / cores, limit_seconds)
+    })
+}
+
+/// `of_cpu` of the CPU seconds counted against the step, with every program
+/// and with the manager's side apart.
+fn bound(
+    used: &BTreeMap<String, f64>,
+    manager_cluster: &str,
+    of_cpu: impl Fn(f64) -> f64,
+) -> Bound {
     let (all, workers) = counted(used, manager_cluster);
     Bound {
-        this_machine: ratio(all),
-        manager_apart: ratio(workers),
+        this_machine: of_cpu(all),
+        manager_apart: of_cpu(workers),
     }
 }
 

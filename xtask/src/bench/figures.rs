@@ -48,6 +48,11 @@ impl Figures {
     }
 }
 
+/// `part` over `whole`, a whole of zero counted as the least positive number.
+pub fn ratio(part: f64, whole: f64) -> f64 {
+    part / whole.max(f64::MIN_POSITIVE)
+}
+
 pub fn rate(count: usize, span: Duration) -> f64 {
     if span.is_zero() {
         return 0.0;

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use serde::Serialize;
 
-use super::figures::Figures;
+use super::figures::{Figures, ratio};
 use super::jobs::{
     PodPoint, SETTLE, create_rate, create_relayed, delete_all, record_pods, settled, suffixed,
 };
@@ -20,6 +20,11 @@ use super::machine::{Run, Spent};
 use super::measure::{self, Point, Timestamps, at_once, wait_all};
 use super::{backlog, ceiling, histogram, load, replicas, resync, status};
 use crate::log;
+
+/// The steps whose CPU the bounds of [`ceiling`] are taken from.
+const DISPATCH_UNTIL_RUNNING: &str = "dispatch until every Pod running";
+const CLEANUP: &str = "cleanup";
+const STATUS_AND_BURST: &str = "status and burst";
 
 /// Everything measured for one N.
 #[derive(Debug, Serialize)]
@@ -142,7 +147,7 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
     let dispatch = Figures::between(&names, &created, &mirrored);
     spent.record("dispatch", &before);
     let mirror_running = wait_all("every mirror's Pod running", &names, &mirror_running).await?;
-    spent.record("dispatch until every Pod running", &before);
+    spent.record(DISPATCH_UNTIL_RUNNING, &before);
     let dispatch_running = Figures::between(&names, &created, &mirror_running);
     leader_peak.push(("dispatch".to_string(), leader_peak_rss().await?));
 
@@ -161,15 +166,15 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
         &relay.metrics().await?,
         "jobrelay_cleanup_seconds",
     );
-    spent.record("cleanup", &before);
+    spent.record(CLEANUP, &before);
     watches.iter().for_each(|w| w.stop());
-    leader_peak.push(("cleanup".to_string(), leader_peak_rss().await?));
+    leader_peak.push((CLEANUP.to_string(), leader_peak_rss().await?));
 
     let before = spent.sample();
     let (status, burst, account) = status::status(set, relay, &jobs, &names).await?;
-    spent.record("status and burst", &before);
+    spent.record(STATUS_AND_BURST, &before);
     settled(set, &ns, SETTLE).await?;
-    leader_peak.push(("status and burst".to_string(), leader_peak_rss().await?));
+    leader_peak.push((STATUS_AND_BURST.to_string(), leader_peak_rss().await?));
     let offered_per_second = raw.run.jobs_per_second * load::OFFERED_SHARE;
     let before = spent.sample();
     let metrics_before = relay.metrics().await?;
@@ -197,13 +202,13 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
             limit.jobs_per_second,
         )
     };
-    let dispatch_running_ceiling = rate_ceiling("dispatch until every Pod running", &raw.run);
-    let cleanup_ceiling = rate_ceiling("cleanup", &raw.cleanup_direct);
+    let dispatch_running_ceiling = rate_ceiling(DISPATCH_UNTIL_RUNNING, &raw.run);
+    let cleanup_ceiling = rate_ceiling(CLEANUP, &raw.cleanup_direct);
     let dispatch_running_ratio_to_raw_run =
-        dispatch_running.jobs_per_second / raw.run.jobs_per_second.max(f64::MIN_POSITIVE);
+        ratio(dispatch_running.jobs_per_second, raw.run.jobs_per_second);
     let burst_floor = ceiling::time_floor(
         cores as f64,
-        &step("status and burst"),
+        &step(STATUS_AND_BURST),
         manager_cluster,
         raw.burst.seconds,
     );
@@ -212,8 +217,7 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
         raw_create_worker_jobs_per_second: raw.worker_rate,
         dispatch_running,
         raw_create_manager_jobs_per_second: raw.manager_rate,
-        dispatch_ratio_to_raw_worker: dispatch.jobs_per_second
-            / raw.worker_rate.max(f64::MIN_POSITIVE),
+        dispatch_ratio_to_raw_worker: ratio(dispatch.jobs_per_second, raw.worker_rate),
         dispatch,
         dispatch_running_ratio_to_raw_run,
         status,
@@ -221,14 +225,13 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
         status_write: account.write,
         status_written: account.written,
         status_writes_per_job: account.writes_per_job,
-        burst_time_ratio_to_raw: burst.seconds / raw.burst.seconds.max(f64::MIN_POSITIVE),
+        burst_time_ratio_to_raw: ratio(burst.seconds, raw.burst.seconds),
         burst_raw: raw.burst,
         burst,
         offered,
         offered_per_second,
         offered_held,
-        cleanup_ratio_to_direct: cleanup.jobs_per_second
-            / raw.cleanup_direct.jobs_per_second.max(f64::MIN_POSITIVE),
+        cleanup_ratio_to_direct: ratio(cleanup.jobs_per_second, raw.cleanup_direct.jobs_per_second),
         cleanup,
         cleanup_confirmed,
         cleanup_direct: raw.cleanup_direct,
