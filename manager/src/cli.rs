@@ -36,8 +36,13 @@ pub struct Args {
     #[arg(long, env = "JOBRELAY_LISTEN", default_value = "0.0.0.0:8443")]
     pub listen: SocketAddr,
 
-    /// Address of the Prometheus `/metrics` endpoint.
-    #[arg(long, env = "JOBRELAY_METRICS_LISTEN", default_value = "0.0.0.0:9090")]
+    /// Address of the Prometheus `/metrics` endpoint (plaintext HTTP).
+    #[arg(
+        long = "metrics-bind-address",
+        visible_alias = "metrics-listen",
+        env = "JOBRELAY_METRICS_LISTEN",
+        default_value = "0.0.0.0:9090"
+    )]
     pub metrics_listen: SocketAddr,
 
     /// This manager's identity, written into the `jobrelay.dev/origin` label of every mirror.
@@ -121,6 +126,16 @@ pub struct ElectionFlags {
     /// --renew-deadline.
     #[arg(long, env = "JOBRELAY_RETRY_PERIOD", default_value = "2s", value_parser = jobrelay_proto::duration::parse)]
     pub retry_period: Duration,
+
+    /// This replica's Pod (in a Pod, from the downward API). While it leads,
+    /// the replica labels it `jobrelay.dev/leader=true`, the label the
+    /// Service agents dial selects. Unset: no label is written.
+    #[arg(long, env = "JOBRELAY_POD_NAME")]
+    pub pod_name: Option<String>,
+
+    /// Namespace of that Pod. Default: --lease-namespace.
+    #[arg(long, env = "JOBRELAY_POD_NAMESPACE")]
+    pub pod_namespace: Option<String>,
 }
 
 impl ElectionFlags {
@@ -132,6 +147,17 @@ impl ElectionFlags {
             retry_period: self.retry_period,
         }
         .validated()
+    }
+
+    /// This replica's Pod as (namespace, name), if it was named.
+    pub fn pod(&self) -> Option<(&str, &str)> {
+        let name = self.pod_name.as_deref().filter(|n| !n.is_empty())?;
+        let namespace = self
+            .pod_namespace
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .unwrap_or(&self.lease_namespace);
+        Some((namespace, name))
     }
 
     /// This replica's identity: `--identity`, else the host name.
@@ -165,6 +191,49 @@ mod tests {
         assert_eq!(args.election.settings(), Ok(Settings::default()));
         assert_eq!(args.election.identity().as_deref(), Some("manager-0"));
         assert!(!parse(&["--leader-elect", "false"]).election.leader_elect);
+    }
+
+    #[test]
+    fn the_pod_to_label_is_named_or_absent_and_defaults_to_the_lease_namespace() {
+        assert_eq!(parse(&[]).election.pod(), None);
+        let args = parse(&["--pod-name", "m-0", "--lease-namespace", "jr"]);
+        assert_eq!(args.election.pod(), Some(("jr", "m-0")));
+        let args = parse(&["--pod-name", "m-0", "--pod-namespace", "other"]);
+        assert_eq!(args.election.pod(), Some(("other", "m-0")));
+    }
+
+    #[test]
+    fn listen_addresses_take_the_controller_names_and_the_old_ones() {
+        let addr: SocketAddr = "127.0.0.1:9100".parse().expect("an address");
+        for flag in ["--metrics-bind-address", "--metrics-listen"] {
+            assert_eq!(
+                parse(&[flag, "127.0.0.1:9100"]).metrics_listen,
+                addr,
+                "{flag}"
+            );
+        }
+        for flag in ["--health-probe-bind-address", "--health-listen"] {
+            let args = parse(&[flag, "127.0.0.1:9100"]);
+            assert_eq!(args.process.health_listen, addr, "{flag}");
+        }
+        let defaults = parse(&[]);
+        assert_eq!(defaults.metrics_listen.port(), 9090);
+        assert_eq!(defaults.process.health_listen.port(), 8081);
+        assert_eq!(defaults.process.kubeconfig, None);
+        let args = parse(&[
+            "--kubeconfig",
+            "/etc/manager.kubeconfig",
+            "--log-format",
+            "json",
+        ]);
+        assert_eq!(
+            args.process.kubeconfig,
+            Some(PathBuf::from("/etc/manager.kubeconfig"))
+        );
+        assert_eq!(
+            args.process.log_format,
+            jobrelay_process::telemetry::LogFormat::Json
+        );
     }
 
     #[test]

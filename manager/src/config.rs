@@ -58,6 +58,7 @@ pub enum ConfigError {
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawConfig {
     #[serde(default)]
@@ -67,6 +68,7 @@ struct RawConfig {
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawRetention {
     remote_after_finished: Option<String>,
@@ -125,6 +127,24 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_charts_values_schema_takes_exactly_the_fields_of_the_file() {
+        let chart: serde_json::Value = serde_json::from_str(include_str!(
+            "../../deploy/helm/jobrelay/values.schema.json"
+        ))
+        .expect("the chart's values schema is JSON");
+        let ours = serde_json::to_value(schemars::schema_for!(RawConfig)).expect("a schema");
+        assert_eq!(
+            jobrelay_process::config_file::chart_config_fields(&chart, "manager"),
+            jobrelay_process::config_file::schema_fields(&ours, &ours)
+        );
+        assert_eq!(
+            chart["$defs"]["duration"]["pattern"].as_str(),
+            Some(jobrelay_proto::duration::PATTERN),
+            "the chart's durations follow the binaries' grammar"
+        );
+    }
 
     #[test]
     fn the_defaults_keep_everything_but_the_remote_mirror() {

@@ -54,6 +54,7 @@ pub use crate::error::Error;
 use crate::events::Events;
 use crate::fleet::Fleet;
 use crate::job_changes::JobChanges;
+use crate::leader::pod_label::PodLabel;
 use crate::metrics::Metrics;
 use crate::pace::Pace;
 use crate::reconcile::Context;
@@ -85,6 +86,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
         return Err(Error::NoOrigin);
     }
     let kube_api_limit = args.process.kube_api.rate_limit()?;
+    let kubeconfig = args.process.kubeconfig.as_deref();
     let tls = args.process.certificates.files(
         args.client_ca.as_ref(),
         "--client-ca",
@@ -111,9 +113,32 @@ pub async fn run(args: Args) -> Result<(), Error> {
         "jobrelay-manager/{} ({identity})",
         env!("CARGO_PKG_VERSION")
     );
-    let client =
-        jobrelay_process::kube_client::fenced_client(kube_api_limit, fence.clone(), &user_agent)
+    let client = jobrelay_process::kube_client::fenced_client(
+        kubeconfig,
+        kube_api_limit,
+        fence.clone(),
+        &user_agent,
+    )
+    .await?;
+    // The leader's label on its Pod is written outside the fence; a mark an
+    // earlier container of this Pod left is cleared before anything else.
+    let pod_label = match election.pod() {
+        Some((namespace, name)) => {
+            let unfenced = jobrelay_process::kube_client::fenced_client(
+                kubeconfig,
+                kube_api_limit,
+                Fence::open(),
+                &user_agent,
+            )
             .await?;
+            let label = PodLabel::new(unfenced, namespace, name);
+            // A later change of leadership writes it again; a failure here
+            // leaves at worst a stale mark on a replica not yet listening.
+            let _ = label.mark(false).await;
+            Some(label)
+        }
+        None => None,
+    };
     let worker_clusters: Api<WorkerCluster> = Api::all(client.clone());
     if let Err(error) = worker_clusters.list(&ListParams::default().limit(1)).await {
         match error {
@@ -170,11 +195,26 @@ pub async fn run(args: Args) -> Result<(), Error> {
     };
     let deletions = Arc::new(Pace::per_second(config.deletions_per_second));
     let metrics = Arc::new(Metrics::new(Arc::clone(&fleet), Arc::clone(&deletions)));
+    metrics.read_caches(jobs.clone(), clusters.clone());
+    if !election.leader_elect {
+        // Working alone is leading, for jobrelay_leader and its alert.
+        metrics.leadership(true, 0);
+    }
     let mut metrics_server = tokio::spawn(metrics::serve(
         args.metrics_listen,
         Arc::clone(&metrics),
         shutdown.clone(),
     ));
+    // Ready once the caches are synced, leading or not: the Service agents
+    // dial follows the leader's label instead.
+    let mut ready = synced.clone();
+    let ready_readiness = readiness.clone();
+    tokio::spawn(async move {
+        if ready.wait_for(|synced| *synced).await.is_ok() {
+            info!("caches synced; ready");
+            ready_readiness.set(true).await;
+        }
+    });
     let (leading_tx, mut leading) = watch::channel(!election.leader_elect);
     let (stop_keeping, stop) = watch::channel(false);
     let mut keeper = match election.leader_elect {
@@ -182,6 +222,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
             // The Lease is written outside the fence (its writes are what
             // opens it), conditional on the version read.
             let leases = jobrelay_process::kube_client::fenced_client(
+                kubeconfig,
                 kube_api_limit,
                 Fence::open(),
                 &user_agent,
@@ -263,14 +304,9 @@ pub async fn run(args: Args) -> Result<(), Error> {
             shutdown.clone().requested(),
         )),
     };
-    let mut ready = synced.clone();
-    let ready_readiness = readiness.clone();
-    tokio::spawn(async move {
-        if ready.wait_for(|synced| *synced).await.is_ok() {
-            info!("caches synced; ready");
-            ready_readiness.set(true).await;
-        }
-    });
+    if let Some(label) = pod_label.clone() {
+        tokio::spawn(label.follow(leading.clone()));
+    }
     let status_writer = tokio::spawn(
         StatusWriter {
             api: worker_clusters,
@@ -363,6 +399,9 @@ pub async fn run(args: Args) -> Result<(), Error> {
         warn!(%stepped_down, "stepped down while stopping");
     }
     fan_out.abort();
+    if let Some(label) = &pod_label {
+        let _ = label.mark(false).await;
+    }
     readiness.set(false).await;
     for task in [job_cache, cluster_cache, namespace_cache, status_writer] {
         task.abort();

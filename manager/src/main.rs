@@ -8,6 +8,9 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    jobrelay_process::telemetry::init();
-    Ok(jobrelay_manager::main(Cli::parse()).await?)
+    // The flags say how to log, so they come first; clap prints its own
+    // errors and help.
+    let cli = Cli::parse();
+    jobrelay_process::telemetry::init(cli.run.process.log_format);
+    Ok(jobrelay_manager::main(cli).await?)
 }

@@ -1,27 +1,30 @@
 //! Prometheus metrics of the manager (the `prometheus-client` crate), served
-//! as text on `/metrics`: sessions, refusals and rejections by reason,
-//! mirrors by cluster and phase, and per-cluster histograms of how long
-//! dispatch, status and cleanup take.
+//! as text on `/metrics` by the process's metrics endpoint: sessions,
+//! refusals and rejections by reason, mirrors by cluster and phase,
+//! per-cluster histograms of how long dispatch, status and cleanup take,
+//! each cluster's link and the Jobs waiting for dispatch (`caches`), and
+//! the metrics every jobrelay process has (build, certificate expiry,
+//! Kubernetes API latencies).
 
-use std::convert::Infallible;
+mod caches;
+
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use http_body_util::Full;
-use hyper::body::Bytes;
-use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
+use k8s_openapi::api::batch::v1::Job;
+use kube::runtime::reflector::Store;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use tracing::{info, warn};
+use tracing::warn;
 
 use crate::fleet::Fleet;
 use crate::pace::Pace;
+use crate::worker_cluster::WorkerCluster;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ByCluster {
@@ -60,8 +63,8 @@ fn seconds() -> Histogram {
 }
 
 /// Every metric of the manager. Counters and histograms are updated where
-/// things happen; gauges are read from the fleet and the retention pace at
-/// each scrape.
+/// things happen; gauges are read from the fleet, the retention pace and
+/// the caches at each scrape.
 pub struct Metrics {
     fleet: Arc<Fleet>,
     deletions: Arc<Pace>,
@@ -84,6 +87,7 @@ pub struct Metrics {
     leader_transitions: Gauge,
     lease_renewed_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
     lease_renewed: Mutex<Option<tokio::time::Instant>>,
+    caches: caches::CacheGauges,
 }
 
 impl Metrics {
@@ -110,6 +114,7 @@ impl Metrics {
             leader_transitions: Gauge::default(),
             lease_renewed_seconds: Gauge::default(),
             lease_renewed: Mutex::new(None),
+            caches: caches::CacheGauges::default(),
         };
         let mut registry = metrics
             .registry
@@ -200,8 +205,17 @@ impl Metrics {
             "Seconds since this replica last renewed the Lease (absent until it first did)",
             metrics.lease_renewed_seconds.clone(),
         );
+        metrics.caches.register(&mut registry);
+        jobrelay_process::metrics::register(&mut registry);
         drop(registry);
         metrics
+    }
+
+    /// Reads the WorkerClusters' links and the Jobs waiting for dispatch
+    /// from these caches at each scrape (until called, those gauges stay
+    /// empty or 0).
+    pub fn read_caches(&self, jobs: Store<Job>, clusters: Store<WorkerCluster>) {
+        self.caches.read(jobs, clusters);
     }
 
     /// Whether this replica leads, and the Lease's transitions as read.
@@ -295,6 +309,7 @@ impl Metrics {
             self.mirrors.get_or_create(&labels).set(count as i64);
         }
         self.retention_waiting.set(self.deletions.waiting() as i64);
+        self.caches.update(&self.fleet);
         if let Some(renewed) = *self
             .lease_renewed
             .lock()
@@ -330,44 +345,8 @@ pub async fn serve(
     shutdown: jobrelay_process::Shutdown,
 ) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    info!(listen = %listener.local_addr()?, "serving /metrics");
-    loop {
-        let (stream, _) = tokio::select! {
-            accepted = listener.accept() => accepted?,
-            () = shutdown.clone().requested() => return Ok(()),
-        };
-        let metrics = Arc::clone(&metrics);
-        tokio::spawn(async move {
-            let service =
-                hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
-                    let metrics = Arc::clone(&metrics);
-                    async move { Ok::<_, Infallible>(respond(&request, &metrics)) }
-                });
-            if let Err(error) = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await
-            {
-                warn!(%error, "metrics connection failed");
-            }
-        });
-    }
-}
-
-fn respond(request: &Request<hyper::body::Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {
-    let (status, body) = if request.uri().path() == "/metrics" {
-        (200, metrics.render())
-    } else {
-        (404, "not found; metrics are on /metrics\n".to_string())
-    };
-    let mut response = Response::new(Full::new(Bytes::from(body)));
-    *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or_default();
-    response.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static(
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        ),
-    );
-    response
+    let render = Arc::new(move || metrics.render());
+    jobrelay_process::metrics_server::serve(listener, render, shutdown).await
 }
 
 #[cfg(test)]
@@ -413,5 +392,6 @@ mod tests {
                 .contains("jobrelay_retention_deleted_total 1\n"),
             "a scrape counts each deletion once"
         );
+        assert!(text.contains("jobrelay_build_info{version=\""), "{text}");
     }
 }

@@ -103,7 +103,11 @@ impl Relay for RelayService {
                 ));
             }
         };
-        if let Err((reason, status)) = self.sessions.admit(peer.as_ref(), &hello.cluster) {
+        let admitted = self
+            .sessions
+            .admit(peer.as_ref(), &hello.cluster)
+            .and_then(|()| versions_match(&hello.agent_version));
+        if let Err((reason, status)) = admitted {
             let addr = peer.map(|p| p.addr.to_string()).unwrap_or_default();
             warn!(%addr, cluster = %hello.cluster, reason, message = status.message(), "session refused");
             self.sessions.metrics.refused(reason);
@@ -128,6 +132,17 @@ impl Relay for RelayService {
             UnboundedReceiverStream::new(queued).map(Ok),
         )))
     }
+}
+
+/// Refuses an agent whose version this manager does not take
+/// ([`jobrelay_proto::skew`]).
+fn versions_match(agent_version: &str) -> Result<(), (&'static str, Status)> {
+    jobrelay_proto::skew::check(env!("CARGO_PKG_VERSION"), agent_version).map_err(|skew| {
+        (
+            "version_skew",
+            Status::failed_precondition(skew.to_string()),
+        )
+    })
 }
 
 impl Sessions {

@@ -45,7 +45,7 @@ pub struct WorkerClusterSpec {
     /// duration such as `15m`; default 15m). A Lost cluster gets no new Jobs,
     /// and manager Jobs being deleted whose mirrors sit there are released.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
+    #[schemars(schema_with = "duration_schema")]
     pub lost_after: Option<String>,
     /// Opt-in: this cluster runs its own Kueue, and a queued Job's mirror is
     /// queued there too (see [`WorkerKueue`]).
@@ -71,8 +71,25 @@ pub struct WorkerKueue {
     /// the Workload sent back to its queue (`Retry`), preferring another
     /// cluster next time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
+    #[schemars(schema_with = "duration_schema")]
     pub admit_within: Option<String>,
+}
+
+/// The schema of a duration field: the grammar both binaries parse
+/// ([`jobrelay_proto::duration`]), so the API server refuses what the manager
+/// would refuse, instead of the manager falling back to a default.
+fn duration_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    use jobrelay_proto::duration::{LONGEST_HOURS, PATTERN};
+    schemars::json_schema!({
+        "type": "string",
+        "nullable": true,
+        "maxLength": 64,
+        "pattern": PATTERN,
+        "x-kubernetes-validations": [{
+            "rule": format!("duration(self) <= duration('{LONGEST_HOURS}h')"),
+            "message": format!("must be at most {LONGEST_HOURS}h (366 days)"),
+        }],
+    })
 }
 
 /// A worker's Kueue settings, validated.

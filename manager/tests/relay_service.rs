@@ -167,7 +167,7 @@ fn message(kind: agent_message::Kind) -> AgentMessage {
 fn hello(cluster: &str, inventory: Vec<InventoryEntry>) -> Hello {
     Hello {
         cluster: cluster.into(),
-        agent_version: "test".into(),
+        agent_version: env!("CARGO_PKG_VERSION").into(),
         inventory,
     }
 }
@@ -400,4 +400,29 @@ async fn an_unknown_cluster_or_a_session_not_opened_by_hello_is_refused() {
         .expect_err("a session not opened by Hello is refused");
     assert_eq!(refused.code(), tonic::Code::InvalidArgument);
     assert!(!manager.fleet.is_connected("ghost"));
+}
+
+#[tokio::test]
+async fn an_agent_of_an_unsupported_version_is_refused_saying_which_versions_are_taken() {
+    let manager = manager().await;
+    let mut newer = hello("w1", vec![]);
+    newer.agent_version = "99.0.0".into();
+    let Err(refused) = connect(&manager, newer).await else {
+        panic!("an agent newer than the manager was admitted");
+    };
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        refused.message().contains("upgrade the manager first"),
+        "{}",
+        refused.message()
+    );
+    assert!(!manager.fleet.is_connected("w1"));
+    assert!(
+        manager
+            .metrics
+            .render()
+            .contains("jobrelay_sessions_refused_total{reason=\"version_skew\"} 1"),
+        "{}",
+        manager.metrics.render()
+    );
 }

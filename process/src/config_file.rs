@@ -2,6 +2,7 @@
 //! file means every default. What the values mean, and their validation
 //! into typed values, is each binary's own.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde::de::DeserializeOwned;
@@ -68,6 +69,48 @@ pub fn parse<T: DeserializeOwned + Default>(path: &str, text: &str) -> Result<T,
     })
 }
 
+/// The field paths (`retention.afterDeactivated`) of a JSON schema's object
+/// properties, following `$ref`s into `root`'s `$defs` and through
+/// `anyOf`/`oneOf`: how a configuration type's schema and the chart's values
+/// schema are compared, so neither accepts a field the other lacks.
+pub fn schema_fields(schema: &serde_json::Value, root: &serde_json::Value) -> BTreeSet<String> {
+    let mut fields = BTreeSet::new();
+    collect_fields(schema, root, "", &mut fields);
+    fields
+}
+
+/// The field paths the chart's values schema (`values.schema.json`) allows
+/// in `<part>.config`, the configuration file of the manager or the agent.
+pub fn chart_config_fields(values_schema: &serde_json::Value, part: &str) -> BTreeSet<String> {
+    let config = &values_schema["properties"][part]["properties"]["config"];
+    schema_fields(config, values_schema)
+}
+
+fn collect_fields(
+    schema: &serde_json::Value,
+    root: &serde_json::Value,
+    prefix: &str,
+    fields: &mut BTreeSet<String>,
+) {
+    if let Some(target) = schema["$ref"].as_str() {
+        let name = target.trim_start_matches("#/$defs/");
+        return collect_fields(&root["$defs"][name], root, prefix, fields);
+    }
+    for alternatives in ["anyOf", "oneOf"] {
+        for alternative in schema[alternatives].as_array().into_iter().flatten() {
+            collect_fields(alternative, root, prefix, fields);
+        }
+    }
+    for (name, property) in schema["properties"].as_object().into_iter().flatten() {
+        let path = match prefix {
+            "" => name.clone(),
+            _ => format!("{prefix}.{name}"),
+        };
+        fields.insert(path.clone());
+        collect_fields(property, root, &path, fields);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,5 +145,19 @@ mod tests {
             missing.contains("reading /nonexistent/jobrelay.yaml"),
             "{missing}"
         );
+    }
+
+    #[test]
+    fn schema_fields_follow_refs_and_alternatives() {
+        let schema = serde_json::json!({
+            "properties": {
+                "a": {"$ref": "#/$defs/inner"},
+                "b": {"anyOf": [{"$ref": "#/$defs/inner"}, {"type": "null"}]},
+                "c": {"type": "string"},
+            },
+            "$defs": {"inner": {"properties": {"x": {"type": "string"}}}},
+        });
+        let fields: Vec<String> = schema_fields(&schema, &schema).into_iter().collect();
+        assert_eq!(fields, ["a", "a.x", "b", "b.x", "c"]);
     }
 }

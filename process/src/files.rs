@@ -60,6 +60,7 @@ impl PemFiles {
             path: self.ca.clone(),
             message,
         })?;
+        crate::metrics::certificates_read(&pem, self.ca_flag);
         Ok(pem)
     }
 

@@ -61,8 +61,10 @@ impl CertificateFlags {
     }
 }
 
-/// The flags every jobrelay process has: its certificates, the limit of its
-/// Kubernetes client, and where its health endpoint listens.
+/// The flags every jobrelay process has: its certificates, its Kubernetes
+/// client (which kubeconfig, what limit), where its health endpoint listens,
+/// and how it logs. Names follow Kubernetes controllers' (`--kubeconfig`,
+/// `--health-probe-bind-address`); earlier names stay as aliases.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ProcessFlags {
     #[command(flatten)]
@@ -71,11 +73,87 @@ pub struct ProcessFlags {
     #[command(flatten)]
     pub kube_api: crate::KubeApiFlags,
 
+    /// The kubeconfig file of the Kubernetes API server to use (its current
+    /// context). Without it: `KUBECONFIG`, then `~/.kube/config`, then the
+    /// Pod's service account.
+    #[arg(long, env = "JOBRELAY_KUBECONFIG", value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+
     /// Address of the plaintext `grpc.health.v1.Health` service for
     /// Kubernetes `grpc:` probes: service "" is SERVING while the process
     /// runs, "jobrelay.v1.Relay" while it can do its work (the manager: its
     /// caches are synced; the agent: it holds a session and reaches its own
     /// API server).
-    #[arg(long, env = "JOBRELAY_HEALTH_LISTEN", default_value = "0.0.0.0:8081")]
+    #[arg(
+        long = "health-probe-bind-address",
+        visible_alias = "health-listen",
+        env = "JOBRELAY_HEALTH_LISTEN",
+        default_value = "0.0.0.0:8081"
+    )]
     pub health_listen: std::net::SocketAddr,
+
+    /// How log lines are written to standard error: `text`, or `json` (one
+    /// object per line, with the fields of the spans it happened in). Levels
+    /// come from `RUST_LOG`.
+    #[arg(long, env = "JOBRELAY_LOG_FORMAT", value_enum, default_value_t)]
+    pub log_format: crate::telemetry::LogFormat,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::telemetry::LogFormat;
+
+    /// A binary's flags: the process's, and the switch the certificate
+    /// flags refer to.
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        process: ProcessFlags,
+        #[arg(long)]
+        insecure_plaintext: bool,
+    }
+
+    fn parse(args: &[&str]) -> Result<ProcessFlags, clap::Error> {
+        Cli::try_parse_from(["test", "--insecure-plaintext"].iter().chain(args))
+            .map(|cli| cli.process)
+    }
+
+    fn flags(args: &[&str]) -> ProcessFlags {
+        parse(args).expect("valid flags")
+    }
+
+    #[test]
+    fn logs_are_text_unless_json_is_asked_for() {
+        assert_eq!(flags(&[]).log_format, LogFormat::Text);
+        assert_eq!(flags(&["--log-format", "json"]).log_format, LogFormat::Json);
+        assert_eq!(flags(&["--log-format=text"]).log_format, LogFormat::Text);
+        let error = parse(&["--log-format", "yaml"]).expect_err("no such format");
+        assert!(error.to_string().contains("--log-format"), "{error}");
+    }
+
+    #[test]
+    fn the_health_address_takes_the_controller_name_and_the_old_one() {
+        let default: std::net::SocketAddr = "0.0.0.0:8081".parse().expect("an address");
+        assert_eq!(flags(&[]).health_listen, default);
+        let addr: std::net::SocketAddr = "127.0.0.1:9440".parse().expect("an address");
+        for name in ["--health-probe-bind-address", "--health-listen"] {
+            assert_eq!(
+                flags(&[name, "127.0.0.1:9440"]).health_listen,
+                addr,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_kubeconfig_is_optional() {
+        assert_eq!(flags(&[]).kubeconfig, None);
+        assert_eq!(
+            flags(&["--kubeconfig", "/etc/worker.kubeconfig"]).kubeconfig,
+            Some(PathBuf::from("/etc/worker.kubeconfig"))
+        );
+    }
 }

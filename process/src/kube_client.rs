@@ -1,5 +1,5 @@
 //! The Kubernetes client of both binaries, with an explicit client-side rate
-//! limit.
+//! limit, from the kubeconfig `--kubeconfig` names or the one kube finds.
 //!
 //! kube sends every request the moment it is asked to; a token bucket in
 //! front of it keeps one busy process from flooding its API server, while the
@@ -9,6 +9,7 @@
 //! the limit waits for its token; none is ever refused.
 
 use std::future::Future;
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -20,6 +21,7 @@ use tower::{Layer, Service};
 use tracing::{Instrument, info};
 
 use crate::fence::{Fence, FenceLayer};
+use crate::kube_api_timing::TimingLayer;
 use crate::rate::{RateLimit, TokenBucket};
 
 /// How often requests that had to wait for a token are reported in the log.
@@ -61,28 +63,56 @@ impl KubeApiFlags {
     }
 }
 
-/// A client of the API server found the way `kube::Client::try_default`
-/// finds it (kubeconfig, else the in-cluster service account), with kube's
-/// usual stack (authentication, TLS, retries, tracing) behind the rate
-/// limit. Logs the limit once; while requests have to wait, an info line
-/// says how many did, at most every ten seconds.
-pub async fn client(limit: RateLimit) -> Result<kube::Client, crate::Error> {
-    let config = kube::Config::infer().await?;
-    Ok(limited(kube::client::ClientBuilder::try_from(config)?, limit).build())
+/// Where the API server is and how to sign in: the current context of the
+/// kubeconfig file `kubeconfig` (`--kubeconfig`) when one is named; else
+/// found the way `kube::Client::try_default` finds it (`KUBECONFIG`,
+/// `~/.kube/config`, else the in-cluster service account).
+pub async fn config(kubeconfig: Option<&Path>) -> Result<kube::Config, crate::Error> {
+    let Some(path) = kubeconfig else {
+        return Ok(kube::Config::infer().await?);
+    };
+    let unusable = |error: kube::config::KubeconfigError| crate::Error::Read {
+        flag: "--kubeconfig",
+        path: path.to_path_buf(),
+        source: std::io::Error::other(error),
+    };
+    let file = kube::config::Kubeconfig::read_from(path).map_err(unusable)?;
+    let mut config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+        .await
+        .map_err(unusable)?;
+    config.apply_debug_overrides();
+    Ok(config)
+}
+
+/// A client of the API server [`config`] finds, with kube's usual stack
+/// (authentication, TLS, retries, tracing) behind the rate limit, each
+/// request timed ([`crate::kube_api_timing`]). Logs the limit once; while
+/// requests have to wait, an info line says how many did, at most every ten
+/// seconds.
+pub async fn client(
+    kubeconfig: Option<&Path>,
+    limit: RateLimit,
+) -> Result<kube::Client, crate::Error> {
+    let config = config(kubeconfig).await?;
+    let builder = kube::client::ClientBuilder::try_from(config)?.with_layer(&TimingLayer);
+    Ok(limited(builder, limit).build())
 }
 
 /// Like [`client`], with `fence` in front of its writes, and `user_agent` in
 /// every request (so the API server's audit log tells replicas apart).
 pub async fn fenced_client(
+    kubeconfig: Option<&Path>,
     limit: RateLimit,
     fence: Fence,
     user_agent: &str,
 ) -> Result<kube::Client, crate::Error> {
-    let mut config = kube::Config::infer().await?;
+    let mut config = config(kubeconfig).await?;
     let agent = http::HeaderValue::from_str(user_agent)
         .map_err(|_| crate::Error::UserAgent(user_agent.to_string()))?;
     config.headers.push((http::header::USER_AGENT, agent));
-    let builder = kube::client::ClientBuilder::try_from(config)?.with_layer(&FenceLayer { fence });
+    let builder = kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&TimingLayer)
+        .with_layer(&FenceLayer { fence });
     Ok(limited(builder, limit).build())
 }
 
@@ -239,6 +269,34 @@ mod tests {
 
     fn limited(qps: f64, burst: u32) -> RateLimit {
         RateLimit::PerSecond { qps, burst }
+    }
+
+    #[tokio::test]
+    async fn a_named_kubeconfig_is_used_and_a_bad_one_names_the_flag() {
+        let dir = std::env::temp_dir().join(format!("jobrelay-kubeconfig-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temporary folder");
+        let path = dir.join("worker.kubeconfig");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\ncurrent-context: w\n\
+             clusters: [{name: c, cluster: {server: 'https://10.1.2.3:6443'}}]\n\
+             users: [{name: u, user: {token: t}}]\n\
+             contexts: [{name: w, context: {cluster: c, user: u, namespace: ml}}]\n",
+        )
+        .expect("kubeconfig written");
+        let found = config(Some(&path)).await.expect("a usable kubeconfig");
+        assert_eq!(found.cluster_url.host(), Some("10.1.2.3"));
+        assert_eq!(found.default_namespace, "ml");
+        let missing = dir.join("missing.kubeconfig");
+        let error = config(Some(&missing))
+            .await
+            .expect_err("no such file")
+            .to_string();
+        assert!(
+            error.starts_with("--kubeconfig ") && error.contains("missing.kubeconfig"),
+            "{error}"
+        );
+        std::fs::remove_dir_all(&dir).expect("the temporary folder removed");
     }
 
     #[test]

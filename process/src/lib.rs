@@ -10,10 +10,11 @@
 //! rotated without a restart.
 //!
 //! Also the plaintext `grpc.health.v1.Health` endpoint for Kubernetes probes,
-//! the one shutdown every part of a process waits on, logging, the
-//! Kubernetes client with its rate limit (the one token bucket every write
-//! budget uses), how long a Kubernetes watch may run, and what a watch cache
-//! keeps of an object.
+//! the `/metrics` endpoint and the metrics every process has (build,
+//! certificate expiry, Kubernetes API latencies), the one shutdown every
+//! part of a process waits on, logging, the Kubernetes client with its rate
+//! limit (the one token bucket every write budget uses), how long a
+//! Kubernetes watch may run, and what a watch cache keeps of an object.
 
 pub mod cache;
 pub mod client;
@@ -24,7 +25,10 @@ pub mod files;
 pub mod flags;
 pub mod health;
 pub mod heartbeat;
+pub mod kube_api_timing;
 pub mod kube_client;
+pub mod metrics;
+pub mod metrics_server;
 pub mod rate;
 pub mod server;
 pub mod shutdown;

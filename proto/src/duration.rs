@@ -1,6 +1,8 @@
 //! Durations as Kubernetes users write them: `90s`, `15m`, `1h30m`, `500ms`.
 //! Both binaries parse their flags and configuration with this, so a bad value
-//! is refused the same way everywhere.
+//! is refused the same way everywhere; the WorkerCluster CRD and the chart's
+//! values schema check the same grammar ([`PATTERN`], [`LONGEST_HOURS`]), so
+//! no value is accepted by one and refused by another.
 
 use std::time::Duration;
 
@@ -39,13 +41,68 @@ pub fn parse_field(
         .transpose()
 }
 
+/// What [`parse`] accepts, as a regular expression for schemas: `0` alone,
+/// or whole numbers each followed by a unit (`ms`, `s`, `m`, `h`).
+pub const PATTERN: &str = "^(0|([0-9]+(ms|s|m|h))+)$";
+/// The longest duration accepted, in hours (366 days): a longer one is
+/// surely a mistake.
+pub const LONGEST_HOURS: u64 = 366 * 24;
+
+/// Values users write, right and wrong: the table the binaries' parser and
+/// the schemas (the pattern here, the CRD on a real API server in the
+/// end-to-end tests) are checked against, so they never disagree.
+#[doc(hidden)]
+pub const EXAMPLES: &[&str] = &[
+    "0",
+    "0s",
+    "00",
+    "0ms",
+    "1ms",
+    "500ms",
+    "90s",
+    "15m",
+    "1h",
+    "1h30m",
+    "1h30m15s",
+    "2h0m0s",
+    "01s",
+    "1h1h",
+    "8784h",
+    "8783h59m",
+    "527040m",
+    "8785h",
+    "9000h",
+    "99999999999999999999h",
+    "1.5h",
+    "1.0s",
+    "5",
+    "s",
+    "ms",
+    "5x",
+    "1h30",
+    "5µs",
+    "5us",
+    "5ns",
+    "1d",
+    "-5s",
+    "+5s",
+    "",
+    " ",
+    " 90s",
+    "90s ",
+    "9 0s",
+    "1H",
+    "5 m",
+];
+
 const UNITS: [(&str, u64); 4] = [("ms", 1), ("s", 1_000), ("m", 60_000), ("h", 3_600_000)];
-const LONGEST: Duration = Duration::from_secs(366 * 24 * 3600);
+const LONGEST: Duration = Duration::from_secs(LONGEST_HOURS * 3600);
 
 /// Parses a Go-style duration (units `ms`, `s`, `m`, `h`; `0` alone is zero).
 pub fn parse(text: &str) -> Result<Duration, DurationError> {
-    let trimmed = text.trim();
-    if trimmed.is_empty() {
+    // No trimming: a schema's pattern refuses blanks, and so does this.
+    let trimmed = text;
+    if trimmed.trim().is_empty() {
         return Err(DurationError::Empty(text.into()));
     }
     if trimmed.starts_with('-') {
@@ -64,7 +121,10 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
         if digits == 0 {
             return Err(malformed());
         }
-        let number: u64 = rest[..digits].parse().map_err(|_| malformed())?;
+        // Only digits: the one failure left is a number too large.
+        let number: u64 = rest[..digits]
+            .parse()
+            .map_err(|_| DurationError::Absurd(text.into()))?;
         rest = &rest[digits..];
         let unit_len = rest
             .find(|c: char| c.is_ascii_digit())
@@ -89,6 +149,22 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_schema_pattern_accepts_exactly_what_the_parser_reads() {
+        let pattern = regex_lite::Regex::new(PATTERN).expect("PATTERN is a regex");
+        for value in EXAMPLES {
+            let parsed = parse(value);
+            // Past the limit is refused by a rule of its own in the schemas
+            // (CEL in the CRD), not by the pattern.
+            let grammatical = matches!(parsed, Ok(_) | Err(DurationError::Absurd(_)));
+            assert_eq!(
+                pattern.is_match(value),
+                grammatical,
+                "{value:?}: parse says {parsed:?}"
+            );
+        }
+    }
 
     #[test]
     fn reads_what_kubernetes_users_write() {

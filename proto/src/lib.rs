@@ -12,6 +12,7 @@ pub mod v1 {
 
 pub mod duration;
 pub mod rejection;
+pub mod skew;
 pub mod wire;
 
 #[cfg(test)]

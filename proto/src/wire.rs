@@ -51,6 +51,10 @@ pub const REMOTE_JOB_LOST: &str = "RemoteJobLost";
 /// Condition reason of a manager Job whose worker refused it for good.
 pub const REMOTE_REJECTED: &str = "RemoteRejected";
 
+/// Label the leading manager replica puts on its own Pod (value `"true"`),
+/// so the Service agents dial selects the leader alone.
+pub const LEADER_LABEL: &str = "jobrelay.dev/leader";
+
 /// Kueue's label naming a Job's LocalQueue. A mirror keeps it only on a
 /// worker cluster that runs its own Kueue for jobrelay; there the worker's
 /// Kueue owns the mirror's `suspend` and pod template.

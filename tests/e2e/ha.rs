@@ -1,8 +1,9 @@
 //! Two manager replicas electing a leader on a Lease: the leader killed
 //! while Jobs dispatch, run and are deleted is replaced within the lease
 //! duration and a few seconds, with nothing lost, leaked or dispatched
-//! twice; a leader paused past its lease writes nothing once resumed (the
-//! manager cluster's audit log is the witness) and steps down.
+//! twice, and the leader label the agents' Service selects ends on the new
+//! leader's Pod alone; a leader paused past its lease writes nothing once
+//! resumed (the manager cluster's audit log is the witness) and steps down.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -13,11 +14,11 @@ use jobrelay_e2e::kit::{self, Clusters};
 use jobrelay_e2e::relay::{Options, Relay};
 use jobrelay_e2e::scenario::Scenario;
 use jobrelay_e2e::wait::{self, Seen};
-use jobrelay_proto::wire::ORIGIN_UID_LABEL;
+use jobrelay_proto::wire::{LEADER_LABEL, ORIGIN_UID_LABEL};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 /// The replicas' `--lease-duration`, short so the tests run quickly.
@@ -27,7 +28,55 @@ const LEASE_DURATION: Duration = Duration::from_secs(4);
 static EXCLUSIVE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn relay() -> (&'static Clusters, &'static Relay) {
+    replica_pods(kit::clusters(2)).await;
     kit::relay_with(2, Options::two_quick_replicas()).await
+}
+
+/// Creates the Pods the replicas (`--pod-name manager-<i>`) label while they
+/// lead, before they start: Pods that never run (no node matches them), in
+/// the Lease's namespace, as Deployment Pods would be.
+async fn replica_pods(clusters: &Clusters) {
+    let pods: Api<Pod> = Api::namespaced(kit::client(clusters.manager()).await, "default");
+    for index in 0..2 {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("manager-{index}")},
+            "spec": {
+                "nodeSelector": {"test.jobrelay.dev/no-node": "true"},
+                "containers": [{"name": "manager", "image": "jobrelay/manager"}],
+            },
+        }))
+        .expect("a Pod");
+        match pods.create(&PostParams::default(), &pod).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => panic!("creating Pod manager-{index}: {error}"),
+        }
+    }
+}
+
+/// Waits until the leader label is on replica `index`'s Pod alone, as the
+/// agents' Service selects it.
+async fn wait_labelled(clusters: &Clusters, index: usize) {
+    let pods: Api<Pod> = Api::namespaced(kit::client(clusters.manager()).await, "default");
+    let selector = ListParams::default().labels(&format!("{LEADER_LABEL}=true"));
+    let expected = vec![format!("manager-{index}")];
+    wait::until(
+        format!("the leader label on manager-{index} alone"),
+        TIMEOUT,
+        || async {
+            match pods.list(&selector).await {
+                Ok(list) => {
+                    let labelled: Vec<String> = list.iter().map(ResourceExt::name_any).collect();
+                    match labelled == expected {
+                        true => Seen::Ready(()),
+                        false => Seen::Waiting(format!("labelled: {labelled:?}")),
+                    }
+                }
+                Err(error) => Seen::Waiting(error.to_string()),
+            }
+        },
+    )
+    .await
 }
 
 async fn holder(clusters: &Clusters) -> Option<usize> {
@@ -126,6 +175,7 @@ async fn a_leader_killed_while_jobs_dispatch_run_and_are_deleted_is_replaced_wit
     let mut expected = scenario.create_jobs("run", 6, "3s").await;
     let leader = current_leader(clusters).await;
     let follower = 1 - leader;
+    wait_labelled(clusters, leader).await;
     relay.kill_replica(leader);
     let killed = Instant::now();
     // Jobs created while no replica leads are dispatched by the next.
@@ -141,6 +191,9 @@ async fn a_leader_killed_while_jobs_dispatch_run_and_are_deleted_is_replaced_wit
     relay
         .start_replica(leader)
         .expect("restarting the killed replica");
+    // The killed leader left its mark; restarted, it clears it, and the
+    // Service again selects the leader alone.
+    wait_labelled(clusters, follower).await;
     scenario.assert_created_at_most(1);
     scenario.finish(TIMEOUT).await;
 }

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use jobrelay_e2e::controlplane;
 use jobrelay_e2e::kit::{self, clusters};
+use jobrelay_proto::wire::LEADER_LABEL;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -510,9 +511,10 @@ async fn agent_objects_are_accepted_by_the_api_server() {
             "ClusterRoleBinding",
             "ConfigMap",
             "Deployment",
+            "Service",
             "ServiceAccount"
         ]),
-        "the agent needs no Service: {:?}",
+        "the agent's objects (its Service is the metrics'): {:?}",
         summary(objects)
     );
     assert_accepted_by_api_server(&rendered).await;
@@ -549,33 +551,55 @@ async fn manager_deployment_is_probed_over_grpc_and_mounts_its_certificates() {
         manager.image
     );
 
-    // Agents dial the Service's grpc port, which leads to the Relay listener.
-    let service: Service = object(&objects, "Service", "jobrelay-manager");
-    let spec = service.spec.expect("Service spec");
-    let ports: Vec<(String, i32)> = spec
-        .ports
-        .iter()
-        .flatten()
-        .map(|p| (p.name.clone().unwrap_or_default(), p.port))
-        .collect();
-    assert_eq!(
-        ports,
-        [("grpc".to_string(), 8443), ("metrics".to_string(), 9090)]
-    );
+    // Agents dial the Service's grpc port, which leads to the Relay listener
+    // of the leader alone: the Pod it labels. Metrics are on a Service of
+    // their own, never published with the agents' one.
     let pod_labels = deployment
         .spec
         .as_ref()
         .and_then(|s| s.template.metadata.as_ref())
         .and_then(|m| m.labels.clone())
         .unwrap_or_default();
-    for (key, value) in spec.selector.iter().flatten() {
+    let service: Service = object(&objects, "Service", "jobrelay-manager");
+    let spec = service.spec.expect("Service spec");
+    assert_eq!(service_ports(&spec), [("grpc".to_string(), 8443)]);
+    let mut selector = spec.selector.clone().unwrap_or_default();
+    assert_eq!(
+        selector.remove(LEADER_LABEL).as_deref(),
+        Some("true"),
+        "the agents' Service selects the leader"
+    );
+    assert_selects(&selector, &pod_labels);
+    let metrics: Service = object(&objects, "Service", "jobrelay-manager-metrics");
+    let spec = metrics.spec.expect("Service spec");
+    assert_eq!(service_ports(&spec), [("metrics".to_string(), 9090)]);
+    assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
+    assert_selects(&spec.selector.unwrap_or_default(), &pod_labels);
+    assert_eq!(env(manager, "JOBRELAY_LISTEN"), "0.0.0.0:8443");
+}
+
+/// A Service's ports by name.
+fn service_ports(spec: &k8s_openapi::api::core::v1::ServiceSpec) -> Vec<(String, i32)> {
+    spec.ports
+        .iter()
+        .flatten()
+        .map(|p| (p.name.clone().unwrap_or_default(), p.port))
+        .collect()
+}
+
+/// Fails unless every label of `selector` is on the Pod.
+fn assert_selects(
+    selector: &std::collections::BTreeMap<String, String>,
+    pod_labels: &std::collections::BTreeMap<String, String>,
+) {
+    assert!(!selector.is_empty(), "a selector");
+    for (key, value) in selector {
         assert_eq!(
             pod_labels.get(key),
             Some(value),
-            "the Service selects the manager Pod"
+            "the Service selects the manager Pods by {key}"
         );
     }
-    assert_eq!(env(manager, "JOBRELAY_LISTEN"), "0.0.0.0:8443");
 }
 
 #[tokio::test]
@@ -604,6 +628,11 @@ async fn manager_replicas_elect_a_leader_on_a_lease_and_spread_over_nodes() {
     assert_eq!(
         from_field("JOBRELAY_LEASE_NAMESPACE").as_deref(),
         Some("metadata.namespace")
+    );
+    assert_eq!(
+        from_field("JOBRELAY_POD_NAME").as_deref(),
+        Some("metadata.name"),
+        "the leader labels its own Pod"
     );
     assert_eq!(env(manager, "JOBRELAY_LEASE_NAME"), "jobrelay-manager");
     assert_eq!(env(manager, "JOBRELAY_LEASE_DURATION"), "15s");
@@ -644,14 +673,22 @@ async fn manager_replicas_elect_a_leader_on_a_lease_and_spread_over_nodes() {
         );
     }
 
+    // The Lease, and the label on its own Pod, in its namespace only.
     let role: Role = object(&objects, "Role", "jobrelay-manager-leader-election");
-    let rules = role.rules.unwrap_or_default();
-    assert_eq!(rules.len(), 1, "{rules:?}");
+    let rules: Vec<(Vec<String>, Vec<String>)> = role
+        .rules
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| (r.resources.unwrap_or_default(), r.verbs))
+        .collect();
+    let strings = |items: &[&str]| items.iter().map(|i| i.to_string()).collect::<Vec<_>>();
     assert_eq!(
-        rules[0].resources.as_deref(),
-        Some(&["leases".to_string()][..])
+        rules,
+        [
+            (strings(&["leases"]), strings(&["get", "create", "update"])),
+            (strings(&["pods"]), strings(&["get", "patch"])),
+        ]
     );
-    assert_eq!(rules[0].verbs, ["get", "create", "update"]);
 
     let single = [MANAGER_VALUES, &["--set", "manager.replicas=1"]].concat();
     let objects = render("jobrelay-system", &single, false).await.objects;
@@ -692,14 +729,16 @@ async fn agent_may_touch_only_jobs_pods_and_events() {
     let role: ClusterRole = object(&objects, "ClusterRole", "jobrelay-agent");
     let granted = grants(&role);
     let resources: BTreeSet<&str> = granted.iter().map(|(_, r)| r.as_str()).collect();
+    // jobs/status: a mirror suspended after it started has its startTime
+    // cleared, or the worker's Job controller would not resume it.
     assert_eq!(
         resources,
-        BTreeSet::from(["jobs", "pods", "events"]),
+        BTreeSet::from(["jobs", "jobs/status", "pods", "events"]),
         "agent grants: {granted:?}"
     );
     for (group, resource) in &granted {
         let expected = match resource.as_str() {
-            "jobs" => "batch",
+            "jobs" | "jobs/status" => "batch",
             "pods" => "",
             _ => "events.k8s.io",
         };

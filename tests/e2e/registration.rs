@@ -28,6 +28,9 @@ use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
+#[path = "registration/durations.rs"]
+mod durations;
+
 const TIMEOUT: Duration = Duration::from_secs(90);
 const WORKER_A: &str = "worker-1";
 const WORKER_B: &str = "worker-2";
@@ -141,7 +144,7 @@ async fn hello(
     let hello = AgentMessage {
         kind: Some(agent_message::Kind::Hello(Hello {
             cluster: cluster.into(),
-            agent_version: "test".into(),
+            agent_version: env!("CARGO_PKG_VERSION").into(),
             inventory: Vec::new(),
         })),
     };

@@ -54,6 +54,15 @@ pub struct Args {
     #[arg(long, env = "JOBRELAY_DELETIONS_PER_SECOND", default_value_t = 100)]
     pub deletions_per_second: u32,
 
+    /// Address of the Prometheus `/metrics` endpoint (plaintext HTTP).
+    #[arg(
+        long = "metrics-bind-address",
+        visible_alias = "metrics-listen",
+        env = "JOBRELAY_METRICS_LISTEN",
+        default_value = "0.0.0.0:9090"
+    )]
+    pub metrics_listen: std::net::SocketAddr,
+
     #[command(flatten)]
     pub process: jobrelay_process::ProcessFlags,
 
@@ -68,4 +77,72 @@ pub struct Args {
     /// Dial the manager without TLS. For local development on loopback only.
     #[arg(long, env = "JOBRELAY_INSECURE_PLAINTEXT", value_parser = clap::builder::BoolishValueParser::new())]
     pub insecure_plaintext: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use clap::Parser;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Args {
+        let base = [
+            "jobrelay-agent",
+            "--manager-url",
+            "http://127.0.0.1:8443",
+            "--cluster",
+            "worker-a",
+            "--origin",
+            "east",
+            "--insecure-plaintext",
+        ];
+        Args::try_parse_from(base.iter().chain(args)).expect("valid flags")
+    }
+
+    #[test]
+    fn listen_addresses_take_the_controller_names_and_the_old_ones() {
+        let addr: SocketAddr = "127.0.0.1:9100".parse().expect("an address");
+        for flag in ["--metrics-bind-address", "--metrics-listen"] {
+            assert_eq!(
+                parse(&[flag, "127.0.0.1:9100"]).metrics_listen,
+                addr,
+                "{flag}"
+            );
+        }
+        for flag in ["--health-probe-bind-address", "--health-listen"] {
+            let args = parse(&[flag, "127.0.0.1:9100"]);
+            assert_eq!(args.process.health_listen, addr, "{flag}");
+        }
+        let defaults = parse(&[]);
+        assert_eq!(
+            defaults.metrics_listen,
+            "0.0.0.0:9090".parse().expect("an address")
+        );
+        assert_eq!(defaults.process.health_listen.port(), 8081);
+    }
+
+    #[test]
+    fn the_kubeconfig_and_the_log_format_are_the_process_flags() {
+        let defaults = parse(&[]);
+        assert_eq!(defaults.process.kubeconfig, None);
+        assert_eq!(
+            defaults.process.log_format,
+            jobrelay_process::telemetry::LogFormat::Text
+        );
+        let args = parse(&[
+            "--kubeconfig",
+            "/etc/worker.kubeconfig",
+            "--log-format=json",
+        ]);
+        assert_eq!(
+            args.process.kubeconfig,
+            Some(PathBuf::from("/etc/worker.kubeconfig"))
+        );
+        assert_eq!(
+            args.process.log_format,
+            jobrelay_process::telemetry::LogFormat::Json
+        );
+    }
 }

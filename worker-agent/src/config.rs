@@ -46,12 +46,14 @@ pub enum ConfigError {
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawConfig {
     terminated_pods: Option<RawTerminatedPods>,
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawTerminatedPods {
     succeeded_after: Option<String>,
@@ -121,6 +123,24 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_charts_values_schema_takes_exactly_the_fields_of_the_file() {
+        let chart: serde_json::Value = serde_json::from_str(include_str!(
+            "../../deploy/helm/jobrelay/values.schema.json"
+        ))
+        .expect("the chart's values schema is JSON");
+        let ours = serde_json::to_value(schemars::schema_for!(RawConfig)).expect("a schema");
+        assert_eq!(
+            jobrelay_process::config_file::chart_config_fields(&chart, "agent"),
+            jobrelay_process::config_file::schema_fields(&ours, &ours)
+        );
+        assert_eq!(
+            chart["$defs"]["duration"]["pattern"].as_str(),
+            Some(jobrelay_proto::duration::PATTERN),
+            "the chart's durations follow the binaries' grammar"
+        );
+    }
 
     /// What a configuration text is refused for.
     fn refusal(text: &str) -> String {

@@ -7,6 +7,7 @@ pub mod config;
 pub mod error;
 pub mod initial_list;
 pub mod lost;
+pub mod metrics;
 pub mod mirrors;
 pub mod report;
 pub mod session;
@@ -31,6 +32,7 @@ use crate::budget::Budget;
 use crate::cli::Args;
 use crate::config::Config;
 pub use crate::error::Error;
+use crate::metrics::Metrics;
 use crate::mirrors::{Mirrors, Pacing};
 use crate::session::{Agent, Dial};
 use crate::watched::{Changes, Watched};
@@ -64,13 +66,23 @@ pub async fn run(args: Args) -> Result<(), Error> {
     let shutdown = Shutdown::on_signals();
     let (readiness, health) =
         jobrelay_process::health::serve(args.process.health_listen, shutdown.clone()).await?;
+    let metrics = Arc::new(Metrics::new());
+    let metrics_listener = jobrelay_process::metrics_server::bind(args.metrics_listen).await?;
+    let render = Arc::clone(&metrics);
+    let mut metrics_server = tokio::spawn(jobrelay_process::metrics_server::serve(
+        metrics_listener,
+        Arc::new(move || render.render()),
+        shutdown.clone(),
+    ));
 
     let config = match &args.config {
         Some(path) => jobrelay_process::config_file::load(path, Config::parse)?,
         None => Config::default(),
     };
     info!(?config, "configuration");
-    let client = jobrelay_process::kube_client::client(kube_api_limit).await?;
+    let client =
+        jobrelay_process::kube_client::client(args.process.kubeconfig.as_deref(), kube_api_limit)
+            .await?;
     let deletions = Budget::per_second(args.deletions_per_second);
     let terminated = match config.terminated_pods {
         Some(policy) => {
@@ -102,6 +114,9 @@ pub async fn run(args: Args) -> Result<(), Error> {
     );
 
     let (connected, link_up) = watch::channel(false);
+    let sessions = Arc::clone(&metrics);
+    let session_state = link_up.clone();
+    tokio::spawn(async move { sessions.follow_session(session_state).await });
     tokio::spawn(report_readiness(client.clone(), link_up, readiness));
     let agent = Agent {
         dial,
@@ -120,18 +135,29 @@ pub async fn run(args: Args) -> Result<(), Error> {
             jobs,
             pods,
             changes,
-        ),
+        )
+        .report_deletions_on(metrics.mirrors_deleting()),
     };
     info!(cluster = %args.cluster, manager = %args.manager_url.join(","), origin = %args.origin, "agent starting");
-    tokio::select! {
-        () = agent.run() => {}
-        () = job_watch => {}
-        () = pod_watch => {}
-        () = shutdown.requested() => info!("stopping"),
-    }
+    let metrics_failed =
+        jobrelay_process::Error::listen("the metrics endpoint", args.metrics_listen);
+    let ended = tokio::select! {
+        () = agent.run() => Ok(()),
+        () = job_watch => Ok(()),
+        () = pod_watch => Ok(()),
+        () = shutdown.requested() => {
+            info!("stopping");
+            Ok(())
+        }
+        served = &mut metrics_server => match served {
+            Ok(Err(error)) => Err(metrics_failed(error).into()),
+            _ => Ok(()),
+        },
+    };
     terminated.abort();
+    metrics_server.abort();
     health.abort();
-    Ok(())
+    ended
 }
 
 /// Ready while a session is open and the worker's API server answers.

@@ -8,6 +8,9 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    jobrelay_process::telemetry::init();
-    Ok(jobrelay_agent::run(Args::parse()).await?)
+    // The flags say how to log, so they come first; clap prints its own
+    // errors and help.
+    let args = Args::parse();
+    jobrelay_process::telemetry::init(args.process.log_format);
+    Ok(jobrelay_agent::run(args).await?)
 }

@@ -14,6 +14,7 @@
 //! claiming at once one fails with a conflict.
 
 pub mod decide;
+pub mod pod_label;
 
 use std::sync::Arc;
 

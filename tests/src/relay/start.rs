@@ -66,6 +66,10 @@ impl Replica {
             ORIGIN,
             "--identity",
             &format!("manager-{index}"),
+            // The leader labels this Pod in the Lease's namespace, if a
+            // test made one.
+            "--pod-name",
+            &format!("manager-{index}"),
             "--heartbeat-interval",
             "1s",
             "--cluster-status-interval",
@@ -260,6 +264,9 @@ impl Relay {
             "1s",
             "--health-listen",
             &setup.health_addr,
+            // Each agent's metrics on a port of its own.
+            "--metrics-bind-address",
+            "127.0.0.1:0",
         ]);
         agent
             .arg("--tls-cert")

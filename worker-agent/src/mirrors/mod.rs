@@ -28,6 +28,7 @@ use jobrelay_proto::v1::{
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{Semaphore, mpsc};
 
 use tracing::warn;
@@ -156,6 +157,8 @@ pub struct Mirrors {
     /// Mirrors confirmed gone since start, and when progress was last logged.
     confirmed_gone: u64,
     progress_logged: Option<Instant>,
+    /// Set to the mirrors being deleted after each pass.
+    deleting_gauge: Gauge,
 }
 
 impl Mirrors {
@@ -196,7 +199,15 @@ impl Mirrors {
             apply_retry_max: pacing.apply_retry_max,
             confirmed_gone: 0,
             progress_logged: None,
+            deleting_gauge: Gauge::default(),
         }
+    }
+
+    /// Shows the mirrors being deleted (or waiting for their Pods to go) on
+    /// `gauge`, after each pass.
+    pub fn report_deletions_on(mut self, gauge: Gauge) -> Self {
+        self.deleting_gauge = gauge;
+        self
     }
 
     /// Waits until both watches have listed everything once.
@@ -307,6 +318,7 @@ impl Mirrors {
         self.delete_strays(look.strays).await;
         self.drive_deletions(&look.held, out).await;
         self.log_progress();
+        self.deleting_gauge.set(self.deleting.len() as i64);
         self.apply_due();
     }
 

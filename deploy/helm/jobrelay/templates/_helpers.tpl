@@ -66,3 +66,30 @@ app.kubernetes.io/component: {{ .component }}
 {{/* Where the TLS Secret and the configuration file are mounted. */}}
 {{- define "jobrelay.tlsDir" -}}/etc/jobrelay/tls{{- end }}
 {{- define "jobrelay.configDir" -}}/etc/jobrelay/config{{- end }}
+
+{{/*
+The API server address for clients in the Pod, when set: it wins over the
+`kubernetes` Service's ClusterIP that Kubernetes injects (for clusters where
+nothing routes that address, e.g. without kube-proxy, or with hostNetwork).
+*/}}
+{{- define "jobrelay.apiServerEnv" -}}
+{{- with .Values.k8sServiceHost }}
+- name: KUBERNETES_SERVICE_HOST
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.k8sServicePort }}
+- name: KUBERNETES_SERVICE_PORT
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
+The Pod's network: its own, or the node's when `hostNetwork` is set (then
+its ports must be free on the node, and DNS still resolves Services).
+*/}}
+{{- define "jobrelay.hostNetwork" -}}
+{{- if .hostNetwork }}
+hostNetwork: true
+dnsPolicy: ClusterFirstWithHostNet
+{{- end }}
+{{- end }}

@@ -1,0 +1,177 @@
+//! Prometheus metrics of the agent (the `prometheus-client` crate, the same
+//! conventions as the manager's), served as text on `/metrics` by the
+//! process's metrics endpoint: whether it holds a session with the manager
+//! and how many it opened, how many mirrors it is deleting, and the metrics
+//! every jobrelay process has (build, certificate expiry, Kubernetes API
+//! latencies).
+
+use std::sync::{Mutex, PoisonError};
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use tokio::sync::watch;
+use tracing::warn;
+
+/// Every metric of the agent.
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    session_connected: Gauge,
+    session_connects: Counter,
+    mirrors_deleting: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let metrics = Metrics {
+            registry: Mutex::new(Registry::with_prefix("jobrelay")),
+            session_connected: Gauge::default(),
+            session_connects: Counter::default(),
+            mirrors_deleting: Gauge::default(),
+        };
+        let mut registry = metrics
+            .registry
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        registry.register(
+            "agent_session_connected",
+            "1 while the agent holds a session the manager welcomed, else 0",
+            metrics.session_connected.clone(),
+        );
+        registry.register(
+            "agent_session_connects",
+            "Sessions the manager welcomed: the first and every reconnect",
+            metrics.session_connects.clone(),
+        );
+        registry.register(
+            "agent_mirrors_deleting",
+            "Mirrors being deleted: waiting for their turn, for their Job, or for their Pods to go (the deletion backlog)",
+            metrics.mirrors_deleting.clone(),
+        );
+        jobrelay_process::metrics::register(&mut registry);
+        drop(registry);
+        metrics
+    }
+
+    /// The gauge the mirrors show their deletions in progress on.
+    pub fn mirrors_deleting(&self) -> Gauge {
+        self.mirrors_deleting.clone()
+    }
+
+    /// Notes the session going from `was` to `is` (open or not).
+    fn session(&self, was: bool, is: bool) {
+        self.session_connected.set(i64::from(is));
+        if is && !was {
+            self.session_connects.inc();
+        }
+    }
+
+    /// Follows the session's state (true while one is open) until its
+    /// sender goes.
+    pub async fn follow_session(&self, mut connected: watch::Receiver<bool>) {
+        let mut was = false;
+        loop {
+            let is = *connected.borrow_and_update();
+            self.session(was, is);
+            was = is;
+            if connected.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// The OpenMetrics text of every metric.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        let registry = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Err(error) = prometheus_client::encoding::text::encode(&mut text, &registry) {
+            warn!(%error, "cannot encode the metrics");
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Waits until the rendered metrics contain `line`.
+    async fn shown(metrics: &Metrics, line: &str) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = metrics.render();
+            if text.contains(line) {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "waited 10s for {line:?}; the metrics are:\n{text}"
+            );
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn sessions_are_counted_as_they_open_and_shown_while_open() {
+        let metrics = std::sync::Arc::new(Metrics::new());
+        let (connected, session) = watch::channel(false);
+        let following = tokio::spawn({
+            let metrics = std::sync::Arc::clone(&metrics);
+            async move { metrics.follow_session(session).await }
+        });
+        shown(&metrics, "jobrelay_agent_session_connected 0\n").await;
+        for _ in 0..2 {
+            connected.send_replace(true);
+            shown(&metrics, "jobrelay_agent_session_connected 1\n").await;
+            connected.send_replace(false);
+            shown(&metrics, "jobrelay_agent_session_connected 0\n").await;
+        }
+        shown(&metrics, "jobrelay_agent_session_connects_total 2\n").await;
+        drop(connected);
+        tokio::time::timeout(Duration::from_secs(10), following)
+            .await
+            .expect("following ends with the sender")
+            .expect("no panic");
+    }
+
+    #[test]
+    fn the_deletion_backlog_and_the_process_metrics_are_rendered() {
+        let metrics = Metrics::new();
+        metrics.mirrors_deleting().set(250);
+        let text = metrics.render();
+        // The API latencies and certificate expiries show up once there is
+        // a request or a certificate file to tell of.
+        for line in [
+            "jobrelay_agent_mirrors_deleting 250\n",
+            "jobrelay_build_info{version=\"",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn only_an_opening_counts_as_a_connect() {
+        let metrics = Metrics::new();
+        for (was, is) in [(false, true), (true, true), (true, false), (false, false)] {
+            metrics.session(was, is);
+        }
+        let text = metrics.render();
+        assert!(
+            text.contains("jobrelay_agent_session_connects_total 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("jobrelay_agent_session_connected 0\n"),
+            "{text}"
+        );
+    }
+}
