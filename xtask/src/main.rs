@@ -5,9 +5,11 @@
 //! - `demo`: the main job, end to end on local clusters.
 //! - `test`: every unit and end-to-end test, clusters included.
 //! - `bench`: latency and memory of jobrelay on local clusters.
+//! - `image`: OCI images of the manager and the agent, without a daemon.
 
 mod bench;
 mod demo;
+mod image;
 mod test;
 
 use std::path::PathBuf;
@@ -40,6 +42,8 @@ enum Cmd {
     Test(test::Args),
     /// Measure jobrelay on local clusters.
     Bench(bench::Args),
+    /// Build an OCI image of the manager and of the agent (no daemon needed).
+    Image(image::Options),
 }
 
 #[derive(Subcommand)]
@@ -85,6 +89,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => runtime.block_on(supervisor::supervise(args)),
         Cmd::Demo(args) => runtime.block_on(demo::run(args)),
         Cmd::Test(args) => test::run(args),
+        Cmd::Image(options) => image::run(options),
         // The bench measures with an optimised build of itself: its watches
         // and requests share the cores with what it measures.
         Cmd::Bench(_) if cfg!(debug_assertions) => run_optimised(),

@@ -1,0 +1,294 @@
+//! `cargo xtask image`: an OCI image of each jobrelay binary, built without a
+//! container daemon or registry (the way ko and jib do). Each image holds the
+//! release binary, the dynamic loader and shared libraries it needs (copied
+//! from this host, found with `ldd`) and a few files under /etc; no shell.
+//! The same binaries, version, commit and epoch give the same digests.
+//!
+//! Written under `target/image/` (or `--out`): `<binary>/`, an OCI image
+//! layout; `<binary>.tar`, that layout as one tarball for `docker load`,
+//! `podman load`, `ctr images import` or `kind load image-archive`; and
+//! `images.json`, what was built. See docs/images.md.
+
+mod archive;
+mod oci;
+mod rootfs;
+mod spec;
+#[cfg(test)]
+mod tests;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::Context;
+use jobrelay_e2e::controlplane::seconds;
+use serde::Serialize;
+
+use crate::{log, workspace_root};
+
+/// The binaries with an image, and the repository each image is named in.
+const IMAGES: [(&str, &str); 2] = [
+    ("jobrelay-manager", "jobrelay/manager"),
+    ("jobrelay-agent", "jobrelay/agent"),
+];
+
+/// How `cargo xtask image` is asked to build.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct Options {
+    /// Take jobrelay-manager and jobrelay-agent from this directory instead of
+    /// building them (they must link against this host's glibc).
+    #[arg(long, env = "JOBRELAY_IMAGE_BINARIES_FROM", value_name = "DIR")]
+    pub binaries_from: Option<PathBuf>,
+    /// Where to write the layouts, tarballs and images.json [default: target/image].
+    #[arg(long, env = "JOBRELAY_IMAGE_OUT", value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// The images' tag [default: the workspace version].
+    #[arg(long, env = "JOBRELAY_IMAGE_TAG")]
+    pub tag: Option<String>,
+}
+
+/// One image `build_images` wrote.
+#[derive(Clone, Debug, Serialize)]
+pub struct BuiltImage {
+    /// The binary inside, e.g. `jobrelay-manager`.
+    pub binary: String,
+    /// e.g. `jobrelay/manager:0.1.0`.
+    pub reference: String,
+    /// The manifest digest, `sha256:<hex>`.
+    pub digest: String,
+    /// The OCI layout as one tarball.
+    pub tar: PathBuf,
+    /// The OCI layout directory.
+    pub layout: PathBuf,
+    /// The tarball's size in bytes.
+    pub size: u64,
+}
+
+/// `cargo xtask image`: builds the images, says what they are on standard
+/// error, and prints them as one JSON line on standard output.
+pub fn run(options: Options) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let images = build_images(&options)?;
+    for image in &images {
+        log(&format!(
+            "{}  {}  {:.1} MiB  {}",
+            image.reference,
+            image.digest,
+            image.size as f64 / (1024.0 * 1024.0),
+            image.tar.display()
+        ));
+    }
+    log(&format!(
+        "{} image(s) in {}",
+        images.len(),
+        seconds(started.elapsed())
+    ));
+    println!("{}", serde_json::to_string(&images)?);
+    Ok(())
+}
+
+/// Builds the release binaries (unless `binaries_from` has them) and writes
+/// an image of each; also writes `images.json` listing them.
+pub fn build_images(options: &Options) -> anyhow::Result<Vec<BuiltImage>> {
+    let root = workspace_root();
+    let workspace = Workspace::read(&root)?;
+    let revision = git(&root, &["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".to_owned());
+    let binaries_dir = match &options.binaries_from {
+        Some(dir) => dir.clone(),
+        None => {
+            build_release(&root, &revision)?;
+            workspace.target_dir.join("release")
+        }
+    };
+    let out = std::path::absolute(
+        options
+            .out
+            .clone()
+            .unwrap_or_else(|| workspace.target_dir.join("image")),
+    )?;
+    fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let epoch = source_date_epoch(&root)?;
+
+    let mut built = Vec::new();
+    for (binary, repository) in IMAGES {
+        let package = workspace.package(binary)?;
+        let tag = options.tag.as_deref().unwrap_or(&package.version);
+        let binary_path = binaries_dir.join(binary);
+        let binary_contents = fs::read(&binary_path)
+            .with_context(|| format!("reading the binary {}", binary_path.display()))?;
+        let inputs = spec::Inputs {
+            binary: binary.to_owned(),
+            reference: oci::Reference::new(repository, tag)?,
+            platform: rootfs::elf_platform(&binary_path.display().to_string(), &binary_contents)?,
+            version: package.version.clone(),
+            revision: revision.clone(),
+            license: package.license.clone(),
+            description: package.description.clone(),
+            epoch,
+            libraries: host_libraries(&binary_path)?,
+            binary_contents,
+        };
+        let image = oci::assemble(&spec::image_spec(&inputs))?;
+        built.push(write_image(&out, &inputs, &image)?);
+    }
+
+    let listing = out.join("images.json");
+    fs::write(&listing, serde_json::to_vec_pretty(&built)?)
+        .with_context(|| format!("writing {}", listing.display()))?;
+    Ok(built)
+}
+
+/// Writes `image` as a layout directory and a tarball under `out`.
+fn write_image(
+    out: &Path,
+    inputs: &spec::Inputs,
+    image: &oci::Image,
+) -> anyhow::Result<BuiltImage> {
+    let layout = out.join(&inputs.binary);
+    if layout.exists() {
+        fs::remove_dir_all(&layout)
+            .with_context(|| format!("removing the old layout {}", layout.display()))?;
+    }
+    for file in image.layout_files() {
+        let path = layout.join(&file.path);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        }
+        fs::write(&path, &file.contents).with_context(|| format!("writing {}", path.display()))?;
+    }
+
+    let tar = out.join(format!("{}.tar", inputs.binary));
+    let bytes = image.layout_tar(inputs.epoch)?;
+    // Written aside and renamed, so a reader never sees half a tarball.
+    let partial = tar.with_extension("tar.partial");
+    fs::write(&partial, &bytes).with_context(|| format!("writing {}", partial.display()))?;
+    fs::rename(&partial, &tar).with_context(|| format!("renaming to {}", tar.display()))?;
+
+    Ok(BuiltImage {
+        binary: inputs.binary.clone(),
+        reference: inputs.reference.familiar(),
+        digest: image.digest().to_owned(),
+        tar,
+        layout,
+        size: bytes.len() as u64,
+    })
+}
+
+/// The loader and shared libraries `binary` needs, read from this host, by
+/// the path `ldd` found them at (which is where they go in the image).
+fn host_libraries(binary: &Path) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+    let output = Command::new("ldd")
+        .arg(binary)
+        .output()
+        .with_context(|| format!("running ldd on {}", binary.display()))?;
+    // ldd fails on a static binary, and says so on standard output.
+    let text = String::from_utf8_lossy(&output.stdout);
+    let libraries = rootfs::libraries_from_ldd(&binary.display().to_string(), &text)?;
+    anyhow::ensure!(
+        output.status.success() || text.contains("not a dynamic executable"),
+        "ldd {} failed ({}): {}",
+        binary.display(),
+        output.status,
+        String::from_utf8_lossy(&output.stderr).trim()
+    );
+    libraries
+        .into_iter()
+        .map(|path| {
+            let contents =
+                fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+            Ok((path.display().to_string(), contents))
+        })
+        .collect()
+}
+
+/// Every mtime and the images' `created` time: `SOURCE_DATE_EPOCH` if set,
+/// else the time of the HEAD commit, else 0.
+fn source_date_epoch(root: &Path) -> anyhow::Result<u64> {
+    match std::env::var("SOURCE_DATE_EPOCH") {
+        Ok(value) if !value.trim().is_empty() => value.trim().parse().with_context(|| {
+            format!("SOURCE_DATE_EPOCH={value:?} is not a whole number of seconds")
+        }),
+        _ => Ok(git(root, &["log", "-1", "--format=%ct"])
+            .and_then(|time| time.parse().ok())
+            .unwrap_or(0)),
+    }
+}
+
+/// What git prints for `args` in `root`, trimmed; `None` outside git.
+fn git(root: &Path, args: &[&str]) -> Option<String> {
+    let output = Command::new("git")
+        .current_dir(root)
+        .args(args)
+        .output()
+        .ok()?;
+    let text = String::from_utf8(output.stdout).ok()?;
+    (output.status.success() && !text.trim().is_empty()).then(|| text.trim().to_owned())
+}
+
+/// What `cargo metadata` says about the workspace.
+struct Workspace {
+    target_dir: PathBuf,
+    packages: Vec<Package>,
+}
+
+#[derive(serde::Deserialize)]
+struct Package {
+    name: String,
+    version: String,
+    license: Option<String>,
+    description: Option<String>,
+}
+
+/// Builds the release binaries, telling them the source revision
+/// (`jobrelay_build_info`).
+fn build_release(root: &Path, revision: &str) -> anyhow::Result<()> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .current_dir(root)
+        .args(["build", "--release"])
+        .env("JOBRELAY_REVISION", revision);
+    for (binary, _) in IMAGES {
+        command.args(["-p", binary]);
+    }
+    crate::log(&format!("cargo build --release (revision {revision})"));
+    let status = command.status().context("running cargo build")?;
+    anyhow::ensure!(status.success(), "cargo build --release failed ({status})");
+    Ok(())
+}
+
+impl Workspace {
+    fn read(root: &Path) -> anyhow::Result<Self> {
+        #[derive(serde::Deserialize)]
+        struct Metadata {
+            target_directory: PathBuf,
+            packages: Vec<Package>,
+        }
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let output = Command::new(cargo)
+            .current_dir(root)
+            .args(["metadata", "--format-version", "1", "--no-deps"])
+            .output()
+            .context("running cargo metadata")?;
+        anyhow::ensure!(
+            output.status.success(),
+            "cargo metadata failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+        let metadata: Metadata =
+            serde_json::from_slice(&output.stdout).context("reading cargo metadata's output")?;
+        Ok(Workspace {
+            target_dir: metadata.target_directory,
+            packages: metadata.packages,
+        })
+    }
+
+    fn package(&self, name: &str) -> anyhow::Result<&Package> {
+        self.packages
+            .iter()
+            .find(|package| package.name == name)
+            .with_context(|| format!("the workspace has no package {name}"))
+    }
+}
