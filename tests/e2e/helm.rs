@@ -7,11 +7,9 @@
 //! exceed. Rendering uses the pinned helm built by `cargo xtask k8s`.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::Duration;
 
 use jobrelay_e2e::controlplane;
+use jobrelay_e2e::helm::{chart, helm, run};
 use jobrelay_e2e::kit::{self, clusters};
 use jobrelay_proto::wire::LEADER_LABEL;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -21,7 +19,6 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Deserialize;
 use serde_json::Value;
-use tokio::io::AsyncWriteExt;
 
 const RELEASE: &str = "jobrelay";
 const ORIGIN: &str = "helm-e2e";
@@ -31,72 +28,6 @@ const TLS_DIR: &str = "/etc/jobrelay/tls";
 const CRD_NAME: &str = "workerclusters.jobrelay.dev";
 /// The CRD of the sets of clusters a Kueue AdmissionCheck may name.
 const SET_CRD_NAME: &str = "workerclustersets.jobrelay.dev";
-/// Longer than helm or kubectl ever take here; a command still running then
-/// is stuck.
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// The chart under test. `JOBRELAY_HELM_CHART` points the test at another
-/// copy (e.g. one with a freshly generated CRD).
-fn chart() -> PathBuf {
-    std::env::var_os("JOBRELAY_HELM_CHART")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/helm/jobrelay"))
-}
-
-/// The output of a finished command.
-struct Ran {
-    success: bool,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `command` to its end, feeding it `stdin`; panics if it cannot be
-/// started or does not finish within [`COMMAND_TIMEOUT`].
-async fn run(mut command: tokio::process::Command, stdin: Option<&str>) -> Ran {
-    let described = format!("{:?}", command.as_std());
-    command
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = command
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting {described}: {e}"));
-    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(text.as_bytes())
-            .await
-            .unwrap_or_else(|e| panic!("writing to {described}: {e}"));
-    }
-    let out = tokio::time::timeout(COMMAND_TIMEOUT, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("{described} did not finish within {COMMAND_TIMEOUT:?}"))
-        .unwrap_or_else(|e| panic!("waiting for {described}: {e}"));
-    Ran {
-        success: out.status.success(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-/// Runs the pinned helm with its own (empty) configuration, never the
-/// user's, and no cluster to talk to.
-async fn helm(args: &[&str]) -> Ran {
-    let binary = controlplane::helm().unwrap_or_else(|e| panic!("{e}"));
-    let home = std::env::temp_dir().join("jobrelay-helm-home");
-    let mut command = tokio::process::Command::new(binary);
-    command
-        .args(args)
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_DATA_HOME", home.join("data"))
-        .env("KUBECONFIG", "/dev/null");
-    run(command, None).await
-}
-
 /// Values that switch on the manager, with a configuration file.
 const MANAGER_VALUES: &[&str] = &[
     "--set",
@@ -145,7 +76,7 @@ async fn render(namespace: &str, values: &[&str], include_crds: bool) -> Rendere
         args.push("--include-crds");
     }
     args.extend_from_slice(values);
-    let out = helm(&args).await;
+    let out = helm(None, &args).await;
     assert!(out.success, "helm {args:?} failed:\n{}", out.stderr);
     Rendered {
         objects: documents(&out.stdout),
@@ -443,7 +374,7 @@ async fn chart_lints_clean() {
     everything.extend_from_slice(MANAGER_VALUES);
     everything.extend_from_slice(AGENT_VALUES);
     for args in [vec!["lint", "--strict", chart], everything] {
-        let out = helm(&args).await;
+        let out = helm(None, &args).await;
         assert!(
             out.success && out.stdout.contains("0 chart(s) failed"),
             "helm {args:?}:\n{}{}",
@@ -833,7 +764,7 @@ async fn missing_or_malformed_values_are_refused_by_name() {
     for (values, expected) in cases {
         let mut args = vec!["template", RELEASE, chart];
         args.extend_from_slice(values);
-        let out = helm(&args).await;
+        let out = helm(None, &args).await;
         assert!(
             !out.success && out.stderr.contains(expected),
             "helm {args:?} should fail naming {expected:?}; it said:\n{}{}",

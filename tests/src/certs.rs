@@ -1,6 +1,8 @@
 //! The certificates a set of test clusters needs: one CA, a serving
 //! certificate for every API server (all listen on 127.0.0.1), an admin client
 //! certificate in group `system:masters`, and service-account signing keys.
+//! The CA's key is kept beside it, so a real node's kubelet can be given a
+//! client certificate later ([`node_client`]).
 
 use std::path::{Path, PathBuf};
 
@@ -19,12 +21,15 @@ pub enum Error {
     },
     #[error("writing {0}: {1}")]
     Write(PathBuf, #[source] std::io::Error),
+    #[error("reading {0}: {1}")]
+    Read(PathBuf, #[source] std::io::Error),
 }
 
 /// Paths of the PEM files written by [`write`].
 #[derive(Debug, Clone)]
 pub struct Pki {
     pub ca_cert: PathBuf,
+    pub ca_key: PathBuf,
     pub serving_cert: PathBuf,
     pub serving_key: PathBuf,
     pub admin_cert: PathBuf,
@@ -38,7 +43,7 @@ pub fn write(dir: &Path) -> Result<Pki, Error> {
     std::fs::create_dir_all(dir).map_err(|e| Error::Write(dir.into(), e))?;
     let gen_err = |what| move |source| Error::Generate { what, source };
 
-    let ca = RelayCa::new("jobrelay test CA")?;
+    let ca = RelayCa::new(CLUSTER_CA)?;
     let issuer = &ca.issuer;
 
     let serving_key = KeyPair::generate().map_err(gen_err("serving key"))?;
@@ -70,6 +75,7 @@ pub fn write(dir: &Path) -> Result<Pki, Error> {
 
     let pki = Pki {
         ca_cert: dir.join("ca.crt"),
+        ca_key: dir.join("ca.key"),
         serving_cert: dir.join("apiserver.crt"),
         serving_key: dir.join("apiserver.key"),
         admin_cert: dir.join("admin.crt"),
@@ -79,6 +85,7 @@ pub fn write(dir: &Path) -> Result<Pki, Error> {
     };
     for (path, pem) in [
         (&pki.ca_cert, ca.ca_pem.clone()),
+        (&pki.ca_key, ca.issuer.key().serialize_pem()),
         (&pki.serving_cert, serving_cert.pem()),
         (&pki.serving_key, serving_key.serialize_pem()),
         (&pki.admin_cert, admin_cert.pem()),
@@ -95,6 +102,46 @@ pub fn write(dir: &Path) -> Result<Pki, Error> {
         std::fs::write(path, pem).map_err(|e| Error::Write(path.clone(), e))?;
     }
     Ok(pki)
+}
+
+/// The common name of the clusters' CA.
+const CLUSTER_CA: &str = "jobrelay test CA";
+
+/// A kubelet's client certificate for Node `node`: user `system:node:<node>`
+/// in group `system:nodes`, signed by the clusters' CA (read back from
+/// `pki`), as the API server expects of a kubelet.
+pub fn node_client(pki: &Pki, node: &str) -> Result<Issued, Error> {
+    let gen_err = |what| move |source| Error::Generate { what, source };
+    let pem =
+        std::fs::read_to_string(&pki.ca_key).map_err(|e| Error::Read(pki.ca_key.clone(), e))?;
+    let ca_key = KeyPair::from_pem(&pem).map_err(gen_err("reading the CA key"))?;
+    let issuer = Issuer::new(ca_params(CLUSTER_CA)?, ca_key);
+    let key = KeyPair::generate().map_err(gen_err("node key"))?;
+    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(gen_err("node"))?;
+    params.distinguished_name = name(&format!("system:node:{node}"), Some("system:nodes"));
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = params
+        .signed_by(&key, &issuer)
+        .map_err(gen_err("node certificate"))?;
+    Ok(Issued {
+        cert: cert.pem(),
+        key: key.serialize_pem(),
+    })
+}
+
+/// What a CA named `common_name` is: the same every time, so an issuer
+/// rebuilt from its key signs as the original did.
+fn ca_params(common_name: &str) -> Result<CertificateParams, Error> {
+    let mut params = CertificateParams::new(Vec::<String>::new())
+        .map_err(|source| Error::Generate { what: "CA", source })?;
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.distinguished_name = name(common_name, None);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    Ok(params)
 }
 
 fn name(common_name: &str, organization: Option<&str>) -> DistinguishedName {
@@ -127,15 +174,7 @@ impl RelayCa {
     pub fn new(common_name: &str) -> Result<RelayCa, Error> {
         let gen_err = |what| move |source| Error::Generate { what, source };
         let key = KeyPair::generate().map_err(gen_err("relay CA key"))?;
-        let mut params =
-            CertificateParams::new(Vec::<String>::new()).map_err(gen_err("relay CA"))?;
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name = name(common_name, None);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
+        let params = ca_params(common_name)?;
         let cert = params
             .self_signed(&key)
             .map_err(gen_err("relay CA certificate"))?;

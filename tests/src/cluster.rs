@@ -1,7 +1,9 @@
 //! Real Kubernetes control planes on loopback: one etcd shared by every
 //! cluster (each under its own key prefix) and, per cluster, kube-apiserver
 //! with TLS, kube-controller-manager with the controllers jobrelay relies on,
-//! kube-scheduler, and kwok playing kubelet for one fake Node.
+//! kube-scheduler, and kwok playing kubelet for one fake Node. Clusters asked
+//! for it get a real node beside it as well (`node.rs`: kubelet, containerd,
+//! runc).
 //!
 //! Every process is started with a parent-death signal, so none survives the
 //! process that started it. Ports are picked free at start.
@@ -17,6 +19,7 @@ use crate::certs;
 use crate::cluster_config::{apiserver_args, write_kubeconfig};
 use crate::cluster_ready::{wait_api_ready, wait_workable};
 use crate::controlplane::Binaries;
+use crate::node::{RealNode, RealNodeInfo};
 use crate::processes::{die_with_parent, signal};
 use crate::wait;
 
@@ -24,6 +27,9 @@ use crate::wait;
 pub const MANAGER: &str = "manager";
 /// Name of the fake Node kwok runs in every cluster.
 pub const NODE: &str = "kwok-node-0";
+/// The annotation (value `fake`) of the Nodes kwok plays; it leaves every
+/// other Node — a real node's — alone.
+pub const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
 
 pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(180);
 
@@ -56,6 +62,10 @@ pub enum Error {
     },
     #[error("reading cluster set {0}: {1}")]
     Load(PathBuf, String),
+    #[error(transparent)]
+    Node(#[from] crate::node::Error),
+    #[error("a real node was asked for cluster {0}, which this set does not have")]
+    UnknownCluster(String),
 }
 
 /// How to reach one running cluster.
@@ -67,6 +77,9 @@ pub struct ClusterInfo {
     pub server: String,
     /// An admin kubeconfig (client certificate in `system:masters`).
     pub kubeconfig: PathBuf,
+    /// Its real node (kubelet and containerd), if it was started with one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub real_node: Option<RealNodeInfo>,
 }
 
 impl ClusterInfo {
@@ -157,6 +170,16 @@ pub fn cluster_names(workers: usize) -> Vec<String> {
         .collect()
 }
 
+/// What to start: how many workers beside the manager, and which clusters
+/// get a real node (none by default: kwok's fake Node is enough for most
+/// tests, and a real node costs a kubelet and a containerd).
+#[derive(Debug, Clone, Default)]
+pub struct Topology {
+    pub workers: usize,
+    /// Names of clusters (`worker-1`, …) that get a real node.
+    pub real_nodes: Vec<String>,
+}
+
 struct Process {
     name: String,
     child: Child,
@@ -170,6 +193,7 @@ struct Process {
 pub struct Running {
     set: ClusterSet,
     processes: Vec<Process>,
+    nodes: Vec<RealNode>,
 }
 
 impl Running {
@@ -182,6 +206,25 @@ impl Running {
         state_dir: &Path,
         workers: usize,
     ) -> Result<Self, Error> {
+        let topology = Topology {
+            workers,
+            real_nodes: Vec::new(),
+        };
+        Self::start_with(binaries, state_dir, &topology).await
+    }
+
+    /// Like [`start`](Self::start), with real nodes where `topology` asks;
+    /// returns once those are Ready too.
+    pub async fn start_with(
+        binaries: &Binaries,
+        state_dir: &Path,
+        topology: &Topology,
+    ) -> Result<Self, Error> {
+        let workers = topology.workers;
+        let names = cluster_names(workers);
+        if let Some(unknown) = topology.real_nodes.iter().find(|n| !names.contains(n)) {
+            return Err(Error::UnknownCluster(unknown.clone()));
+        }
         let io = |what: &Path| {
             let what = what.display().to_string();
             move |e| Error::Io(what, e)
@@ -197,6 +240,7 @@ impl Running {
                 clusters: Vec::new(),
             },
             processes: Vec::new(),
+            nodes: Vec::new(),
         };
 
         let etcd_port = free_port()?;
@@ -220,7 +264,7 @@ impl Running {
             &[],
         )?;
 
-        for name in cluster_names(workers) {
+        for name in names {
             let dir = state_dir.join(&name);
             std::fs::create_dir_all(&dir).map_err(io(&dir))?;
             let port = free_port()?;
@@ -237,6 +281,7 @@ impl Running {
                 name,
                 server,
                 kubeconfig,
+                real_node: None,
             });
         }
 
@@ -254,7 +299,7 @@ impl Running {
                 kubeconfig.clone(),
                 "--leader-elect=false".into(),
                 "--secure-port=0".into(),
-                "--controllers=job,cronjob,garbagecollector,ttl-after-finished,podgc,namespace,resourcequota,serviceaccount,serviceaccount-token,root-ca-certificate-publisher-controller".into(),
+                "--controllers=job,cronjob,garbagecollector,ttl-after-finished,podgc,namespace,resourcequota,serviceaccount,serviceaccount-token,root-ca-certificate-publisher-controller,deployment,replicaset,disruption,endpointslice".into(),
                 format!("--service-account-private-key-file={}", pki.service_account_key.display()),
                 format!("--root-ca-file={}", pki.ca_cert.display()),
                 "--kube-api-qps=200".into(),
@@ -278,7 +323,9 @@ impl Running {
                 &[
                     kubeconfig,
                     format!("--config={}", stages.display()),
-                    "--manage-all-nodes=true".into(),
+                    // Only its own Nodes: on a real node's Pods it would
+                    // fake the status the kubelet reports.
+                    format!("--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake"),
                     "--node-lease-duration-seconds=40".into(),
                     "--cidr=10.0.0.1/24".into(),
                     "--server-address=".into(),
@@ -292,6 +339,18 @@ impl Running {
                 clusters.iter().map(wait_workable),
             ))
             .await?;
+        for (index, cluster) in clusters.iter().enumerate() {
+            if !topology.real_nodes.contains(&cluster.name) {
+                continue;
+            }
+            let dir = state_dir.join(&cluster.name);
+            let logs = state_dir.join("logs");
+            let node = running
+                .unless_one_exits(async { Ok(RealNode::start(cluster, &pki, &dir, &logs).await?) })
+                .await?;
+            running.set.clusters[index].real_node = Some(node.info().clone());
+            running.nodes.push(node);
+        }
         running.set.save()?;
         Ok(running)
     }
@@ -302,13 +361,16 @@ impl Running {
 
     /// Components that exited, with their exit status.
     pub fn exited(&mut self) -> Vec<(String, String)> {
-        self.processes
+        let mut exited: Vec<(String, String)> = self
+            .processes
             .iter_mut()
             .filter_map(|p| match p.child.try_wait() {
                 Ok(Some(status)) => Some((p.name.clone(), status.to_string())),
                 _ => None,
             })
-            .collect()
+            .collect();
+        exited.extend(self.nodes.iter_mut().flat_map(RealNode::exited));
+        exited
     }
 
     /// Runs `step`, failing fast with the component's log when a process
@@ -341,6 +403,10 @@ impl Running {
     }
 
     fn terminate(&mut self) {
+        // Real nodes first, while their API servers still answer.
+        for node in self.nodes.drain(..) {
+            node.stop();
+        }
         // Controllers first, etcd last, so nothing logs a storm of connection errors.
         for p in self.processes.iter().rev() {
             signal(&p.child, libc::SIGTERM);
@@ -444,6 +510,7 @@ mod tests {
                 server: format!("https://127.0.0.1:{}", 6443 + i),
                 kubeconfig: PathBuf::from(dir).join(&name).join("kubeconfig"),
                 name,
+                real_node: None,
             })
             .collect();
         ClusterSet {

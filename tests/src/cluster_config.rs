@@ -47,6 +47,11 @@ pub(crate) fn apiserver_args(
         format!("--service-account-signing-key-file={sa_key}"),
         format!("--cert-dir={}", dir.join("certs").display()),
         "--endpoint-reconciler-type=none".into(),
+        // To a real node's kubelet (`kubectl logs`, exec): as admin, at the
+        // address it reports (its name resolves nowhere).
+        format!("--kubelet-client-certificate={}", pki.admin_cert.display()),
+        format!("--kubelet-client-key={}", pki.admin_key.display()),
+        "--kubelet-preferred-address-types=InternalIP,Hostname".into(),
         // Without the node-lifecycle controller nothing would lift the
         // not-ready taint this plugin puts on every new Node.
         "--disable-admission-plugins=TaintNodesByCondition".into(),

@@ -1,12 +1,13 @@
 //! When a test cluster is ready: its API server answers `/readyz`, and Pods
-//! can run on its fake Node.
+//! can run on its fake Node (annotated for kwok, which manages only such
+//! Nodes).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, PostParams};
 
-use crate::cluster::{ClusterInfo, Error, NODE, START_TIMEOUT};
+use crate::cluster::{ClusterInfo, Error, KWOK_NODE_ANNOTATION, NODE, START_TIMEOUT};
 use crate::wait::{self, Seen};
 
 /// Waits until the API server of `cluster` says it is ready.
@@ -44,7 +45,7 @@ pub(crate) async fn wait_workable(cluster: &ClusterInfo) -> Result<(), Error> {
         "metadata": {
             "name": NODE,
             "labels": {"type": "kwok", "kubernetes.io/hostname": NODE},
-            "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "annotations": {KWOK_NODE_ANNOTATION: "fake"},
         },
     }))
     .expect("static node");

@@ -63,8 +63,14 @@ pub enum Error {
     NotBuilt(PathBuf),
     #[error("helm {HELM_VERSION} is not built yet (looked in {0}); run `cargo xtask k8s`")]
     HelmNotBuilt(PathBuf),
+    #[error(
+        "the real-node runtime (kubelet, containerd, runc, CNI plugins, images) is not built yet (looked in {0}); run `cargo xtask k8s`"
+    )]
+    NodeRuntimeNotBuilt(PathBuf),
     #[error("Kueue {version} is not built yet (looked in {0}); run `cargo xtask k8s`", version = crate::kueue_build::KUEUE_VERSION)]
     KueueNotBuilt(PathBuf),
+    #[error(transparent)]
+    Image(#[from] crate::node::image::Error),
     #[error("{binary} reports version {found:?}, expected it to mention {expected}")]
     WrongVersion {
         binary: String,
@@ -233,16 +239,7 @@ fn build(log: &mut dyn FnMut(&str)) -> Result<Binaries, Error> {
     std::fs::create_dir_all(&partial).map_err(|e| Error::Io(partial.display().to_string(), e))?;
     let src = source_dir();
 
-    let minor = kubernetes_minor();
-    let mut ldflags = String::from("-s -w");
-    for package in [
-        "k8s.io/component-base/version",
-        "k8s.io/client-go/pkg/version",
-    ] {
-        ldflags.push_str(&format!(
-            " -X {package}.gitVersion={KUBERNETES_VERSION} -X {package}.gitMajor=1 -X {package}.gitMinor={minor} -X {package}.gitTreeState=clean"
-        ));
-    }
+    let ldflags = kubernetes_ldflags();
     let out = format!("{}/", partial.display());
 
     let steps: [(&str, &Path, Vec<String>); 3] = [
@@ -277,6 +274,22 @@ fn build(log: &mut dyn FnMut(&str)) -> Result<Binaries, Error> {
         dir.display()
     ));
     Ok(Binaries { dir })
+}
+
+/// Linker flags for a binary of `k8s.io/kubernetes`: stripped, and stamped
+/// with the release so `--version` reports it (not `v0.0.0-master`).
+pub(crate) fn kubernetes_ldflags() -> String {
+    let minor = kubernetes_minor();
+    let mut ldflags = String::from("-s -w");
+    for package in [
+        "k8s.io/component-base/version",
+        "k8s.io/client-go/pkg/version",
+    ] {
+        ldflags.push_str(&format!(
+            " -X {package}.gitVersion={KUBERNETES_VERSION} -X {package}.gitMajor=1 -X {package}.gitMinor={minor} -X {package}.gitTreeState=clean"
+        ));
+    }
+    ldflags
 }
 
 /// `34` of `v1.34.4`.
@@ -342,7 +355,7 @@ pub(crate) fn go_build_args(out: &str, ldflags: &str, packages: &[&str]) -> Vec<
     args
 }
 
-fn check_version(dir: &Path, binary: &str, expected: &str) -> Result<(), Error> {
+pub(crate) fn check_version(dir: &Path, binary: &str, expected: &str) -> Result<(), Error> {
     let path = dir.join(binary);
     let mut cmd = Command::new(&path);
     match binary {

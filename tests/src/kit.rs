@@ -30,16 +30,47 @@ static CLUSTERS: OnceLock<Clusters> = OnceLock::new();
 /// The clusters of this test process, with at least `workers` workers,
 /// started on first use.
 pub fn clusters(workers: usize) -> &'static Clusters {
-    let clusters = CLUSTERS.get_or_init(|| start(workers).unwrap_or_else(|e| panic!("{e:#}")));
+    clusters_with(ClusterOptions {
+        workers,
+        ..ClusterOptions::default()
+    })
+}
+
+/// How the clusters of a test process are started (the first call in a
+/// process decides).
+#[derive(Debug, Clone, Default)]
+pub struct ClusterOptions {
+    pub workers: usize,
+    /// Clusters (e.g. `worker-1`) that get a real node beside kwok's fake
+    /// one; see [`crate::node`].
+    pub real_nodes: Vec<String>,
+}
+
+/// Like [`clusters`], with real nodes where `options` asks. Call it before
+/// [`relay_with`] to run jobrelay on clusters with real nodes.
+pub fn clusters_with(options: ClusterOptions) -> &'static Clusters {
+    let clusters = CLUSTERS.get_or_init(|| start(&options).unwrap_or_else(|e| panic!("{e:#}")));
+    let workers = options.workers;
     assert!(
         clusters.set.workers().len() >= workers,
         "a test needs {workers} workers, the clusters have {}",
         clusters.set.workers().len()
     );
+    for name in &options.real_nodes {
+        assert!(
+            clusters
+                .set
+                .clusters
+                .iter()
+                .any(|c| &c.name == name && c.real_node.is_some()),
+            "a test needs a real node on {name}; the clusters were started without one"
+        );
+    }
     clusters
 }
 
-fn start(workers: usize) -> anyhow::Result<Clusters> {
+fn start(options: &ClusterOptions) -> anyhow::Result<Clusters> {
+    let workers = options.workers;
     if let Some(dir) = std::env::var_os("JOBRELAY_CLUSTERS") {
         let set = ClusterSet::load(&PathBuf::from(dir))?;
         return Ok(Clusters {
@@ -50,12 +81,11 @@ fn start(workers: usize) -> anyhow::Result<Clusters> {
     let states = target_dir().join("jobrelay");
     remove_states_of_ended_processes(&states);
     let state_dir = states.join(format!("test-{}", std::process::id()));
-    let supervisor = Supervisor::start(
-        Command::new(supervisor_binary()),
-        &state_dir,
-        workers,
-        false,
-    )?;
+    let mut command = Command::new(supervisor_binary());
+    for name in &options.real_nodes {
+        command.arg(format!("--real-node={name}"));
+    }
+    let supervisor = Supervisor::start(command, &state_dir, workers, false)?;
     Ok(Clusters {
         set: supervisor.set().clone(),
         supervisor: Some(supervisor),
@@ -85,7 +115,7 @@ fn remove_states_of_ended_processes(states: &std::path::Path) {
 }
 
 /// The `jobrelay-cluster` binary cargo built beside this test.
-fn supervisor_binary() -> PathBuf {
+pub fn supervisor_binary() -> PathBuf {
     if let Some(path) = std::env::var_os("JOBRELAY_CLUSTER_BIN") {
         return path.into();
     }

@@ -1,7 +1,8 @@
 //! The jobrelay test kit: real Kubernetes control planes on loopback
 //! (built from the upstream Go modules and cached), a supervisor process that
-//! ties their lifetime to the test, wait helpers with deadlines, and Job
-//! fixtures whose Pods kwok runs the way a test asks.
+//! ties their lifetime to the test, wait helpers with deadlines, Job
+//! fixtures whose Pods kwok runs the way a test asks, and real nodes
+//! (kubelet, containerd, runc) where Pods must run as containers.
 
 pub mod audit;
 pub mod binaries;
@@ -12,11 +13,14 @@ pub mod cluster_ready;
 pub mod controlplane;
 pub mod election;
 pub mod fixtures;
+pub mod helm;
+pub mod images;
 pub mod kit;
 pub mod kueue;
 pub mod kueue_build;
 pub mod kueue_objects;
 pub mod leaks;
+pub mod node;
 pub mod ports;
 pub mod processes;
 pub mod proxy;

@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use tokio::io::AsyncBufReadExt;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::cluster::{ClusterSet, Running};
+use crate::cluster::{ClusterSet, Running, Topology};
 use crate::controlplane;
 
 /// What a supervisor is asked to run.
@@ -29,6 +29,10 @@ pub struct SuperviseArgs {
     /// Number of worker clusters besides the manager.
     #[arg(long, default_value_t = 2)]
     pub workers: usize,
+    /// A cluster (e.g. `worker-1`) that gets a real node (kubelet and
+    /// containerd) beside kwok's fake one; repeat for more.
+    #[arg(long = "real-node")]
+    pub real_nodes: Vec<String>,
     /// Hold the clusters until SIGTERM/SIGINT, ignoring standard input.
     #[arg(long)]
     pub until_signal: bool,
@@ -49,7 +53,11 @@ pub async fn supervise(args: SuperviseArgs) -> anyhow::Result<()> {
         std::process::id().to_string(),
     )?;
     let binaries = controlplane::cached()?;
-    let mut running = Running::start(&binaries, &args.state_dir, args.workers).await?;
+    let topology = Topology {
+        workers: args.workers,
+        real_nodes: args.real_nodes.clone(),
+    };
+    let mut running = Running::start_with(&binaries, &args.state_dir, &topology).await?;
     println!(
         "READY {}",
         running.set().state_dir.join("clusters.json").display()

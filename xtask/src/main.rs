@@ -75,6 +75,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::K8s => {
             let started = Instant::now();
             controlplane::ensure_built(&mut log)?;
+            jobrelay_e2e::node::ensure_node_runtime_built(&mut log)?;
             log(&format!("done in {}", seconds(started.elapsed())));
             Ok(())
         }

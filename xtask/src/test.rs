@@ -39,7 +39,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     controlplane::ensure_built(&mut log)?;
-    cargo(&["test", "-p", "jobrelay-e2e", "--tests"], &args.rest)?;
+    jobrelay_e2e::node::ensure_node_runtime_built(&mut log)?;
+    // The deploy test runs the images users run, built once here.
+    let images = crate::image::build_images(&crate::image::Options::default())?;
+    let listed = images
+        .first()
+        .and_then(|image| image.tar.parent())
+        .map(|dir| dir.join("images.json"))
+        .ok_or_else(|| anyhow::anyhow!("cargo xtask image built no image"))?;
+    cargo_with(
+        &["test", "-p", "jobrelay-e2e", "--tests"],
+        &args.rest,
+        &[("JOBRELAY_IMAGES", listed.as_os_str())],
+    )?;
     log(&format!(
         "all tests passed in {}",
         seconds(started.elapsed())
@@ -49,9 +61,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// Runs cargo with `args`, then `--` and `test_args` if there are any.
 pub fn cargo(args: &[&str], test_args: &[String]) -> anyhow::Result<()> {
+    cargo_with(args, test_args, &[])
+}
+
+/// Like [`cargo`], with more environment variables.
+fn cargo_with(
+    args: &[&str],
+    test_args: &[String],
+    env: &[(&str, &std::ffi::OsStr)],
+) -> anyhow::Result<()> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(workspace_root()).args(args);
+    cmd.envs(env.iter().copied());
     if !test_args.is_empty() {
         cmd.arg("--").args(test_args);
     }
