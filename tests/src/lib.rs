@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod cluster_config;
 pub mod cluster_ready;
 pub mod controlplane;
+pub mod deploy;
 pub mod election;
 pub mod fixtures;
 pub mod helm;

@@ -362,8 +362,12 @@ impl RealNode {
         })?;
         allow_node(&client, &cluster.name, &layout.name).await?;
 
+        // The kubelet takes an address of the host's as the node's: the
+        // bridge's, made now (CNI's bridge plugin keeps what it finds).
+        bridge_up(&layout)?;
         let mut command = Command::new(runtime.binary("kubelet"));
         command.args([
+            format!("--node-ip={}", layout.gateway()),
             format!("--config={}", layout.kubelet_config().display()),
             format!("--kubeconfig={}", kubeconfig.display()),
             format!("--root-dir={}", layout.kubelet_root().display()),
@@ -599,4 +603,21 @@ fn run(command: &mut Command) -> Result<(), Error> {
         .trim()
         .to_string(),
     })
+}
+
+/// Creates the node's bridge with its gateway address, up, unless it is.
+fn bridge_up(layout: &Layout) -> Result<(), Error> {
+    let bridge = layout.bridge();
+    let address = format!("{}/24", layout.gateway());
+    if !Path::new("/sys/class/net").join(&bridge).exists() {
+        run(Command::new("ip").args(["link", "add", &bridge, "type", "bridge"]))?;
+    }
+    let shown = Command::new("ip")
+        .args(["-4", "-o", "addr", "show", "dev", &bridge])
+        .output()
+        .map_err(|e| Error::Io(format!("ip addr show dev {bridge}"), e))?;
+    if !String::from_utf8_lossy(&shown.stdout).contains(&address) {
+        run(Command::new("ip").args(["addr", "add", &address, "dev", &bridge]))?;
+    }
+    run(Command::new("ip").args(["link", "set", &bridge, "up"]))
 }

@@ -94,6 +94,12 @@ impl Layout {
     pub fn subnet(&self) -> String {
         format!("10.244.{}.0/24", self.slot)
     }
+
+    /// The bridge's address, the node's own: its InternalIP, so the kubelet
+    /// probes `hostNetwork` Pods there, never at the host's real interface.
+    pub fn gateway(&self) -> String {
+        format!("10.244.{}.1", self.slot)
+    }
 }
 
 /// The host folders a node's processes write into on their own; each is

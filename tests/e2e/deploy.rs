@@ -1,0 +1,380 @@
+//! jobrelay as a platform team runs it: `cargo xtask image`'s images on
+//! real nodes, the chart installed by helm in the manager cluster and in
+//! each worker, the Pods running with the chart's ServiceAccounts, RBAC,
+//! args, env and mounts. A Job is dispatched, reports status and leaves
+//! nothing when deleted; one runs as real containers on a worker's real
+//! node; a mirror suspended after it started is suspended on its worker
+//! (the agent's `jobs/status` permission) and resumed; a mirror lost behind
+//! jobrelay's back is re-run. Each ends with the leak audit at zero, and no
+//! jobrelay container logged a refusal by its API server.
+
+use std::time::Duration;
+
+use jobrelay_e2e::deploy::{Installed, NAMESPACE, ORIGIN};
+use jobrelay_e2e::fixtures::TestJob;
+use jobrelay_e2e::images::images;
+use jobrelay_e2e::kit::{self, ClusterOptions, Clusters};
+use jobrelay_e2e::leaks::assert_no_leaks;
+use jobrelay_e2e::node::{REAL_NODE_LABEL, REAL_NODE_TAINT, WORKLOAD_IMAGE};
+use jobrelay_e2e::scenario::{has_condition, outcome};
+use jobrelay_e2e::wait::{self, Seen};
+use jobrelay_manager::worker_cluster::WorkerCluster;
+use jobrelay_proto::wire::{CLUSTER_KEY, MANAGED_BY, ORIGIN_UID_LABEL};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+static INSTALLED: tokio::sync::OnceCell<Installed> = tokio::sync::OnceCell::const_new();
+
+/// The clusters, each with a real node, and jobrelay installed by the chart
+/// (once per test process).
+async fn installed() -> &'static Installed {
+    INSTALLED
+        .get_or_init(|| async {
+            let clusters = kit::clusters_with(ClusterOptions {
+                workers: 2,
+                real_nodes: vec!["manager".into(), "worker-1".into(), "worker-2".into()],
+            });
+            let images = images().unwrap_or_else(|e| panic!("jobrelay's images: {e:#}"));
+            let installed = Installed::install(clusters, images)
+                .await
+                .unwrap_or_else(|e| panic!("installing the chart: {e:#}"));
+            wait_connected(clusters).await;
+            installed
+        })
+        .await
+}
+
+/// Waits until every worker's agent holds a session with the manager.
+async fn wait_connected(clusters: &Clusters) {
+    let api: Api<WorkerCluster> = Api::all(kit::client(clusters.manager()).await);
+    for worker in clusters.workers() {
+        wait::until(format!("{} connected", worker.name), TIMEOUT, || async {
+            match api.get(&worker.name).await {
+                Ok(cluster) => match cluster.condition("Connected").map(|c| c.status.as_str()) {
+                    Some("True") => Seen::Ready(()),
+                    other => Seen::Waiting(format!("Connected {other:?}")),
+                },
+                Err(error) => Seen::Waiting(error.to_string()),
+            }
+        })
+        .await;
+    }
+}
+
+/// A namespace on every cluster and the manager's Jobs there.
+async fn namespace(installed: &Installed, prefix: &str) -> (String, Api<Job>) {
+    let ns = kit::namespace_everywhere(installed.clusters, prefix).await;
+    let jobs = Api::namespaced(kit::client(installed.clusters.manager()).await, &ns);
+    (ns, jobs)
+}
+
+/// Creates `job` (relayed: managed by jobrelay) and returns its UID.
+async fn create(jobs: &Api<Job>, job: Job) -> String {
+    let created = jobs
+        .create(&PostParams::default(), &job)
+        .await
+        .unwrap_or_else(|e| panic!("creating {}: {e}", job.name_any()));
+    created.uid().expect("a uid")
+}
+
+/// Waits until the manager Job `name` has finished as `expected`.
+async fn wait_outcome(jobs: &Api<Job>, name: &str, expected: &str) -> Job {
+    wait::until(format!("{name} {expected}"), TIMEOUT, || async {
+        match jobs.get(name).await {
+            Ok(job) if outcome(&job) == Some(expected) => Seen::Ready(job),
+            Ok(job) => Seen::Waiting(format!("{:?}", job.status)),
+            Err(error) => Seen::Waiting(error.to_string()),
+        }
+    })
+    .await
+}
+
+/// Deletes every manager Job of `ns`, waits until they are gone (released
+/// only once their worker Pods are), and audits the workers for leaks and
+/// the jobrelay containers' logs for refusals.
+async fn finish(installed: &Installed, ns: &str, jobs: &Api<Job>) {
+    for job in jobs
+        .list(&ListParams::default())
+        .await
+        .expect("listing Jobs")
+    {
+        let _ = jobs
+            .delete(&job.name_any(), &DeleteParams::background())
+            .await;
+    }
+    wait::until("every manager Job gone", TIMEOUT, || async {
+        match jobs.list(&ListParams::default()).await {
+            Ok(list) if list.items.is_empty() => Seen::Ready(()),
+            Ok(list) => Seen::Waiting(format!("{} left", list.items.len())),
+            Err(error) => Seen::Waiting(error.to_string()),
+        }
+    })
+    .await;
+    assert_no_leaks(installed.clusters.set(), ORIGIN, ns).await;
+    let forbidden = installed.forbidden_lines();
+    assert!(
+        forbidden.is_empty(),
+        "a jobrelay container was refused by its API server:\n  {}",
+        forbidden.join("\n  ")
+    );
+}
+
+/// The worker cluster named `name`.
+fn worker<'a>(installed: &'a Installed, name: &str) -> &'a jobrelay_e2e::cluster::ClusterInfo {
+    installed
+        .clusters
+        .workers()
+        .iter()
+        .find(|w| w.name == name)
+        .expect("a worker of that name")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_is_dispatched_reports_its_status_and_leaves_nothing_when_deleted() {
+    let installed = installed().await;
+    let (ns, jobs) = namespace(installed, "deploy-basic").await;
+    let job = TestJob::new(&ns, "basic")
+        .managed_by(MANAGED_BY)
+        .run_for("2s")
+        .build();
+    create(&jobs, job).await;
+    let done = wait_outcome(&jobs, "basic", "Complete").await;
+    let status = done.status.clone().expect("a copied status");
+    assert_eq!(status.succeeded, Some(1), "{status:?}");
+    assert!(
+        done.annotations().contains_key(CLUSTER_KEY),
+        "the Job names its worker"
+    );
+    finish(installed, &ns, &jobs).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_relayed_job_runs_as_real_containers_on_a_workers_real_node() {
+    let installed = installed().await;
+    let (ns, jobs) = namespace(installed, "deploy-real").await;
+    let job: Job = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "real", "namespace": ns, "labels": {CLUSTER_KEY: "worker-1"}},
+        "spec": {
+            "managedBy": MANAGED_BY,
+            "backoffLimit": 0,
+            "template": {"spec": {
+                "restartPolicy": "Never",
+                "nodeSelector": {REAL_NODE_LABEL: "true"},
+                "tolerations": [{"key": REAL_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}],
+                "securityContext": {"runAsNonRoot": true, "runAsUser": 65532,
+                                    "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [{
+                    "name": "work",
+                    "image": WORKLOAD_IMAGE,
+                    "imagePullPolicy": "Never",
+                    "args": ["-sleep=6s"],
+                    "securityContext": {"allowPrivilegeEscalation": false,
+                                        "readOnlyRootFilesystem": true,
+                                        "capabilities": {"drop": ["ALL"]}},
+                }],
+            }},
+        },
+    }))
+    .expect("a Job");
+    let uid = create(&jobs, job).await;
+    // The mirror's Pod runs on worker-1's real node, as a container (kwok
+    // fakes no status there).
+    let worker_1 = worker(installed, "worker-1");
+    let node = worker_1
+        .real_node
+        .as_ref()
+        .expect("worker-1's real node")
+        .name()
+        .to_string();
+    let pods: Api<Pod> = Api::namespaced(kit::client(worker_1).await, &ns);
+    let selector = ListParams::default().labels(&format!("{ORIGIN_UID_LABEL}={uid}"));
+    wait::until(format!("real's Pod running on {node}"), TIMEOUT, || async {
+        let pods = pods.list(&selector).await.map(|l| l.items);
+        let running = pods.as_ref().is_ok_and(|pods| {
+            pods.iter().any(|p| {
+                p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str())
+                    && p.status
+                        .as_ref()
+                        .and_then(|s| s.container_statuses.as_ref())
+                        .and_then(|c| c.first())
+                        .is_some_and(|c| {
+                            c.container_id.is_some()
+                                && c.state
+                                    .as_ref()
+                                    .is_some_and(|s| s.running.is_some() || s.terminated.is_some())
+                        })
+            })
+        });
+        match running {
+            true => Seen::Ready(()),
+            false => Seen::Waiting(format!(
+                "{:?}",
+                pods.map(|p| p.iter().map(|p| p.status.clone()).collect::<Vec<_>>())
+            )),
+        }
+    })
+    .await;
+    let done = wait_outcome(&jobs, "real", "Complete").await;
+    assert_eq!(done.status.and_then(|s| s.succeeded), Some(1));
+    finish(installed, &ns, &jobs).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_mirror_suspended_after_it_started_is_suspended_on_its_worker_and_resumed() {
+    let installed = installed().await;
+    let (ns, jobs) = namespace(installed, "deploy-suspend").await;
+    let job = TestJob::new(&ns, "pausable")
+        .managed_by(MANAGED_BY)
+        .run_for("15s")
+        .build();
+    let uid = create(&jobs, job).await;
+    let worker_name = wait::until("pausable placed", TIMEOUT, || async {
+        match jobs.get("pausable").await {
+            Ok(job) => match job.annotations().get(CLUSTER_KEY) {
+                Some(cluster) => Seen::Ready(cluster.clone()),
+                None => Seen::Waiting("not placed yet".into()),
+            },
+            Err(error) => Seen::Waiting(error.to_string()),
+        }
+    })
+    .await;
+    let mirrors: Api<Job> =
+        Api::namespaced(kit::client(worker(installed, &worker_name)).await, &ns);
+    let started = |job: &Job| {
+        job.status
+            .as_ref()
+            .and_then(|s| s.start_time.as_ref())
+            .is_some()
+    };
+    wait::until("the mirror started", TIMEOUT, || async {
+        match mirrors.get_opt("pausable").await {
+            Ok(Some(mirror)) if started(&mirror) => Seen::Ready(()),
+            other => Seen::Waiting(format!("{:?}", other.map(|m| m.map(|m| m.status)))),
+        }
+    })
+    .await;
+    let suspend = |on: bool| Patch::Merge(serde_json::json!({"spec": {"suspend": on}}));
+    jobs.patch("pausable", &PatchParams::default(), &suspend(true))
+        .await
+        .expect("suspending the manager Job");
+    // The agent clears the mirror's startTime (jobs/status), or the worker's
+    // Job controller would never resume it.
+    let pods: Api<Pod> = Api::namespaced(kit::client(worker(installed, &worker_name)).await, &ns);
+    let selector = ListParams::default().labels(&format!("{ORIGIN_UID_LABEL}={uid}"));
+    wait::until("the mirror suspended, its Pods gone", TIMEOUT, || async {
+        let mirror = mirrors.get("pausable").await;
+        let left = pods.list(&selector).await.map(|l| l.items.len());
+        match (&mirror, &left) {
+            (Ok(m), Ok(0))
+                if m.spec.as_ref().and_then(|s| s.suspend) == Some(true) && !started(m) =>
+            {
+                Seen::Ready(())
+            }
+            _ => Seen::Waiting(format!("{:?}, Pods {left:?}", mirror.map(|m| m.status))),
+        }
+    })
+    .await;
+    jobs.patch("pausable", &PatchParams::default(), &suspend(false))
+        .await
+        .expect("resuming the manager Job");
+    let done = wait_outcome(&jobs, "pausable", "Complete").await;
+    assert!(has_condition(&done, "Complete"));
+    finish(installed, &ns, &jobs).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_mirror_lost_behind_jobrelays_back_is_run_again() {
+    let installed = installed().await;
+    let (ns, jobs) = namespace(installed, "deploy-lost").await;
+    let job = TestJob::new(&ns, "lost")
+        .managed_by(MANAGED_BY)
+        .run_for("20s")
+        .build();
+    create(&jobs, job).await;
+    let (worker_name, first) = wait::until("lost's mirror", TIMEOUT, || async {
+        let Ok(job) = jobs.get("lost").await else {
+            return Seen::Waiting("no manager Job".into());
+        };
+        let Some(cluster) = job.annotations().get(CLUSTER_KEY).cloned() else {
+            return Seen::Waiting("not placed yet".into());
+        };
+        let mirrors: Api<Job> =
+            Api::namespaced(kit::client(worker(installed, &cluster)).await, &ns);
+        match mirrors.get_opt("lost").await {
+            Ok(Some(mirror)) => Seen::Ready((cluster, mirror.uid().unwrap_or_default())),
+            other => Seen::Waiting(format!("{other:?}")),
+        }
+    })
+    .await;
+    let mirrors: Api<Job> =
+        Api::namespaced(kit::client(worker(installed, &worker_name)).await, &ns);
+    mirrors
+        .delete("lost", &DeleteParams::background())
+        .await
+        .expect("deleting the mirror behind jobrelay's back");
+    wait::until("a new mirror of lost", TIMEOUT, || async {
+        match mirrors.get_opt("lost").await {
+            Ok(Some(mirror)) if mirror.uid().as_deref() != Some(first.as_str()) => Seen::Ready(()),
+            other => Seen::Waiting(format!("{:?}", other.map(|m| m.map(|m| m.uid())))),
+        }
+    })
+    .await;
+    wait_outcome(&jobs, "lost", "Complete").await;
+    finish(installed, &ns, &jobs).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_chart_runs_the_images_with_its_own_identities() {
+    let installed = installed().await;
+    // The Pods are the Deployments' own, on the real nodes, from the images.
+    for (cluster, image) in
+        std::iter::once((installed.clusters.manager(), &installed.images.manager)).chain(
+            installed
+                .clusters
+                .workers()
+                .iter()
+                .map(|w| (w, &installed.images.agent)),
+        )
+    {
+        let pods: Api<Pod> = Api::namespaced(kit::client(cluster).await, NAMESPACE);
+        let list = pods
+            .list(&ListParams::default())
+            .await
+            .expect("listing Pods");
+        let pod = list
+            .iter()
+            .find(|p| p.owner_references().iter().any(|o| o.kind == "ReplicaSet"))
+            .unwrap_or_else(|| panic!("a Pod of a ReplicaSet in {}: {list:?}", cluster.name));
+        let spec = pod.spec.as_ref().expect("a Pod spec");
+        assert_eq!(
+            spec.containers[0].image.as_deref(),
+            Some(image.reference.as_str()),
+            "{}",
+            cluster.name
+        );
+        assert_eq!(
+            spec.node_name.as_deref(),
+            cluster.real_node.as_ref().map(|n| n.name()),
+            "{} runs jobrelay on its real node",
+            cluster.name
+        );
+        assert!(
+            spec.service_account_name
+                .as_deref()
+                .is_some_and(|a| a.starts_with("jobrelay-")),
+            "{}: the chart's ServiceAccount, not default: {:?}",
+            cluster.name,
+            spec.service_account_name
+        );
+        let ready = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        assert!(ready, "{}: the Pod is Ready", cluster.name);
+    }
+}
