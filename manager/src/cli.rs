@@ -203,7 +203,7 @@ mod tests {
     }
 
     #[test]
-    fn listen_addresses_take_the_controller_names_and_the_old_ones() {
+    fn the_metrics_address_takes_the_controller_name_and_the_old_one() {
         let addr: SocketAddr = "127.0.0.1:9100".parse().expect("an address");
         for flag in ["--metrics-bind-address", "--metrics-listen"] {
             assert_eq!(
@@ -212,13 +212,8 @@ mod tests {
                 "{flag}"
             );
         }
-        for flag in ["--health-probe-bind-address", "--health-listen"] {
-            let args = parse(&[flag, "127.0.0.1:9100"]);
-            assert_eq!(args.process.health_listen, addr, "{flag}");
-        }
         let defaults = parse(&[]);
         assert_eq!(defaults.metrics_listen.port(), 9090);
-        assert_eq!(defaults.process.health_listen.port(), 8081);
         assert_eq!(defaults.process.kubeconfig, None);
         let args = parse(&[
             "--kubeconfig",

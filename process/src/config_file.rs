@@ -79,11 +79,33 @@ pub fn schema_fields(schema: &serde_json::Value, root: &serde_json::Value) -> BT
     fields
 }
 
-/// The field paths the chart's values schema (`values.schema.json`) allows
-/// in `<part>.config`, the configuration file of the manager or the agent.
+/// The chart's values schema (`values.schema.json`).
+const CHART_VALUES_SCHEMA: &str = include_str!("../../deploy/helm/jobrelay/values.schema.json");
+
+/// The field paths the chart's values schema allows in `<part>.config`, the
+/// configuration file of the manager or the agent.
 pub fn chart_config_fields(values_schema: &serde_json::Value, part: &str) -> BTreeSet<String> {
     let config = &values_schema["properties"][part]["properties"]["config"];
     schema_fields(config, values_schema)
+}
+
+/// For a binary's tests: fails unless the chart's values schema takes in
+/// `<part>.config` exactly the fields of `config_schema` (the JSON schema
+/// of the configuration file's type), and its durations follow the
+/// binaries' grammar.
+pub fn assert_chart_takes_the_file(part: &str, config_schema: &serde_json::Value) {
+    let chart: serde_json::Value =
+        serde_json::from_str(CHART_VALUES_SCHEMA).expect("the chart's values schema is JSON");
+    assert_eq!(
+        chart_config_fields(&chart, part),
+        schema_fields(config_schema, config_schema),
+        "{part}.config in values.schema.json against the configuration file's fields"
+    );
+    assert_eq!(
+        chart["$defs"]["duration"]["pattern"].as_str(),
+        Some(jobrelay_proto::duration::PATTERN),
+        "the chart's durations follow the binaries' grammar"
+    );
 }
 
 fn collect_fields(

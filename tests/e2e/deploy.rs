@@ -3,7 +3,8 @@
 //! each worker, the Pods running with the chart's ServiceAccounts, RBAC,
 //! args, env and mounts. A Job is dispatched, reports status and leaves
 //! nothing when deleted; one runs as real containers on a worker's real
-//! node; a mirror suspended after it started is suspended on its worker
+//! node; one queued in Kueue is admitted through jobrelay's AdmissionCheck
+//! and runs; a mirror suspended after it started is suspended on its worker
 //! (the agent's `jobs/status` permission) and resumed; a mirror lost behind
 //! jobrelay's back is re-run. Each ends with the leak audit at zero, and no
 //! jobrelay container logged a refusal by its API server.
@@ -14,12 +15,14 @@ use jobrelay_e2e::deploy::{Installed, NAMESPACE, ORIGIN};
 use jobrelay_e2e::fixtures::TestJob;
 use jobrelay_e2e::images::images;
 use jobrelay_e2e::kit::{self, ClusterOptions, Clusters};
+use jobrelay_e2e::kueue::{Kueue, Settings};
+use jobrelay_e2e::kueue_objects::{self, LOCAL_QUEUE};
 use jobrelay_e2e::leaks::assert_no_leaks;
 use jobrelay_e2e::node::{REAL_NODE_LABEL, REAL_NODE_TAINT, WORKLOAD_IMAGE};
 use jobrelay_e2e::scenario::{has_condition, outcome};
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_manager::worker_cluster::WorkerCluster;
-use jobrelay_proto::wire::{CLUSTER_KEY, MANAGED_BY, ORIGIN_UID_LABEL};
+use jobrelay_proto::wire::{CLUSTER_KEY, MANAGED_BY, ORIGIN_UID_LABEL, QUEUE_NAME_LABEL};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
@@ -28,6 +31,9 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 const TIMEOUT: Duration = Duration::from_secs(120);
 
 static INSTALLED: tokio::sync::OnceCell<Installed> = tokio::sync::OnceCell::const_new();
+static KUEUE: tokio::sync::OnceCell<Kueue> = tokio::sync::OnceCell::const_new();
+/// The AdmissionCheck the installed manager answers.
+const CHECK: &str = "jobrelay";
 
 /// The clusters, each with a real node, and jobrelay installed by the chart
 /// (once per test process).
@@ -38,6 +44,19 @@ async fn installed() -> &'static Installed {
                 workers: 2,
                 real_nodes: vec!["manager".into(), "worker-1".into(), "worker-2".into()],
             });
+            // Kueue runs on the manager cluster before jobrelay starts, so
+            // the manager answers its AdmissionChecks from the first.
+            KUEUE
+                .get_or_init(|| async {
+                    Kueue::start(
+                        clusters.manager(),
+                        &clusters.set().state_dir,
+                        &Settings::default(),
+                    )
+                    .await
+                    .unwrap_or_else(|e| panic!("starting Kueue: {e:#}"))
+                })
+                .await;
             let images = images().unwrap_or_else(|e| panic!("jobrelay's images: {e:#}"));
             let installed = Installed::install(clusters, images)
                 .await
@@ -220,6 +239,45 @@ async fn a_relayed_job_runs_as_real_containers_on_a_workers_real_node() {
     .await;
     let done = wait_outcome(&jobs, "real", "Complete").await;
     assert_eq!(done.status.and_then(|s| s.succeeded), Some(1));
+    finish(installed, &ns, &jobs).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_queued_in_kueue_is_admitted_through_jobrelays_check_and_runs() {
+    let installed = installed().await;
+    let (ns, jobs) = namespace(installed, "deploy-kueue").await;
+    let client = kit::client(installed.clusters.manager()).await;
+    let queued = async {
+        kueue_objects::admission_check(&client, CHECK, None).await?;
+        kueue_objects::queue(&client, &ns, &ns, 2, CHECK).await
+    };
+    queued.await.unwrap_or_else(|e| panic!("{e:#}"));
+    let job = TestJob::new(&ns, "queued")
+        .managed_by(MANAGED_BY)
+        .label(QUEUE_NAME_LABEL, LOCAL_QUEUE)
+        .cpu("1")
+        .run_for("2s")
+        .build();
+    create(&jobs, job).await;
+    wait_outcome(&jobs, "queued", "Complete").await;
+    // Kueue admitted it once jobrelay's check said Ready.
+    let workloads = kueue_objects::api(&client, "Workload", Some(&ns));
+    let list = workloads
+        .list(&ListParams::default())
+        .await
+        .expect("listing Workloads");
+    let states: Vec<String> = list
+        .iter()
+        .flat_map(|w| {
+            w.data["status"]["admissionChecks"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|c| c["name"] == CHECK)
+        .map(|c| c["state"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(states, ["Ready"], "the Workload's jobrelay check: {list:?}");
     finish(installed, &ns, &jobs).await;
 }
 

@@ -8,9 +8,8 @@
 //! Every process is started with a parent-death signal, so none survives the
 //! process that started it. Ports are picked free at start.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -454,19 +453,10 @@ impl Running {
         env: &[(&str, &Path)],
     ) -> Result<(), Error> {
         let log_path = self.set.state_dir.join("logs").join(format!("{name}.log"));
-        let log = File::options()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .map_err(|e| Error::Io(log_path.display().to_string(), e))?;
-        let log_err = log
-            .try_clone()
-            .map_err(|e| Error::Io(log_path.display().to_string(), e))?;
         let mut cmd = Command::new(binary);
-        cmd.args(args)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err);
+        cmd.args(args);
+        crate::processes::log_to(&mut cmd, &log_path)
+            .map_err(|e| Error::Io(log_path.display().to_string(), e))?;
         for (key, value) in env {
             cmd.env(key, value);
         }

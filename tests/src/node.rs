@@ -13,9 +13,9 @@
 //! owner was killed — removes every process, cgroup and folder it had.
 
 use std::collections::BTreeSet;
-use std::fs::File;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::certs::{self, Pki};
 use crate::cluster::ClusterInfo;
-use crate::processes::{die_with_parent, signal};
+use crate::processes::{die_with_parent, log_to, signal};
 use crate::wait::{self, Seen};
 
 mod cleanup;
@@ -429,15 +429,8 @@ impl RealNode {
 
     fn spawn(&self, what: &str, mut command: Command) -> Result<Child, Error> {
         let log_path = self.log_path(what);
-        let log = File::options()
-            .create(true)
-            .append(true)
-            .open(&log_path)
+        log_to(&mut command, &log_path)
             .map_err(|e| Error::Io(log_path.display().to_string(), e))?;
-        let log_err = log
-            .try_clone()
-            .map_err(|e| Error::Io(log_path.display().to_string(), e))?;
-        command.stdin(Stdio::null()).stdout(log).stderr(log_err);
         die_with_parent(&mut command);
         command
             .spawn()

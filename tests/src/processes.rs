@@ -15,6 +15,20 @@ type Request = (Command, mpsc::Sender<io::Result<Child>>);
 
 static KEEPER: OnceLock<std::sync::Mutex<mpsc::Sender<Request>>> = OnceLock::new();
 
+/// Sends `command`'s output, both streams, to the end of the file at `log`
+/// (created if missing), and gives it no input.
+pub fn log_to(command: &mut Command, log: &std::path::Path) -> io::Result<()> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)?;
+    command
+        .stdin(std::process::Stdio::null())
+        .stdout(file.try_clone()?)
+        .stderr(file);
+    Ok(())
+}
+
 /// Spawns `command` so that it dies with this process.
 pub fn spawn(command: Command) -> io::Result<Child> {
     let keeper = KEEPER.get_or_init(|| {

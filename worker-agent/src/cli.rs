@@ -102,7 +102,7 @@ mod tests {
     }
 
     #[test]
-    fn listen_addresses_take_the_controller_names_and_the_old_ones() {
+    fn the_metrics_address_takes_the_controller_name_and_the_old_one() {
         let addr: SocketAddr = "127.0.0.1:9100".parse().expect("an address");
         for flag in ["--metrics-bind-address", "--metrics-listen"] {
             assert_eq!(
@@ -111,16 +111,11 @@ mod tests {
                 "{flag}"
             );
         }
-        for flag in ["--health-probe-bind-address", "--health-listen"] {
-            let args = parse(&[flag, "127.0.0.1:9100"]);
-            assert_eq!(args.process.health_listen, addr, "{flag}");
-        }
         let defaults = parse(&[]);
         assert_eq!(
             defaults.metrics_listen,
             "0.0.0.0:9090".parse().expect("an address")
         );
-        assert_eq!(defaults.process.health_listen.port(), 8081);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! replicas and its agents.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 use crate::processes;
 
@@ -103,14 +103,7 @@ pub(crate) fn start_logged(
     log: &Path,
     filter: &str,
 ) -> anyhow::Result<Child> {
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)?;
-    command
-        .env("RUST_LOG", filter)
-        .stdin(Stdio::null())
-        .stdout(file.try_clone()?)
-        .stderr(file);
+    processes::log_to(&mut command, log)?;
+    command.env("RUST_LOG", filter);
     Ok(processes::spawn(command)?)
 }
