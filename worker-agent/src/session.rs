@@ -29,9 +29,9 @@ const OPEN_TIMEOUT: Duration = Duration::from_secs(15);
 /// Pause before the next endpoint of a round is dialled.
 const NEXT_ENDPOINT_DELAY: Duration = Duration::from_millis(100);
 /// Longest wait between two rounds of dials (jitter adds up to as much
-/// again): short enough that agents find a new leader a few seconds after
-/// it takes over.
-const MAX_DELAY: Duration = Duration::from_secs(3);
+/// again): at most 4 s, so agents find a new leader within 5 s of its
+/// takeover.
+const MAX_DELAY: Duration = Duration::from_secs(2);
 /// A session that lasted this long resets the backoff.
 const STABLE_SESSION: Duration = Duration::from_secs(30);
 /// Manager messages taken at once when they arrive together.
