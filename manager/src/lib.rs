@@ -2,6 +2,7 @@
 //! `jobrelay.dev/manager`, serves the `Relay` gRPC service that worker agents
 //! dial, and writes mirror status back.
 
+pub mod caches;
 pub mod cli;
 pub mod cluster_status;
 pub mod config;
@@ -42,11 +43,12 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{Controller, WatchStreamExt, controller, reflector, watcher};
+use kube::runtime::{Controller, controller, reflector, watcher};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tracing::{info, warn};
 
+use crate::caches::{all_synced, cache};
 use crate::cli::{Args, Cli, Command};
 use crate::cluster_status::StatusWriter;
 use crate::config::Config;
@@ -416,64 +418,4 @@ pub async fn run(args: Args) -> Result<(), Error> {
 /// listen, else the shutdown.
 fn metrics_ended(served: std::io::Result<()>, addr: std::net::SocketAddr) -> Result<(), Error> {
     served.map_err(|e| jobrelay_process::Error::listen("the metrics endpoint", addr)(e).into())
-}
-
-/// Feeds the store behind `writer` with every `K`, as `keep` leaves it, in a
-/// task of its own, handing each event, once in the store, to `seen`. The
-/// receiver turns true once the first list is in.
-pub(crate) fn cache<K>(
-    api: Api<K>,
-    keep: fn(&mut K),
-    writer: reflector::store::Writer<K>,
-    mut seen: impl FnMut(&watcher::Event<K>) + Send + 'static,
-) -> (watch::Receiver<bool>, tokio::task::JoinHandle<()>)
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    let kind = K::kind(&()).to_string();
-    let (synced_tx, synced) = watch::channel(false);
-    let events = watcher(
-        api,
-        watcher::Config::default().timeout(jobrelay_process::WATCH_TIMEOUT_SECS),
-    )
-    .default_backoff()
-    .modify(keep)
-    .reflect(writer);
-    let task = tokio::spawn(events.for_each(move |event| {
-        if let Ok(event) = &event {
-            seen(event);
-        }
-        match event {
-            Ok(watcher::Event::InitDone) => {
-                if !*synced_tx.borrow() {
-                    info!("{kind} cache synced");
-                }
-                let _ = synced_tx.send(true);
-            }
-            Ok(_) => {}
-            Err(error) => warn!(%error, "{kind} watch error; retrying"),
-        }
-        futures::future::ready(())
-    }));
-    (synced, task)
-}
-
-/// True once every one of `each` is.
-fn all_synced<const N: usize>(each: [watch::Receiver<bool>; N]) -> watch::Receiver<bool> {
-    let (all_tx, all) = watch::channel(false);
-    tokio::spawn(async move {
-        for mut synced in each {
-            if synced.wait_for(|s| *s).await.is_err() {
-                return;
-            }
-        }
-        let _ = all_tx.send(true);
-    });
-    all
 }

@@ -9,26 +9,23 @@
 //! jobrelay's back is re-run. Each ends with the leak audit at zero, and no
 //! jobrelay container logged a refusal by its API server.
 
-use std::time::Duration;
-
-use jobrelay_e2e::deploy::{Installed, NAMESPACE, ORIGIN};
+use jobrelay_e2e::deploy::{Installed, NAMESPACE};
+use jobrelay_e2e::deployed::{
+    TIMEOUT, create, finish, namespace, wait_connected, wait_outcome, worker,
+};
 use jobrelay_e2e::fixtures::TestJob;
 use jobrelay_e2e::images::images;
-use jobrelay_e2e::kit::{self, ClusterOptions, Clusters};
+use jobrelay_e2e::kit::{self, ClusterOptions};
 use jobrelay_e2e::kueue::{Kueue, Settings};
 use jobrelay_e2e::kueue_objects::{self, LOCAL_QUEUE};
-use jobrelay_e2e::leaks::assert_no_leaks;
 use jobrelay_e2e::node::{REAL_NODE_LABEL, REAL_NODE_TAINT, WORKLOAD_IMAGE};
-use jobrelay_e2e::scenario::{has_condition, outcome};
+use jobrelay_e2e::scenario::has_condition;
 use jobrelay_e2e::wait::{self, Seen};
-use jobrelay_manager::worker_cluster::WorkerCluster;
 use jobrelay_proto::wire::{CLUSTER_KEY, MANAGED_BY, ORIGIN_UID_LABEL, QUEUE_NAME_LABEL};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-
-const TIMEOUT: Duration = Duration::from_secs(120);
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 
 static INSTALLED: tokio::sync::OnceCell<Installed> = tokio::sync::OnceCell::const_new();
 static KUEUE: tokio::sync::OnceCell<Kueue> = tokio::sync::OnceCell::const_new();
@@ -65,91 +62,6 @@ async fn installed() -> &'static Installed {
             installed
         })
         .await
-}
-
-/// Waits until every worker's agent holds a session with the manager.
-async fn wait_connected(clusters: &Clusters) {
-    let api: Api<WorkerCluster> = Api::all(kit::client(clusters.manager()).await);
-    for worker in clusters.workers() {
-        wait::until(format!("{} connected", worker.name), TIMEOUT, || async {
-            match api.get(&worker.name).await {
-                Ok(cluster) => match cluster.condition("Connected").map(|c| c.status.as_str()) {
-                    Some("True") => Seen::Ready(()),
-                    other => Seen::Waiting(format!("Connected {other:?}")),
-                },
-                Err(error) => Seen::Waiting(error.to_string()),
-            }
-        })
-        .await;
-    }
-}
-
-/// A namespace on every cluster and the manager's Jobs there.
-async fn namespace(installed: &Installed, prefix: &str) -> (String, Api<Job>) {
-    let ns = kit::namespace_everywhere(installed.clusters, prefix).await;
-    let jobs = Api::namespaced(kit::client(installed.clusters.manager()).await, &ns);
-    (ns, jobs)
-}
-
-/// Creates `job` (relayed: managed by jobrelay) and returns its UID.
-async fn create(jobs: &Api<Job>, job: Job) -> String {
-    let created = jobs
-        .create(&PostParams::default(), &job)
-        .await
-        .unwrap_or_else(|e| panic!("creating {}: {e}", job.name_any()));
-    created.uid().expect("a uid")
-}
-
-/// Waits until the manager Job `name` has finished as `expected`.
-async fn wait_outcome(jobs: &Api<Job>, name: &str, expected: &str) -> Job {
-    wait::until(format!("{name} {expected}"), TIMEOUT, || async {
-        match jobs.get(name).await {
-            Ok(job) if outcome(&job) == Some(expected) => Seen::Ready(job),
-            Ok(job) => Seen::Waiting(format!("{:?}", job.status)),
-            Err(error) => Seen::Waiting(error.to_string()),
-        }
-    })
-    .await
-}
-
-/// Deletes every manager Job of `ns`, waits until they are gone (released
-/// only once their worker Pods are), and audits the workers for leaks and
-/// the jobrelay containers' logs for refusals.
-async fn finish(installed: &Installed, ns: &str, jobs: &Api<Job>) {
-    for job in jobs
-        .list(&ListParams::default())
-        .await
-        .expect("listing Jobs")
-    {
-        let _ = jobs
-            .delete(&job.name_any(), &DeleteParams::background())
-            .await;
-    }
-    wait::until("every manager Job gone", TIMEOUT, || async {
-        match jobs.list(&ListParams::default()).await {
-            Ok(list) if list.items.is_empty() => Seen::Ready(()),
-            Ok(list) => Seen::Waiting(format!("{} left", list.items.len())),
-            Err(error) => Seen::Waiting(error.to_string()),
-        }
-    })
-    .await;
-    assert_no_leaks(installed.clusters.set(), ORIGIN, ns).await;
-    let forbidden = installed.forbidden_lines();
-    assert!(
-        forbidden.is_empty(),
-        "a jobrelay container was refused by its API server:\n  {}",
-        forbidden.join("\n  ")
-    );
-}
-
-/// The worker cluster named `name`.
-fn worker<'a>(installed: &'a Installed, name: &str) -> &'a jobrelay_e2e::cluster::ClusterInfo {
-    installed
-        .clusters
-        .workers()
-        .iter()
-        .find(|w| w.name == name)
-        .expect("a worker of that name")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

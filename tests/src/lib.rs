@@ -12,6 +12,7 @@ pub mod cluster_config;
 pub mod cluster_ready;
 pub mod controlplane;
 pub mod deploy;
+pub mod deployed;
 pub mod election;
 pub mod fixtures;
 pub mod helm;

@@ -101,19 +101,19 @@ pub async fn run_when_installed(
         }
     }
     info!("Kueue is installed: answering AdmissionChecks with controllerName {CONTROLLER_NAME}");
-    let (_, checks) = crate::cache(
+    let (_, checks) = crate::caches::cache(
         Api::<AdmissionCheck>::all(ctx.client.clone()),
         jobrelay_process::cache::trim,
         writers.checks,
         |_| {},
     );
-    let (_, flavors) = crate::cache(
+    let (_, flavors) = crate::caches::cache(
         Api::<ResourceFlavor>::all(ctx.client.clone()),
         jobrelay_process::cache::trim,
         writers.flavors,
         |_| {},
     );
-    let (_, sets) = crate::cache(
+    let (_, sets) = crate::caches::cache(
         Api::<WorkerClusterSet>::all(ctx.client.clone()),
         jobrelay_process::cache::trim,
         writers.sets,
