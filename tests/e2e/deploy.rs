@@ -6,8 +6,12 @@
 //! node; one queued in Kueue is admitted through jobrelay's AdmissionCheck
 //! and runs; a mirror suspended after it started is suspended on its worker
 //! (the agent's `jobs/status` permission) and resumed; a mirror lost behind
-//! jobrelay's back is re-run. Each ends with the leak audit at zero, and no
-//! jobrelay container logged a refusal by its API server.
+//! jobrelay's back is re-run; the two manager replicas roll and drain
+//! (`deploy/ha.rs`). Each ends with the leak audit at zero, and no jobrelay
+//! container logged a refusal by its API server.
+
+#[path = "deploy/ha.rs"]
+mod ha;
 
 use jobrelay_e2e::deploy::{Installed, NAMESPACE};
 use jobrelay_e2e::deployed::{
@@ -32,14 +36,18 @@ static KUEUE: tokio::sync::OnceCell<Kueue> = tokio::sync::OnceCell::const_new();
 /// The AdmissionCheck the installed manager answers.
 const CHECK: &str = "jobrelay";
 
-/// The clusters, each with a real node, and jobrelay installed by the chart
-/// (once per test process).
+/// The clusters, each with a real node (the manager's with three: two
+/// replicas and room for a rollout's surge or a drained node's
+/// replacement), and jobrelay installed by the chart (once per test
+/// process).
 async fn installed() -> &'static Installed {
     INSTALLED
         .get_or_init(|| async {
             let clusters = kit::clusters_with(ClusterOptions {
                 workers: 2,
-                real_nodes: vec!["manager".into(), "worker-1".into(), "worker-2".into()],
+                real_nodes: ["manager", "manager", "manager", "worker-1", "worker-2"]
+                    .map(String::from)
+                    .to_vec(),
             });
             // Kueue runs on the manager cluster before jobrelay starts, so
             // the manager answers its AdmissionChecks from the first.
@@ -116,8 +124,7 @@ async fn a_relayed_job_runs_as_real_containers_on_a_workers_real_node() {
     // fakes no status there).
     let worker_1 = worker(installed, "worker-1");
     let node = worker_1
-        .real_node
-        .as_ref()
+        .real_node()
         .expect("worker-1's real node")
         .name()
         .to_string();
@@ -311,14 +318,35 @@ async fn the_chart_runs_the_images_with_its_own_identities() {
         )
     {
         let pods: Api<Pod> = Api::namespaced(kit::client(cluster).await, NAMESPACE);
-        let list = pods
-            .list(&ListParams::default())
-            .await
-            .expect("listing Pods");
-        let pod = list
-            .iter()
-            .find(|p| p.owner_references().iter().any(|o| o.kind == "ReplicaSet"))
-            .unwrap_or_else(|| panic!("a Pod of a ReplicaSet in {}: {list:?}", cluster.name));
+        // A Ready Pod of the Deployment's (the manager's replicas may be
+        // rolling meanwhile, see `ha`).
+        let pod = wait::until(
+            format!("a Ready jobrelay Pod in {}", cluster.name),
+            TIMEOUT,
+            || async {
+                let list = pods.list(&ListParams::default()).await.map(|l| l.items);
+                let ready = list.as_ref().ok().and_then(|pods| {
+                    pods.iter()
+                        .find(|p| {
+                            p.owner_references().iter().any(|o| o.kind == "ReplicaSet")
+                                && p.metadata.deletion_timestamp.is_none()
+                                && is_ready(p)
+                        })
+                        .cloned()
+                });
+                match ready {
+                    Some(pod) => Seen::Ready(pod),
+                    None => Seen::Waiting(format!(
+                        "{:?}",
+                        list.map(|l| l
+                            .iter()
+                            .map(|p| (p.name_any(), p.status.clone()))
+                            .collect::<Vec<_>>())
+                    )),
+                }
+            },
+        )
+        .await;
         let spec = pod.spec.as_ref().expect("a Pod spec");
         assert_eq!(
             spec.containers[0].image.as_deref(),
@@ -326,10 +354,10 @@ async fn the_chart_runs_the_images_with_its_own_identities() {
             "{}",
             cluster.name
         );
-        assert_eq!(
-            spec.node_name.as_deref(),
-            cluster.real_node.as_ref().map(|n| n.name()),
-            "{} runs jobrelay on its real node",
+        let node = spec.node_name.clone().unwrap_or_default();
+        assert!(
+            cluster.real_nodes.iter().any(|n| n.name() == node),
+            "{} runs jobrelay on a real node, not {node:?}",
             cluster.name
         );
         assert!(
@@ -340,11 +368,12 @@ async fn the_chart_runs_the_images_with_its_own_identities() {
             cluster.name,
             spec.service_account_name
         );
-        let ready = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-        assert!(ready, "{}: the Pod is Ready", cluster.name);
     }
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }

@@ -46,8 +46,11 @@ async fn a_real_node_runs_pods_as_containers_and_leaves_nothing_behind() {
     );
     let set = supervisor.set().clone();
     let worker = &set.workers()[0];
-    assert!(set.manager().real_node.is_none(), "only worker-1 asked");
-    let node = worker.real_node.clone().expect("worker-1 has a real node");
+    assert!(set.manager().real_node().is_none(), "only worker-1 asked");
+    let node = worker
+        .real_node()
+        .cloned()
+        .expect("worker-1 has a real node");
     let client = kit::client(worker).await;
 
     node_is_ready_tainted_and_labelled(&client, &node).await;

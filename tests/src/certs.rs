@@ -186,11 +186,15 @@ impl RelayCa {
 
     /// The manager's serving certificate, for 127.0.0.1 and localhost.
     pub fn server(&self) -> Result<Issued, Error> {
-        self.issue(
-            vec!["127.0.0.1".into(), "localhost".into()],
-            ExtendedKeyUsagePurpose::ServerAuth,
-            false,
-        )
+        self.server_for(&[])
+    }
+
+    /// The manager's server certificate for loopback and `addresses` too
+    /// (IP addresses or DNS names).
+    pub fn server_for(&self, addresses: &[String]) -> Result<Issued, Error> {
+        let mut sans = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+        sans.extend(addresses.iter().cloned());
+        self.issue(sans, ExtendedKeyUsagePurpose::ServerAuth, false)
     }
 
     /// An agent's client certificate naming `cluster`.

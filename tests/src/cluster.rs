@@ -76,12 +76,18 @@ pub struct ClusterInfo {
     pub server: String,
     /// An admin kubeconfig (client certificate in `system:masters`).
     pub kubeconfig: PathBuf,
-    /// Its real node (kubelet and containerd), if it was started with one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub real_node: Option<RealNodeInfo>,
+    /// Its real nodes (each a kubelet and a containerd), if it was started
+    /// with any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub real_nodes: Vec<RealNodeInfo>,
 }
 
 impl ClusterInfo {
+    /// Its first real node, if it has one.
+    pub fn real_node(&self) -> Option<&RealNodeInfo> {
+        self.real_nodes.first()
+    }
+
     /// An admin client for this cluster.
     pub async fn client(&self) -> Result<kube::Client, Error> {
         let client_err = |source: Box<dyn std::error::Error + Send + Sync>| Error::Client {
@@ -175,7 +181,8 @@ pub fn cluster_names(workers: usize) -> Vec<String> {
 #[derive(Debug, Clone, Default)]
 pub struct Topology {
     pub workers: usize,
-    /// Names of clusters (`worker-1`, …) that get a real node.
+    /// Names of clusters (`worker-1`, …) that get a real node, once per
+    /// node (a name given twice gets two).
     pub real_nodes: Vec<String>,
 }
 
@@ -280,7 +287,7 @@ impl Running {
                 name,
                 server,
                 kubeconfig,
-                real_node: None,
+                real_nodes: Vec::new(),
             });
         }
 
@@ -338,16 +345,40 @@ impl Running {
                 clusters.iter().map(wait_workable),
             ))
             .await?;
-        for (index, cluster) in clusters.iter().enumerate() {
-            if !topology.real_nodes.contains(&cluster.name) {
-                continue;
-            }
-            let dir = state_dir.join(&cluster.name);
-            let logs = state_dir.join("logs");
-            let node = running
-                .unless_one_exits(async { Ok(RealNode::start(cluster, &pki, &dir, &logs).await?) })
-                .await?;
-            running.set.clusters[index].real_node = Some(node.info().clone());
+        // Every real node at once: most of a node's start is waiting for
+        // its kubelet to register.
+        let wanted: Vec<(usize, usize)> = clusters
+            .iter()
+            .enumerate()
+            .flat_map(|(index, cluster)| {
+                let count = topology
+                    .real_nodes
+                    .iter()
+                    .filter(|n| **n == cluster.name)
+                    .count();
+                (0..count).map(move |node| (index, node))
+            })
+            .collect();
+        let logs = state_dir.join("logs");
+        let started = running
+            .unless_one_exits(futures::future::try_join_all(wanted.iter().map(
+                |&(index, node)| {
+                    let cluster = &clusters[index];
+                    let dir = state_dir.join(&cluster.name);
+                    let (pki, logs) = (&pki, &logs);
+                    async move {
+                        Ok((
+                            index,
+                            RealNode::start(cluster, node, pki, &dir, logs).await?,
+                        ))
+                    }
+                },
+            )))
+            .await?;
+        for (index, node) in started {
+            running.set.clusters[index]
+                .real_nodes
+                .push(node.info().clone());
             running.nodes.push(node);
         }
         running.set.save()?;
@@ -402,10 +433,13 @@ impl Running {
     }
 
     fn terminate(&mut self) {
-        // Real nodes first, while their API servers still answer.
-        for node in self.nodes.drain(..) {
-            node.stop();
-        }
+        // Real nodes first, while their API servers still answer; all at
+        // once, each waits on its own processes.
+        std::thread::scope(|scope| {
+            for node in self.nodes.drain(..) {
+                scope.spawn(move || node.stop());
+            }
+        });
         // Controllers first, etcd last, so nothing logs a storm of connection errors.
         for p in self.processes.iter().rev() {
             signal(&p.child, libc::SIGTERM);
@@ -500,7 +534,7 @@ mod tests {
                 server: format!("https://127.0.0.1:{}", 6443 + i),
                 kubeconfig: PathBuf::from(dir).join(&name).join("kubeconfig"),
                 name,
-                real_node: None,
+                real_nodes: Vec::new(),
             })
             .collect();
         ClusterSet {

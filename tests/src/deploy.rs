@@ -6,9 +6,13 @@
 //! permission a binary uses is the chart's.
 //!
 //! The real nodes share the host's network, so the Pods run with
-//! `hostNetwork` on ports of their own and reach their API server at its
-//! loopback address (`k8sServiceHost`), as the chart offers for clusters
-//! without kube-proxy.
+//! `hostNetwork`, listen on their node's address only (`listenOnPodIP`) on
+//! ports of their own and reach their API server at its loopback address
+//! (`k8sServiceHost`), as the chart offers for clusters without
+//! kube-proxy. The manager cluster has three real nodes for the two
+//! replicas (one more for a rollout's surge or a drained node's
+//! replacement); nothing routes the agents' Service without kube-proxy, so
+//! the agents list every manager node's address and find the leader there.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -37,7 +41,7 @@ pub const ORIGIN: &str = "deploy-e2e";
 pub struct Installed {
     pub clusters: &'static Clusters,
     pub images: Images,
-    /// The manager's Relay port on the host (its Pod runs on the host's
+    /// The manager's Relay port on its nodes (its Pods run on the host's
     /// network).
     pub relay_port: u16,
     /// The values the manager's release was installed with, for upgrades.
@@ -73,6 +77,8 @@ fn common_values(part: &str, image: &Image, cluster: &ClusterInfo) -> anyhow::Re
         format!("{part}.image.pullPolicy=Never"),
         "--set".into(),
         format!("{part}.hostNetwork=true"),
+        "--set".into(),
+        format!("{part}.listenOnPodIP=true"),
         "--set-json".into(),
         format!("{part}.nodeSelector={selector}"),
         "--set-json".into(),
@@ -118,6 +124,27 @@ pub async fn helm_in(cluster: &ClusterInfo, args: &[String]) -> anyhow::Result<S
     Ok(ran.stdout)
 }
 
+/// Runs the pinned kubectl against `cluster`; fails with its output unless
+/// it succeeds.
+pub async fn kubectl_in(cluster: &ClusterInfo, args: &[&str]) -> anyhow::Result<String> {
+    let kubectl = crate::controlplane::cached()?.path("kubectl");
+    let mut command = tokio::process::Command::new(kubectl);
+    command
+        .args(["--namespace", NAMESPACE])
+        .args(args)
+        .env("KUBECONFIG", &cluster.kubeconfig);
+    let ran = crate::helm::run(command, None).await;
+    anyhow::ensure!(
+        ran.success,
+        "kubectl {} in {} failed:\n{}\n{}",
+        args.join(" "),
+        cluster.name,
+        ran.stdout,
+        ran.stderr
+    );
+    Ok(ran.stdout)
+}
+
 /// `helm install` (or `upgrade`) of the chart with `values`, waiting until
 /// its Deployments are available.
 pub fn release_args(verb: &str, values: &[String]) -> Vec<String> {
@@ -145,15 +172,23 @@ impl Installed {
         let manager = clusters.manager();
         load(manager, &images.manager)?;
         kit::create_namespace(&manager.client().await?, NAMESPACE).await;
-        tls_secret(manager, "manager-tls", &ca.server()?, &ca.ca_pem).await?;
+        let addresses: Vec<String> = manager.real_nodes.iter().map(|n| n.address()).collect();
+        tls_secret(
+            manager,
+            "manager-tls",
+            &ca.server_for(&addresses)?,
+            &ca.ca_pem,
+        )
+        .await?;
         let relay_port = free_port()?;
+        let manager_urls: Vec<String> = addresses
+            .iter()
+            .map(|address| format!("https://{address}:{relay_port}"))
+            .collect();
         let mut manager_values = common_values("manager", &images.manager, manager)?;
         manager_values.extend([
             "--set".into(),
             "manager.tls.secretName=manager-tls".into(),
-            // One node, one network: a second replica's ports would be taken.
-            "--set".into(),
-            "manager.replicas=1".into(),
             "--set".into(),
             format!("manager.ports.relay={relay_port}"),
             "--set".into(),
@@ -174,7 +209,8 @@ impl Installed {
                 "--set".into(),
                 format!("agent.cluster={}", worker.name),
                 "--set".into(),
-                format!("agent.managerUrl=https://127.0.0.1:{relay_port}"),
+                // helm's `--set` splits on unescaped commas.
+                format!("agent.managerUrl={}", manager_urls.join("\\,")),
                 "--set".into(),
                 format!("agent.ports.health={}", free_port()?),
                 "--set".into(),
@@ -198,10 +234,11 @@ impl Installed {
     pub fn forbidden_lines(&self) -> Vec<String> {
         let mut found = Vec::new();
         for cluster in std::iter::once(self.clusters.manager()).chain(self.clusters.workers()) {
-            let Some(node) = &cluster.real_node else {
-                continue;
-            };
-            for (file, text) in pod_logs(&node.pod_logs, NAMESPACE) {
+            for (file, text) in cluster
+                .real_nodes
+                .iter()
+                .flat_map(|node| pod_logs(&node.pod_logs, NAMESPACE))
+            {
                 for line in text.lines() {
                     if line.contains("code: 403") || line.contains("reason: \"Forbidden\"") {
                         found.push(format!("{}: {file}: {line}", cluster.name));
@@ -215,12 +252,22 @@ impl Installed {
 
 /// Imports `image` into the cluster's real node.
 fn load(cluster: &ClusterInfo, image: &Image) -> anyhow::Result<()> {
-    let node = cluster
-        .real_node
-        .as_ref()
-        .with_context(|| format!("{} has no real node", cluster.name))?;
-    node.import_image(&image.tar)
-        .with_context(|| format!("importing {} into {}", image.reference, cluster.name))
+    anyhow::ensure!(
+        !cluster.real_nodes.is_empty(),
+        "{} has no real node",
+        cluster.name
+    );
+    for node in &cluster.real_nodes {
+        node.import_image(&image.tar).with_context(|| {
+            format!(
+                "importing {} into {}'s {}",
+                image.reference,
+                cluster.name,
+                node.name()
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// Registers every worker as a WorkerCluster, with the CRD the chart

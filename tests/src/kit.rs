@@ -20,8 +20,9 @@ use crate::wait::{self, Seen};
 /// The clusters shared by the tests of this process.
 pub struct Clusters {
     set: ClusterSet,
-    // Held for the life of the process; its standard input closes when the
-    // process exits, which stops the clusters.
+    // Held for the life of the process; when the process exits, the
+    // supervisor gets SIGTERM (and its standard input closes), and stops
+    // the clusters.
     supervisor: Option<Supervisor>,
 }
 
@@ -57,13 +58,16 @@ pub fn clusters_with(options: ClusterOptions) -> &'static Clusters {
         clusters.set.workers().len()
     );
     for name in &options.real_nodes {
+        let wanted = options.real_nodes.iter().filter(|n| *n == name).count();
+        let has = clusters
+            .set
+            .clusters
+            .iter()
+            .find(|c| &c.name == name)
+            .map_or(0, |c| c.real_nodes.len());
         assert!(
-            clusters
-                .set
-                .clusters
-                .iter()
-                .any(|c| &c.name == name && c.real_node.is_some()),
-            "a test needs a real node on {name}; the clusters were started without one"
+            has >= wanted,
+            "a test needs {wanted} real node(s) on {name}; the clusters were started with {has}"
         );
     }
     clusters
@@ -82,6 +86,9 @@ fn start(options: &ClusterOptions) -> anyhow::Result<Clusters> {
     remove_states_of_ended_processes(&states);
     let state_dir = states.join(format!("test-{}", std::process::id()));
     let mut command = Command::new(supervisor_binary());
+    // The logs stay for whoever looks into a failure; the next test
+    // process removes them.
+    command.arg("--keep-state");
     for name in &options.real_nodes {
         command.arg(format!("--real-node={name}"));
     }
@@ -92,9 +99,8 @@ fn start(options: &ClusterOptions) -> anyhow::Result<Clusters> {
     })
 }
 
-/// Removes the `test-<pid>` state folders of test processes that have ended.
-/// A test process ends with its clusters killed, not stopped, so their
-/// etcd data would otherwise pile up run after run.
+/// Removes the `test-<pid>` state folders (logs, etcd data) of test
+/// processes that have ended, so they do not pile up run after run.
 fn remove_states_of_ended_processes(states: &std::path::Path) {
     let Ok(entries) = std::fs::read_dir(states) else {
         return;

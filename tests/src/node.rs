@@ -42,8 +42,14 @@ use config::{KubeletPorts, Layout, RuntimePaths};
 use runtime::NodeRuntime;
 use slot::{SLOTS_DIR, Slot};
 
-/// The name of the real node in a cluster that has one.
+/// The name of the (first) real node in a cluster that has one; the
+/// others are `real-node-1`, `real-node-2`, ….
 pub const REAL_NODE: &str = "real-node-0";
+
+/// The name of a cluster's real node number `index`.
+pub fn real_node_name(index: usize) -> String {
+    format!("real-node-{index}")
+}
 
 /// How long a node gets to register and turn Ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
@@ -107,6 +113,12 @@ impl RealNodeInfo {
         &self.name
     }
 
+    /// The node's InternalIP (its bridge's address on this host), where
+    /// its `hostNetwork` Pods listen with `listenOnPodIP`.
+    pub fn address(&self) -> String {
+        self.layout().gateway()
+    }
+
     /// Imports the OCI or Docker image archive at `archive` into the node's
     /// containerd (`k8s.io` namespace, where the kubelet looks), so Pods can
     /// run it with `imagePullPolicy: Never`.
@@ -144,11 +156,39 @@ impl RealNodeInfo {
     }
 }
 
+/// What real nodes left on this host once none runs: waits (up to
+/// `timeout`) until no process holds a slot — a test process's clusters
+/// stop after it ends — then lists, slot by slot, every process, mount,
+/// bridge, cgroup and folder a node left. Empty when the host is clean.
+pub async fn host_leftovers(timeout: Duration) -> Vec<String> {
+    let free = wait::try_until("every real-node slot released", timeout, || async {
+        match slot::held() {
+            held if held.is_empty() => Seen::Ready(()),
+            held => Seen::Waiting(format!("slots {held:?} held")),
+        }
+    })
+    .await;
+    if let Err(timeout) = free {
+        return vec![timeout.to_string()];
+    }
+    (0..slot::SLOTS)
+        .flat_map(|index| {
+            let layout = Layout::new(index, Path::new(SLOTS_DIR), "", PathBuf::new());
+            let containers = cleanup::container_ids(&layout.root);
+            cleanup::leftovers(&layout, &containers)
+                .into_iter()
+                .map(move |left| format!("slot {index}: {left}"))
+        })
+        .collect()
+}
+
 /// A running real node; dropping it stops it.
 pub struct RealNode {
     info: RealNodeInfo,
     layout: Layout,
     cluster: String,
+    /// `<cluster>-<node>`: the prefix of its processes' names and logs.
+    component: String,
     logs: PathBuf,
     containerd: Option<Child>,
     kubelet: Option<Child>,
@@ -156,27 +196,30 @@ pub struct RealNode {
 }
 
 impl RealNode {
-    /// Starts a real node for `cluster` — containerd with the kit's pause
-    /// and workload images, then a kubelet with a client certificate of the
-    /// clusters' CA (`pki`) — and returns once the Node is Ready. Its logs go
-    /// to `logs` (`<cluster>-containerd.log`, `<cluster>-kubelet.log`), Pod
-    /// logs under `cluster_dir`. Must run on a thread that lives as long as
-    /// the node should (the processes get a parent-death signal).
+    /// Starts real node number `index` of `cluster` — containerd with the
+    /// kit's pause and workload images, then a kubelet with a client
+    /// certificate of the clusters' CA (`pki`) — and returns once the Node
+    /// is Ready. Its logs go to `logs` (`<cluster>-<node>-containerd.log`,
+    /// `<cluster>-<node>-kubelet.log`), Pod logs under
+    /// `<cluster_dir>/pod-logs/<node>`. Must run on a thread that lives as
+    /// long as the node should (the processes get a parent-death signal).
     pub async fn start(
         cluster: &ClusterInfo,
+        index: usize,
         pki: &Pki,
         cluster_dir: &Path,
         logs: &Path,
     ) -> Result<RealNode, Error> {
         let started = Instant::now();
         let runtime = node_runtime()?;
-        let slot = Slot::acquire(&format!("real node of {}", cluster.name))
+        let name = real_node_name(index);
+        let slot = Slot::acquire(&format!("real node {name} of {}", cluster.name))
             .map_err(|e| Error::Io(format!("taking a real-node slot in {SLOTS_DIR}"), e))?;
         let layout = Layout::new(
             slot.index,
             Path::new(SLOTS_DIR),
-            REAL_NODE,
-            cluster_dir.join("pod-logs"),
+            &name,
+            cluster_dir.join("pod-logs").join(&name),
         );
         for line in cleanup::sweep(&layout) {
             eprintln!(
@@ -186,7 +229,7 @@ impl RealNode {
         }
         let mut node = RealNode {
             info: RealNodeInfo {
-                name: REAL_NODE.into(),
+                name: name.clone(),
                 slot: layout.slot,
                 root: layout.root.clone(),
                 containerd_address: layout.containerd_socket(),
@@ -195,6 +238,7 @@ impl RealNode {
             },
             layout,
             cluster: cluster.name.clone(),
+            component: format!("{}-{name}", cluster.name),
             logs: logs.to_path_buf(),
             containerd: None,
             kubelet: None,
@@ -206,7 +250,7 @@ impl RealNode {
         node.info.import_image(&runtime.workload_image())?;
         node.start_kubelet(&runtime, cluster, pki).await?;
         eprintln!(
-            "real node of {}: {REAL_NODE} Ready in {:.1}s (slot {}, snapshotter {})",
+            "real node of {}: {name} Ready in {:.1}s (slot {}, snapshotter {})",
             cluster.name,
             started.elapsed().as_secs_f64(),
             node.layout.slot,
@@ -230,14 +274,14 @@ impl RealNode {
 
     /// The node's processes that exited, with their exit status.
     pub fn exited(&mut self) -> Vec<(String, String)> {
-        let cluster = self.cluster.clone();
+        let component = self.component.clone();
         [
             ("containerd", &mut self.containerd),
             ("kubelet", &mut self.kubelet),
         ]
         .into_iter()
         .filter_map(|(what, child)| match child.as_mut()?.try_wait() {
-            Ok(Some(status)) => Some((format!("{cluster}-{what}"), status.to_string())),
+            Ok(Some(status)) => Some((format!("{component}-{what}"), status.to_string())),
             _ => None,
         })
         .collect()
@@ -438,7 +482,7 @@ impl RealNode {
     }
 
     fn log_path(&self, what: &str) -> PathBuf {
-        self.logs.join(format!("{}-{what}.log", self.cluster))
+        self.logs.join(format!("{}-{what}.log", self.component))
     }
 
     fn pid(&self, what: &str) -> i32 {
@@ -458,7 +502,7 @@ impl RealNode {
         let text = std::fs::read_to_string(log).unwrap_or_default();
         let tail: Vec<&str> = text.lines().rev().take(15).collect();
         Error::Exited {
-            component: format!("{}-{what}", self.cluster),
+            component: format!("{}-{what}", self.component),
             status,
             log: log.display().to_string(),
             tail: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),

@@ -11,7 +11,7 @@ use std::process::{Child, Command};
 use std::sync::OnceLock;
 use std::sync::mpsc;
 
-type Request = (Command, mpsc::Sender<io::Result<Child>>);
+type Request = (Command, libc::c_int, mpsc::Sender<io::Result<Child>>);
 
 static KEEPER: OnceLock<std::sync::Mutex<mpsc::Sender<Request>>> = OnceLock::new();
 
@@ -31,13 +31,20 @@ pub fn log_to(command: &mut Command, log: &std::path::Path) -> io::Result<()> {
 
 /// Spawns `command` so that it dies with this process.
 pub fn spawn(command: Command) -> io::Result<Child> {
+    spawn_ending_with(command, libc::SIGKILL)
+}
+
+/// Spawns `command` so that it gets `signal` when this process ends: with
+/// SIGTERM, a child that stops what it started itself (the cluster
+/// supervisor) gets to do so.
+pub fn spawn_ending_with(command: Command, signal: libc::c_int) -> io::Result<Child> {
     let keeper = KEEPER.get_or_init(|| {
         let (requests, incoming) = mpsc::channel::<Request>();
         std::thread::Builder::new()
             .name("process-keeper".into())
             .spawn(move || {
-                for (mut command, reply) in incoming {
-                    die_with_parent(&mut command);
+                for (mut command, signal, reply) in incoming {
+                    signal_on_parent_death(&mut command, signal);
                     let _ = reply.send(command.spawn());
                 }
                 // The channel's sender lives in a static, so this thread never
@@ -50,7 +57,7 @@ pub fn spawn(command: Command) -> io::Result<Child> {
     keeper
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .send((command, reply))
+        .send((command, signal, reply))
         .map_err(|_| io::Error::other("process keeper is gone"))?;
     spawned
         .recv()
@@ -59,14 +66,20 @@ pub fn spawn(command: Command) -> io::Result<Child> {
 
 /// Has the kernel kill the child when the spawning thread exits, and closes
 /// the race where the parent died before that was set up.
-#[allow(unsafe_code)]
 pub fn die_with_parent(command: &mut Command) {
+    signal_on_parent_death(command, libc::SIGKILL);
+}
+
+/// Has the kernel send `signal` to the child when the spawning thread
+/// exits; a child whose parent is already gone exits at once.
+#[allow(unsafe_code)]
+pub fn signal_on_parent_death(command: &mut Command, signal: libc::c_int) {
     // SAFETY: getpid, prctl, getppid and _exit are async-signal-safe; the
     // closure allocates nothing.
     let parent = unsafe { libc::getpid() };
     unsafe {
         command.pre_exec(move || {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            libc::prctl(libc::PR_SET_PDEATHSIG, signal);
             if libc::getppid() != parent {
                 libc::_exit(1);
             }

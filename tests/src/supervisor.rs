@@ -136,11 +136,13 @@ impl Supervisor {
             command.stdin(Stdio::piped());
         }
         let described = format!("{command:?}");
-        // Attached, it dies with this process; detached, it must outlive it.
+        // Attached, it is told to stop (SIGTERM) when this process ends, and
+        // stops its clusters — real nodes' shims and bridges included;
+        // detached, it must outlive this process.
         let spawned = if detach {
             command.spawn()
         } else {
-            crate::processes::spawn(command)
+            crate::processes::spawn_ending_with(command, libc::SIGTERM)
         };
         let mut child =
             spawned.map_err(|e| anyhow::anyhow!("starting cluster supervisor {described}: {e}"))?;

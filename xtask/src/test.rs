@@ -1,6 +1,7 @@
 //! `cargo xtask test`: formatting and lints, unit tests of every crate, then
 //! every end-to-end target against real clusters (each target starts and
-//! stops its own), building the control plane first if it is not cached.
+//! stops its own), building the control plane first if it is not cached;
+//! last, that the real nodes left nothing on the host.
 
 use std::process::Command;
 use std::time::Instant;
@@ -8,6 +9,9 @@ use std::time::Instant;
 use jobrelay_e2e::controlplane::{self, seconds};
 
 use crate::{log, workspace_root};
+
+/// How long the last test process's clusters get to stop.
+const NODES_STOP: std::time::Duration = std::time::Duration::from_secs(90);
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -52,6 +56,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         &args.rest,
         &[("JOBRELAY_IMAGES", listed.as_os_str())],
     )?;
+    // Each test process's clusters stop after it ends; their real nodes
+    // must leave nothing on the host.
+    let left = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(jobrelay_e2e::node::host_leftovers(NODES_STOP));
+    anyhow::ensure!(
+        left.is_empty(),
+        "the real nodes left this on the host:\n  {}",
+        left.join("\n  ")
+    );
     log(&format!(
         "all tests passed in {}",
         seconds(started.elapsed())

@@ -247,6 +247,9 @@ pub(crate) fn kubelet_yaml(layout: &Layout, ports: KubeletPorts, client_ca: &Pat
     let config = json!({
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
+        // The kubelet's API on the node's own address, not every address
+        // of the host.
+        "address": layout.gateway(),
         "port": ports.server,
         "readOnlyPort": 0,
         "healthzBindAddress": "127.0.0.1",

@@ -52,15 +52,21 @@ impl Slot {
 
 /// Whether a slot other than `mine` is held (by this process or another).
 pub(crate) fn others_held(mine: usize) -> bool {
-    let dir = Path::new(SLOTS_DIR);
-    (0..SLOTS).filter(|&i| i != mine).any(|index| {
-        let Ok(lock) = File::open(lock_path(dir, index)) else {
-            return false;
-        };
-        // Locked by this probe means nobody else held it; the lock goes
-        // with `lock` at the end of this closure.
-        !matches!(try_lock(&lock), Ok(true))
-    })
+    (0..SLOTS).filter(|&i| i != mine).any(is_held)
+}
+
+/// The slots held now (by this process or another).
+pub(crate) fn held() -> Vec<usize> {
+    (0..SLOTS).filter(|&i| is_held(i)).collect()
+}
+
+fn is_held(index: usize) -> bool {
+    let Ok(lock) = File::open(lock_path(Path::new(SLOTS_DIR), index)) else {
+        return false;
+    };
+    // Locked by this probe means nobody else held it; the lock goes with
+    // `lock` when it is dropped here.
+    !matches!(try_lock(&lock), Ok(true))
 }
 
 fn lock_path(dir: &Path, index: usize) -> PathBuf {

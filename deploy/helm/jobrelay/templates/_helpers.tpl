@@ -93,3 +93,22 @@ hostNetwork: true
 dnsPolicy: ClusterFirstWithHostNet
 {{- end }}
 {{- end }}
+
+{{/*
+The host the Pod's servers listen on: every address, or with
+`listenOnPodIP` only the Pod's IP (with hostNetwork, the node's InternalIP
+instead of every address the node has). The Pod's IP comes from the
+downward API (`POD_IP`, which `jobrelay.podIPEnv` defines first).
+*/}}
+{{- define "jobrelay.listenHost" -}}
+{{- if .listenOnPodIP }}$(POD_IP){{ else }}0.0.0.0{{ end }}
+{{- end }}
+
+{{- define "jobrelay.podIPEnv" -}}
+{{- if .listenOnPodIP }}
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+{{- end }}
+{{- end }}
