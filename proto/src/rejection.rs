@@ -7,7 +7,13 @@ impl RejectReason {
     /// A permanent refusal ends the manager Job `Failed` (reason
     /// `RemoteRejected`); any other is retried with backoff until it clears.
     pub fn is_permanent(self) -> bool {
-        matches!(self, RejectReason::Conflict | RejectReason::Invalid)
+        matches!(
+            self,
+            RejectReason::Conflict
+                | RejectReason::Invalid
+                | RejectReason::NamespaceNotAllowed
+                | RejectReason::PolicyDenied
+        )
     }
 }
 
@@ -16,12 +22,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_an_invalid_job_or_a_foreign_one_is_permanent() {
-        let permanent: Vec<RejectReason> = (0..=9)
+    fn an_invalid_job_a_foreign_one_or_one_the_workers_policy_refuses_is_permanent() {
+        let permanent: Vec<RejectReason> = (0..=11)
             .filter_map(|n| RejectReason::try_from(n).ok())
             .filter(|r| r.is_permanent())
             .collect();
-        assert_eq!(permanent, [RejectReason::Conflict, RejectReason::Invalid]);
+        assert_eq!(
+            permanent,
+            [
+                RejectReason::Conflict,
+                RejectReason::Invalid,
+                RejectReason::NamespaceNotAllowed,
+                RejectReason::PolicyDenied
+            ]
+        );
         assert!(!RejectReason::NamespaceMissing.is_permanent());
         assert!(!RejectReason::QuotaExceeded.is_permanent());
     }

@@ -7,11 +7,14 @@
 //! and runs; a mirror suspended after it started is suspended on its worker
 //! (the agent's `jobs/status` permission) and resumed; a mirror lost behind
 //! jobrelay's back is re-run; the two manager replicas roll and drain
-//! (`deploy/ha.rs`). Each ends with the leak audit at zero, and no jobrelay
+//! (`deploy/ha.rs`); the workers' namespace and pod-template policies
+//! refuse what their owners do not allow (`deploy/policy.rs`). Each ends with the leak audit at zero, and no jobrelay
 //! container logged a refusal by its API server.
 
 #[path = "deploy/ha.rs"]
 mod ha;
+#[path = "deploy/policy.rs"]
+mod policy;
 
 use jobrelay_e2e::deploy::{Installed, NAMESPACE};
 use jobrelay_e2e::deployed::{

@@ -443,10 +443,31 @@ async fn agent_objects_are_accepted_by_the_api_server() {
             "ConfigMap",
             "Deployment",
             "Service",
-            "ServiceAccount"
+            "ServiceAccount",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding"
         ]),
-        "the agent's objects (its Service is the metrics'): {:?}",
+        "the agent's objects (its Service is the metrics'; its pod-template policy): {:?}",
         summary(objects)
+    );
+    assert_accepted_by_api_server(&rendered).await;
+
+    // The stricter pod-template policy, and Roles in the namespaces a
+    // policy names instead of a ClusterRole.
+    let mut values = AGENT_VALUES.to_vec();
+    let scoped = format!(r#"agent.config={{"namespaces":{{"names":["{namespace}"]}}}}"#);
+    values.extend([
+        "--set",
+        "agent.podPolicy.level=restricted",
+        "--set-json",
+        &scoped,
+    ]);
+    let rendered = render(&namespace, &values, false).await;
+    let kinds: BTreeSet<&str> = rendered.objects.iter().map(kind).collect();
+    assert!(
+        kinds.contains("Role") && !kinds.contains("ClusterRole"),
+        "{:?}",
+        summary(&rendered.objects)
     );
     assert_accepted_by_api_server(&rendered).await;
 }

@@ -24,6 +24,7 @@ use kube::api::{Api, PostParams};
 
 use crate::certs::{Issued, RelayCa};
 use crate::cluster::ClusterInfo;
+use crate::deployed::{NAMESPACES, OUTSIDE};
 use crate::helm::{chart, helm};
 use crate::images::{Image, Images};
 use crate::kit::{self, Clusters};
@@ -36,6 +37,9 @@ pub const NAMESPACE: &str = "jobrelay-system";
 pub const RELEASE: &str = "jobrelay";
 /// The origin of the installed relay.
 pub const ORIGIN: &str = "deploy-e2e";
+/// The worker whose agent's namespace policy names the scenario namespaces
+/// ([`NAMESPACES`]); the others' opens every namespace.
+pub const SCOPED_WORKER: &str = "worker-2";
 
 /// A relay installed by the chart on clusters with real nodes.
 pub struct Installed {
@@ -198,6 +202,12 @@ impl Installed {
         ]);
         helm_in(manager, &release_args("install", &manager_values)).await?;
         register(manager, clusters.workers()).await?;
+        for cluster in std::iter::once(manager).chain(clusters.workers()) {
+            let client = cluster.client().await?;
+            for namespace in NAMESPACES.iter().chain([&OUTSIDE]) {
+                kit::create_namespace(&client, namespace).await;
+            }
+        }
         for worker in clusters.workers() {
             load(worker, &images.agent)?;
             kit::create_namespace(&worker.client().await?, NAMESPACE).await;
@@ -218,6 +228,10 @@ impl Installed {
                 "--set".into(),
                 "agent.orphanPodGrace=2s".into(),
             ]);
+            if worker.name == SCOPED_WORKER {
+                let policy = serde_json::json!({"namespaces": {"names": NAMESPACES}});
+                values.extend(["--set-json".into(), format!("agent.config={policy}")]);
+            }
             helm_in(worker, &release_args("install", &values)).await?;
         }
         Ok(Installed {

@@ -37,11 +37,31 @@ pub async fn wait_connected(clusters: &Clusters) {
     }
 }
 
-/// A namespace on every cluster and the manager's Jobs there.
-pub async fn namespace(installed: &Installed, prefix: &str) -> (String, Api<Job>) {
-    let ns = kit::namespace_everywhere(installed.clusters, prefix).await;
-    let jobs = Api::namespaced(kit::client(installed.clusters.manager()).await, &ns);
-    (ns, jobs)
+/// The namespaces the scenarios use, one each, made on every cluster before
+/// the agents are installed: worker-2's agent is open to these alone (its
+/// namespace policy names them, so it holds Roles in them and no
+/// ClusterRole).
+pub const NAMESPACES: [&str; 7] = [
+    "deploy-basic",
+    "deploy-real",
+    "deploy-kueue",
+    "deploy-suspend",
+    "deploy-lost",
+    "deploy-ha",
+    "deploy-policy",
+];
+/// A namespace on every cluster that worker-2's policy does not name.
+pub const OUTSIDE: &str = "deploy-outside";
+
+/// The scenario namespace `name` (one of [`NAMESPACES`]) and the manager's
+/// Jobs there.
+pub async fn namespace(installed: &Installed, name: &str) -> (String, Api<Job>) {
+    assert!(
+        NAMESPACES.contains(&name),
+        "{name} is not among {NAMESPACES:?}"
+    );
+    let jobs = Api::namespaced(kit::client(installed.clusters.manager()).await, name);
+    (name.to_string(), jobs)
 }
 
 /// Creates `job` (relayed: managed by jobrelay) and returns its UID.

@@ -66,6 +66,11 @@ pub struct Args {
     #[command(flatten)]
     pub process: jobrelay_process::ProcessFlags,
 
+    /// The agent's own namespace on the worker (its Secret and token live
+    /// there): never open to mirrors, whatever the namespace policy says.
+    #[arg(long, env = "JOBRELAY_POD_NAMESPACE")]
+    pub own_namespace: Option<String>,
+
     /// The CA (PEM) that signed the manager's server certificate.
     #[arg(
         long,

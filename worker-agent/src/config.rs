@@ -7,10 +7,21 @@ use std::time::Duration;
 use serde::Deserialize;
 
 /// Validated configuration.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct Config {
     /// Lifetime of Succeeded and Failed Pods; `None`: Pods are left alone.
     pub terminated_pods: Option<TerminatedPods>,
+    /// Where mirrors may go; `None`: every namespace but the system ones
+    /// and the agent's own.
+    pub namespaces: Option<Namespaces>,
+}
+
+/// The namespace policy as the file states it (see [`crate::namespaces`]).
+#[derive(Debug, Clone, Default)]
+pub struct Namespaces {
+    pub all: bool,
+    pub names: Vec<String>,
+    pub selector: Option<kube::core::Selector>,
 }
 
 /// Which terminated Pods to delete, and when.
@@ -50,6 +61,19 @@ pub enum ConfigError {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawConfig {
     terminated_pods: Option<RawTerminatedPods>,
+    namespaces: Option<RawNamespaces>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawNamespaces {
+    #[serde(default)]
+    all: bool,
+    #[serde(default)]
+    names: Vec<String>,
+    #[cfg_attr(test, schemars(with = "Option<serde_json::Value>"))]
+    selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -72,9 +96,52 @@ impl Config {
     /// Validates configuration text; `path` names it in errors.
     pub fn parse(path: &str, text: &str) -> Result<Config, ConfigError> {
         let raw: RawConfig = jobrelay_process::config_file::parse(path, text)?;
-        let Some(pods) = raw.terminated_pods else {
-            return Ok(Config::default());
+        let namespaces = raw
+            .namespaces
+            .map(|n| Self::namespaces(path, n))
+            .transpose()?;
+        let terminated_pods = raw
+            .terminated_pods
+            .map(|pods| Self::terminated_pods(path, pods))
+            .transpose()?;
+        Ok(Config {
+            terminated_pods,
+            namespaces,
+        })
+    }
+
+    fn namespaces(path: &str, raw: RawNamespaces) -> Result<Namespaces, ConfigError> {
+        let invalid = |field, message| ConfigError::Invalid {
+            path: path.into(),
+            field,
+            message,
         };
+        if let Some(bad) = raw.names.iter().find(|n| !is_dns_label(n)) {
+            return Err(invalid(
+                "namespaces.names",
+                format!("{bad:?} is not a namespace name"),
+            ));
+        }
+        let selector = raw
+            .selector
+            .map(kube::core::Selector::try_from)
+            .transpose()
+            .map_err(|e| invalid("namespaces.selector", e.to_string()))?;
+        if raw.all && (selector.is_some() || !raw.names.is_empty()) {
+            return Err(invalid(
+                "namespaces.all",
+                "all: true opens every namespace; leave names and selector out, or set all: false"
+                    .into(),
+            ));
+        }
+        Ok(Namespaces {
+            all: raw.all,
+            names: raw.names,
+            selector,
+        })
+    }
+
+    fn terminated_pods(path: &str, pods: RawTerminatedPods) -> Result<TerminatedPods, ConfigError> {
         let duration = |field: &'static str, value: &Option<String>| {
             jobrelay_process::config_file::duration(path, field, value.as_deref())
         };
@@ -106,18 +173,27 @@ impl Config {
                 message: format!("{empty:?} is not a namespace name"),
             });
         }
-        Ok(Config {
-            terminated_pods: Some(TerminatedPods {
-                succeeded_after,
-                failed_after,
-                namespaces: pods.namespaces,
-                label_selector: pods.label_selector.filter(|s| !s.trim().is_empty()),
-                include_unmirrored: pods.include_unmirrored,
-                dry_run: pods.dry_run,
-                interval,
-            }),
+        Ok(TerminatedPods {
+            succeeded_after,
+            failed_after,
+            namespaces: pods.namespaces,
+            label_selector: pods.label_selector.filter(|s| !s.trim().is_empty()),
+            include_unmirrored: pods.include_unmirrored,
+            dry_run: pods.dry_run,
+            interval,
         })
     }
+}
+
+/// Whether `name` can name a namespace (an RFC 1123 label).
+fn is_dns_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
 }
 
 #[cfg(test)]
@@ -156,6 +232,36 @@ mod tests {
         );
         assert!(!pods.dry_run);
         assert_eq!(pods.interval, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn reads_the_namespace_policy_and_refuses_what_cannot_name_a_namespace() {
+        assert!(
+            Config::default().namespaces.is_none(),
+            "none: every namespace"
+        );
+        let config = Config::parse(
+            "a.yaml",
+            "namespaces:\n  names: [team-a]\n  selector:\n    matchLabels: {jobrelay.dev/mirrors: allowed}\n",
+        )
+        .unwrap();
+        let namespaces = config.namespaces.unwrap();
+        assert!(!namespaces.all);
+        assert_eq!(namespaces.names, ["team-a"]);
+        assert_eq!(
+            namespaces.selector.map(|s| s.to_string()).as_deref(),
+            Some("jobrelay.dev/mirrors=allowed")
+        );
+        let err = refusal("namespaces:\n  names: [Team_A]\n");
+        assert!(
+            err.contains("namespaces.names") && err.contains("Team_A"),
+            "{err}"
+        );
+        let err = refusal("namespaces:\n  all: true\n  names: [team-a]\n");
+        assert!(err.contains("namespaces.all"), "{err}");
+        let err =
+            refusal("namespaces:\n  selector:\n    matchExpressions: [{key: a, operator: Near}]\n");
+        assert!(err.contains("namespaces.selector"), "{err}");
     }
 
     #[test]

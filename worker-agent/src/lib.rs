@@ -9,7 +9,9 @@ pub mod initial_list;
 pub mod lost;
 pub mod metrics;
 pub mod mirrors;
+pub mod namespaces;
 pub mod report;
+pub mod scoped_watch;
 pub mod session;
 pub mod teardown;
 pub mod terminated_pods;
@@ -18,6 +20,8 @@ pub mod watched;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use jobrelay_process::Shutdown;
 use jobrelay_process::health::Readiness;
 use jobrelay_proto::wire::ORIGIN_LABEL;
@@ -34,6 +38,7 @@ use crate::config::Config;
 pub use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::mirrors::{Mirrors, Pacing};
+use crate::namespaces::NamespacePolicy;
 use crate::session::{Agent, Dial};
 use crate::watched::{Changes, Watched};
 
@@ -75,11 +80,20 @@ pub async fn run(args: Args) -> Result<(), Error> {
         shutdown.clone(),
     ));
 
-    let config = match &args.config {
+    let mut config = match &args.config {
         Some(path) => jobrelay_process::config_file::load(path, Config::parse)?,
         None => Config::default(),
     };
     info!(?config, "configuration");
+    let policy = Arc::new(namespace_policy(&config, args.own_namespace.clone()));
+    info!(namespaces = %policy.describe(), "namespace policy");
+    // Where only named namespaces are open, finished Pods are looked for
+    // there too, not cluster-wide.
+    if let (Some(pods), Some(names)) = (config.terminated_pods.as_mut(), policy.watched())
+        && pods.namespaces.is_empty()
+    {
+        pods.namespaces = names;
+    }
     let client =
         jobrelay_process::kube_client::client(args.process.kubeconfig.as_deref(), kube_api_limit)
             .await?;
@@ -100,14 +114,15 @@ pub async fn run(args: Args) -> Result<(), Error> {
     let selector = watcher::Config::default()
         .labels(&format!("{ORIGIN_LABEL}={}", args.origin))
         .timeout(jobrelay_process::WATCH_TIMEOUT_SECS);
+    let scope = policy.watched();
     let (jobs, job_watch) = Watched::new(
-        initial_list::watch(Api::<Job>::all(client.clone()), selector.clone())
+        watch_within::<Job>(&client, scope.as_deref(), &selector)
             .modify(jobrelay_process::cache::trim)
             .modify(report::keep_what_is_reported),
         Arc::clone(&changes),
     );
     let (pods, pod_watch) = Watched::new(
-        initial_list::watch(Api::<Pod>::all(client.clone()), selector)
+        watch_within::<Pod>(&client, scope.as_deref(), &selector)
             .modify(jobrelay_process::cache::trim)
             .modify(mirrors::keep_pod_metadata),
         Arc::clone(&changes),
@@ -136,7 +151,8 @@ pub async fn run(args: Args) -> Result<(), Error> {
             pods,
             changes,
         )
-        .report_deletions_on(metrics.mirrors_deleting()),
+        .report_deletions_on(metrics.mirrors_deleting())
+        .within(policy),
     };
     info!(cluster = %args.cluster, manager = %args.manager_url.join(","), origin = %args.origin, "agent starting");
     let metrics_failed =
@@ -158,6 +174,52 @@ pub async fn run(args: Args) -> Result<(), Error> {
     metrics_server.abort();
     health.abort();
     ended
+}
+
+/// The namespace policy of the configuration file (every namespace when it
+/// has none), never opening `own`.
+fn namespace_policy(config: &Config, own: Option<String>) -> NamespacePolicy {
+    match &config.namespaces {
+        None => NamespacePolicy::everywhere(own),
+        Some(namespaces) => NamespacePolicy {
+            all: namespaces.all,
+            names: namespaces.names.iter().cloned().collect(),
+            selector: namespaces.selector.clone(),
+            own,
+        },
+    }
+}
+
+/// The watch of this origin's `K`s: cluster-wide, or in each of
+/// `namespaces` (merged) where the policy names them.
+fn watch_within<K>(
+    client: &kube::Client,
+    namespaces: Option<&[String]>,
+    selector: &watcher::Config,
+) -> BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + Default
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    match namespaces {
+        None => initial_list::watch(Api::<K>::all(client.clone()), selector.clone()).boxed(),
+        Some(namespaces) => scoped_watch::merged(
+            namespaces
+                .iter()
+                .map(|namespace| {
+                    initial_list::watch(
+                        Api::<K>::namespaced(client.clone(), namespace),
+                        selector.clone(),
+                    )
+                })
+                .collect(),
+        ),
+    }
 }
 
 /// Ready while a session is open and the worker's API server answers.

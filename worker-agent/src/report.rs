@@ -81,6 +81,9 @@ pub fn refusal_reason(code: u16, reason: &str, message: &str) -> RejectReason {
     if message.contains("admission webhook") && message.contains("denied the request") {
         return RejectReason::WebhookDenied;
     }
+    if message.contains("ValidatingAdmissionPolicy") && message.contains("denied request") {
+        return RejectReason::PolicyDenied;
+    }
     match code {
         404 if message.contains("namespaces") => RejectReason::NamespaceMissing,
         403 if message.contains("because it is being terminated") => {
@@ -195,6 +198,11 @@ mod tests {
                 WebhookDenied,
             ),
             (
+                422,
+                "jobs.batch \"a\" is forbidden: ValidatingAdmissionPolicy 'jobrelay-agent-pods' with binding 'jobrelay-agent-pods' denied request: privileged containers are not allowed",
+                PolicyDenied,
+            ),
+            (
                 403,
                 "jobs.batch is forbidden: User \"agent\" cannot create",
                 Forbidden,
@@ -223,7 +231,7 @@ mod tests {
         ] {
             assert!(!transient.is_permanent(), "{transient:?}");
         }
-        assert!(Invalid.is_permanent());
+        assert!(Invalid.is_permanent() && PolicyDenied.is_permanent());
     }
 
     #[test]

@@ -85,8 +85,12 @@ pub async fn check(
     let params = ListParams::default()
         .labels(&selector(policy, origin))
         .limit(1);
-    Api::<Pod>::all(client.clone())
-        .list_metadata(&params)
+    // In the first namespace in scope, where only some are readable.
+    let api = match policy.namespaces.first() {
+        Some(namespace) => Api::<Pod>::namespaced(client.clone(), namespace),
+        None => Api::<Pod>::all(client.clone()),
+    };
+    api.list_metadata(&params)
         .await
         .map_err(|source| crate::Error::TerminatedPodsSelector {
             selector: policy.label_selector.clone(),

@@ -74,7 +74,13 @@ async fn the_managers_roll_and_drain_while_jobs_run_and_none_is_lost_or_dispatch
     .await
     .unwrap_or_else(|e| panic!("{e:#}"));
     let rolled = wait_single_leader(installed, Some(&first.pod)).await;
-    let pods = manager_pods(installed).await;
+    // An old replica may still be terminating; the running ones are new.
+    let pods: Vec<Pod> = manager_pods(installed)
+        .await
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect();
+    assert_eq!(pods.len(), 2, "two running replicas: {pods:?}");
     assert!(
         pods.iter()
             .all(|p| p.annotations().get("rolled").map(String::as_str) == Some("once")),

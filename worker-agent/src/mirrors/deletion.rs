@@ -15,6 +15,7 @@ use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
 use super::{Held, Mirrors, agent_message, concurrently};
+use crate::namespaces::Verdict;
 use crate::teardown::{self, Deleted, Next, Progress, Seen};
 
 /// How long after a delete without effect it is sent again.
@@ -211,8 +212,35 @@ impl Mirrors {
     }
 
     /// Which of `uids`, mirrors in `namespace`, the API server shows neither
-    /// a Job nor a Pod of: two requests for the lot, each a consistent read.
+    /// a Job nor a Pod of: two requests for the lot (per namespace the
+    /// policy names, when the namespace is not known), each a consistent
+    /// read. Nothing of jobrelay's is in a namespace the policy refuses: no
+    /// mirror is ever written there.
     async fn confirm_gone(
+        &self,
+        namespace: &str,
+        uids: &[String],
+    ) -> Result<Vec<String>, kube::Error> {
+        if !namespace.is_empty()
+            && matches!(self.policy.decide(namespace, None), Verdict::Refused(_))
+        {
+            return Ok(uids.to_vec());
+        }
+        let scopes = match (namespace, self.policy.watched()) {
+            ("", Some(names)) => names,
+            (namespace, _) => vec![namespace.to_string()],
+        };
+        let mut uids = uids.to_vec();
+        for scope in scopes {
+            if uids.is_empty() {
+                break;
+            }
+            uids = self.confirm_gone_in(&scope, &uids).await?;
+        }
+        Ok(uids)
+    }
+
+    async fn confirm_gone_in(
         &self,
         namespace: &str,
         uids: &[String],

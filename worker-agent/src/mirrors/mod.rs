@@ -34,6 +34,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tracing::warn;
 
 use crate::budget::Budget;
+use crate::namespaces::NamespacePolicy;
 use crate::report::{phase_of, revision_of};
 pub use crate::watched::origin_uid;
 use crate::watched::{Changes, Watched};
@@ -159,6 +160,8 @@ pub struct Mirrors {
     progress_logged: Option<Instant>,
     /// Set to the mirrors being deleted after each pass.
     deleting_gauge: Gauge,
+    /// Where mirrors may go.
+    policy: Arc<NamespacePolicy>,
 }
 
 impl Mirrors {
@@ -200,7 +203,14 @@ impl Mirrors {
             confirmed_gone: 0,
             progress_logged: None,
             deleting_gauge: Gauge::default(),
+            policy: Arc::new(NamespacePolicy::everywhere(None)),
         }
+    }
+
+    /// Writes and reads mirrors only where `policy` allows.
+    pub fn within(mut self, policy: Arc<NamespacePolicy>) -> Self {
+        self.policy = policy;
+        self
     }
 
     /// Shows the mirrors being deleted (or waiting for their Pods to go) on

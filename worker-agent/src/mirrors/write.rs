@@ -5,11 +5,13 @@
 use jobrelay_proto::v1::{ApplyMirror, RejectReason};
 use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL, QUEUE_NAME_LABEL, REVISION_ANNOTATION};
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use tracing::{debug, info};
 
 use super::FIELD_MANAGER;
+use crate::namespaces::{NamespacePolicy, Verdict};
 use crate::report::{ApplyFailure, apply_failure, revision_of};
 
 /// Creates the mirror `apply` carries, or updates this origin's one to its
@@ -17,6 +19,7 @@ use crate::report::{ApplyFailure, apply_failure, revision_of};
 pub(super) async fn try_apply(
     client: &kube::Client,
     origin: &str,
+    policy: &NamespacePolicy,
     apply: &ApplyMirror,
 ) -> Result<(), ApplyFailure> {
     let rejected = |reason, message: String| Err(ApplyFailure::Refused(reason, message));
@@ -39,6 +42,7 @@ pub(super) async fn try_apply(
     let (Some(namespace), name) = (job.namespace(), job.name_any()) else {
         return rejected(RejectReason::Invalid, "the Job has no namespace".into());
     };
+    admitted(client, policy, &namespace).await?;
     let api: Api<Job> = Api::namespaced(client.clone(), &namespace);
     let create = PostParams {
         field_manager: Some(FIELD_MANAGER.into()),
@@ -198,6 +202,42 @@ fn keep_what_the_workers_kueue_owns(desired: &mut Job, existing: &Job) -> bool {
         desired.template = existing.template.clone();
     }
     true
+}
+
+/// Whether the namespace policy lets a mirror into `namespace`, reading the
+/// namespace's labels only when its selector must tell.
+async fn admitted(
+    client: &kube::Client,
+    policy: &NamespacePolicy,
+    namespace: &str,
+) -> Result<(), ApplyFailure> {
+    let verdict = match policy.decide(namespace, None) {
+        Verdict::NeedsLabels => match Api::<Namespace>::all(client.clone())
+            .get_opt(namespace)
+            .await
+        {
+            Ok(Some(found)) => policy.decide(namespace, Some(found.labels())),
+            Ok(None) => {
+                return Err(ApplyFailure::Refused(
+                    RejectReason::NamespaceMissing,
+                    format!("namespace {namespace} does not exist on the worker"),
+                ));
+            }
+            Err(error) => return Err(apply_failure(&error)),
+        },
+        verdict => verdict,
+    };
+    match verdict {
+        Verdict::Allowed => Ok(()),
+        Verdict::Refused(message) => Err(ApplyFailure::Refused(
+            RejectReason::NamespaceNotAllowed,
+            message,
+        )),
+        Verdict::NeedsLabels => Err(ApplyFailure::Refused(
+            RejectReason::NamespaceNotAllowed,
+            format!("namespace {namespace}: its labels could not be read"),
+        )),
+    }
 }
 
 #[cfg(test)]

@@ -112,3 +112,27 @@ downward API (`POD_IP`, which `jobrelay.podIPEnv` defines first).
       fieldPath: status.podIP
 {{- end }}
 {{- end }}
+
+{{/* The agent's RBAC rules, in its ClusterRole or in a Role per namespace. */}}
+{{- define "jobrelay.agentRules" -}}
+# What the agent calls, and nothing more: it creates, server-side applies and
+# deletes mirror Jobs and watches them; it watches their Pods and deletes the
+# ones that outlive their Job (and, when configured, finished Pods); it may
+# record Events. It clears `status.startTime` of a mirror suspended after it
+# started (the Job controller refuses to resume one that keeps it). Mirror
+# Jobs' Pods are created by the worker's Job controller, so the agent never
+# creates Pods itself.
+rules:
+  - apiGroups: ["batch"]
+    resources: ["jobs"]
+    verbs: ["get", "list", "watch", "create", "patch", "delete"]
+  - apiGroups: ["batch"]
+    resources: ["jobs/status"]
+    verbs: ["patch"]
+  - apiGroups: [""]
+    resources: ["pods"]
+    verbs: ["get", "list", "watch", "delete"]
+  - apiGroups: ["events.k8s.io"]
+    resources: ["events"]
+    verbs: ["create", "patch"]
+{{- end }}
