@@ -7,6 +7,7 @@
 use divan::{Bencher, black_box};
 use jobrelay_manager::fleet::Fleet;
 use jobrelay_manager::mirror::mirror_job;
+use jobrelay_manager::outbox::Outbox;
 use jobrelay_manager::status::{copied, differs, patch_body, reconciled};
 use jobrelay_proto::v1::{DesiredMirror, InventoryEntry, MirrorPhase};
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
@@ -301,10 +302,14 @@ fn desired() -> Vec<(DesiredMirror, ObjectRef<Job>)> {
 struct Reconnect {
     fleet: Fleet,
     _triggers: mpsc::UnboundedReceiver<ObjectRef<Job>>,
-    outbox: mpsc::UnboundedSender<jobrelay_proto::v1::ManagerMessage>,
-    _agent: mpsc::UnboundedReceiver<jobrelay_proto::v1::ManagerMessage>,
+    outbox: Outbox,
+    _agent: mpsc::Receiver<jobrelay_proto::v1::ManagerMessage>,
     desired: Vec<(DesiredMirror, ObjectRef<Job>)>,
 }
+
+/// Room for every message a bench queues: a full outbox would drop them
+/// and time something cheaper than a send.
+const BENCH_OUTBOX: usize = 1 << 20;
 
 fn reconnect_input(
     inventory: &[InventoryEntry],
@@ -314,12 +319,12 @@ fn reconnect_input(
     let (triggers, mut triggered) = mpsc::unbounded_channel();
     let fleet = Fleet::new(triggers);
     if known {
-        let (outbox, _agent) = mpsc::unbounded_channel();
+        let (outbox, _agent) = Outbox::new(BENCH_OUTBOX);
         let session = fleet.connect("worker-gpu-a", "0.1.0", inventory, desired.to_vec(), outbox);
         fleet.disconnect("worker-gpu-a", session);
         while triggered.try_recv().is_ok() {}
     }
-    let (outbox, agent) = mpsc::unbounded_channel();
+    let (outbox, agent) = Outbox::new(BENCH_OUTBOX);
     Reconnect {
         fleet,
         _triggers: triggered,

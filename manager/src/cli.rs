@@ -71,6 +71,9 @@ pub struct Args {
     #[command(flatten)]
     pub election: ElectionFlags,
 
+    #[command(flatten)]
+    pub relay: RelayFlags,
+
     /// CA bundle (PEM) that agents' client certificates must chain to.
     #[arg(
         long,
@@ -83,6 +86,48 @@ pub struct Args {
     /// claims. For local development on loopback only.
     #[arg(long, env = "JOBRELAY_INSECURE_PLAINTEXT", value_parser = clap::builder::BoolishValueParser::new())]
     pub insecure_plaintext: bool,
+}
+
+/// What one peer of the Relay may hold; see docs/security.md.
+#[derive(Debug, clap::Args)]
+pub struct RelayFlags {
+    /// Connections the Relay holds open at once, handshaking or not; beyond
+    /// it a new connection is closed at once. Room for every agent, twice.
+    #[arg(long, env = "JOBRELAY_RELAY_MAX_CONNECTIONS", default_value = "512", value_parser = clap::value_parser!(u32).range(1..))]
+    pub relay_max_connections: u32,
+
+    /// TLS handshakes in flight at once; beyond it a new connection is
+    /// closed at once.
+    #[arg(long, env = "JOBRELAY_RELAY_MAX_HANDSHAKES", default_value = "64", value_parser = clap::value_parser!(u32).range(1..))]
+    pub relay_max_handshakes: u32,
+
+    /// How long an agent has to say Hello once its stream is open.
+    #[arg(long, env = "JOBRELAY_RELAY_HELLO_TIMEOUT", default_value = "5s", value_parser = jobrelay_proto::duration::parse)]
+    pub relay_hello_timeout: Duration,
+
+    /// Messages queued for one agent; an agent that falls this far behind
+    /// is disconnected and resyncs when it dials again.
+    #[arg(long, env = "JOBRELAY_RELAY_OUTBOX_LIMIT", default_value = "4096", value_parser = clap::value_parser!(u32).range(1..))]
+    pub relay_outbox_limit: u32,
+}
+
+impl RelayFlags {
+    /// What the listener lets unauthenticated peers hold.
+    pub fn connection_limits(&self) -> jobrelay_process::ConnectionLimits {
+        jobrelay_process::ConnectionLimits {
+            max_connections: self.relay_max_connections as usize,
+            max_handshakes: self.relay_max_handshakes as usize,
+            ..Default::default()
+        }
+    }
+
+    /// What one session may hold.
+    pub fn session_limits(&self) -> crate::session::SessionLimits {
+        crate::session::SessionLimits {
+            hello_timeout: self.relay_hello_timeout,
+            outbox_capacity: self.relay_outbox_limit as usize,
+        }
+    }
 }
 
 /// How replicas of the manager elect the one that works.

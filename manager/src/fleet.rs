@@ -22,8 +22,7 @@ use tokio::sync::mpsc;
 use crate::fleet_views::{Link, MirrorView};
 use crate::placement::{Candidate, choose_cluster};
 
-/// The messages queued for one connected agent.
-pub type Outbox = mpsc::UnboundedSender<ManagerMessage>;
+pub use crate::outbox::Outbox;
 
 #[derive(Default)]
 struct Cluster {

@@ -200,6 +200,15 @@ impl Fleet {
         }
     }
 
+    /// Whether the mirror of `uid` is one this manager placed on `cluster`:
+    /// only then is a report about it read.
+    pub fn owns(&self, cluster: &str, uid: &str) -> bool {
+        self.lock()
+            .get(cluster)
+            .and_then(|c| c.mirrors.get(uid))
+            .is_some_and(|v| v.key.is_some())
+    }
+
     /// The manager Job a mirror belongs to, if known.
     pub fn key_of(&self, cluster: &str, uid: &str) -> Option<ObjectRef<Job>> {
         self.lock().get(cluster)?.mirrors.get(uid)?.key.clone()

@@ -14,7 +14,12 @@ fn key(name: &str) -> ObjectRef<Job> {
     ObjectRef::new(name).within("ns")
 }
 
-fn kinds(rx: &mut mpsc::UnboundedReceiver<ManagerMessage>) -> Vec<String> {
+/// An outbox with room for anything a test sends.
+fn outbox() -> (Outbox, mpsc::Receiver<ManagerMessage>) {
+    Outbox::new(1024)
+}
+
+fn kinds(rx: &mut mpsc::Receiver<ManagerMessage>) -> Vec<String> {
     let mut out = Vec::new();
     while let Ok(m) = rx.try_recv() {
         out.push(match m.kind.unwrap() {
@@ -30,7 +35,7 @@ fn kinds(rx: &mut mpsc::UnboundedReceiver<ManagerMessage>) -> Vec<String> {
 #[test]
 fn the_desired_set_goes_first_and_applies_are_sent_once_per_session_and_revision() {
     let (fleet, _) = fleet();
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (tx, mut rx) = outbox();
     fleet.connect("w1", "test", &[], vec![], tx);
     assert_eq!(
         fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new),
@@ -47,7 +52,7 @@ fn the_desired_set_goes_first_and_applies_are_sent_once_per_session_and_revision
     assert_eq!(kinds(&mut rx), ["desired 0", "apply u1 r1", "apply u1 r2"]);
 
     // A reconnect whose inventory lacks the mirror sends it again.
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (tx, mut rx) = outbox();
     fleet.connect("w1", "test", &[], vec![], tx);
     assert_eq!(
         fleet.ensure_applied("w1", "u1", &key("a"), 2, Vec::new),
@@ -63,7 +68,7 @@ fn apply_needed_says_when_a_send_is_due_and_sends_nothing() {
         fleet.apply_needed("w1", "u1", &key("a"), 1),
         Some(Apply::Disconnected)
     );
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (tx, mut rx) = outbox();
     fleet.connect("w1", "test", &[], vec![], tx);
     assert_eq!(fleet.apply_needed("w1", "u1", &key("a"), 1), None);
     assert_eq!(fleet.apply_needed("w1", "u1", &key("a"), 1), None);
@@ -80,7 +85,7 @@ fn apply_needed_says_when_a_send_is_due_and_sends_nothing() {
 #[test]
 fn a_mirror_in_the_inventory_is_not_sent_again() {
     let (fleet, _) = fleet();
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (tx, mut rx) = outbox();
     let held = InventoryEntry {
         origin_uid: "u1".into(),
         revision: 3,
@@ -104,7 +109,7 @@ fn cleanup_waits_for_gone_and_resends_the_delete_in_a_new_session() {
         fleet.cleanup("w1", "u1", &key("a"), DeleteReason::ManagerJobDeleted),
         Cleanup::Disconnected
     );
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (tx, mut rx) = outbox();
     let s1 = fleet.connect("w1", "test", &[], vec![], tx);
     assert_eq!(
         fleet.cleanup("w1", "u1", &key("a"), DeleteReason::ManagerJobDeleted),
@@ -115,7 +120,7 @@ fn cleanup_waits_for_gone_and_resends_the_delete_in_a_new_session() {
         Cleanup::Waiting
     );
     fleet.disconnect("w1", s1);
-    let (tx, mut rx2) = mpsc::unbounded_channel();
+    let (tx, mut rx2) = outbox();
     fleet.connect("w1", "test", &[], vec![], tx);
     assert_eq!(
         fleet.cleanup("w1", "u1", &key("a"), DeleteReason::ManagerJobDeleted),
@@ -133,7 +138,7 @@ fn cleanup_waits_for_gone_and_resends_the_delete_in_a_new_session() {
 #[test]
 fn a_resumed_job_is_applied_only_after_its_old_mirror_is_gone() {
     let (fleet, _) = fleet();
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (tx, mut rx) = outbox();
     fleet.connect("w1", "test", &[], vec![], tx);
     fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
     fleet.cleanup("w1", "u1", &key("a"), DeleteReason::ManagerJobDeleted);
@@ -155,9 +160,9 @@ fn a_resumed_job_is_applied_only_after_its_old_mirror_is_gone() {
 #[test]
 fn a_rejected_revision_is_not_resent_and_least_loaded_counts_live_mirrors() {
     let (fleet, mut triggers) = fleet();
-    let (tx, _rx) = mpsc::unbounded_channel();
+    let (tx, _rx) = outbox();
     fleet.connect("w1", "test", &[], vec![], tx);
-    let (tx2, _rx2) = mpsc::unbounded_channel();
+    let (tx2, _rx2) = outbox();
     fleet.connect("w2", "test", &[], vec![], tx2);
     fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
     let conflict = rejection(RejectReason::Conflict);
@@ -188,7 +193,7 @@ pub(crate) fn rejection(reason: RejectReason) -> Rejection {
 #[test]
 fn a_refusal_that_can_clear_waits_until_the_worker_holds_the_mirror() {
     let (fleet, _) = fleet();
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (tx, mut rx) = outbox();
     fleet.connect("w1", "test", &[], vec![], tx);
     fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
     let quota = rejection(RejectReason::QuotaExceeded);
@@ -215,7 +220,7 @@ fn a_refusal_that_can_clear_waits_until_the_worker_holds_the_mirror() {
 #[test]
 fn a_lost_mirror_is_applied_again_only_once_its_remains_are_gone() {
     let (fleet, _) = fleet();
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (tx, mut rx) = outbox();
     fleet.connect("w1", "test", &[], vec![], tx);
     fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
     fleet
@@ -256,7 +261,7 @@ fn a_lost_mirror_is_applied_again_only_once_its_remains_are_gone() {
 #[test]
 fn reports_about_mirrors_never_placed_on_the_cluster_are_dropped() {
     let (fleet, mut triggers) = fleet();
-    let (tx, _rx) = mpsc::unbounded_channel();
+    let (tx, _rx) = outbox();
     let stray = InventoryEntry {
         origin_uid: "elsewhere".into(),
         revision: 1,
@@ -290,7 +295,7 @@ fn jobs_placed_together_spread_and_a_placement_is_stable() {
     );
     let mut outboxes = Vec::new();
     for cluster in ["w1", "w2"] {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = outbox();
         outboxes.push(rx);
         fleet.connect(cluster, "test", &[], vec![], tx);
     }
@@ -324,7 +329,7 @@ fn jobs_placed_together_spread_and_a_placement_is_stable() {
 #[test]
 fn only_a_disconnected_cluster_can_be_lost_and_a_session_ends_it() {
     let (fleet, _) = fleet();
-    let (tx, _rx) = mpsc::unbounded_channel();
+    let (tx, _rx) = outbox();
     let session = fleet.connect("w1", "0.1.0", &[], vec![], tx);
     assert!(
         !fleet.set_lost("w1", true),
@@ -335,7 +340,38 @@ fn only_a_disconnected_cluster_can_be_lost_and_a_session_ends_it() {
     assert!(!link.connected && link.since.is_some() && link.agent_version == "0.1.0");
     assert!(fleet.set_lost("w1", true));
     assert!(fleet.is_lost("w1"));
-    let (tx, _rx) = mpsc::unbounded_channel();
+    let (tx, _rx) = outbox();
     fleet.connect("w1", "0.1.0", &[], vec![], tx);
     assert!(!fleet.is_lost("w1"));
+}
+
+#[test]
+fn a_cluster_owns_only_the_mirrors_placed_on_it() {
+    let (fleet, _) = fleet();
+    let (tx, _rx) = outbox();
+    fleet.connect("w1", "test", &[], vec![], tx);
+    assert!(!fleet.owns("w1", "u1"), "nothing placed yet");
+    assert_eq!(
+        fleet.place("u1", &key("a"), None, |_| true).as_deref(),
+        Some("w1")
+    );
+    assert!(fleet.owns("w1", "u1"));
+    assert!(
+        !fleet.owns("w2", "u1"),
+        "another cluster's report is not read"
+    );
+    fleet.forget("w1", "u1");
+    assert!(!fleet.owns("w1", "u1"), "a forgotten mirror is not read");
+}
+
+#[tokio::test]
+async fn a_session_whose_outbox_is_full_is_told_and_drops_the_message() {
+    let (fleet, _) = fleet();
+    let (tx, mut rx) = Outbox::new(1);
+    fleet.connect("w1", "test", &[], vec![], tx.clone());
+    fleet.place("u1", &key("a"), None, |_| true);
+    fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
+    assert_eq!(kinds(&mut rx), ["desired 0"], "the apply found no room");
+    let told = tokio::time::timeout(std::time::Duration::from_secs(5), tx.fell_behind()).await;
+    assert!(told.is_ok(), "the session learns it fell behind");
 }

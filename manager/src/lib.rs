@@ -19,6 +19,7 @@ pub mod leader;
 pub mod lost;
 pub mod metrics;
 pub mod mirror;
+pub mod outbox;
 pub mod pace;
 pub mod placement;
 pub mod reconcile;
@@ -37,7 +38,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use jobrelay_process::cache::trim;
-use jobrelay_process::{Fence, ServerTls, Shutdown};
+use jobrelay_process::{Fence, RefusedConnection, ServerTls, Shutdown};
 use jobrelay_proto::v1::relay_server::RelayServer;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Namespace;
@@ -272,12 +273,18 @@ pub async fn run(args: Args) -> Result<(), Error> {
         origin: origin.clone(),
         heartbeat_interval: args.heartbeat_interval,
         remote_retention: config.retention.remote_after_finished,
+        limits: args.relay.session_limits(),
         shutdown: shutdown.clone(),
     });
     let relay = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(args.heartbeat_interval))
         .http2_keepalive_timeout(Some(args.heartbeat_interval * 2))
-        .add_service(RelayServer::new(RelayService { sessions }));
+        .max_concurrent_streams(Some(session::limits::MAX_CONCURRENT_STREAMS))
+        .http2_max_header_list_size(Some(session::limits::MAX_HEADER_LIST_SIZE))
+        .add_service(
+            RelayServer::new(RelayService { sessions })
+                .max_decoding_message_size(session::limits::HELLO_LIMIT),
+        );
     let listener = tokio::net::TcpListener::bind(args.listen).await.map_err(
         jobrelay_process::Error::listen("the Relay service", args.listen),
     )?;
@@ -291,12 +298,13 @@ pub async fn run(args: Args) -> Result<(), Error> {
                     files.watch(pem, args.process.certificates.certificate_reload_interval),
                 ),
             );
-            let failed = Arc::clone(&metrics);
+            let refused = Arc::clone(&metrics);
             let incoming = server_tls.incoming(
                 listener,
-                Arc::new(move |addr, error: &str| {
-                    warn!(%addr, %error, "TLS handshake failed");
-                    failed.refused("tls_handshake_failed");
+                args.relay.connection_limits(),
+                Arc::new(move |connection: &RefusedConnection| {
+                    session::log_refused_connection(connection);
+                    refused.refused(connection.reason);
                 }),
             );
             tokio::spawn(relay.serve_with_incoming_shutdown(incoming, shutdown.clone().requested()))

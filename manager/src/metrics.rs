@@ -70,6 +70,7 @@ pub struct Metrics {
     deletions: Arc<Pace>,
     registry: Mutex<Registry>,
     sessions_refused: Family<ByReason, Counter>,
+    sessions_cut: Family<ByReason, Counter>,
     apply_refusals: Family<Refusal, Counter>,
     mirrors_lost: Family<ByCluster, Counter>,
     reports_dropped: Family<ByCluster, Counter>,
@@ -97,6 +98,7 @@ impl Metrics {
             deletions,
             registry: Mutex::new(Registry::with_prefix("jobrelay")),
             sessions_refused: Family::default(),
+            sessions_cut: Family::default(),
             apply_refusals: Family::default(),
             mirrors_lost: Family::default(),
             reports_dropped: Family::default(),
@@ -122,8 +124,13 @@ impl Metrics {
             .unwrap_or_else(PoisonError::into_inner);
         registry.register(
             "sessions_refused",
-            "Agent connections refused, by reason",
+            "Agent connections refused, by reason: at the TLS handshake, a Relay limit, or the Hello",
             metrics.sessions_refused.clone(),
+        );
+        registry.register(
+            "sessions_cut",
+            "Agent sessions ended by a Relay limit (outbox_full, message_too_large); the agent dials again and resyncs",
+            metrics.sessions_cut.clone(),
         );
         registry.register(
             "apply_refusals",
@@ -235,6 +242,15 @@ impl Metrics {
     /// Counts a refused session or connection.
     pub fn refused(&self, reason: &str) {
         self.sessions_refused
+            .get_or_create(&ByReason {
+                reason: reason.into(),
+            })
+            .inc();
+    }
+
+    /// Counts a session ended by one of the Relay's limits.
+    pub fn session_cut(&self, reason: &str) {
+        self.sessions_cut
             .get_or_create(&ByReason {
                 reason: reason.into(),
             })
@@ -359,7 +375,7 @@ mod tests {
     fn renders_counters_gauges_and_per_cluster_histograms() {
         let (triggers, _) = tokio::sync::mpsc::unbounded_channel();
         let fleet = Arc::new(Fleet::new(triggers));
-        let (outbox, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let (outbox, _rx) = crate::outbox::Outbox::new(16);
         fleet.connect("w1", "test", &[], vec![], outbox);
         fleet.ensure_applied("w1", "u1", &ObjectRef::new("a").within("ns"), 1, Vec::new);
         fleet.record_status("w1", "u1", 1, MirrorPhase::Running, None);

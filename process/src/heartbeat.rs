@@ -7,10 +7,23 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
+/// Where a session's heartbeats are queued.
+pub trait Outbound<M> {
+    /// Queues `message`; false once the session can take no more (its
+    /// stream closed, or its queue cut it off).
+    fn queue(&self, message: M) -> bool;
+}
+
+impl<M> Outbound<M> for mpsc::UnboundedSender<M> {
+    fn queue(&self, message: M) -> bool {
+        self.send(message).is_ok()
+    }
+}
+
 /// Sends `beat()` on `outbox` every `interval`, following changes of the
-/// interval; returns once the outbox is closed.
+/// interval; returns once the outbox takes no more.
 pub async fn send_every<M>(
-    outbox: mpsc::UnboundedSender<M>,
+    outbox: impl Outbound<M>,
     mut interval: watch::Receiver<Duration>,
     beat: impl Fn() -> M,
 ) {
@@ -26,17 +39,17 @@ pub async fn send_every<M>(
                 continue;
             }
         }
-        if outbox.send(beat()).is_err() {
+        if !outbox.queue(beat()) {
             return;
         }
     }
 }
 
-async fn keep_every<M>(outbox: mpsc::UnboundedSender<M>, every: Duration, beat: impl Fn() -> M) {
+async fn keep_every<M>(outbox: impl Outbound<M>, every: Duration, beat: impl Fn() -> M) {
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     loop {
         ticks.tick().await;
-        if outbox.send(beat()).is_err() {
+        if !outbox.queue(beat()) {
             return;
         }
     }

@@ -3,8 +3,9 @@
 //! logic lives here.
 //!
 //! Mutual TLS: the manager accepts only agents whose client certificate
-//! chains to its CA and learns each agent's identity from the certificate's
-//! subject alternative names; the agent verifies the manager's certificate
+//! chains to its CA and is made for client authentication — judged inside
+//! the handshake, within limits on connections and handshakes — and learns
+//! each agent's identity from the certificate's subject alternative names; the agent verifies the manager's certificate
 //! against the CA it was given. Both read their certificates from PEM files
 //! and load them again when the files change, so a mounted Secret can be
 //! rotated without a restart.
@@ -18,6 +19,7 @@
 
 pub mod cache;
 pub mod client;
+pub mod client_cert;
 pub mod config_file;
 pub mod error;
 pub mod fence;
@@ -34,13 +36,14 @@ pub mod server;
 pub mod shutdown;
 pub mod telemetry;
 
+pub use client_cert::CertificateRefusal;
 pub use error::Error;
 pub use fence::Fence;
 pub use files::{Pem, PemFiles};
 pub use flags::{CertificateFlags, ProcessFlags};
 pub use kube_client::KubeApiFlags;
 pub use rate::{RateLimit, TokenBucket};
-pub use server::{CertificateRefusal, Peer, PeerIdentity, ServerTls};
+pub use server::{ConnectionLimits, Peer, RefusedConnection, ServerTls};
 pub use shutdown::Shutdown;
 
 /// Each Kubernetes watch of either binary ends after this long and is

@@ -1,8 +1,9 @@
-//! The manager's side: a TLS acceptor that demands a client certificate and
-//! attaches to every connection who the peer is. The certificate chain is
-//! checked right after the handshake rather than inside it, so a refused
-//! agent gets a gRPC status that says why (expired, untrusted) instead of a
-//! bare TLS alert; no request is served on such a connection.
+//! The manager's side: a TLS acceptor that verifies the client's
+//! certificate inside the handshake ([`crate::client_cert`]), so a peer the
+//! CA did not vouch for never sends a byte of gRPC, and that bounds what
+//! unauthenticated peers can hold: connections open at once, handshakes in
+//! flight, and the time a handshake may take. Every connection it refuses
+//! is reported with a reason; every one it accepts carries who the peer is.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -11,71 +12,96 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::Stream;
-use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::{ServerConfig, WebPkiClientVerifier};
-use rustls::{CertificateError, DigitallySignedStruct, DistinguishedName, SignatureScheme};
-use rustls_pki_types::{CertificateDer, UnixTime};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::Connected;
 use tracing::{debug, info, warn};
 
 use crate::Error;
+use crate::client_cert::{self, InHandshake};
 use crate::files::Pem;
 
-/// How long a client may take to finish its handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Told the peer's address and the error of every handshake that failed.
-pub type FailedHandshake = Arc<dyn Fn(SocketAddr, &str) + Send + Sync>;
-
-/// Who is at the other end of a connection, as its certificate says.
-#[derive(Debug, Clone)]
-pub struct Peer {
-    pub addr: SocketAddr,
-    pub identity: PeerIdentity,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PeerIdentity {
-    /// A certificate that chains to the CA; the DNS names of its SAN.
-    Verified(Vec<String>),
-    /// A certificate that does not.
-    Refused(CertificateRefusal, String),
-}
-
-/// Why a client certificate was not accepted.
+/// What one listener lets unauthenticated peers hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CertificateRefusal {
-    Expired,
-    NotYetValid,
-    /// Not signed by the configured CA, or otherwise invalid.
-    Untrusted,
-    /// Valid, but names no DNS subject alternative name.
-    NoIdentity,
+pub struct ConnectionLimits {
+    /// Connections open at once, handshaking or established; beyond it a
+    /// new connection is closed as soon as it is accepted.
+    pub max_connections: usize,
+    /// TLS handshakes in flight at once; beyond it likewise.
+    pub max_handshakes: usize,
+    /// How long a client may take to finish its handshake.
+    pub handshake_timeout: Duration,
 }
 
-impl CertificateRefusal {
-    /// A label for metrics and logs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CertificateRefusal::Expired => "certificate_expired",
-            CertificateRefusal::NotYetValid => "certificate_not_yet_valid",
-            CertificateRefusal::Untrusted => "certificate_untrusted",
-            CertificateRefusal::NoIdentity => "certificate_without_identity",
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits {
+            max_connections: 512,
+            max_handshakes: 64,
+            handshake_timeout: Duration::from_secs(10),
         }
     }
 }
 
-struct Loaded {
-    config: Arc<ServerConfig>,
-    verifier: Arc<dyn ClientCertVerifier>,
+/// A connection closed before it could carry a request, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedConnection {
+    pub addr: SocketAddr,
+    /// A label for metrics and logs: a [`client_cert::CertificateRefusal`]'s,
+    /// or `connection_limit`, `handshake_limit`, `handshake_timeout`,
+    /// `tls_handshake_failed`.
+    pub reason: &'static str,
+    pub detail: String,
+}
+
+impl RefusedConnection {
+    /// Refused by a limit rather than for what the peer presented.
+    pub fn by_limit(&self) -> bool {
+        matches!(self.reason, CONNECTION_LIMIT | HANDSHAKE_LIMIT)
+    }
+}
+
+const CONNECTION_LIMIT: &str = "connection_limit";
+const HANDSHAKE_LIMIT: &str = "handshake_limit";
+
+/// Told of every connection refused.
+pub type OnRefused = Arc<dyn Fn(&RefusedConnection) + Send + Sync>;
+
+/// Who is at the other end of a connection, as its verified certificate
+/// says.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    pub addr: SocketAddr,
+    /// The DNS names of the certificate's subject alternative names (at
+    /// least one: the handshake refuses a certificate without).
+    pub dns_names: Vec<String>,
+}
+
+/// Whether a just-accepted connection may start its handshake, given
+/// whether a connection slot and a handshake slot were free.
+pub fn admit_connection(connection_free: bool, handshake_free: bool) -> Result<(), &'static str> {
+    match (connection_free, handshake_free) {
+        (false, _) => Err(CONNECTION_LIMIT),
+        (true, false) => Err(HANDSHAKE_LIMIT),
+        (true, true) => Ok(()),
+    }
+}
+
+/// The reason a handshake that failed with `error` is counted under.
+pub fn handshake_refusal(error: &std::io::Error) -> &'static str {
+    error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .and_then(client_cert::refusal_of)
+        .map_or("tls_handshake_failed", |refusal| refusal.as_str())
 }
 
 /// The server's TLS configuration, replaced whole when the files change.
 pub struct ServerTls {
-    loaded: RwLock<Arc<Loaded>>,
+    loaded: RwLock<Arc<ServerConfig>>,
 }
 
 impl ServerTls {
@@ -85,7 +111,8 @@ impl ServerTls {
         })
     }
 
-    /// Loads new certificates; connections already open keep theirs.
+    /// Loads new certificates and a new client CA; connections already open
+    /// keep theirs, new handshakes are verified against the new CA.
     pub fn reload(&self, pem: &Pem) -> Result<(), Error> {
         let loaded = Arc::new(load(pem)?);
         *self.loaded.write().unwrap_or_else(|p| p.into_inner()) = loaded;
@@ -103,19 +130,22 @@ impl ServerTls {
         }
     }
 
-    fn current(&self) -> Arc<Loaded> {
+    fn current(&self) -> Arc<ServerConfig> {
         Arc::clone(&self.loaded.read().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// Accepts connections on `listener`, each handshake in a task of its
-    /// own so a slow client holds up no other. `on_failed_handshake` is
-    /// called with the error of every handshake that failed.
+    /// Accepts connections on `listener` within `limits`, each handshake in
+    /// a task of its own so a slow client holds up no other. `on_refused` is
+    /// told of every connection refused.
     pub fn incoming(
         self: Arc<Self>,
         listener: TcpListener,
-        on_failed_handshake: FailedHandshake,
+        limits: ConnectionLimits,
+        on_refused: OnRefused,
     ) -> impl Stream<Item = Result<TlsConnection, std::io::Error>> {
         let (accepted, stream) = tokio::sync::mpsc::channel(64);
+        let connections = Arc::new(Semaphore::new(limits.max_connections));
+        let handshakes = Arc::new(Semaphore::new(limits.max_handshakes));
         tokio::spawn(async move {
             loop {
                 let (tcp, addr) = match listener.accept().await {
@@ -129,29 +159,63 @@ impl ServerTls {
                 if accepted.is_closed() {
                     return;
                 }
-                let loaded = self.current();
+                let connection = Arc::clone(&connections).try_acquire_owned().ok();
+                let handshake = Arc::clone(&handshakes).try_acquire_owned().ok();
+                let admitted = admit_connection(connection.is_some(), handshake.is_some());
+                let (Ok(()), Some(connection), Some(handshake)) = (admitted, connection, handshake)
+                else {
+                    drop(tcp);
+                    on_refused(&RefusedConnection {
+                        addr,
+                        reason: admitted.err().unwrap_or(HANDSHAKE_LIMIT),
+                        detail: "closed as soon as accepted".into(),
+                    });
+                    continue;
+                };
+                let config = self.current();
                 let accepted = accepted.clone();
-                let on_failed = Arc::clone(&on_failed_handshake);
+                let on_refused = Arc::clone(&on_refused);
                 tokio::spawn(async move {
                     let _ = tcp.set_nodelay(true);
-                    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(&loaded.config));
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                        Ok(Ok(stream)) => {
-                            let identity = identify(
-                                loaded.verifier.as_ref(),
-                                stream.get_ref().1.peer_certificates(),
-                            );
-                            debug!(%addr, ?identity, "TLS connection");
-                            let _ = accepted
-                                .send(Ok(TlsConnection {
-                                    stream,
-                                    peer: Peer { addr, identity },
-                                }))
-                                .await;
+                    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+                    let handshaken =
+                        tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)).await;
+                    drop(handshake);
+                    let refused = |reason, detail| RefusedConnection {
+                        addr,
+                        reason,
+                        detail,
+                    };
+                    let stream = match handshaken {
+                        Ok(Ok(stream)) => stream,
+                        Ok(Err(error)) => {
+                            return on_refused(&refused(
+                                handshake_refusal(&error),
+                                error.to_string(),
+                            ));
                         }
-                        Ok(Err(error)) => on_failed(addr, &error.to_string()),
-                        Err(_) => on_failed(addr, "handshake timed out"),
-                    }
+                        Err(_) => {
+                            return on_refused(&refused(
+                                "handshake_timeout",
+                                format!("no handshake within {:?}", limits.handshake_timeout),
+                            ));
+                        }
+                    };
+                    let dns_names = stream
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|chain| chain.first())
+                        .map(|cert| client_cert::facts(cert).dns_names)
+                        .unwrap_or_default();
+                    debug!(%addr, ?dns_names, "TLS connection");
+                    let _ = accepted
+                        .send(Ok(TlsConnection {
+                            stream,
+                            peer: Peer { addr, dns_names },
+                            _slot: connection,
+                        }))
+                        .await;
                 });
             }
         });
@@ -159,7 +223,7 @@ impl ServerTls {
     }
 }
 
-fn load(pem: &Pem) -> Result<Loaded, Error> {
+fn load(pem: &Pem) -> Result<ServerConfig, Error> {
     let provider = crate::provider();
     let mut roots = rustls::RootCertStore::empty();
     for ca in pem.ca_certificates() {
@@ -173,113 +237,11 @@ fn load(pem: &Pem) -> Result<Loaded, Error> {
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| Error::Config(e.to_string()))?
-        .with_client_cert_verifier(Arc::new(AfterHandshake(Arc::clone(&verifier))))
+        .with_client_cert_verifier(Arc::new(InHandshake(verifier)))
         .with_single_cert(pem.certificates(), pem.private_key()?)
         .map_err(|e| Error::Config(format!("server certificate and key: {e}")))?;
     config.alpn_protocols = vec![b"h2".to_vec()];
-    Ok(Loaded {
-        config: Arc::new(config),
-        verifier,
-    })
-}
-
-/// Checks a presented chain against the CA and reads the identity from it.
-fn identify(
-    verifier: &dyn ClientCertVerifier,
-    chain: Option<&[CertificateDer<'_>]>,
-) -> PeerIdentity {
-    let Some((end_entity, intermediates)) = chain.and_then(|c| c.split_first()) else {
-        // The handshake makes a certificate mandatory; this is defensive.
-        return PeerIdentity::Refused(
-            CertificateRefusal::Untrusted,
-            "no client certificate".into(),
-        );
-    };
-    if let Err(error) = verifier.verify_client_cert(end_entity, intermediates, UnixTime::now()) {
-        let refusal = match &error {
-            rustls::Error::InvalidCertificate(
-                CertificateError::Expired | CertificateError::ExpiredContext { .. },
-            ) => CertificateRefusal::Expired,
-            rustls::Error::InvalidCertificate(
-                CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. },
-            ) => CertificateRefusal::NotYetValid,
-            _ => CertificateRefusal::Untrusted,
-        };
-        return PeerIdentity::Refused(refusal, error.to_string());
-    }
-    let names = dns_names(end_entity);
-    if names.is_empty() {
-        return PeerIdentity::Refused(
-            CertificateRefusal::NoIdentity,
-            "the client certificate has no DNS subject alternative name".into(),
-        );
-    }
-    PeerIdentity::Verified(names)
-}
-
-/// The DNS names in a certificate's subject alternative names.
-fn dns_names(cert: &CertificateDer<'_>) -> Vec<String> {
-    use x509_parser::extensions::GeneralName;
-    let Ok((_, parsed)) = x509_parser::parse_x509_certificate(cert.as_ref()) else {
-        return Vec::new();
-    };
-    let Ok(Some(san)) = parsed.subject_alternative_name() else {
-        return Vec::new();
-    };
-    san.value
-        .general_names
-        .iter()
-        .filter_map(|name| match name {
-            GeneralName::DNSName(dns) => Some(dns.to_string()),
-            _ => None,
-        })
-        .collect()
-}
-
-/// Demands a client certificate and proof of its key during the handshake;
-/// whether the chain is trusted is decided right after it ([`identify`]).
-#[derive(Debug)]
-struct AfterHandshake(Arc<dyn ClientCertVerifier>);
-
-impl ClientCertVerifier for AfterHandshake {
-    fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        self.0.root_hint_subjects()
-    }
-
-    fn client_auth_mandatory(&self) -> bool {
-        true
-    }
-
-    fn verify_client_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _now: UnixTime,
-    ) -> Result<ClientCertVerified, rustls::Error> {
-        Ok(ClientCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
-    }
+    Ok(config)
 }
 
 /// An accepted TLS connection that tells tonic who its peer is: handlers
@@ -287,6 +249,8 @@ impl ClientCertVerifier for AfterHandshake {
 pub struct TlsConnection {
     stream: tokio_rustls::server::TlsStream<TcpStream>,
     peer: Peer,
+    /// Its place among the listener's connections, freed when it closes.
+    _slot: OwnedSemaphorePermit,
 }
 
 impl Connected for TlsConnection {
@@ -336,3 +300,7 @@ impl AsyncWrite for TlsConnection {
         self.stream.is_write_vectored()
     }
 }
+
+#[cfg(test)]
+#[path = "server_tests.rs"]
+mod tests;

@@ -206,6 +206,16 @@ impl RelayCa {
         )
     }
 
+    /// A certificate naming `cluster` made for a server (serverAuth), not
+    /// for a client.
+    pub fn server_usage_client(&self, cluster: &str) -> Result<Issued, Error> {
+        self.issue(
+            vec![cluster.into()],
+            ExtendedKeyUsagePurpose::ServerAuth,
+            false,
+        )
+    }
+
     /// A client certificate naming `cluster` that expired in 2021.
     pub fn expired_client(&self, cluster: &str) -> Result<Issued, Error> {
         self.issue(
@@ -239,6 +249,24 @@ impl RelayCa {
             key: key.serialize_pem(),
         })
     }
+}
+
+/// A client certificate naming `cluster`, signed by its own key: what
+/// anyone can make, and no CA vouches for.
+pub fn self_signed_client(cluster: &str) -> Result<Issued, Error> {
+    let gen_err = |what| move |source| Error::Generate { what, source };
+    let key = KeyPair::generate().map_err(gen_err("self-signed key"))?;
+    let mut params =
+        CertificateParams::new(vec![cluster.to_string()]).map_err(gen_err("self-signed"))?;
+    params.distinguished_name = name(cluster, None);
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = params
+        .self_signed(&key)
+        .map_err(gen_err("self-signed certificate"))?;
+    Ok(Issued {
+        cert: cert.pem(),
+        key: key.serialize_pem(),
+    })
 }
 
 impl Issued {

@@ -15,6 +15,7 @@ pub mod deploy;
 pub mod deployed;
 pub mod election;
 pub mod fixtures;
+pub mod flood;
 pub mod helm;
 pub mod images;
 pub mod kit;

@@ -1,0 +1,136 @@
+//! Whether an agent that said Hello may open a session: who its
+//! certificate (verified in the handshake) says it is, which version it
+//! runs, and whether this manager is ready for it and knows its cluster.
+//! Each refusal comes with a metric label and the status the agent gets.
+
+use jobrelay_process::Peer;
+use tonic::Status;
+
+use super::Sessions;
+
+/// A refusal: its metric label and the status the agent gets.
+pub type Refusal = (&'static str, Status);
+
+/// Refuses an agent whose version this manager does not take
+/// ([`jobrelay_proto::skew`]).
+pub(super) fn versions_match(agent_version: &str) -> Result<(), Refusal> {
+    jobrelay_proto::skew::check(env!("CARGO_PKG_VERSION"), agent_version).map_err(|skew| {
+        (
+            "version_skew",
+            Status::failed_precondition(skew.to_string()),
+        )
+    })
+}
+
+/// Whether the Hello's `cluster` is one the peer's certificate names
+/// (with `tls`; without, the Hello is taken at its word).
+pub(super) fn claimed_identity(
+    tls: bool,
+    peer: Option<&Peer>,
+    cluster: &str,
+) -> Result<(), Refusal> {
+    if cluster.is_empty() {
+        return Err((
+            "invalid_hello",
+            Status::invalid_argument("Hello.cluster is empty"),
+        ));
+    }
+    if !tls {
+        return Ok(());
+    }
+    let Some(peer) = peer else {
+        return Err((
+            "no_certificate",
+            Status::unauthenticated("no verified client certificate"),
+        ));
+    };
+    if !peer.dns_names.iter().any(|n| n == cluster) {
+        return Err((
+            "cluster_mismatch",
+            Status::permission_denied(format!(
+                "the Hello claims cluster {cluster}, but the client certificate names {}",
+                peer.dns_names.join(", ")
+            )),
+        ));
+    }
+    Ok(())
+}
+
+impl Sessions {
+    /// Decides whether an agent may open a session as `cluster`: its
+    /// certificate must name `cluster`, and `cluster` must be a registered
+    /// WorkerCluster.
+    pub(super) fn admit(&self, peer: Option<&Peer>, cluster: &str) -> Result<(), Refusal> {
+        claimed_identity(self.tls, peer, cluster)?;
+        // An empty DesiredSet from a cold cache would read as "delete all".
+        if !*self.synced.borrow() {
+            return Err((
+                "not_ready",
+                Status::unavailable("the manager is starting; its caches are not synced yet"),
+            ));
+        }
+        if self.registry.get(cluster).is_none() {
+            return Err((
+                "unknown_cluster",
+                Status::permission_denied(format!(
+                    "no WorkerCluster named {cluster} is registered with this manager"
+                )),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tonic::Code;
+
+    fn peer(names: &[&str]) -> Peer {
+        Peer {
+            addr: "127.0.0.1:1".parse().unwrap(),
+            dns_names: names.iter().map(|n| n.to_string()).collect(),
+        }
+    }
+
+    fn refused(result: Result<(), Refusal>) -> (&'static str, Code) {
+        let (reason, status) = result.unwrap_err();
+        (reason, status.code())
+    }
+
+    #[test]
+    fn a_certificate_naming_the_claimed_cluster_passes() {
+        let agent = peer(&["worker-a", "worker-b"]);
+        assert!(claimed_identity(true, Some(&agent), "worker-b").is_ok());
+    }
+
+    #[test]
+    fn a_hello_claiming_another_cluster_is_refused() {
+        let agent = peer(&["worker-a"]);
+        assert_eq!(
+            refused(claimed_identity(true, Some(&agent), "worker-b")),
+            ("cluster_mismatch", Code::PermissionDenied)
+        );
+    }
+
+    #[test]
+    fn a_hello_without_a_cluster_is_refused() {
+        assert_eq!(
+            refused(claimed_identity(false, None, "")),
+            ("invalid_hello", Code::InvalidArgument)
+        );
+    }
+
+    #[test]
+    fn with_tls_a_connection_without_a_peer_is_refused() {
+        assert_eq!(
+            refused(claimed_identity(true, None, "worker-a")),
+            ("no_certificate", Code::Unauthenticated)
+        );
+    }
+
+    #[test]
+    fn without_tls_the_hello_is_taken_at_its_word() {
+        assert!(claimed_identity(false, None, "worker-a").is_ok());
+    }
+}
