@@ -219,6 +219,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
         }
     });
     let (leading_tx, mut leading) = watch::channel(!election.leader_elect);
+    let (epoch_tx, epoch) = watch::channel(leader::Epoch::default());
     let (stop_keeping, stop) = watch::channel(false);
     let mut keeper = match election.leader_elect {
         true => {
@@ -238,8 +239,9 @@ pub async fn run(args: Args) -> Result<(), Error> {
                     name: election.lease_name.clone(),
                     identity: identity.clone(),
                     settings,
-                    fence,
+                    fence: fence.clone(),
                     leading: leading_tx,
+                    epoch: epoch_tx,
                     metrics: Arc::clone(&metrics),
                     events: events.clone(),
                 }
@@ -275,6 +277,8 @@ pub async fn run(args: Args) -> Result<(), Error> {
         remote_retention: config.retention.remote_after_finished,
         limits: args.relay.session_limits(),
         shutdown: shutdown.clone(),
+        fence: fence.clone(),
+        epoch,
     });
     let relay = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(args.heartbeat_interval))

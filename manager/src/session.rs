@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use jobrelay_proto::v1::relay_server::Relay;
 use jobrelay_proto::v1::{
     AgentMessage, DesiredMirror, Heartbeat, Hello, ManagerMessage, Welcome, manager_message::Kind,
@@ -123,6 +123,11 @@ pub struct Sessions {
     pub limits: SessionLimits,
     /// Ends every session, so agents find the manager that takes over.
     pub shutdown: jobrelay_process::Shutdown,
+    /// Open while this replica leads (always, without leader election): no
+    /// session opens, and no message goes out, once it is closed.
+    pub fence: jobrelay_process::Fence,
+    /// The epoch this replica leads in, for the Welcome.
+    pub epoch: tokio::sync::watch::Receiver<crate::leader::Epoch>,
 }
 
 type ManagerStream = Pin<Box<dyn Stream<Item = Result<ManagerMessage, Status>> + Send>>;
@@ -154,11 +159,14 @@ impl Relay for RelayService {
             }
         };
         let (outbox, queued) = Outbox::new(self.sessions.limits.outbox_capacity);
+        let epoch = self.sessions.epoch.borrow().clone();
         let welcome = Welcome {
             heartbeat_interval: prost_types::Duration::try_from(self.sessions.heartbeat_interval)
                 .ok(),
             manager_version: env!("CARGO_PKG_VERSION").into(),
             origin: self.sessions.origin.clone(),
+            leader_lease: epoch.lease,
+            leader_epoch: epoch.transitions,
         };
         let _ = outbox.send(message(Kind::Welcome(welcome)));
         let (cut, cut_status) = oneshot::channel();
@@ -169,14 +177,35 @@ impl Relay for RelayService {
                 .serve(hello, inbound, outbox, cut)
                 .instrument(span),
         );
-        Ok(Response::new(Box::pin(response(queued, cut_status))))
+        let fence = self.sessions.fence.clone();
+        Ok(Response::new(Box::pin(response(queued, cut_status, fence))))
     }
 }
 
 /// The session's messages to the agent, until the session is cut by a
 /// limit: then the messages still queued are dropped and the agent gets
-/// the status that says why.
+/// the status that says why. Nothing goes out once `fence` closes (this
+/// replica no longer leads): the session ends then, with UNAVAILABLE.
 fn response(
+    queued: mpsc::Receiver<ManagerMessage>,
+    cut: oneshot::Receiver<Status>,
+    fence: jobrelay_process::Fence,
+) -> impl Stream<Item = Result<ManagerMessage, Status>> + Send {
+    let messages = unfenced_response(queued, cut);
+    futures::stream::unfold(Some((Box::pin(messages), fence)), |state| async move {
+        let (mut messages, fence) = state?;
+        let next = messages.next().await?;
+        if next.is_ok() && !fence.is_open(tokio::time::Instant::now()) {
+            let stepped_down = Status::unavailable(
+                "this manager replica no longer leads; dial again to reach the leader",
+            );
+            return Some((Err(stepped_down), None));
+        }
+        Some((next, Some((messages, fence))))
+    })
+}
+
+fn unfenced_response(
     queued: mpsc::Receiver<ManagerMessage>,
     cut: oneshot::Receiver<Status>,
 ) -> impl Stream<Item = Result<ManagerMessage, Status>> + Send {

@@ -214,6 +214,11 @@ async fn a_leader_paused_past_its_lease_writes_nothing_when_resumed_and_steps_do
         !writes_after(clusters.manager(), &agent, began).is_empty(),
         "the audit log names the leader's writes (else it could witness nothing)"
     );
+    let logged_before: Vec<usize> = clusters
+        .workers()
+        .iter()
+        .map(|w| relay.agent_log(&w.name).len())
+        .collect();
     relay
         .signal_replica(leader, libc::SIGSTOP)
         .expect("pausing the leader");
@@ -257,9 +262,34 @@ async fn a_leader_paused_past_its_lease_writes_nothing_when_resumed_and_steps_do
         writes.is_empty(),
         "manager-{leader} wrote after its successor took over: {writes:#?}"
     );
+    // No agent took a session from the old leader once the new one had
+    // welcomed it: the epochs of its Welcomes never go back.
+    for (worker, before) in clusters.workers().iter().zip(logged_before) {
+        let log = relay.agent_log(&worker.name);
+        let epochs = welcomed_epochs(log.get(before..).unwrap_or_default());
+        assert!(
+            !epochs.is_empty() && epochs.windows(2).all(|w| w[0] <= w[1]),
+            "{}'s Welcomes since the pause, by leader epoch: {epochs:?}",
+            worker.name
+        );
+    }
     relay
         .start_replica(leader)
         .expect("restarting the old leader");
     scenario.assert_created_at_most(1);
     scenario.finish(TIMEOUT).await;
+}
+
+/// The leader epochs of the Welcomes an agent's log records, in order.
+fn welcomed_epochs(log: &str) -> Vec<i64> {
+    log.lines()
+        .filter(|line| line.contains("welcomed by the manager"))
+        .filter_map(|line| {
+            let (_, rest) = line.split_once("leader_epoch=")?;
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect()
 }

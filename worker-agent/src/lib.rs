@@ -4,6 +4,7 @@
 pub mod budget;
 pub mod cli;
 pub mod config;
+pub mod epoch;
 pub mod error;
 pub mod initial_list;
 pub mod lost;
@@ -139,6 +140,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
         orphan_sweep_interval: args.orphan_sweep_interval,
         cluster: args.cluster.clone(),
         origin: args.origin.clone(),
+        epochs: Default::default(),
         mirrors: Mirrors::new(
             client,
             args.origin.clone(),

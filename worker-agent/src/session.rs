@@ -16,6 +16,7 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::transport::{Channel, Endpoint};
 use tracing::{info, warn};
 
+use crate::epoch::Epochs;
 use crate::mirrors::{Mirrors, Pass, agent_message};
 
 /// Heartbeats missed before the manager counts as gone.
@@ -124,6 +125,8 @@ pub struct Agent {
     pub cluster: String,
     pub origin: String,
     pub mirrors: Mirrors,
+    /// The latest leader epoch a Welcome named; older ones are refused.
+    pub epochs: Epochs,
 }
 
 impl Agent {
@@ -261,7 +264,10 @@ impl Agent {
                                 if welcome.origin != self.origin {
                                     return format!("the manager's origin is {:?}, this agent serves {:?}", welcome.origin, self.origin);
                                 }
-                                info!(manager_version = %welcome.manager_version, "welcomed by the manager");
+                                if let Err(stale) = self.epochs.welcomed(&welcome.leader_lease, welcome.leader_epoch) {
+                                    return stale;
+                                }
+                                info!(manager_version = %welcome.manager_version, leader_epoch = welcome.leader_epoch, "welcomed by the manager");
                                 self.connected.send_replace(true);
                                 if let Some(every) = welcome.heartbeat_interval.and_then(|d| Duration::try_from(d).ok()).filter(|d| !d.is_zero()) {
                                     interval.send_replace(every);

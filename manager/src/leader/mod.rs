@@ -45,6 +45,14 @@ pub enum SteppedDown {
     },
 }
 
+/// The epoch a leader leads in, as agents are told it: the Lease's UID and
+/// its `leaseTransitions` when this replica took it. Default: no election.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Epoch {
+    pub lease: String,
+    pub transitions: i64,
+}
+
 /// Keeps, or waits for, one Lease on behalf of this replica.
 pub struct Keeper {
     /// Outside the fence.
@@ -55,6 +63,8 @@ pub struct Keeper {
     pub fence: Fence,
     /// True while this replica leads.
     pub leading: watch::Sender<bool>,
+    /// The epoch it leads in, set as it takes the Lease.
+    pub epoch: watch::Sender<Epoch>,
     pub metrics: Arc<Metrics>,
     pub events: Events,
 }
@@ -67,7 +77,9 @@ impl Keeper {
         let mut seen: Option<Seen> = None;
         loop {
             let started = Instant::now();
-            match self.leases.get_opt(&self.name).await {
+            // Every Lease request is bounded, so a leader whose API server
+            // hangs still reaches the renew-deadline check below in time.
+            match self.bounded(self.leases.get_opt(&self.name)).await {
                 Err(error) => warn!(lease = %self.name, %error, "cannot read the Lease"),
                 Ok(lease) => {
                     seen = lease
@@ -77,7 +89,7 @@ impl Keeper {
                         Step::Claim {
                             transitions,
                             acquired,
-                        } => match self.claim(lease, transitions, acquired).await {
+                        } => match self.bounded(self.claim(lease, transitions, acquired)).await {
                             Ok(written) => {
                                 self.fence
                                     .open_until(decide::writes_until(started, &self.settings));
@@ -167,6 +179,10 @@ impl Keeper {
 
     fn became_leader(&self, transitions: i32, lease: &Lease) {
         info!(lease = %self.name, identity = %self.identity, transitions, "became the leader");
+        self.epoch.send_replace(Epoch {
+            lease: lease.uid().unwrap_or_default(),
+            transitions: i64::from(transitions),
+        });
         self.leading.send_replace(true);
         let regarding = ObjectReference {
             api_version: Some("coordination.k8s.io/v1".into()),
@@ -217,7 +233,7 @@ impl Keeper {
                 .await
                 .map(drop)
         };
-        match released.await {
+        match self.bounded(released).await {
             Ok(()) => info!(lease = %self.name, "Lease released"),
             Err(error) => {
                 warn!(lease = %self.name, %error, "cannot release the Lease; a follower takes it once it expires")
@@ -227,6 +243,20 @@ impl Keeper {
 }
 
 impl Keeper {
+    /// `request`, or a timeout error once a retry period has passed.
+    async fn bounded<T>(
+        &self,
+        request: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, kube::Error> {
+        let limit = self.settings.retry_period;
+        match tokio::time::timeout(limit, request).await {
+            Ok(answered) => answered,
+            Err(_) => Err(kube::Error::Service(
+                format!("the API server did not answer within --retry-period ({limit:?})").into(),
+            )),
+        }
+    }
+
     /// What the keeper needs of a Lease it read; one without a duration
     /// counts as having this replica's.
     fn record(&self, lease: &Lease) -> Record {

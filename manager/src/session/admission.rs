@@ -22,6 +22,18 @@ pub(super) fn versions_match(agent_version: &str) -> Result<(), Refusal> {
     })
 }
 
+/// Refuses an agent while this replica does not lead (`open`: its fence):
+/// a replica that lost its Lease opens no session.
+pub(super) fn leads(open: bool) -> Result<(), Refusal> {
+    match open {
+        true => Ok(()),
+        false => Err((
+            "not_leader",
+            Status::unavailable("this manager replica does not lead; dial the leader"),
+        )),
+    }
+}
+
 /// Whether the Hello's `cluster` is one the peer's certificate names
 /// (with `tls`; without, the Hello is taken at its word).
 pub(super) fn claimed_identity(
@@ -62,6 +74,7 @@ impl Sessions {
     /// WorkerCluster.
     pub(super) fn admit(&self, peer: Option<&Peer>, cluster: &str) -> Result<(), Refusal> {
         claimed_identity(self.tls, peer, cluster)?;
+        leads(self.fence.is_open(tokio::time::Instant::now()))?;
         // An empty DesiredSet from a cold cache would read as "delete all".
         if !*self.synced.borrow() {
             return Err((
@@ -96,6 +109,12 @@ mod tests {
     fn refused(result: Result<(), Refusal>) -> (&'static str, Code) {
         let (reason, status) = result.unwrap_err();
         (reason, status.code())
+    }
+
+    #[test]
+    fn only_a_replica_that_leads_opens_sessions() {
+        assert!(leads(true).is_ok());
+        assert_eq!(refused(leads(false)), ("not_leader", Code::Unavailable));
     }
 
     #[test]

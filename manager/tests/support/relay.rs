@@ -111,6 +111,8 @@ pub async fn manager_with(limits: SessionLimits) -> Manager {
         remote_retention: Duration::ZERO,
         limits,
         shutdown,
+        fence: jobrelay_process::Fence::open(),
+        epoch: tokio::sync::watch::channel(jobrelay_manager::leader::Epoch::default()).1,
     });
 
     // Every connection the client makes is a fresh pipe handed to the server.
