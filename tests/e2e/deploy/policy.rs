@@ -14,6 +14,7 @@ use jobrelay_e2e::kit;
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::{CLUSTER_KEY, MANAGED_BY, ORIGIN_LABEL, ORIGIN_UID_LABEL};
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::PodSpec;
 use kube::api::{Api, DeleteParams, ListParams};
 
 use super::installed;
@@ -53,43 +54,64 @@ async fn the_workers_namespace_and_pod_template_policies_refuse_with_reasons_and
     // A privileged container, and a ServiceAccount not allowed, on either
     // kind of agent.
     for (cluster, suffix) in [("worker-1", "1"), (SCOPED_WORKER, "2")] {
-        let name = format!("privileged-{suffix}");
-        let mut job = relayed(&ns, &name, Some(cluster)).build();
-        let pod = job
-            .spec
-            .as_mut()
-            .and_then(|s| s.template.spec.as_mut())
-            .expect("a pod spec");
-        pod.containers[0].security_context = Some(
-            serde_json::from_value(serde_json::json!({"privileged": true}))
-                .expect("a securityContext"),
-        );
-        let uid = create(&jobs, job).await;
-        let message = wait_refused(&jobs, &name, "REJECT_REASON_POLICY_DENIED").await;
+        let privileged = |pod: &mut PodSpec| {
+            pod.containers[0].security_context = Some(
+                serde_json::from_value(serde_json::json!({"privileged": true}))
+                    .expect("a securityContext"),
+            );
+        };
+        let message = denied(
+            installed,
+            &jobs,
+            &format!("privileged-{suffix}"),
+            cluster,
+            privileged,
+        )
+        .await;
         assert!(message.contains("privileged containers"), "{message}");
-        assert_nothing_of(installed, &ns, &uid).await;
-
-        let name = format!("as-builder-{suffix}");
-        let mut job = relayed(&ns, &name, Some(cluster)).build();
-        let pod = job
-            .spec
-            .as_mut()
-            .and_then(|s| s.template.spec.as_mut())
-            .expect("a pod spec");
-        pod.service_account_name = Some("builder".into());
-        let uid = create(&jobs, job).await;
-        let message = wait_refused(&jobs, &name, "REJECT_REASON_POLICY_DENIED").await;
+        let as_builder = |pod: &mut PodSpec| pod.service_account_name = Some("builder".into());
+        let message = denied(
+            installed,
+            &jobs,
+            &format!("as-builder-{suffix}"),
+            cluster,
+            as_builder,
+        )
+        .await;
         assert!(
             message.contains("ServiceAccount builder") && message.contains("allowed: default"),
             "{message}"
         );
-        assert_nothing_of(installed, &ns, &uid).await;
     }
 
     // What the policies allow runs on the scoped worker.
     create(&jobs, relayed(&ns, "allowed", Some(SCOPED_WORKER)).build()).await;
     jobrelay_e2e::deployed::wait_outcome(&jobs, "allowed", "Complete").await;
     finish(installed, &ns, &jobs).await;
+}
+
+/// Creates `name` on `cluster` with its pod template changed by `change`,
+/// waits until the worker's pod-template policy denied it, checks that
+/// nothing of it was created, and returns the refusal's message.
+async fn denied(
+    installed: &Installed,
+    jobs: &Api<Job>,
+    name: &str,
+    cluster: &str,
+    change: impl FnOnce(&mut PodSpec),
+) -> String {
+    let ns = jobs.namespace().expect("a namespaced Api").to_string();
+    let mut job = relayed(&ns, name, Some(cluster)).build();
+    change(
+        job.spec
+            .as_mut()
+            .and_then(|s| s.template.spec.as_mut())
+            .expect("a pod spec"),
+    );
+    let uid = create(jobs, job).await;
+    let message = wait_refused(jobs, name, "REJECT_REASON_POLICY_DENIED").await;
+    assert_nothing_of(installed, &ns, &uid).await;
+    message
 }
 
 /// A short relayed Job, pinned to `cluster` if given.
