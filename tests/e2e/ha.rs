@@ -234,17 +234,10 @@ async fn a_leader_paused_past_its_lease_writes_nothing_when_resumed_and_steps_do
     relay
         .signal_replica(leader, libc::SIGCONT)
         .expect("resuming the old leader");
-    let status = wait::until(
-        format!("manager-{leader} stepped down and ended"),
-        Duration::from_secs(30),
-        || async {
-            match relay.replica_exited(leader) {
-                Some(status) => Seen::Ready(status),
-                None => Seen::Waiting("still running".into()),
-            }
-        },
-    )
-    .await;
+    let status = relay
+        .wait_replica_exited(leader, Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|e| panic!("manager-{leader} stepped down and ended: {e}"));
     assert!(
         !status.success(),
         "a replica that stepped down ends with an error"

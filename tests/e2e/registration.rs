@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use jobrelay_e2e::certs::{Issued, RelayCa};
 use jobrelay_e2e::kit::{self, Clusters};
-use jobrelay_e2e::relay::Relay;
+use jobrelay_e2e::relay::{Relay, serving_status};
 use jobrelay_e2e::scenario::Scenario;
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_manager::worker_cluster::WorkerCluster;
@@ -24,9 +24,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use tonic::Code;
 use tonic::transport::Endpoint;
-use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
-use tonic_health::pb::health_client::HealthClient;
 
 #[path = "registration/durations.rs"]
 mod durations;
@@ -85,29 +83,12 @@ async fn set_spec(registrations: &Api<WorkerCluster>, cluster: &str, spec: serde
         .unwrap_or_else(|e| panic!("patching WorkerCluster {cluster}: {e}"));
 }
 
-/// The serving status of `service` at `addr`, or what went wrong.
-async fn health(addr: &str, service: &str) -> Result<ServingStatus, String> {
-    let channel = Endpoint::from_shared(format!("http://{addr}"))
-        .map_err(|e| e.to_string())?
-        .connect_timeout(Duration::from_secs(2))
-        .connect()
-        .await
-        .map_err(|e| format!("unreachable: {e}"))?;
-    let response = HealthClient::new(channel)
-        .check(HealthCheckRequest {
-            service: service.into(),
-        })
-        .await
-        .map_err(|status| format!("{:?}: {}", status.code(), status.message()))?;
-    ServingStatus::try_from(response.into_inner().status).map_err(|e| e.to_string())
-}
-
 async fn wait_health(addr: &str, service: &str, expected: ServingStatus) {
     wait::until(
         format!("health of {service:?} at {addr} to be {expected:?}"),
         TIMEOUT,
         || async {
-            match health(addr, service).await {
+            match serving_status(addr, service).await {
                 Ok(status) if status == expected => Seen::Ready(()),
                 other => Seen::Waiting(format!("{other:?}")),
             }

@@ -27,13 +27,20 @@ impl Options {
     }
 }
 
-/// The Lease the manager replicas elect their leader on.
+/// The Lease the manager replicas elect their leader on, and its namespace.
 pub const LEASE: &str = "jobrelay-manager";
+pub const LEASE_NAMESPACE: &str = "default";
 
 /// The index of the manager replica (`manager-<index>`) that holds the
 /// Lease, if one does; `manager` is a client of the manager cluster.
 pub async fn lease_holder(manager: &kube::Client) -> Option<usize> {
-    let leases: Api<Lease> = Api::namespaced(manager.clone(), "default");
-    let holder = leases.get_opt(LEASE).await.ok()??.spec?.holder_identity?;
+    let leases: Api<Lease> = Api::namespaced(manager.clone(), LEASE_NAMESPACE);
+    holder_of(&leases.get_opt(LEASE).await.ok()??)
+}
+
+/// The index of the manager replica (`manager-<index>`) that holds `lease`,
+/// if one does (none once the last holder released it).
+pub fn holder_of(lease: &Lease) -> Option<usize> {
+    let holder = lease.spec.as_ref()?.holder_identity.as_deref()?;
     holder.strip_prefix("manager-")?.parse().ok()
 }

@@ -19,7 +19,7 @@ pub use start::Options;
 use start::{AgentSetup, Replica};
 
 pub(crate) use reports::http_get;
-pub use reports::{SESSION_OPEN, inventory_in, metric_in};
+pub use reports::{SESSION_OPEN, agent_connected, inventory_in, metric_in, serving_status};
 
 /// The manager identity the tests run with.
 pub const ORIGIN: &str = "e2e";

@@ -2,9 +2,11 @@
 //! replicas and its agents.
 
 use std::path::Path;
-use std::process::{Child, Command};
+use std::process::{Child, Command, ExitStatus};
+use std::time::Duration;
 
 use crate::processes;
+use crate::wait::{self, Seen};
 
 use super::{Relay, lock};
 
@@ -19,7 +21,11 @@ impl Relay {
         self.kill_replica(0);
     }
 
-    /// Manager replicas started with [`Options::manager_replicas`].
+    /// Manager replicas: those started with [`Options::manager_replicas`],
+    /// then the ones of [`Options::manager_surge`], running or not.
+    ///
+    /// [`Options::manager_replicas`]: super::Options::manager_replicas
+    /// [`Options::manager_surge`]: super::Options::manager_surge
     pub fn replicas(&self) -> usize {
         self.replicas.len()
     }
@@ -62,11 +68,30 @@ impl Relay {
     }
 
     /// Whether manager replica `index` has ended (and how), reaping it.
-    pub fn replica_exited(&self, index: usize) -> Option<std::process::ExitStatus> {
+    pub fn replica_exited(&self, index: usize) -> Option<ExitStatus> {
         let mut child = lock(&self.replicas[index].child);
         let status = child.as_mut()?.try_wait().ok()??;
         *child = None;
         Some(status)
+    }
+
+    /// Waits up to `within` until manager replica `index` has ended; how.
+    pub async fn wait_replica_exited(
+        &self,
+        index: usize,
+        within: Duration,
+    ) -> anyhow::Result<ExitStatus> {
+        let exited = wait::try_until(format!("manager-{index} to end"), within, || {
+            let exited = self.replica_exited(index);
+            async move {
+                match exited {
+                    Some(status) => Seen::Ready(status),
+                    None => Seen::Waiting("still running".into()),
+                }
+            }
+        })
+        .await?;
+        Ok(exited)
     }
 
     /// Starts the agent of `worker` (again), appending to its log.

@@ -1,8 +1,14 @@
 //! What a running relay says of itself: the manager's metrics (the leading
-//! replica's), the logs of its replicas and agents, and the sessions those
-//! logs show.
+//! replica's), the replicas' readiness, the logs of its replicas and agents,
+//! and the sessions those logs show.
 
 use std::time::Duration;
+
+use jobrelay_process::health::RELAY;
+use tonic::transport::Endpoint;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
 
 use super::Relay;
 use crate::wait::{self, Seen};
@@ -12,6 +18,24 @@ impl Relay {
     pub async fn replica_metrics(&self, index: usize) -> anyhow::Result<String> {
         let (_, body) = http_get(&self.replicas[index].metrics_addr, "/metrics").await?;
         Ok(body)
+    }
+
+    /// Waits until manager replica `index` is Ready as its readiness probe
+    /// tells it (its caches synced, leading or not).
+    pub async fn wait_replica_ready(&self, index: usize) -> anyhow::Result<()> {
+        let addr = &self.replicas[index].health_addr;
+        wait::try_until(
+            format!("manager-{index} ready"),
+            Duration::from_secs(60),
+            || async {
+                match serving_status(addr, RELAY).await {
+                    Ok(ServingStatus::Serving) => Seen::Ready(()),
+                    other => Seen::Waiting(format!("{other:?}")),
+                }
+            },
+        )
+        .await?;
+        Ok(())
     }
 
     /// The log of manager replica `index` so far.
@@ -53,10 +77,9 @@ impl Relay {
 
     /// Sessions of `cluster` the manager has logged as connected so far.
     pub fn sessions_opened(&self, cluster: &str) -> usize {
-        let marker = format!("cluster={cluster}");
         self.manager_log()
             .lines()
-            .filter(|l| l.contains(&marker) && l.contains("agent connected"))
+            .filter(|l| agent_connected(l, cluster))
             .count()
     }
 
@@ -81,6 +104,30 @@ impl Relay {
         .await?;
         Ok(())
     }
+}
+
+/// Whether a line of the manager's log says the agent of `cluster` opened a
+/// session with it.
+pub fn agent_connected(line: &str, cluster: &str) -> bool {
+    line.contains("agent connected") && line.contains(&format!("cluster={cluster}"))
+}
+
+/// The serving status of `service` (`""` for the process, [`RELAY`] for
+/// readiness) of the gRPC health service at `addr`, or what went wrong.
+pub async fn serving_status(addr: &str, service: &str) -> Result<ServingStatus, String> {
+    let channel = Endpoint::from_shared(format!("http://{addr}"))
+        .map_err(|e| e.to_string())?
+        .connect_timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .map_err(|e| format!("unreachable: {e}"))?;
+    let response = HealthClient::new(channel)
+        .check(HealthCheckRequest {
+            service: service.into(),
+        })
+        .await
+        .map_err(|status| format!("{:?}: {}", status.code(), status.message()))?;
+    ServingStatus::try_from(response.into_inner().status).map_err(|e| e.to_string())
 }
 
 /// A plain HTTP/1.0 GET of `path` at `addr` (`127.0.0.1:<port>`): the

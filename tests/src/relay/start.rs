@@ -31,6 +31,11 @@ pub struct Options {
     /// Manager replicas electing a leader (0 counts as 1); agents are given
     /// every replica's endpoint.
     pub manager_replicas: usize,
+    /// Manager replicas beyond those, made but not started: the agents are
+    /// given their endpoints too (refused while nothing listens, as a
+    /// follower's are), so a replica started there — a rolling update's
+    /// surge — is found like any other.
+    pub manager_surge: usize,
     /// More flags for every manager replica.
     pub manager_args: Vec<String>,
 }
@@ -151,8 +156,9 @@ impl Relay {
             options.manager_config.as_deref(),
         )?;
 
+        let running = options.manager_replicas.max(1);
         let mut replicas = Vec::new();
-        for index in 0..options.manager_replicas.max(1) {
+        for index in 0..running + options.manager_surge {
             let mut launch = Launch {
                 bin: manager_bin.clone(),
                 kubeconfig: set.manager().kubeconfig.clone(),
@@ -228,7 +234,7 @@ impl Relay {
                 .clone()
                 .unwrap_or_else(|| TEST_LOG_FILTER.into()),
         };
-        for index in 0..relay.replicas.len() {
+        for index in 0..running {
             relay.start_replica(index)?;
         }
         for worker in set.workers() {

@@ -20,6 +20,11 @@
 //! - takeover: the leading manager replica (of two, elected with the
 //!   default lease settings) killed, until the other has dispatched a Job
 //!   created right after the kill;
+//! - takeover in a rollout: as a Deployment's rolling update does it, a new
+//!   replica started and Ready, then the leader stopped with SIGTERM (it
+//!   releases the Lease), until another replica holds the Lease, every agent
+//!   has a session with it, and a Job created right after is dispatched;
+//!   the other old replica is then replaced the same way;
 //! - memory: peak resident memory of the manager replicas and the agents;
 //! - CPU: seconds used by each program of the clusters during each step.
 //!
@@ -42,6 +47,7 @@ mod multikueue_setup;
 mod one_size;
 mod replicas;
 mod resync;
+mod rollout;
 mod status;
 mod table;
 mod vs_multikueue;
@@ -100,6 +106,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let options = Options {
         manager_config: Some(backlog::MANAGER_CONFIG.into()),
         manager_replicas: 2,
+        // Where the rollout's new replica starts.
+        manager_surge: 1,
         ..release_options()
     };
     let relay = Relay::start_with(&set, options).await?;

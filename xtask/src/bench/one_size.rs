@@ -18,7 +18,7 @@ use super::jobs::{
 };
 use super::machine::{Run, Spent};
 use super::measure::{self, Point, Timestamps, at_once, wait_all};
-use super::{backlog, ceiling, histogram, load, replicas, resync, status};
+use super::{backlog, ceiling, histogram, load, replicas, resync, rollout, status};
 use crate::log;
 
 /// The steps whose CPU the bounds of [`ceiling`] are taken from.
@@ -71,6 +71,9 @@ pub(super) struct Report {
     pub(super) resync: resync::Resync,
     /// The leader killed → the first Job dispatched by its successor.
     pub(super) takeover_seconds: f64,
+    /// The leader stopped with SIGTERM in a rolling update → the Lease, the
+    /// agents' sessions, and a Job's dispatch with another replica.
+    pub(super) takeover_in_rollout: rollout::Rollout,
     /// Before the backlog step.
     pub(super) peak_rss_mib: HashMap<String, u64>,
     /// After it: the manager has cached thousands more Jobs.
@@ -190,6 +193,7 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
     let beside_backlog = backlog::dispatch_beside(set, relay, n).await?;
     let peak_rss_mib_with_backlog = replicas::peak_rss(set, relay).await?;
     let takeover = replicas::takeover(set, relay, n).await?;
+    let takeover_in_rollout = rollout::takeover_in_rollout(set, relay, n).await?;
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
     let step = |name: &str| spent.by_step.get(name).cloned().unwrap_or_default();
     let manager_cluster = &set.manager().name;
@@ -237,6 +241,7 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
         cleanup_direct: raw.cleanup_direct,
         resync,
         takeover_seconds: takeover.as_secs_f64(),
+        takeover_in_rollout,
         peak_rss_mib,
         peak_rss_mib_with_backlog,
         raw_run_worker: raw.run,

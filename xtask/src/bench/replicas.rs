@@ -52,23 +52,11 @@ pub(crate) async fn takeover(
     n: usize,
 ) -> anyhow::Result<Duration> {
     let ns = format!("bench-takeover-{n}");
-    for cluster in &set.clusters {
-        kit::create_namespace(&cluster.client().await?, &ns).await;
-    }
+    let (watches, mirrored) = mirrors_seen(set, &ns).await?;
     let manager = set.manager().client().await?;
     let leader = lease_holder(&manager)
         .await
         .ok_or_else(|| anyhow::anyhow!("no manager replica holds the Lease"))?;
-    let mirrored: Timestamps = Default::default();
-    let mut watches = Vec::new();
-    for w in set.workers() {
-        let jobs = Api::namespaced(w.client().await?, &ns);
-        watches.push(
-            measure::record(jobs, Point::Seen, mirrored.clone())
-                .listed()
-                .await?,
-        );
-    }
     let jobs: Api<Job> = Api::namespaced(manager, &ns);
     let names = vec!["after-the-kill".to_string()];
     relay.kill_replica(leader);
@@ -85,4 +73,26 @@ pub(crate) async fn takeover(
     relay.start_replica(leader)?;
     delete_all(&jobs, &names).await?;
     Ok(took)
+}
+
+/// Namespace `ns` on every cluster, and the times its mirror Jobs are first
+/// seen on the workers (by watches, listed before this returns).
+pub(crate) async fn mirrors_seen(
+    set: &ClusterSet,
+    ns: &str,
+) -> anyhow::Result<(Vec<measure::Recording>, Timestamps)> {
+    for cluster in &set.clusters {
+        kit::create_namespace(&cluster.client().await?, ns).await;
+    }
+    let mirrored: Timestamps = Default::default();
+    let mut watches = Vec::new();
+    for w in set.workers() {
+        let jobs: Api<Job> = Api::namespaced(w.client().await?, ns);
+        watches.push(
+            measure::record(jobs, Point::Seen, mirrored.clone())
+                .listed()
+                .await?,
+        );
+    }
+    Ok((watches, mirrored))
 }

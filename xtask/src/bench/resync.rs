@@ -76,11 +76,7 @@ pub(super) async fn resync(relay: &Relay, worker: &str) -> anyhow::Result<Resync
 /// DesiredSet, each the first such line.
 fn parts(log: &str) -> Resync {
     let first = |marker: &str| log.lines().find(|l| l.contains(marker));
-    let at = |marker: &str| {
-        first(marker)
-            .and_then(|l| l.split_whitespace().next())
-            .and_then(|t| t.parse::<Timestamp>().ok())
-    };
+    let at = |marker: &str| first(marker).and_then(logged_at);
     let between = |from: Option<Timestamp>, to: Option<Timestamp>| {
         let span = to?.duration_since(from?);
         Some(span.as_secs_f64())
@@ -93,6 +89,11 @@ fn parts(log: &str) -> Resync {
         to_desired_seconds: between(open, desired),
         ..Resync::default()
     }
+}
+
+/// When a line of jobrelay's log was written, by the timestamp it starts with.
+pub(super) fn logged_at(line: &str) -> Option<Timestamp> {
+    line.split_whitespace().next()?.parse().ok()
 }
 
 #[cfg(test)]

@@ -125,6 +125,17 @@ pub(super) fn print_table(r: &Report) {
         "{:<44} {:>9.1} s",
         "takeover: leader killed -> Job dispatched", r.takeover_seconds
     );
+    let rollout = &r.takeover_in_rollout;
+    println!(
+        "{:<44} {:>9.1} s",
+        "rollout: leader SIGTERM -> Job dispatched", rollout.dispatch_seconds
+    );
+    println!(
+        "{:<44} {:>9.1} s / {:.1} s",
+        "  -> Lease taken / -> every agent's session",
+        rollout.lease_seconds,
+        rollout.sessions_seconds
+    );
     let mut rss: Vec<_> = r.peak_rss_mib.iter().collect();
     rss.sort();
     for (name, mib) in rss {
