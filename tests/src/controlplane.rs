@@ -144,6 +144,21 @@ pub fn ensure_built(log: &mut dyn FnMut(&str)) -> Result<Binaries, Error> {
     Ok(binaries)
 }
 
+/// Removes Go's build cache (compiled packages, several GiB) once every Go
+/// part is built and cached by version: it only speeds up a rebuild after a
+/// version changes, and the disk it holds is what the Rust build needs.
+/// The module cache (sources) stays, so a rebuild needs no download.
+pub fn trim_go_build_cache(log: &mut dyn FnMut(&str)) -> Result<(), Error> {
+    let dir = cache_root().join("go").join("build");
+    if !dir.exists() {
+        return Ok(());
+    }
+    // Go writes its cache read-only; `go clean -cache` removes it properly.
+    run(go_command(&source_dir()).args(["clean", "-cache"]))?;
+    log(&format!("removed Go's build cache {}", dir.display()));
+    Ok(())
+}
+
 /// The cached helm binary of the current pin, if it was built before.
 pub fn helm() -> Result<PathBuf, Error> {
     let dir = helm_dir()?;
