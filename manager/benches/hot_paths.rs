@@ -320,7 +320,14 @@ fn reconnect_input(
     let fleet = Fleet::new(triggers);
     if known {
         let (outbox, _agent) = Outbox::new(BENCH_OUTBOX);
-        let session = fleet.connect("worker-gpu-a", "0.1.0", inventory, desired.to_vec(), outbox);
+        let session = fleet.connect(
+            "worker-gpu-a",
+            "0.1.0",
+            inventory,
+            desired.to_vec(),
+            Vec::new(),
+            outbox,
+        );
         fleet.disconnect("worker-gpu-a", session);
         while triggered.try_recv().is_ok() {}
     }
@@ -357,6 +364,7 @@ fn fleet_connect(bencher: Bencher, known: bool) {
                 "0.1.0",
                 black_box(&inventory),
                 std::mem::take(&mut input.desired),
+                Vec::new(),
                 input.outbox.clone(),
             )
         });

@@ -15,6 +15,10 @@ pub enum Error {
     NoCrd,
     #[error("cannot list WorkerClusters: {0}")]
     WorkerClusters(#[source] kube::Error),
+    #[error(
+        "cannot read the kube-system namespace, whose UID names this manager installation to agents: {0}"
+    )]
+    Instance(#[source] kube::Error),
     #[error("the Relay server failed: {0}")]
     Serve(#[from] tonic::transport::Error),
     #[error(transparent)]

@@ -1,4 +1,5 @@
-//! Kubernetes Events on manager Jobs, one reason per step of a mirror's life.
+//! Kubernetes Events on manager Jobs, one reason per step of a mirror's life,
+//! and on the WorkerClusters and the Lease for what concerns them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -36,6 +37,12 @@ pub enum Reason {
     MirrorWithdrawn,
     /// A manager replica took the Lease (on the Lease).
     LeaderElection,
+    /// The worker holds mirrors another manager instance of this origin
+    /// made; no session (on the WorkerCluster).
+    ManagerInstanceRefused,
+    /// The agent's brake on mass deletion holds mirrors this manager's
+    /// DesiredSet would delete (on the WorkerCluster).
+    DeletionsHeld,
 }
 
 impl Reason {
@@ -52,6 +59,8 @@ impl Reason {
             Reason::Unplaceable => "Unplaceable",
             Reason::MirrorWithdrawn => "MirrorWithdrawn",
             Reason::LeaderElection => "LeaderElection",
+            Reason::ManagerInstanceRefused => "ManagerInstanceRefused",
+            Reason::DeletionsHeld => "DeletionsHeld",
         }
     }
 
@@ -61,7 +70,9 @@ impl Reason {
             | Reason::DispatchWaiting
             | Reason::RemoteJobLost
             | Reason::ClusterLost
-            | Reason::Unplaceable => "Warning",
+            | Reason::Unplaceable
+            | Reason::ManagerInstanceRefused
+            | Reason::DeletionsHeld => "Warning",
             _ => "Normal",
         }
     }

@@ -59,7 +59,8 @@ impl Fleet {
     }
 
     /// Starts a session: takes the agent's inventory as the truth about what
-    /// the worker holds, queues the DesiredSet ahead of anything else, and
+    /// the worker holds, queues the DesiredSet (with what of the inventory is
+    /// `released`, and whether the cluster was Lost) ahead of anything else, and
     /// asks for a reconcile of every mirror of the cluster. Returns the
     /// session id. A previous session of the same cluster is replaced.
     pub fn connect(
@@ -68,6 +69,7 @@ impl Fleet {
         agent_version: &str,
         inventory: &[InventoryEntry],
         desired: Vec<(DesiredMirror, ObjectRef<Job>)>,
+        released: Vec<String>,
         outbox: Outbox,
     ) -> u64 {
         let id = self.next_session.fetch_add(1, Ordering::Relaxed);
@@ -95,7 +97,13 @@ impl Fleet {
         let mut keys: Vec<ObjectRef<Job>> = Vec::new();
         keys.extend(state.mirrors.values().filter_map(|v| v.key.clone()));
         let mirrors = desired.into_iter().map(|(m, _)| m).collect();
-        let _ = outbox.send(message(Kind::DesiredSet(DesiredSet { mirrors })));
+        // A cluster back from Lost had its mirrors released while away.
+        let after_lost = state.lost;
+        let _ = outbox.send(message(Kind::DesiredSet(DesiredSet {
+            mirrors,
+            released,
+            after_lost,
+        })));
         state.session = Some((id, outbox));
         state.since = Some(Timestamp::now());
         state.last_heard = state.since;

@@ -36,7 +36,7 @@ fn kinds(rx: &mut mpsc::Receiver<ManagerMessage>) -> Vec<String> {
 fn the_desired_set_goes_first_and_applies_are_sent_once_per_session_and_revision() {
     let (fleet, _) = fleet();
     let (tx, mut rx) = outbox();
-    fleet.connect("w1", "test", &[], vec![], tx);
+    fleet.connect("w1", "test", &[], vec![], vec![], tx);
     assert_eq!(
         fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new),
         Apply::Sent
@@ -53,7 +53,7 @@ fn the_desired_set_goes_first_and_applies_are_sent_once_per_session_and_revision
 
     // A reconnect whose inventory lacks the mirror sends it again.
     let (tx, mut rx) = outbox();
-    fleet.connect("w1", "test", &[], vec![], tx);
+    fleet.connect("w1", "test", &[], vec![], vec![], tx);
     assert_eq!(
         fleet.ensure_applied("w1", "u1", &key("a"), 2, Vec::new),
         Apply::Sent
@@ -69,7 +69,7 @@ fn apply_needed_says_when_a_send_is_due_and_sends_nothing() {
         Some(Apply::Disconnected)
     );
     let (tx, mut rx) = outbox();
-    fleet.connect("w1", "test", &[], vec![], tx);
+    fleet.connect("w1", "test", &[], vec![], vec![], tx);
     assert_eq!(fleet.apply_needed("w1", "u1", &key("a"), 1), None);
     assert_eq!(fleet.apply_needed("w1", "u1", &key("a"), 1), None);
     assert_eq!(kinds(&mut rx), ["desired 0"]);
@@ -94,7 +94,7 @@ fn a_mirror_in_the_inventory_is_not_sent_again() {
     let desired = DesiredMirror {
         origin_uid: "u1".into(),
     };
-    fleet.connect("w1", "test", &[held], vec![(desired, key("a"))], tx);
+    fleet.connect("w1", "test", &[held], vec![(desired, key("a"))], vec![], tx);
     assert_eq!(
         fleet.ensure_applied("w1", "u1", &key("a"), 3, Vec::new),
         Apply::InPlace
@@ -110,7 +110,7 @@ fn cleanup_waits_for_gone_and_resends_the_delete_in_a_new_session() {
         Cleanup::Disconnected
     );
     let (tx, mut rx) = outbox();
-    let s1 = fleet.connect("w1", "test", &[], vec![], tx);
+    let s1 = fleet.connect("w1", "test", &[], vec![], vec![], tx);
     assert_eq!(
         fleet.cleanup("w1", "u1", &key("a"), DeleteReason::ManagerJobDeleted),
         Cleanup::Started { first: true }
@@ -121,7 +121,7 @@ fn cleanup_waits_for_gone_and_resends_the_delete_in_a_new_session() {
     );
     fleet.disconnect("w1", s1);
     let (tx, mut rx2) = outbox();
-    fleet.connect("w1", "test", &[], vec![], tx);
+    fleet.connect("w1", "test", &[], vec![], vec![], tx);
     assert_eq!(
         fleet.cleanup("w1", "u1", &key("a"), DeleteReason::ManagerJobDeleted),
         Cleanup::Started { first: false }
@@ -139,7 +139,7 @@ fn cleanup_waits_for_gone_and_resends_the_delete_in_a_new_session() {
 fn a_resumed_job_is_applied_only_after_its_old_mirror_is_gone() {
     let (fleet, _) = fleet();
     let (tx, mut rx) = outbox();
-    fleet.connect("w1", "test", &[], vec![], tx);
+    fleet.connect("w1", "test", &[], vec![], vec![], tx);
     fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
     fleet.cleanup("w1", "u1", &key("a"), DeleteReason::ManagerJobDeleted);
     assert_eq!(
@@ -161,9 +161,9 @@ fn a_resumed_job_is_applied_only_after_its_old_mirror_is_gone() {
 fn a_rejected_revision_is_not_resent_and_least_loaded_counts_live_mirrors() {
     let (fleet, mut triggers) = fleet();
     let (tx, _rx) = outbox();
-    fleet.connect("w1", "test", &[], vec![], tx);
+    fleet.connect("w1", "test", &[], vec![], vec![], tx);
     let (tx2, _rx2) = outbox();
-    fleet.connect("w2", "test", &[], vec![], tx2);
+    fleet.connect("w2", "test", &[], vec![], vec![], tx2);
     fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
     let conflict = rejection(RejectReason::Conflict);
     fleet.record_rejected("w1", "u1", conflict.clone()).unwrap();
@@ -194,7 +194,7 @@ pub(crate) fn rejection(reason: RejectReason) -> Rejection {
 fn a_refusal_that_can_clear_waits_until_the_worker_holds_the_mirror() {
     let (fleet, _) = fleet();
     let (tx, mut rx) = outbox();
-    fleet.connect("w1", "test", &[], vec![], tx);
+    fleet.connect("w1", "test", &[], vec![], vec![], tx);
     fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
     let quota = rejection(RejectReason::QuotaExceeded);
     fleet.record_rejected("w1", "u1", quota.clone()).unwrap();
@@ -221,7 +221,7 @@ fn a_refusal_that_can_clear_waits_until_the_worker_holds_the_mirror() {
 fn a_lost_mirror_is_applied_again_only_once_its_remains_are_gone() {
     let (fleet, _) = fleet();
     let (tx, mut rx) = outbox();
-    fleet.connect("w1", "test", &[], vec![], tx);
+    fleet.connect("w1", "test", &[], vec![], vec![], tx);
     fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
     fleet
         .record_status(
@@ -267,7 +267,7 @@ fn reports_about_mirrors_never_placed_on_the_cluster_are_dropped() {
         revision: 1,
         ..Default::default()
     };
-    fleet.connect("w1", "test", &[stray], vec![], tx);
+    fleet.connect("w1", "test", &[stray], vec![], vec![], tx);
     for n in 0..1000 {
         let uid = format!("u{n}");
         assert_eq!(
@@ -297,7 +297,7 @@ fn jobs_placed_together_spread_and_a_placement_is_stable() {
     for cluster in ["w1", "w2"] {
         let (tx, rx) = outbox();
         outboxes.push(rx);
-        fleet.connect(cluster, "test", &[], vec![], tx);
+        fleet.connect(cluster, "test", &[], vec![], vec![], tx);
     }
     let placed: Vec<String> = (0..4)
         .map(|i| {
@@ -330,7 +330,7 @@ fn jobs_placed_together_spread_and_a_placement_is_stable() {
 fn only_a_disconnected_cluster_can_be_lost_and_a_session_ends_it() {
     let (fleet, _) = fleet();
     let (tx, _rx) = outbox();
-    let session = fleet.connect("w1", "0.1.0", &[], vec![], tx);
+    let session = fleet.connect("w1", "0.1.0", &[], vec![], vec![], tx);
     assert!(
         !fleet.set_lost("w1", true),
         "a connected cluster is not lost"
@@ -341,7 +341,7 @@ fn only_a_disconnected_cluster_can_be_lost_and_a_session_ends_it() {
     assert!(fleet.set_lost("w1", true));
     assert!(fleet.is_lost("w1"));
     let (tx, _rx) = outbox();
-    fleet.connect("w1", "0.1.0", &[], vec![], tx);
+    fleet.connect("w1", "0.1.0", &[], vec![], vec![], tx);
     assert!(!fleet.is_lost("w1"));
 }
 
@@ -349,7 +349,7 @@ fn only_a_disconnected_cluster_can_be_lost_and_a_session_ends_it() {
 fn a_cluster_owns_only_the_mirrors_placed_on_it() {
     let (fleet, _) = fleet();
     let (tx, _rx) = outbox();
-    fleet.connect("w1", "test", &[], vec![], tx);
+    fleet.connect("w1", "test", &[], vec![], vec![], tx);
     assert!(!fleet.owns("w1", "u1"), "nothing placed yet");
     assert_eq!(
         fleet.place("u1", &key("a"), None, |_| true).as_deref(),
@@ -368,10 +368,36 @@ fn a_cluster_owns_only_the_mirrors_placed_on_it() {
 async fn a_session_whose_outbox_is_full_is_told_and_drops_the_message() {
     let (fleet, _) = fleet();
     let (tx, mut rx) = Outbox::new(1);
-    fleet.connect("w1", "test", &[], vec![], tx.clone());
+    fleet.connect("w1", "test", &[], vec![], vec![], tx.clone());
     fleet.place("u1", &key("a"), None, |_| true);
     fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
     assert_eq!(kinds(&mut rx), ["desired 0"], "the apply found no room");
     let told = tokio::time::timeout(std::time::Duration::from_secs(5), tx.fell_behind()).await;
     assert!(told.is_ok(), "the session learns it fell behind");
+}
+
+#[test]
+fn the_desired_set_after_a_lost_spell_says_so_and_carries_what_is_released() {
+    let (fleet, _triggers) = fleet();
+    let desired_set = |rx: &mut mpsc::Receiver<ManagerMessage>| match rx.try_recv().unwrap().kind {
+        Some(Kind::DesiredSet(set)) => set,
+        other => panic!("not a DesiredSet: {other:?}"),
+    };
+    let (tx, mut rx) = outbox();
+    let first = fleet.connect("w1", "test", &[], vec![], vec!["gone".into()], tx);
+    let set = desired_set(&mut rx);
+    assert_eq!(
+        (set.released, set.after_lost),
+        (vec!["gone".to_string()], false)
+    );
+    fleet.disconnect("w1", first);
+    assert!(fleet.set_lost("w1", true));
+    let (tx, mut rx) = outbox();
+    let back = fleet.connect("w1", "test", &[], vec![], vec![], tx);
+    assert!(desired_set(&mut rx).after_lost, "back from Lost");
+    assert!(!fleet.is_lost("w1"));
+    fleet.disconnect("w1", back);
+    let (tx, mut rx) = outbox();
+    fleet.connect("w1", "test", &[], vec![], vec![], tx);
+    assert!(!desired_set(&mut rx).after_lost, "an ordinary reconnect");
 }

@@ -11,6 +11,7 @@ pub mod error;
 pub mod events;
 pub mod fleet;
 pub mod fleet_views;
+pub mod instance;
 pub mod job_changes;
 pub mod job_life;
 pub mod job_writes;
@@ -149,6 +150,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
             error => return Err(Error::WorkerClusters(error)),
         }
     }
+    let instance = instance::discover(&client).await?;
 
     let (triggers, triggered) = mpsc::unbounded_channel();
     let fleet = Arc::new(Fleet::new(triggers.clone()));
@@ -273,6 +275,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
         jobs: jobs.clone(),
         events: events.clone(),
         origin: origin.clone(),
+        instance: instance.clone(),
         heartbeat_interval: args.heartbeat_interval,
         remote_retention: config.retention.remote_after_finished,
         limits: args.relay.session_limits(),
@@ -292,7 +295,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
     let listener = tokio::net::TcpListener::bind(args.listen).await.map_err(
         jobrelay_process::Error::listen("the Relay service", args.listen),
     )?;
-    info!(listen = %args.listen, %origin, tls = tls.is_some(), "serving jobrelay.v1.Relay");
+    info!(listen = %args.listen, %origin, %instance, tls = tls.is_some(), "serving jobrelay.v1.Relay");
     let server = match tls {
         Some(files) => {
             let pem = files.read()?;

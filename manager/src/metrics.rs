@@ -376,7 +376,7 @@ mod tests {
         let (triggers, _) = tokio::sync::mpsc::unbounded_channel();
         let fleet = Arc::new(Fleet::new(triggers));
         let (outbox, _rx) = crate::outbox::Outbox::new(16);
-        fleet.connect("w1", "test", &[], vec![], outbox);
+        fleet.connect("w1", "test", &[], vec![], vec![], outbox);
         fleet.ensure_applied("w1", "u1", &ObjectRef::new("a").within("ns"), 1, Vec::new);
         fleet.record_status("w1", "u1", 1, MirrorPhase::Running, None);
         let metrics = Metrics::new(Arc::clone(&fleet), Arc::new(Pace::per_second(1.0)));

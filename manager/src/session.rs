@@ -11,10 +11,9 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use jobrelay_proto::v1::relay_server::Relay;
 use jobrelay_proto::v1::{
-    AgentMessage, DesiredMirror, Heartbeat, Hello, ManagerMessage, Welcome, manager_message::Kind,
+    AgentMessage, Heartbeat, Hello, ManagerMessage, Welcome, manager_message::Kind,
 };
 use k8s_openapi::api::batch::v1::Job;
-use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::{mpsc, oneshot};
 use tonic::{Request, Response, Status, Streaming};
@@ -23,15 +22,12 @@ use tracing::{Instrument, info_span, warn};
 use crate::events::Events;
 use crate::fleet::{Fleet, message};
 use crate::metrics::Metrics;
-use crate::mirror::is_relayed;
 use crate::outbox::Outbox;
-use crate::placement::assigned_cluster;
 use crate::registry::Registry;
-use crate::retention::keeps_mirror;
 use jobrelay_process::{Peer, RefusedConnection};
-use k8s_openapi::jiff::Timestamp;
 
 mod admission;
+mod desired;
 pub mod limits;
 mod reports;
 
@@ -117,6 +113,8 @@ pub struct Sessions {
     pub synced: tokio::sync::watch::Receiver<bool>,
     pub events: Events,
     pub origin: String,
+    /// This installation's identity ([`crate::instance`]), for the Welcome.
+    pub instance: String,
     pub heartbeat_interval: Duration,
     /// `retention.remoteAfterFinished`: finished Jobs keep their mirror this long.
     pub remote_retention: Duration,
@@ -147,6 +145,7 @@ impl Relay for RelayService {
         let admitted = limits::hello(first, timeout).and_then(|hello| {
             self.sessions.admit(peer.as_ref(), &hello.cluster)?;
             versions_match(&hello.agent_version)?;
+            self.sessions.instance_taken(&hello)?;
             Ok(hello)
         });
         let hello = match admitted {
@@ -167,6 +166,7 @@ impl Relay for RelayService {
             origin: self.sessions.origin.clone(),
             leader_lease: epoch.lease,
             leader_epoch: epoch.transitions,
+            manager_instance: self.sessions.instance.clone(),
         };
         let _ = outbox.send(message(Kind::Welcome(welcome)));
         let (cut, cut_status) = oneshot::channel();
@@ -246,10 +246,14 @@ impl Sessions {
             every,
             || message(Kind::Heartbeat(Heartbeat {})),
         ));
-        let desired = desired_set(&self.jobs, &cluster, self.remote_retention);
+        let jobs = self.jobs.state();
+        let desired = desired::desired_set(&jobs, &cluster, self.remote_retention);
+        let released = desired::released(&jobs, &hello.inventory, &desired);
+        drop(jobs);
         tracing::info!(
             inventory = hello.inventory.len(),
             desired = desired.len(),
+            released = released.len(),
             "agent connected"
         );
         let session = self.fleet.connect(
@@ -257,6 +261,7 @@ impl Sessions {
             &hello.agent_version,
             &hello.inventory,
             desired,
+            released,
             outbox.clone(),
         );
         // Jobs that waited for a cluster are placed now, not at their next
@@ -319,28 +324,4 @@ pub fn log_refused_connection(connection: &RefusedConnection) {
     } else {
         warn!(%addr, reason, %detail, "TLS handshake refused");
     }
-}
-
-/// The mirrors `cluster` should hold: its active Jobs, and finished ones
-/// whose remote retention has not run out.
-fn desired_set(
-    jobs: &Store<Job>,
-    cluster: &str,
-    remote_retention: Duration,
-) -> Vec<(DesiredMirror, ObjectRef<Job>)> {
-    let now = Timestamp::now();
-    jobs.state()
-        .iter()
-        .filter(|job| {
-            is_relayed(job)
-                && assigned_cluster(job) == Some(cluster)
-                && keeps_mirror(job, now, remote_retention)
-        })
-        .filter_map(|job| {
-            let mirror = DesiredMirror {
-                origin_uid: job.uid()?,
-            };
-            Some((mirror, ObjectRef::from_obj(job.as_ref())))
-        })
-        .collect()
 }

@@ -27,6 +27,7 @@ async fn a_session_is_welcomed_with_the_desired_set_and_carries_applies_status_a
         panic!("Welcome first");
     };
     assert_eq!(welcome.origin, ORIGIN);
+    assert_eq!(welcome.manager_instance, INSTANCE);
     assert_eq!(
         welcome.heartbeat_interval,
         prost_types::Duration::try_from(HEARTBEAT).ok()
@@ -237,4 +238,37 @@ async fn an_agent_of_an_unsupported_version_is_refused_saying_which_versions_are
         "{}",
         manager.metrics.render()
     );
+}
+
+#[tokio::test]
+async fn a_worker_holding_another_instances_mirrors_is_refused_until_its_agent_adopts_this_one() {
+    let manager = manager().await;
+    let mut elsewhere = hello("w1", vec![]);
+    elsewhere.manager_instances = vec![INSTANCE.into(), "restored-from".into()];
+    let Err(refused) = connect(&manager, elsewhere.clone()).await else {
+        panic!("a manager commanded mirrors another instance made");
+    };
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        refused.message().contains("instance restored-from")
+            && refused
+                .message()
+                .contains("--adopt-manager-instance=hub-instance"),
+        "{}",
+        refused.message()
+    );
+    assert!(!manager.fleet.is_connected("w1"));
+    assert!(
+        manager
+            .metrics
+            .render()
+            .contains("jobrelay_sessions_refused_total{reason=\"manager_instance_refused\"} 1"),
+        "{}",
+        manager.metrics.render()
+    );
+
+    elsewhere.adopted_manager_instance = INSTANCE.into();
+    connect(&manager, elsewhere)
+        .await
+        .expect("admitted once the agent adopted this instance");
 }

@@ -11,6 +11,7 @@ pub mod v1 {
 }
 
 pub mod duration;
+pub mod instance;
 pub mod rejection;
 pub mod skew;
 pub mod wire;
@@ -40,6 +41,8 @@ mod tests {
                     revision: 3,
                     phase: MirrorPhase::Running as i32,
                 }],
+                manager_instances: vec!["3f2a".into()],
+                adopted_manager_instance: String::new(),
             })),
         };
         assert_eq!(

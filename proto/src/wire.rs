@@ -51,6 +51,10 @@ pub const REMOTE_JOB_LOST: &str = "RemoteJobLost";
 /// Condition reason of a manager Job whose worker refused it for good.
 pub const REMOTE_REJECTED: &str = "RemoteRejected";
 
+/// Label on each mirror Job naming the manager instance whose session
+/// created it (see [`crate::instance`]).
+pub const MANAGER_INSTANCE_LABEL: &str = "jobrelay.dev/manager-instance";
+
 /// Label the leading manager replica puts on its own Pod (value `"true"`),
 /// so the Service agents dial selects the leader alone.
 pub const LEADER_LABEL: &str = "jobrelay.dev/leader";

@@ -1,16 +1,20 @@
 //! The agent's orphan sweep: what its manager no longer wants is deleted,
-//! only of its own origin, and a backlog of hundreds at a steady pace with
-//! its progress in the log. These tests restart the agent, so they run one
-//! at a time.
+//! only of its own origin, and a backlog of hundreds — more than the brake
+//! on mass deletion lets go at once — held, shown, and after the brake's
+//! confirmation swept at a steady pace with its progress in the log. These
+//! tests restart the agent, so they run one at a time.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use jobrelay_e2e::kit;
+use jobrelay_e2e::relay::Options;
 use jobrelay_e2e::scenario::Scenario;
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::{CLUSTER_KEY, ORIGIN_LABEL, ORIGIN_UID_LABEL};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
@@ -20,8 +24,16 @@ const WORKER_A: &str = "worker-1";
 /// Only one test at a time restarts the agent.
 static EXCLUSIVE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// How long the brake holds here (5 minutes by default).
+const BRAKE_CONFIRM: &str = "15s";
+
 async fn setup(prefix: &str) -> Scenario {
-    Scenario::relayed(prefix).await
+    let options = Options {
+        agent_args: vec!["--deletion-brake-confirm".into(), BRAKE_CONFIRM.into()],
+        ..Options::default()
+    };
+    let (clusters, relay) = kit::relay_with(2, options).await;
+    Scenario::new(clusters, relay, prefix).await
 }
 
 /// Waits until no Pod matches `selector`.
@@ -159,6 +171,7 @@ async fn hundreds_of_orphans_are_swept_at_a_steady_pace_with_progress_in_the_log
     // Pods of this origin whose Jobs the manager no longer knows, as a long
     // absence would leave them, and a few of another origin.
     let ours = 300;
+    let started = k8s_openapi::jiff::Timestamp::now();
     let progress_before = relay
         .agent_log(WORKER_A)
         .matches("working off a backlog")
@@ -179,10 +192,31 @@ async fn hundreds_of_orphans_are_swept_at_a_steady_pace_with_progress_in_the_log
             .unwrap();
     }
     let swept = Instant::now();
+    let events: Api<Event> =
+        Api::namespaced(kit::client(scenario.clusters.manager()).await, "default");
+    let held = wait::until(
+        "the brake's DeletionsHeld Event on the WorkerCluster",
+        TIMEOUT,
+        || async {
+            let found = events.list(&ListParams::default()).await.map(|list| {
+                list.items.into_iter().find(|e| {
+                    e.reason.as_deref() == Some("DeletionsHeld")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(WORKER_A)
+                        && e.event_time.as_ref().is_some_and(|t| t.0 >= started)
+                })
+            });
+            match found {
+                Ok(Some(event)) => Seen::Ready(event.note.unwrap_or_default()),
+                seen => Seen::Waiting(format!("{seen:?}")),
+            }
+        },
+    )
+    .await;
+    println!("held: {held}");
     let selector = ListParams::default().labels(&format!("{ORIGIN_LABEL}={}", relay.origin));
     wait_no_pods(&pods, &selector, "every orphan Pod of this origin swept").await;
     println!(
-        "{ours} orphan Pods swept within {:?} of their creation",
+        "{ours} orphan Pods held for {BRAKE_CONFIRM}, then swept within {:?} of their creation",
         swept.elapsed()
     );
     let progress = relay

@@ -127,6 +127,7 @@ async fn hello(
             cluster: cluster.into(),
             agent_version: env!("CARGO_PKG_VERSION").into(),
             inventory: Vec::new(),
+            ..Hello::default()
         })),
     };
     let mut stream = RelayClient::new(channel)

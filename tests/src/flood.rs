@@ -120,6 +120,7 @@ async fn peer(endpoint: Endpoint, cluster: String, counters: Arc<Counters>, stop
                         cluster: cluster.clone(),
                         agent_version: env!("CARGO_PKG_VERSION").into(),
                         inventory: Vec::new(),
+                        ..Hello::default()
                     })),
                 };
                 let slow = futures::stream::once(async move {

@@ -51,20 +51,29 @@ pub(crate) async fn install_crd(
 /// set.
 pub async fn register(set: &ClusterSet) -> anyhow::Result<()> {
     let client = set.manager().client().await?;
+    register_on(client, set.workers().iter().map(|w| w.name.as_str())).await
+}
+
+/// Installs jobrelay's CRDs with `client` and registers `workers` there: any
+/// cluster can be made a manager's.
+pub async fn register_on(
+    client: kube::Client,
+    workers: impl IntoIterator<Item = &str>,
+) -> anyhow::Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in [WorkerCluster::crd(), WorkerClusterSet::crd()] {
         install_crd(&crds, &crd.name_any(), &crd).await?;
     }
     let apply = PatchParams::apply("jobrelay-e2e").force();
     let clusters: Api<WorkerCluster> = Api::all(client);
-    for worker in set.workers() {
-        let registration = WorkerCluster::new(&worker.name, WorkerClusterSpec::default());
+    for worker in workers {
+        let registration = WorkerCluster::new(worker, WorkerClusterSpec::default());
         wait::try_until(
-            format!("WorkerCluster {} registered", worker.name),
+            format!("WorkerCluster {worker} registered"),
             Duration::from_secs(30),
             || async {
                 match clusters
-                    .patch(&worker.name, &apply, &Patch::Apply(&registration))
+                    .patch(worker, &apply, &Patch::Apply(&registration))
                     .await
                 {
                     Ok(_) => Seen::Ready(()),

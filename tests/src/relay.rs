@@ -11,10 +11,12 @@ use crate::certs::RelayCa;
 use crate::proxy::Proxy;
 
 mod control;
+mod impostor;
 mod reports;
 mod start;
 
 pub(crate) use control::start_logged;
+pub use impostor::Impostor;
 pub use start::Options;
 use start::{AgentSetup, Replica};
 
@@ -42,6 +44,7 @@ pub struct Relay {
     /// Replica 0 is "the manager" of the methods without an index.
     replicas: Vec<Replica>,
     agent_setups: BTreeMap<String, AgentSetup>,
+    agent_args: Vec<String>,
     agents: Mutex<BTreeMap<String, Child>>,
     log_filter: String,
 }

@@ -49,6 +49,28 @@ pub struct Args {
     #[arg(long, env = "JOBRELAY_ORPHAN_SWEEP_INTERVAL", default_value = "60s", value_parser = jobrelay_proto::duration::parse)]
     pub orphan_sweep_interval: Duration,
 
+    /// The brake on mass deletion: a DesiredSet whose orphans unknown to the
+    /// manager exceed this share (0 to 1) of the live mirrors, and number at
+    /// least `--deletion-brake-minimum`, deletes none of them until the same
+    /// holds for `--deletion-brake-confirm`. 1 turns the brake off.
+    #[arg(long, env = "JOBRELAY_DELETION_BRAKE_SHARE", default_value_t = 0.5, value_parser = share)]
+    pub deletion_brake_share: f64,
+
+    /// Unknown orphans below this many never trip the brake.
+    #[arg(long, env = "JOBRELAY_DELETION_BRAKE_MINIMUM", default_value_t = 20)]
+    pub deletion_brake_minimum: usize,
+
+    /// How long the brake holds before the deletions go ahead.
+    #[arg(long, env = "JOBRELAY_DELETION_BRAKE_CONFIRM", default_value = "5m", value_parser = jobrelay_proto::duration::parse)]
+    pub deletion_brake_confirm: Duration,
+
+    /// A manager instance (the UID of its cluster's kube-system namespace)
+    /// to accept although this worker holds mirrors another instance of the
+    /// same origin made: set it when a manager was rebuilt or moved on
+    /// purpose. Its DesiredSet then replaces the old instance's.
+    #[arg(long, env = "JOBRELAY_ADOPT_MANAGER_INSTANCE", default_value = "")]
+    pub adopt_manager_instance: String,
+
     /// Deletions (of Jobs and Pods) the agent sends per second at most; a
     /// backlog is worked off at this pace, with progress in the log.
     #[arg(long, env = "JOBRELAY_DELETIONS_PER_SECOND", default_value_t = 100)]
@@ -82,6 +104,14 @@ pub struct Args {
     /// Dial the manager without TLS. For local development on loopback only.
     #[arg(long, env = "JOBRELAY_INSECURE_PLAINTEXT", value_parser = clap::builder::BoolishValueParser::new())]
     pub insecure_plaintext: bool,
+}
+
+/// A share from 0 to 1.
+fn share(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(share) if (0.0..=1.0).contains(&share) => Ok(share),
+        _ => Err(format!("{text:?} is not a share from 0 to 1 (such as 0.5)")),
+    }
 }
 
 #[cfg(test)]

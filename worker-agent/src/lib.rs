@@ -38,7 +38,7 @@ use crate::cli::Args;
 use crate::config::Config;
 pub use crate::error::Error;
 use crate::metrics::Metrics;
-use crate::mirrors::{Mirrors, Pacing};
+use crate::mirrors::{BrakeSettings, Mirrors, Pacing};
 use crate::namespaces::NamespacePolicy;
 use crate::session::{Agent, Dial};
 use crate::watched::{Changes, Watched};
@@ -134,6 +134,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
     let session_state = link_up.clone();
     tokio::spawn(async move { sessions.follow_session(session_state).await });
     tokio::spawn(report_readiness(client.clone(), link_up, readiness));
+    let (deleting, held) = metrics.deletion_gauges();
     let agent = Agent {
         dial,
         connected,
@@ -141,6 +142,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
         cluster: args.cluster.clone(),
         origin: args.origin.clone(),
         epochs: Default::default(),
+        adopted_instance: args.adopt_manager_instance.clone(),
         mirrors: Mirrors::new(
             client,
             args.origin.clone(),
@@ -148,12 +150,17 @@ pub async fn run(args: Args) -> Result<(), Error> {
                 orphan_pod_grace: args.orphan_pod_grace,
                 deletions,
                 apply_retry_max: args.apply_retry_max_delay,
+                brake: BrakeSettings {
+                    share: args.deletion_brake_share,
+                    at_least: args.deletion_brake_minimum,
+                    confirm: args.deletion_brake_confirm,
+                },
             },
             jobs,
             pods,
             changes,
         )
-        .report_deletions_on(metrics.mirrors_deleting())
+        .report_deletions_on(deleting, held)
         .within(policy),
     };
     info!(cluster = %args.cluster, manager = %args.manager_url.join(","), origin = %args.origin, "agent starting");

@@ -1,7 +1,8 @@
 //! Prometheus metrics of the agent (the `prometheus-client` crate, the same
 //! conventions as the manager's), served as text on `/metrics` by the
 //! process's metrics endpoint: whether it holds a session with the manager
-//! and how many it opened, how many mirrors it is deleting, and the metrics
+//! and how many it opened, how many mirrors it is deleting and how many the
+//! brake on mass deletion holds, and the metrics
 //! every jobrelay process has (build, certificate expiry, Kubernetes API
 //! latencies).
 
@@ -19,6 +20,7 @@ pub struct Metrics {
     session_connected: Gauge,
     session_connects: Counter,
     mirrors_deleting: Gauge,
+    deletions_held: Gauge,
 }
 
 impl Default for Metrics {
@@ -34,6 +36,7 @@ impl Metrics {
             session_connected: Gauge::default(),
             session_connects: Counter::default(),
             mirrors_deleting: Gauge::default(),
+            deletions_held: Gauge::default(),
         };
         let mut registry = metrics
             .registry
@@ -54,14 +57,20 @@ impl Metrics {
             "Mirrors being deleted: waiting for their turn, for their Job, or for their Pods to go (the deletion backlog)",
             metrics.mirrors_deleting.clone(),
         );
+        registry.register(
+            "agent_deletions_held",
+            "Mirrors the brake on mass deletion holds back: a DesiredSet would delete them, the manager does not know them, and they are more than the limits allow at once",
+            metrics.deletions_held.clone(),
+        );
         jobrelay_process::metrics::register(&mut registry);
         drop(registry);
         metrics
     }
 
-    /// The gauge the mirrors show their deletions in progress on.
-    pub fn mirrors_deleting(&self) -> Gauge {
-        self.mirrors_deleting.clone()
+    /// The gauges the mirrors show their deletions in progress, and those
+    /// the brake holds, on.
+    pub fn deletion_gauges(&self) -> (Gauge, Gauge) {
+        (self.mirrors_deleting.clone(), self.deletions_held.clone())
     }
 
     /// Notes the session going from `was` to `is` (open or not).
@@ -146,7 +155,7 @@ mod tests {
     #[test]
     fn the_deletion_backlog_and_the_process_metrics_are_rendered() {
         let metrics = Metrics::new();
-        metrics.mirrors_deleting().set(250);
+        metrics.deletion_gauges().0.set(250);
         let text = metrics.render();
         // The API latencies and certificate expiries show up once there is
         // a request or a certificate file to tell of.

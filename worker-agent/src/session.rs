@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use jobrelay_process::Pem;
+use jobrelay_proto::instance;
 use jobrelay_proto::v1::relay_client::RelayClient;
 use jobrelay_proto::v1::{
-    AgentMessage, Heartbeat, Hello, ManagerMessage, agent_message, manager_message,
+    AgentMessage, Heartbeat, Hello, ManagerMessage, Welcome, agent_message, manager_message,
 };
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -127,6 +128,8 @@ pub struct Agent {
     pub mirrors: Mirrors,
     /// The latest leader epoch a Welcome named; older ones are refused.
     pub epochs: Epochs,
+    /// The manager instance an operator adopted (`--adopt-manager-instance`).
+    pub adopted_instance: String,
 }
 
 impl Agent {
@@ -180,6 +183,8 @@ impl Agent {
             cluster: self.cluster.clone(),
             agent_version: env!("CARGO_PKG_VERSION").into(),
             inventory: self.mirrors.inventory(),
+            manager_instances: self.mirrors.manager_instances(),
+            adopted_manager_instance: self.adopted_instance.clone(),
         };
         let inventory = hello.inventory.len();
         let _ = outbox.send(agent_message(agent_message::Kind::Hello(hello)));
@@ -261,21 +266,16 @@ impl Agent {
                         self.mirrors.apply_all(std::mem::take(&mut applies));
                         match kind {
                             K::Welcome(welcome) => {
-                                if welcome.origin != self.origin {
-                                    return format!("the manager's origin is {:?}, this agent serves {:?}", welcome.origin, self.origin);
+                                if let Err(refused) = self.welcomed(&welcome) {
+                                    return refused;
                                 }
-                                if let Err(stale) = self.epochs.welcomed(&welcome.leader_lease, welcome.leader_epoch) {
-                                    return stale;
-                                }
-                                info!(manager_version = %welcome.manager_version, leader_epoch = welcome.leader_epoch, "welcomed by the manager");
-                                self.connected.send_replace(true);
                                 if let Some(every) = welcome.heartbeat_interval.and_then(|d| Duration::try_from(d).ok()).filter(|d| !d.is_zero()) {
                                     interval.send_replace(every);
                                 }
                             }
                             K::DesiredSet(set) => {
-                                info!(mirrors = set.mirrors.len(), "desired set received");
-                                self.mirrors.set_desired(set.mirrors.into_iter().map(|m| m.origin_uid));
+                                info!(mirrors = set.mirrors.len(), released = set.released.len(), after_lost = set.after_lost, "desired set received");
+                                self.mirrors.set_desired(set.mirrors.into_iter().map(|m| m.origin_uid), set.released, set.after_lost);
                             }
                             K::DeleteMirror(delete) => self.mirrors.delete(delete),
                             K::ApplyMirror(_) | K::Heartbeat(_) => {}
@@ -313,6 +313,25 @@ impl Agent {
                 return ended;
             }
         }
+    }
+
+    /// Takes the manager's Welcome, or says why this manager may not
+    /// command the worker: another origin, a stale leader, another instance.
+    fn welcomed(&mut self, welcome: &Welcome) -> Result<(), String> {
+        if welcome.origin != self.origin {
+            return Err(format!(
+                "the manager's origin is {:?}, this agent serves {:?}",
+                welcome.origin, self.origin
+            ));
+        }
+        self.epochs
+            .welcomed(&welcome.leader_lease, welcome.leader_epoch)?;
+        let held = self.mirrors.manager_instances();
+        instance::judge(&welcome.manager_instance, &held, &self.adopted_instance)?;
+        info!(manager_version = %welcome.manager_version, leader_epoch = welcome.leader_epoch, manager_instance = %welcome.manager_instance, "welcomed by the manager");
+        self.mirrors.set_instance(&welcome.manager_instance);
+        self.connected.send_replace(true);
+        Ok(())
     }
 
     /// One pass over the mirrors: what it reports is on its way to the

@@ -4,9 +4,13 @@
 //! Each refusal comes with a metric label and the status the agent gets.
 
 use jobrelay_process::Peer;
+use jobrelay_proto::instance;
+use jobrelay_proto::v1::Hello;
+use kube::Resource;
 use tonic::Status;
 
 use super::Sessions;
+use crate::events::Reason;
 
 /// A refusal: its metric label and the status the agent gets.
 pub type Refusal = (&'static str, Status);
@@ -91,6 +95,21 @@ impl Sessions {
             ));
         }
         Ok(())
+    }
+
+    /// Refuses an agent whose worker holds mirrors another manager instance
+    /// of this origin made (unless its operator adopted this one), showing
+    /// why on the WorkerCluster: this manager must not command them.
+    pub(super) fn instance_taken(&self, hello: &Hello) -> Result<(), Refusal> {
+        let held = &hello.manager_instances;
+        instance::judge(&self.instance, held, &hello.adopted_manager_instance).map_err(|why| {
+            if let Some(cluster) = self.registry.get(&hello.cluster) {
+                let regarding = cluster.object_ref(&());
+                self.events
+                    .publish(&regarding, Reason::ManagerInstanceRefused, why.clone());
+            }
+            ("manager_instance_refused", Status::failed_precondition(why))
+        })
     }
 }
 

@@ -35,7 +35,7 @@ pub fn limit(kind: &agent_message::Kind) -> usize {
         // A refusal's message is an API server's error text.
         K::ApplyRejected(_) => 64 * 1024,
         K::MirrorLost(_) => 16 * 1024,
-        K::MirrorGone(_) | K::Heartbeat(_) => 1024,
+        K::MirrorGone(_) | K::Heartbeat(_) | K::DeletionsHeld(_) => 1024,
     }
 }
 
@@ -70,6 +70,7 @@ pub fn within_limit(kind: &agent_message::Kind) -> Result<(), TooLarge> {
         agent_message::Kind::MirrorGone(m) => m.encoded_len(),
         agent_message::Kind::Heartbeat(m) => m.encoded_len(),
         agent_message::Kind::Hello(m) => m.encoded_len(),
+        agent_message::Kind::DeletionsHeld(m) => m.encoded_len(),
     };
     check_size(kind, size)
 }
@@ -83,6 +84,7 @@ fn kind_name(kind: &agent_message::Kind) -> &'static str {
         K::MirrorLost(_) => "MirrorLost",
         K::MirrorGone(_) => "MirrorGone",
         K::Heartbeat(_) => "Heartbeat",
+        K::DeletionsHeld(_) => "DeletionsHeld",
     }
 }
 

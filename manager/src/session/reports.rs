@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
-use jobrelay_proto::v1::{MirrorPhase, agent_message};
+use jobrelay_proto::v1::{DeletionsHeld, MirrorPhase, agent_message};
 use k8s_openapi::jiff::Timestamp;
+use kube::Resource;
 use tracing::{debug, warn};
 
 use super::{Ended, Sessions};
@@ -23,6 +24,7 @@ impl Sessions {
         match kind {
             K::Hello(_) => return Err(Ended::SecondHello),
             K::Heartbeat(_) => {}
+            K::DeletionsHeld(held) => self.deletions_held(cluster, &held),
             K::MirrorStatus(report) => {
                 // Ownership first: the status of a mirror not placed on this
                 // cluster is dropped unread.
@@ -152,6 +154,30 @@ impl Sessions {
             let namespace = key.namespace.as_deref().unwrap_or_default();
             let job = job_reference(namespace, &key.name, uid);
             self.events.publish(&job, reason, note);
+        }
+    }
+
+    /// Shows on the WorkerCluster that the agent's brake holds deletions
+    /// this manager's DesiredSet asked for.
+    fn deletions_held(&self, cluster: &str, held: &DeletionsHeld) {
+        let confirm_in = held
+            .confirm_in
+            .and_then(|d| Duration::try_from(d).ok())
+            .unwrap_or_default();
+        let note = format!(
+            "the agent holds {} of {} live mirrors this manager does not know: the DesiredSet would delete more at once than the agent's brake allows. \
+             They are deleted in {confirm_in:?} if this manager still does not want them; if that is wrong, check this manager's Jobs and origin now",
+            held.unknown, held.live
+        );
+        warn!(
+            unknown = held.unknown,
+            live = held.live,
+            ?confirm_in,
+            "the agent's deletion brake holds"
+        );
+        if let Some(worker) = self.registry.get(cluster) {
+            let regarding = worker.object_ref(&());
+            self.events.publish(&regarding, Reason::DeletionsHeld, note);
         }
     }
 }

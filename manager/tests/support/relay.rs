@@ -31,6 +31,8 @@ use tokio_stream::wrappers::{ReceiverStream, UnboundedReceiverStream};
 use tonic::transport::{Channel, Endpoint, Server, Uri};
 
 pub const ORIGIN: &str = "hub";
+/// The manager instance of the Relay under test.
+pub const INSTANCE: &str = "hub-instance";
 pub const UID: &str = "u1";
 /// Long enough that no heartbeat interleaves with what a test waits for.
 pub const HEARTBEAT: Duration = Duration::from_secs(3600);
@@ -107,6 +109,7 @@ pub async fn manager_with(limits: SessionLimits) -> Manager {
         synced,
         events: Events::new(unreachable_api(), ORIGIN),
         origin: ORIGIN.into(),
+        instance: INSTANCE.into(),
         heartbeat_interval: HEARTBEAT,
         remote_retention: Duration::ZERO,
         limits,
@@ -178,6 +181,7 @@ pub fn hello(cluster: &str, inventory: Vec<InventoryEntry>) -> Hello {
         cluster: cluster.into(),
         agent_version: env!("CARGO_PKG_VERSION").into(),
         inventory,
+        ..Hello::default()
     }
 }
 

@@ -269,6 +269,7 @@ async fn a_peer_the_ca_vouches_for_gets_seconds_for_its_hello_and_no_more_than_a
             cluster: "ghost".into(),
             agent_version: env!("CARGO_PKG_VERSION").into(),
             inventory,
+            ..Hello::default()
         })),
     };
     let oversized = RelayClient::new(vouched_for(relay, "ghost").await)

@@ -96,7 +96,14 @@ impl Relay {
 
     /// Starts the agent of `worker` (again), appending to its log.
     pub fn start_agent(&self, worker: &str) -> anyhow::Result<()> {
-        let command = self.agent_command(worker)?;
+        self.start_agent_with(worker, &[])
+    }
+
+    /// Starts the agent of `worker` (again) with `more` flags after the
+    /// usual ones (a `--manager-url` adds an endpoint), appending to its log.
+    pub fn start_agent_with(&self, worker: &str, more: &[&str]) -> anyhow::Result<()> {
+        let mut command = self.agent_command(worker)?;
+        command.args(more);
         let child = start_logged(
             command,
             &self.logs.join(format!("jobrelay-agent-{worker}.log")),

@@ -38,6 +38,8 @@ pub struct Options {
     pub manager_surge: usize,
     /// More flags for every manager replica.
     pub manager_args: Vec<String>,
+    /// More flags for every agent.
+    pub agent_args: Vec<String>,
 }
 
 /// One manager replica: how to start it, the running process, where it
@@ -55,7 +57,7 @@ pub(super) struct Replica {
 impl Replica {
     /// Replica `index`, launched as `launch` says (its TLS files and
     /// configuration) on ports of its own, with the tests' flags and `more`.
-    fn new(
+    pub(super) fn new(
         index: usize,
         mut launch: Launch,
         more: &[String],
@@ -159,11 +161,7 @@ impl Relay {
         let running = options.manager_replicas.max(1);
         let mut replicas = Vec::new();
         for index in 0..running + options.manager_surge {
-            let mut launch = Launch {
-                bin: manager_bin.clone(),
-                kubeconfig: set.manager().kubeconfig.clone(),
-                args: Vec::new(),
-            };
+            let mut launch = Launch::new(manager_bin.clone(), &set.manager().kubeconfig);
             launch.path("--tls-cert", &server_cert);
             launch.path("--tls-key", &server_key);
             launch.path("--client-ca", &ca_path);
@@ -228,6 +226,7 @@ impl Relay {
             agent_bin,
             replicas,
             agent_setups: agents,
+            agent_args: options.agent_args.clone(),
             agents: Mutex::new(BTreeMap::new()),
             log_filter: options
                 .log_filter
@@ -284,6 +283,7 @@ impl Relay {
         if let Some(config) = &setup.config {
             agent.arg("--config").arg(config);
         }
+        agent.args(&self.agent_args);
         Ok(agent)
     }
 }
@@ -296,11 +296,24 @@ pub(super) struct Launch {
 }
 
 impl Launch {
+    pub(super) fn new(bin: PathBuf, kubeconfig: &Path) -> Self {
+        Launch {
+            bin,
+            kubeconfig: kubeconfig.to_path_buf(),
+            args: Vec::new(),
+        }
+    }
+
+    /// The manager binary it starts.
+    pub(super) fn bin(&self) -> &Path {
+        &self.bin
+    }
+
     fn args<const N: usize>(&mut self, args: [&str; N]) {
         self.args.extend(args.map(Into::into));
     }
 
-    fn path(&mut self, flag: &str, path: &Path) {
+    pub(super) fn path(&mut self, flag: &str, path: &Path) {
         self.args.push(flag.into());
         self.args.push(path.into());
     }

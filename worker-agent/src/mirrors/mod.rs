@@ -8,12 +8,15 @@
 //! same-named Job without that label is a conflict, reported and left alone.
 
 mod apply;
+mod brake;
 mod deletion;
 mod losses;
 mod orphans;
 mod visit;
 mod write;
 
+pub use brake::BrakeSettings;
+use orphans::Sweep;
 pub use orphans::{HeldMirror, orphans};
 
 use std::collections::{HashMap, HashSet};
@@ -25,9 +28,10 @@ use futures::StreamExt;
 use jobrelay_proto::v1::{
     AgentMessage, InventoryEntry, MirrorPhase, MirrorStatus, agent_message::Kind,
 };
+use jobrelay_proto::wire::MANAGER_INSTANCE_LABEL;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::Resource;
+use kube::{Resource, ResourceExt};
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{Semaphore, mpsc};
 
@@ -61,6 +65,8 @@ pub struct Pacing {
     /// The longest wait between two tries of an apply the worker refused for
     /// a reason that can clear.
     pub apply_retry_max: Duration,
+    /// When a DesiredSet's unknown orphans are held back.
+    pub brake: BrakeSettings,
 }
 
 /// Drops from a cached Pod everything but its metadata, which is all the
@@ -121,6 +127,8 @@ struct Report {
 pub struct Mirrors {
     client: kube::Client,
     origin: String,
+    /// The manager instance of the session, put on every mirror created.
+    instance: String,
     orphan_pod_grace: Duration,
     jobs: Watched<Job>,
     pods: Watched<Pod>,
@@ -133,6 +141,7 @@ pub struct Mirrors {
     everything_due: bool,
     /// Origin UIDs the manager wants here (DesiredSet, then applies and deletes).
     desired: Option<HashSet<String>>,
+    sweep: Sweep,
     deleting: HashMap<String, Deletion>,
     /// Applies not taken yet: an older mirror of that name is still going,
     /// or the worker refused them for a reason that can clear.
@@ -177,6 +186,7 @@ impl Mirrors {
         Mirrors {
             client,
             origin,
+            instance: String::new(),
             orphan_pod_grace: pacing.orphan_pod_grace,
             jobs,
             pods,
@@ -184,6 +194,7 @@ impl Mirrors {
             due: HashSet::new(),
             everything_due: true,
             desired: None,
+            sweep: Sweep::new(brake::Brake::new(pacing.brake)),
             deleting: HashMap::new(),
             pending: HashMap::new(),
             in_flight: HashSet::new(),
@@ -214,10 +225,30 @@ impl Mirrors {
     }
 
     /// Shows the mirrors being deleted (or waiting for their Pods to go) on
-    /// `gauge`, after each pass.
-    pub fn report_deletions_on(mut self, gauge: Gauge) -> Self {
-        self.deleting_gauge = gauge;
+    /// `deleting` after each pass, and those the brake holds on `held`.
+    pub fn report_deletions_on(mut self, deleting: Gauge, held: Gauge) -> Self {
+        self.deleting_gauge = deleting;
+        self.sweep.held_gauge = held;
         self
+    }
+
+    /// The manager instance that welcomed this session: the mirrors it
+    /// creates carry it.
+    pub fn set_instance(&mut self, instance: &str) {
+        self.instance = instance.to_string();
+    }
+
+    /// The manager instances this origin's mirror Jobs name, each once.
+    pub fn manager_instances(&self) -> Vec<String> {
+        let mut instances: Vec<String> = self
+            .jobs
+            .state()
+            .iter()
+            .filter_map(|job| job.labels().get(MANAGER_INSTANCE_LABEL).cloned())
+            .collect();
+        instances.sort_unstable();
+        instances.dedup();
+        instances
     }
 
     /// Waits until both watches have listed everything once.
@@ -277,13 +308,6 @@ impl Mirrors {
         }
     }
 
-    /// The manager's complete list: anything else of this origin goes.
-    pub fn set_desired(&mut self, desired: impl IntoIterator<Item = String>) {
-        self.desired = Some(desired.into_iter().collect());
-        self.everything_due = true;
-        self.sweep_orphans();
-    }
-
     /// What the watches saw change; resolves `notified` once they did.
     pub fn changes(&self) -> Arc<Changes> {
         Arc::clone(&self.changes)
@@ -316,6 +340,7 @@ impl Mirrors {
             },
         };
         let strays = self.notice_losses(&held);
+        out.extend(self.sweep.take_notice());
         self.report_lost(out);
         self.report_status(&held, out);
         Look { held, strays }

@@ -1,21 +1,56 @@
 //! The orphan sweep: everything of this origin on the worker whose origin UID
 //! the manager does not want is deleted, the same way as a requested delete.
 //! This is what cleans up after restarts, Lost clusters and deletions that
-//! happened while the agent was away.
+//! happened while the agent was away. The brake on mass deletion
+//! ([`super::brake`]) judges the orphans the manager did not say it knows.
 
 use std::collections::HashSet;
+use std::time::Instant;
 
+use jobrelay_proto::v1::{DeletionsHeld, agent_message::Kind};
 use kube::{Resource, ResourceExt};
-use tracing::{debug, info};
+use prometheus_client::metrics::gauge::Gauge;
+use tracing::{debug, info, warn};
 
-use super::{Mirrors, origin_uid};
+use super::brake::{Brake, Verdict};
+use super::{Mirrors, agent_message, origin_uid};
 
 /// Orphans found in one sweep above which each is logged at debug only.
 const LOG_EACH_UP_TO: usize = 20;
 
+/// What the sweep knows beyond the desired set: what the manager's last
+/// DesiredSet said it releases, and the brake.
+#[derive(Default)]
+pub(super) struct Sweep {
+    released: HashSet<String>,
+    after_lost: bool,
+    brake: Brake,
+    /// Set to the unknown orphans the brake holds after each sweep.
+    pub(super) held_gauge: Gauge,
+    /// For the manager, once the brake begins to hold.
+    notice: Option<DeletionsHeld>,
+}
+
 impl Mirrors {
+    /// The manager's complete list (`desired`), the origin UIDs it knows it
+    /// releases, and whether the cluster comes back from Lost: anything else
+    /// of this origin goes, as far as the brake allows.
+    pub fn set_desired(
+        &mut self,
+        desired: impl IntoIterator<Item = String>,
+        released: impl IntoIterator<Item = String>,
+        after_lost: bool,
+    ) {
+        self.desired = Some(desired.into_iter().collect());
+        self.sweep.released = released.into_iter().collect();
+        self.sweep.after_lost = after_lost;
+        self.everything_due = true;
+        self.sweep_orphans();
+    }
+
     /// Starts deleting every Job and Pod of this origin whose origin UID the
-    /// manager does not want (nothing before the first DesiredSet of a session).
+    /// manager does not want (nothing before the first DesiredSet of a
+    /// session), holding back the unknown ones while the brake says so.
     pub fn sweep_orphans(&mut self) {
         let Some(desired) = &self.desired else { return };
         let jobs = self.jobs.state().into_iter().filter_map(|job| {
@@ -32,9 +67,15 @@ impl Mirrors {
                 name: String::new(),
             })
         });
-        let orphans = orphans(jobs.chain(pods), desired, |uid| {
-            self.deleting.contains_key(uid)
-        });
+        let held: Vec<HeldMirror> = jobs.chain(pods).collect();
+        let live = held
+            .iter()
+            .map(|m| m.origin_uid.as_str())
+            .filter(|uid| !self.deleting.contains_key(*uid))
+            .collect::<HashSet<_>>()
+            .len();
+        let orphans = orphans(held, desired, |uid| self.deleting.contains_key(uid));
+        let orphans = self.sweep.allowed(orphans, live, Instant::now());
         if orphans.len() > LOG_EACH_UP_TO {
             info!(
                 orphans = orphans.len(),
@@ -54,6 +95,65 @@ impl Mirrors {
             }
             self.begin_delete(uid, namespace, name);
         }
+    }
+}
+
+impl Sweep {
+    pub(super) fn new(brake: Brake) -> Self {
+        Sweep {
+            brake,
+            ..Sweep::default()
+        }
+    }
+
+    /// Of `orphans` (among `live` mirrors), those to delete now: the ones the
+    /// manager released, and the unknown ones unless the brake holds them.
+    fn allowed(&mut self, orphans: Vec<HeldMirror>, live: usize, now: Instant) -> Vec<HeldMirror> {
+        let (known, unknown): (Vec<_>, Vec<_>) = orphans
+            .into_iter()
+            .partition(|m| self.after_lost || self.released.contains(&m.origin_uid));
+        let verdict = self.brake.judge(unknown.len(), live, now);
+        let held = match verdict {
+            Verdict::Release => 0,
+            Verdict::Confirmed { unknown, live } => {
+                warn!(
+                    unknown,
+                    live, "deletion brake: the manager still does not want them; deleting"
+                );
+                0
+            }
+            Verdict::Hold {
+                unknown,
+                live,
+                left,
+                first,
+            } => {
+                if first {
+                    warn!(
+                        unknown, live, confirm_in = ?left,
+                        "deletion brake: the DesiredSet would delete more of the live mirrors than the limits allow at once, none of which the manager knows; holding them"
+                    );
+                    self.notice = Some(DeletionsHeld {
+                        unknown: u32::try_from(unknown).unwrap_or(u32::MAX),
+                        live: u32::try_from(live).unwrap_or(u32::MAX),
+                        confirm_in: prost_types::Duration::try_from(left).ok(),
+                    });
+                }
+                unknown
+            }
+        };
+        self.held_gauge.set(held as i64);
+        match verdict {
+            Verdict::Hold { .. } => known,
+            _ => known.into_iter().chain(unknown).collect(),
+        }
+    }
+
+    /// The notice the brake left for the manager, once.
+    pub(super) fn take_notice(&mut self) -> Option<jobrelay_proto::v1::AgentMessage> {
+        self.notice
+            .take()
+            .map(|held| agent_message(Kind::DeletionsHeld(held)))
     }
 }
 
@@ -158,6 +258,66 @@ mod tests {
             found,
             [held("u1", "ml", "train")],
             "the Job's entry names it"
+        );
+    }
+
+    fn sweep(after_lost: bool, released: &[&str]) -> Sweep {
+        let mut sweep = Sweep::new(Brake::new(super::super::BrakeSettings {
+            share: 0.5,
+            at_least: 2,
+            confirm: std::time::Duration::from_secs(60),
+        }));
+        sweep.after_lost = after_lost;
+        sweep.released = released.iter().map(|u| u.to_string()).collect();
+        sweep
+    }
+
+    fn four_orphans() -> Vec<HeldMirror> {
+        ["a", "b", "c", "d"]
+            .iter()
+            .map(|u| held(u, "ml", &format!("job-{u}")))
+            .collect()
+    }
+
+    #[test]
+    fn the_brake_holds_unknown_orphans_but_not_what_the_manager_released() {
+        let mut sweep = sweep(false, &["a"]);
+        let now = Instant::now();
+        let allowed = sweep.allowed(four_orphans(), 5, now);
+        assert_eq!(uids(&allowed), ["a"], "three unknown of five live are held");
+        assert_eq!(sweep.held_gauge.get(), 3);
+        let notice = sweep.take_notice().expect("the manager hears of it");
+        assert!(
+            matches!(
+                notice.kind,
+                Some(Kind::DeletionsHeld(DeletionsHeld {
+                    unknown: 3,
+                    live: 5,
+                    ..
+                }))
+            ),
+            "{notice:?}"
+        );
+        assert!(sweep.take_notice().is_none(), "once");
+        let later = sweep.allowed(
+            four_orphans()[1..].to_vec(),
+            4,
+            now + std::time::Duration::from_secs(60),
+        );
+        assert_eq!(uids(&later), ["b", "c", "d"], "confirmed after the wait");
+        assert_eq!(sweep.held_gauge.get(), 0);
+    }
+
+    #[test]
+    fn a_cluster_back_from_lost_and_a_small_share_are_never_held() {
+        let mut back = sweep(true, &[]);
+        assert_eq!(back.allowed(four_orphans(), 5, Instant::now()).len(), 4);
+        assert!(back.take_notice().is_none());
+        let mut churn = sweep(false, &[]);
+        assert_eq!(
+            churn.allowed(four_orphans(), 10, Instant::now()).len(),
+            4,
+            "four of ten is not more than half"
         );
     }
 }

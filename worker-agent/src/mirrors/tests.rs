@@ -47,6 +47,7 @@ async fn the_first_half_of_a_pass_reports_status_without_a_request() {
         orphan_pod_grace: Duration::from_secs(10),
         deletions: Budget::per_second(100),
         apply_retry_max: Duration::from_secs(60),
+        brake: super::BrakeSettings::default(),
     };
     let client = kube::Client::try_from(nowhere).unwrap();
     let mut mirrors = Mirrors::new(client, "test".into(), pacing, jobs, pods, changes);

@@ -3,7 +3,9 @@
 //! same-named Job that is not this origin's.
 
 use jobrelay_proto::v1::{ApplyMirror, RejectReason};
-use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL, QUEUE_NAME_LABEL, REVISION_ANNOTATION};
+use jobrelay_proto::wire::{
+    MANAGER_INSTANCE_LABEL, ORIGIN_LABEL, ORIGIN_UID_LABEL, QUEUE_NAME_LABEL, REVISION_ANNOTATION,
+};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt;
@@ -15,10 +17,10 @@ use crate::namespaces::{NamespacePolicy, Verdict};
 use crate::report::{ApplyFailure, apply_failure, revision_of};
 
 /// Creates the mirror `apply` carries, or updates this origin's one to its
-/// revision.
+/// revision, labelled with the manager `instance` of the session.
 pub(super) async fn try_apply(
     client: &kube::Client,
-    origin: &str,
+    (origin, instance): (&str, &str),
     policy: &NamespacePolicy,
     apply: &ApplyMirror,
 ) -> Result<(), ApplyFailure> {
@@ -38,6 +40,10 @@ pub(super) async fn try_apply(
                 origin, apply.origin_uid
             ),
         );
+    }
+    if !instance.is_empty() {
+        job.labels_mut()
+            .insert(MANAGER_INSTANCE_LABEL.into(), instance.into());
     }
     let (Some(namespace), name) = (job.namespace(), job.name_any()) else {
         return rejected(RejectReason::Invalid, "the Job has no namespace".into());
