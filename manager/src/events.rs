@@ -37,6 +37,8 @@ pub enum Reason {
     MirrorWithdrawn,
     /// A manager replica took the Lease (on the Lease).
     LeaderElection,
+    /// jobrelay's Kueue admission check rejected the Job's Workload.
+    AdmissionCheckRejected,
     /// The worker holds mirrors another manager instance of this origin
     /// made; no session (on the WorkerCluster).
     ManagerInstanceRefused,
@@ -59,6 +61,7 @@ impl Reason {
             Reason::Unplaceable => "Unplaceable",
             Reason::MirrorWithdrawn => "MirrorWithdrawn",
             Reason::LeaderElection => "LeaderElection",
+            Reason::AdmissionCheckRejected => "AdmissionCheckRejected",
             Reason::ManagerInstanceRefused => "ManagerInstanceRefused",
             Reason::DeletionsHeld => "DeletionsHeld",
         }
@@ -71,6 +74,7 @@ impl Reason {
             | Reason::RemoteJobLost
             | Reason::ClusterLost
             | Reason::Unplaceable
+            | Reason::AdmissionCheckRejected
             | Reason::ManagerInstanceRefused
             | Reason::DeletionsHeld => "Warning",
             _ => "Normal",

@@ -350,6 +350,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
             fleet: Arc::clone(&fleet),
             reservations: Arc::clone(&reservations),
             triggers: triggers.clone(),
+            events: events.clone(),
         },
         writers,
         shutdown.clone(),

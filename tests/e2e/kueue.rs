@@ -8,6 +8,8 @@
 //! (see `kueue/worker_side.rs`); the shared check keeps every other
 //! scenario on worker-1 and worker-2.
 
+#[path = "kueue/not_ours.rs"]
+mod not_ours;
 #[path = "kueue/worker_side.rs"]
 mod worker_side;
 

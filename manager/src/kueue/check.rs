@@ -27,6 +27,8 @@ pub struct JobSide {
     pub cluster: Option<String>,
     /// The Job's pinned cluster (label `jobrelay.dev/cluster`).
     pub pinned: Option<String>,
+    /// The pinned cluster has an agent connected now.
+    pub pinned_connected: bool,
     /// The worker reported holding the mirror.
     pub mirror_held: bool,
     /// The Job's recorded cluster has an agent connected now.
@@ -58,6 +60,9 @@ pub struct Input {
     pub placeable: bool,
     /// How long jobrelay has been answering this reservation.
     pub reserved_for: Duration,
+    /// Why jobrelay can never relay the Workload's owner, if it cannot
+    /// ([`super::owner::not_ours`]).
+    pub not_ours: Option<String>,
 }
 
 /// The next thing to do about one Workload's check.
@@ -105,6 +110,9 @@ pub fn decide(input: &Input) -> CheckStep {
     }
     if !input.quota_reserved || input.finished || input.evicted || input.state != "Pending" {
         return CheckStep::Idle;
+    }
+    if let Some(why) = &input.not_ours {
+        return CheckStep::Rejected(why.clone());
     }
     // Kueue holds back a ClusterQueue whose checks are not Active; a
     // Workload that got quota anyway is sent back.
@@ -164,6 +172,16 @@ pub fn decide(input: &Input) -> CheckStep {
             allowed.describe()
         ));
     }
+    if let Some(pinned) = &job.pinned
+        && !job.pinned_connected
+    {
+        return CheckStep::Retry {
+            message: format!(
+                "the Job is pinned to cluster {pinned} (label jobrelay.dev/cluster), which is not connected"
+            ),
+            after: RETRY_AFTER,
+        };
+    }
     if !input.placeable {
         return CheckStep::Retry {
             message: format!(
@@ -191,6 +209,7 @@ mod tests {
             allowed: Ok(Allowed::Any),
             placeable: true,
             reserved_for: Duration::ZERO,
+            not_ours: None,
         }
     }
 
@@ -370,5 +389,42 @@ mod tests {
         assert!(
             matches!(decide(&pinned), CheckStep::Rejected(m) if m.contains("pinned to cluster w1"))
         );
+    }
+
+    #[test]
+    fn a_workload_jobrelay_cannot_relay_is_rejected_once_it_holds_quota() {
+        let not_ours = Input {
+            not_ours: Some("Job train has no spec.managedBy".into()),
+            ..input()
+        };
+        assert_eq!(
+            decide(&not_ours),
+            CheckStep::Rejected("Job train has no spec.managedBy".into())
+        );
+        let without_quota = Input {
+            quota_reserved: false,
+            ..not_ours
+        };
+        assert_eq!(decide(&without_quota), CheckStep::Idle);
+    }
+
+    #[test]
+    fn a_job_pinned_to_a_disconnected_cluster_is_sent_back_saying_so() {
+        let pinned = |connected| Input {
+            job: Some(JobSide {
+                pinned: Some("worker-1".into()),
+                pinned_connected: connected,
+                ..JobSide::default()
+            }),
+            ..input()
+        };
+        assert_eq!(
+            decide(&pinned(false)),
+            CheckStep::Retry {
+                message: "the Job is pinned to cluster worker-1 (label jobrelay.dev/cluster), which is not connected".into(),
+                after: RETRY_AFTER,
+            }
+        );
+        assert_eq!(decide(&pinned(true)), CheckStep::Reserve(AWAIT_MIRROR));
     }
 }

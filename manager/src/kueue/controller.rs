@@ -13,20 +13,22 @@ use futures::StreamExt;
 use jobrelay_process::Shutdown;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
-use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, controller, watcher};
+use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tracing::{debug, info, instrument, warn};
 
 use super::check::{self, CheckStep, Input, JobSide, WorkerKueueSide};
+use super::owner::{self, Owner};
 use super::scheduling::{self, Scheduling};
 use super::types::{AdmissionCheck, ResourceFlavor, Workload};
 use super::worker_queue::worker_admitted;
 use super::{CONTROLLER_NAME, Reservation, Reservations, Withdrawal};
+use crate::events::{Events, Reason};
 use crate::fleet::Fleet;
 use crate::placement::{assigned_cluster, pinned_cluster};
 use crate::reconcile::FIELD_MANAGER;
@@ -60,6 +62,8 @@ pub struct Context {
     pub reservations: Arc<Reservations>,
     /// Wakes the Job controller for a Job.
     pub triggers: mpsc::UnboundedSender<ObjectRef<Job>>,
+    /// A rejection shows on the Job too.
+    pub events: Events,
 }
 
 /// Runs the Workload and AdmissionCheck controllers until shutdown;
@@ -181,7 +185,23 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
         .owner_job()
         .map(|(_, uid)| uid.to_string())
         .unwrap_or_default();
+    let owner = match workload.owner() {
+        None => Owner::None,
+        Some(o) if o.kind == "Job" && o.api_version == "batch/v1" => Owner::Job {
+            name: o.name.clone(),
+            cached: job.is_some(),
+            managed_by: job
+                .as_ref()
+                .and_then(|j| j.spec.as_ref()?.managed_by.clone()),
+        },
+        Some(o) => Owner::Other {
+            api_version: o.api_version.clone(),
+            kind: o.kind.clone(),
+            name: o.name.clone(),
+        },
+    };
     let input = Input {
+        not_ours: owner::not_ours(&owner),
         quota_reserved: workload.has("QuotaReserved"),
         finished: workload.has("Finished"),
         evicted: workload.has("Evicted"),
@@ -251,6 +271,12 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
         }
         CheckStep::Rejected(message) => {
             ctx.reservations.release(&job_uid);
+            if let Some(job) = &job {
+                let regarding = job.object_ref(&());
+                let note = format!("admission check {check_name}: {message}");
+                ctx.events
+                    .publish(&regarding, Reason::AdmissionCheckRejected, note);
+            }
             write_state(&workload, &check_name, "Rejected", &message, None, &ctx).await
         }
         CheckStep::Withdraw(why) => {
@@ -322,8 +348,10 @@ fn job_side(job: &Job, uid: &str, ctx: &Context) -> JobSide {
             admitted: mirror_held && view.as_ref().is_some_and(|v| worker_admitted(v.phase)),
             admit_within: worker.admit_within,
         });
+    let pinned = pinned_cluster(job);
     JobSide {
-        pinned: pinned_cluster(job).map(str::to_string),
+        pinned: pinned.map(str::to_string),
+        pinned_connected: pinned.is_some_and(|c| ctx.fleet.is_connected(c)),
         mirror_held,
         cluster_connected: cluster
             .as_deref()
@@ -361,10 +389,16 @@ async fn write_state(
     if let Some(after) = requeue_after {
         entry["requeueAfterSeconds"] = json!(after.as_secs());
     }
+    // The Workload as read: a state decided on a stale copy is refused
+    // (409) and decided again.
     let body = json!({
         "apiVersion": check_api_version(),
         "kind": "Workload",
-        "metadata": {"name": name, "namespace": namespace},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "resourceVersion": workload.resource_version(),
+        },
         "status": {"admissionChecks": [entry]},
     });
     info!(check, state, message, "admission check state");

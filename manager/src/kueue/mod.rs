@@ -6,12 +6,14 @@
 //! assigned flavors' node selectors and tolerations), then the check is set
 //! `Ready`; Kueue then admits and unsuspends the Job, and the mirror follows.
 //! No worker can take it: `Retry`, or `Rejected` with a message a user can act
-//! on. The decisions are pure ([`check`], [`scheduling`]); [`controller`]
+//! on; a Workload jobrelay cannot relay (not a Job with jobrelay's `managedBy`)
+//! is `Rejected` at once ([`owner`]). The decisions are pure ([`check`], [`scheduling`]); [`controller`]
 //! watches Kueue's objects and writes the check states.
 
 pub mod check;
 pub mod controller;
 pub mod discovery;
+pub mod owner;
 pub mod parameters;
 pub mod reservations;
 pub mod scheduling;

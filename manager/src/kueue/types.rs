@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Toleration;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::CustomResource;
 use serde::{Deserialize, Serialize};
 
@@ -148,6 +149,20 @@ impl Workload {
             .iter()
             .flat_map(|s| &s.admission_checks)
             .find(|c| c.name == name)
+    }
+
+    /// What owns the Workload: its controller owner reference, else its
+    /// first one.
+    pub fn owner(&self) -> Option<&OwnerReference> {
+        let owners = self
+            .metadata
+            .owner_references
+            .as_deref()
+            .unwrap_or_default();
+        owners
+            .iter()
+            .find(|o| o.controller == Some(true))
+            .or_else(|| owners.first())
     }
 
     /// The Job that owns the Workload: (name, uid).

@@ -1,0 +1,105 @@
+//! Whether a Workload in a jobrelay check is one jobrelay can relay: owned by
+//! a `batch/v1` Job whose `spec.managedBy` is jobrelay's. Anything else can
+//! never pass the check; it is rejected saying what to change, rather than
+//! holding its quota while nothing happens.
+
+use jobrelay_proto::wire::MANAGED_BY;
+
+/// What owns a Workload, as jobrelay's check sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owner {
+    /// A `batch/v1` Job; `cached` is false while the manager's cache has not
+    /// seen it, and `managed_by` is its `spec.managedBy`.
+    Job {
+        name: String,
+        cached: bool,
+        managed_by: Option<String>,
+    },
+    /// Another kind: what owns it.
+    Other {
+        api_version: String,
+        kind: String,
+        name: String,
+    },
+    /// No owner reference.
+    None,
+}
+
+/// Why the Workload can never pass a jobrelay check, or `None` when it can
+/// (or the cache has not seen its Job yet).
+pub fn not_ours(owner: &Owner) -> Option<String> {
+    match owner {
+        Owner::Job { cached: false, .. } => None,
+        Owner::Job { managed_by, .. } if managed_by.as_deref() == Some(MANAGED_BY) => None,
+        Owner::Job {
+            name, managed_by, ..
+        } => {
+            let has = match managed_by {
+                Some(other) => format!("spec.managedBy {other:?}"),
+                None => "no spec.managedBy".to_string(),
+            };
+            Some(format!(
+                "Job {name} has {has}: jobrelay relays only Jobs with spec.managedBy: {MANAGED_BY}. \
+                 The field cannot be changed on an existing Job; create the Job again with it, or queue it \
+                 in a LocalQueue whose ClusterQueue has no jobrelay admission check"
+            ))
+        }
+        Owner::Other {
+            api_version,
+            kind,
+            name,
+        } => Some(format!(
+            "the Workload belongs to {kind} {name} ({api_version}); jobrelay relays batch/v1 Jobs only. \
+             Queue it in a LocalQueue whose ClusterQueue has no jobrelay admission check"
+        )),
+        Owner::None => Some(
+            "the Workload has no owner; jobrelay relays the Workloads of batch/v1 Jobs only".into(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(cached: bool, managed_by: Option<&str>) -> Owner {
+        Owner::Job {
+            name: "train".into(),
+            cached,
+            managed_by: managed_by.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_job_managed_by_jobrelay_or_not_cached_yet_is_ours() {
+        assert_eq!(not_ours(&job(true, Some(MANAGED_BY))), None);
+        assert_eq!(not_ours(&job(false, None)), None, "the cache may lag");
+    }
+
+    #[test]
+    fn a_job_without_jobrelays_managed_by_is_told_the_field_and_the_fix() {
+        let unset = not_ours(&job(true, None)).unwrap();
+        assert!(unset.contains("Job train has no spec.managedBy"), "{unset}");
+        assert!(unset.contains("create the Job again"), "{unset}");
+        let other = not_ours(&job(true, Some("kueue.x-k8s.io/multikueue"))).unwrap();
+        assert!(
+            other.contains("spec.managedBy \"kueue.x-k8s.io/multikueue\""),
+            "{other}"
+        );
+    }
+
+    #[test]
+    fn another_kind_or_no_owner_is_not_ours() {
+        let jobset = not_ours(&Owner::Other {
+            api_version: "jobset.x-k8s.io/v1alpha2".into(),
+            kind: "JobSet".into(),
+            name: "llm".into(),
+        })
+        .unwrap();
+        assert!(
+            jobset.contains("JobSet llm (jobset.x-k8s.io/v1alpha2)"),
+            "{jobset}"
+        );
+        assert!(not_ours(&Owner::None).unwrap().contains("no owner"));
+    }
+}
