@@ -23,6 +23,7 @@ use tracing::{debug, info, warn};
 use crate::Error;
 use crate::client_cert::{self, InHandshake};
 use crate::files::Pem;
+use crate::peer_certificate::{self, PeerCertificate};
 
 /// What one listener lets unauthenticated peers hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +79,8 @@ pub struct Peer {
     /// The DNS names of the certificate's subject alternative names (at
     /// least one: the handshake refuses a certificate without).
     pub dns_names: Vec<String>,
+    /// Its expiry and key digests; `None` only if it did not parse.
+    pub certificate: Option<PeerCertificate>,
 }
 
 /// Whether a just-accepted connection may start its handshake, given
@@ -101,20 +104,36 @@ pub fn handshake_refusal(error: &std::io::Error) -> &'static str {
 
 /// The server's TLS configuration, replaced whole when the files change.
 pub struct ServerTls {
-    loaded: RwLock<Arc<ServerConfig>>,
+    loaded: RwLock<Arc<Loaded>>,
+}
+
+/// One set of files, loaded: the configuration handshakes use, and the
+/// client CAs a peer's issuer is looked for among.
+struct Loaded {
+    config: Arc<ServerConfig>,
+    client_cas: Vec<rustls_pki_types::CertificateDer<'static>>,
+}
+
+impl Loaded {
+    fn new(pem: &Pem) -> Result<Self, Error> {
+        Ok(Loaded {
+            config: Arc::new(load(pem)?),
+            client_cas: pem.ca_certificates(),
+        })
+    }
 }
 
 impl ServerTls {
     pub fn new(pem: &Pem) -> Result<Self, Error> {
         Ok(ServerTls {
-            loaded: RwLock::new(Arc::new(load(pem)?)),
+            loaded: RwLock::new(Arc::new(Loaded::new(pem)?)),
         })
     }
 
     /// Loads new certificates and a new client CA; connections already open
     /// keep theirs, new handshakes are verified against the new CA.
     pub fn reload(&self, pem: &Pem) -> Result<(), Error> {
-        let loaded = Arc::new(load(pem)?);
+        let loaded = Arc::new(Loaded::new(pem)?);
         *self.loaded.write().unwrap_or_else(|p| p.into_inner()) = loaded;
         Ok(())
     }
@@ -130,7 +149,7 @@ impl ServerTls {
         }
     }
 
-    fn current(&self) -> Arc<ServerConfig> {
+    fn current(&self) -> Arc<Loaded> {
         Arc::clone(&self.loaded.read().unwrap_or_else(|p| p.into_inner()))
     }
 
@@ -172,12 +191,12 @@ impl ServerTls {
                     });
                     continue;
                 };
-                let config = self.current();
+                let loaded = self.current();
                 let accepted = accepted.clone();
                 let on_refused = Arc::clone(&on_refused);
                 tokio::spawn(async move {
                     let _ = tcp.set_nodelay(true);
-                    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+                    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(&loaded.config));
                     let handshaken =
                         tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)).await;
                     drop(handshake);
@@ -201,18 +220,22 @@ impl ServerTls {
                             ));
                         }
                     };
-                    let dns_names = stream
-                        .get_ref()
-                        .1
-                        .peer_certificates()
-                        .and_then(|chain| chain.first())
+                    let chain = stream.get_ref().1.peer_certificates().unwrap_or_default();
+                    let dns_names = chain
+                        .first()
                         .map(|cert| client_cert::facts(cert).dns_names)
                         .unwrap_or_default();
+                    let certificate = peer_certificate::read(chain, &loaded.client_cas);
                     debug!(%addr, ?dns_names, "TLS connection");
+                    let peer = Peer {
+                        addr,
+                        dns_names,
+                        certificate,
+                    };
                     let _ = accepted
                         .send(Ok(TlsConnection {
                             stream,
-                            peer: Peer { addr, dns_names },
+                            peer,
                             _slot: connection,
                         }))
                         .await;

@@ -130,6 +130,11 @@ async fn only_client_auth_certificates_of_the_ca_complete_the_handshake() {
     let _kept = dial(addr, &ca, &agent).await.unwrap();
     let connection = next(&mut accepted, "the agent's connection").await.unwrap();
     assert_eq!(connection.peer.dns_names, ["worker-a"]);
+    let certificate = connection.peer.certificate.as_ref().expect("its facts");
+    assert!(
+        certificate.issuer_public_key_sha256.is_some(),
+        "the issuer is found in the client CA bundle"
+    );
 
     let other_ca = Ca::new();
     let cases = [

@@ -122,6 +122,7 @@ mod tests {
         Peer {
             addr: "127.0.0.1:1".parse().unwrap(),
             dns_names: names.iter().map(|n| n.to_string()).collect(),
+            certificate: None,
         }
     }
 
