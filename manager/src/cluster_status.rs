@@ -6,8 +6,9 @@
 //!
 //! A cluster disconnected for its `spec.lostAfter` becomes Lost here; every
 //! Job placed there is then reconciled, so Jobs being deleted are released.
+//! The agent certificate's conditions come from [`agent_certificates`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,11 +21,12 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
+use crate::agent_certificates::{self, AgentCertificates};
 use crate::fleet::Fleet;
 use crate::fleet_views::Link;
 use crate::placement::assigned_cluster;
 use crate::reconcile::FIELD_MANAGER;
-use crate::worker_cluster::{CONNECTED, LOST, WorkerCluster, WorkerClusterStatus};
+use crate::worker_cluster::{CONNECTED, LOST, WorkerCluster, WorkerClusterStatus, condition};
 
 /// How often links are looked at; the resolution of `lostAfter`.
 const TICK: Duration = Duration::from_secs(1);
@@ -37,6 +39,8 @@ pub struct StatusWriter {
     pub triggers: mpsc::UnboundedSender<ObjectRef<Job>>,
     /// Least time between writes that only refresh heartbeat and counts.
     pub interval: Duration,
+    /// What each agent's certificate was judged, shown as conditions.
+    pub certificates: Arc<AgentCertificates>,
 }
 
 impl StatusWriter {
@@ -47,7 +51,10 @@ impl StatusWriter {
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticks.tick().await;
-            for cluster in self.clusters.state() {
+            let clusters = self.clusters.state();
+            let registered: HashSet<String> = clusters.iter().map(|c| c.name_any()).collect();
+            self.certificates.retain(|name| registered.contains(name));
+            for cluster in clusters {
                 let name = cluster.name_any();
                 let lost_after = cluster.lost_after().unwrap_or_else(|error| {
                     debug!(%error, "using the default lostAfter");
@@ -55,7 +62,13 @@ impl StatusWriter {
                 });
                 let link = self.fleet.link(&name);
                 let now = Timestamp::now();
-                let desired = desired_status(&cluster, &link, lost_after, now, started);
+                let mut desired = desired_status(&cluster, &link, lost_after, now, started);
+                let seen = self.certificates.seen(&name);
+                desired.conditions.extend(agent_certificates::conditions(
+                    &cluster,
+                    seen.as_ref(),
+                    now,
+                ));
                 let lost = condition_is(&desired, LOST, "True");
                 if self.fleet.set_lost(&name, lost) && lost {
                     warn!(cluster = %name, ?lost_after, "cluster Lost: disconnected for longer than lostAfter");
@@ -178,32 +191,6 @@ pub fn desired_status(
             .or(current.agent_version),
         last_heartbeat_time: link.last_heard.map(Time).or(current.last_heartbeat_time),
         active_mirrors: link.active_mirrors,
-    }
-}
-
-/// A condition that keeps its transition time while its status holds.
-fn condition(
-    current: &WorkerClusterStatus,
-    kind: &str,
-    status: bool,
-    reason: &str,
-    message: String,
-    changed_at: Timestamp,
-    generation: Option<i64>,
-) -> Condition {
-    let status = if status { "True" } else { "False" };
-    let last_transition_time = current
-        .conditions
-        .iter()
-        .find(|c| c.type_ == kind && c.status == status)
-        .map_or(Time(changed_at), |c| c.last_transition_time.clone());
-    Condition {
-        type_: kind.into(),
-        status: status.into(),
-        reason: reason.into(),
-        message,
-        last_transition_time,
-        observed_generation: generation,
     }
 }
 

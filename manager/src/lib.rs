@@ -2,7 +2,9 @@
 //! `jobrelay.dev/manager`, serves the `Relay` gRPC service that worker agents
 //! dial, and writes mirror status back.
 
+pub mod agent_certificates;
 pub mod caches;
+pub mod certificate_pin;
 pub mod cli;
 pub mod cluster_status;
 pub mod config;
@@ -50,6 +52,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tracing::{info, warn};
 
+use crate::agent_certificates::AgentCertificates;
 use crate::caches::{all_synced, cache};
 use crate::cli::{Args, Cli, Command};
 use crate::cluster_status::StatusWriter;
@@ -184,8 +187,11 @@ pub async fn run(args: Args) -> Result<(), Error> {
         },
     );
     let (clusters, cluster_writer) = reflector::store();
+    let (cluster_changes, clusters_changed) = watch::channel(());
     let (clusters_synced, cluster_cache) =
-        cache(worker_clusters.clone(), trim, cluster_writer, |_| {});
+        cache(worker_clusters.clone(), trim, cluster_writer, move |_| {
+            cluster_changes.send_modify(|()| ())
+        });
     let (namespaces, namespace_writer) = reflector::store();
     let (namespaces_synced, namespace_cache) = cache(
         Api::<Namespace>::all(client.clone()),
@@ -201,6 +207,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
     let deletions = Arc::new(Pace::per_second(config.deletions_per_second));
     let metrics = Arc::new(Metrics::new(Arc::clone(&fleet), Arc::clone(&deletions)));
     metrics.read_caches(jobs.clone(), clusters.clone());
+    let certificates = Arc::new(AgentCertificates::new(metrics.agent_certificate_expiry()));
     if !election.leader_elect {
         // Working alone is leading, for jobrelay_leader and its alert.
         metrics.leadership(true, 0);
@@ -282,6 +289,8 @@ pub async fn run(args: Args) -> Result<(), Error> {
         shutdown: shutdown.clone(),
         fence: fence.clone(),
         epoch,
+        certificates: Arc::clone(&certificates),
+        clusters_changed,
     });
     let relay = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(args.heartbeat_interval))
@@ -332,6 +341,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
             jobs: jobs.clone(),
             triggers: triggers.clone(),
             interval: args.cluster_status_interval,
+            certificates,
         }
         .run(),
     );

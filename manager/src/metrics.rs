@@ -89,6 +89,7 @@ pub struct Metrics {
     lease_renewed_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
     lease_renewed: Mutex<Option<tokio::time::Instant>>,
     caches: caches::CacheGauges,
+    agent_certificate_expiry: Family<ByCluster, Gauge>,
 }
 
 impl Metrics {
@@ -117,6 +118,7 @@ impl Metrics {
             lease_renewed_seconds: Gauge::default(),
             lease_renewed: Mutex::new(None),
             caches: caches::CacheGauges::default(),
+            agent_certificate_expiry: Family::default(),
         };
         let mut registry = metrics
             .registry
@@ -212,6 +214,11 @@ impl Metrics {
             "Seconds since this replica last renewed the Lease (absent until it first did)",
             metrics.lease_renewed_seconds.clone(),
         );
+        registry.register(
+            "agent_certificate_expiry_timestamp_seconds",
+            "When the client certificate of each cluster's latest agent session expires, in seconds since the epoch",
+            metrics.agent_certificate_expiry.clone(),
+        );
         metrics.caches.register(&mut registry);
         jobrelay_process::metrics::register(&mut registry);
         drop(registry);
@@ -223,6 +230,12 @@ impl Metrics {
     /// empty or 0).
     pub fn read_caches(&self, jobs: Store<Job>, clusters: Store<WorkerCluster>) {
         self.caches.read(jobs, clusters);
+    }
+
+    /// The per-cluster agent certificate expiry, for
+    /// [`crate::agent_certificates::AgentCertificates`] to set.
+    pub fn agent_certificate_expiry(&self) -> Family<ByCluster, Gauge> {
+        self.agent_certificate_expiry.clone()
     }
 
     /// Whether this replica leads, and the Lease's transitions as read.

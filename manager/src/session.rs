@@ -19,14 +19,18 @@ use tokio::sync::{mpsc, oneshot};
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{Instrument, info_span, warn};
 
+use crate::agent_certificates::AgentCertificates;
+use crate::certificate_pin::PinRefusal;
 use crate::events::Events;
 use crate::fleet::{Fleet, message};
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
 use crate::registry::Registry;
-use jobrelay_process::{Peer, RefusedConnection};
+use jobrelay_process::{Peer, PeerCertificate, RefusedConnection};
+use k8s_openapi::jiff::Timestamp;
 
 mod admission;
+mod certificate;
 mod desired;
 pub mod limits;
 mod reports;
@@ -56,6 +60,10 @@ enum Ended {
     FellBehind(usize),
     #[error("it sent {0}")]
     TooLarge(TooLarge),
+    #[error("its client certificate expired at {0}")]
+    CertificateExpired(Timestamp),
+    #[error("{0}")]
+    CertificateRefused(PinRefusal),
 }
 
 impl Ended {
@@ -70,6 +78,20 @@ impl Ended {
             Ended::TooLarge(_) => Some((
                 "message_too_large",
                 Status::resource_exhausted(format!("session ended: {self}")),
+            )),
+            Ended::CertificateExpired(_) => Some((
+                "certificate_expired",
+                Status::unauthenticated(format!(
+                    "session ended: {self}; dial again with a renewed certificate"
+                )),
+            )),
+            Ended::CertificateRefused(refused @ PinRefusal::Invalid(_)) => Some((
+                refused.reason(),
+                Status::failed_precondition(format!("session ended: {self}")),
+            )),
+            Ended::CertificateRefused(refused) => Some((
+                refused.reason(),
+                Status::permission_denied(format!("session ended: {self}")),
             )),
             _ => None,
         }
@@ -126,6 +148,11 @@ pub struct Sessions {
     pub fence: jobrelay_process::Fence,
     /// The epoch this replica leads in, for the Welcome.
     pub epoch: tokio::sync::watch::Receiver<crate::leader::Epoch>,
+    /// What each cluster's agent certificate was judged.
+    pub certificates: Arc<AgentCertificates>,
+    /// Marked changed whenever a WorkerCluster changes (once in `registry`),
+    /// so a session whose pin changed is judged again.
+    pub clusters_changed: tokio::sync::watch::Receiver<()>,
 }
 
 type ManagerStream = Pin<Box<dyn Stream<Item = Result<ManagerMessage, Status>> + Send>>;
@@ -172,9 +199,10 @@ impl Relay for RelayService {
         let (cut, cut_status) = oneshot::channel();
         let span =
             info_span!("session", cluster = %hello.cluster, agent_version = %hello.agent_version);
+        let certificate = peer.and_then(|p| p.certificate);
         tokio::spawn(
             Arc::clone(&self.sessions)
-                .serve(hello, inbound, outbox, cut)
+                .serve(hello, certificate, inbound, outbox, cut)
                 .instrument(span),
         );
         let fence = self.sessions.fence.clone();
@@ -234,6 +262,7 @@ impl Sessions {
     async fn serve(
         self: Arc<Self>,
         hello: Hello,
+        certificate: Option<PeerCertificate>,
         mut inbound: Streaming<AgentMessage>,
         outbox: Outbox,
         cut: oneshot::Sender<Status>,
@@ -275,9 +304,15 @@ impl Sessions {
         );
 
         let silence = self.heartbeat_interval * MISSED_HEARTBEATS;
+        let mut certificate_ends = std::pin::pin!(self.certificate_ends(
+            &cluster,
+            certificate,
+            self.clusters_changed.clone()
+        ));
         let reason = loop {
             let received = tokio::select! {
                 received = tokio::time::timeout(silence, inbound.message()) => received,
+                ended = &mut certificate_ends => break ended,
                 () = outbox.fell_behind() => break Ended::FellBehind(self.limits.outbox_capacity),
                 () = self.shutdown.clone().requested() => break Ended::ShuttingDown,
             };

@@ -8,10 +8,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
+use k8s_openapi::jiff::Timestamp;
 use kube::CustomResource;
 use kube::core::{Selector, SelectorExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use crate::certificate_pin::CertificatePin;
 
 /// How long a cluster may stay disconnected before it is Lost, unless its
 /// `spec.lostAfter` says otherwise.
@@ -51,6 +54,12 @@ pub struct WorkerClusterSpec {
     /// queued there too (see [`WorkerKueue`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kueue: Option<WorkerKueue>,
+    /// Which of the client CA's certificates naming this cluster its agent
+    /// may use, pinned by public key, by issuer, or both. A session whose
+    /// certificate stops matching ends; the agent dials again and is judged
+    /// afresh.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate: Option<CertificatePin>,
 }
 
 /// How a worker cluster's own Kueue takes queued Jobs: the mirror of a Job
@@ -107,7 +116,8 @@ pub const DEFAULT_ADMIT_WITHIN: Duration = Duration::from_secs(5 * 60);
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkerClusterStatus {
-    /// `Connected` and `Lost`.
+    /// `Connected` and `Lost`; `CertificateAccepted` and
+    /// `CertificateExpiring` once an agent presented a certificate.
     #[serde(default)]
     pub conditions: Vec<Condition>,
     /// The version the agent reported in its last Hello.
@@ -196,6 +206,32 @@ impl WorkerCluster {
             .conditions
             .iter()
             .find(|c| c.type_ == kind)
+    }
+}
+
+/// A condition that keeps its transition time while its status holds.
+pub fn condition(
+    current: &WorkerClusterStatus,
+    kind: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    changed_at: Timestamp,
+    generation: Option<i64>,
+) -> Condition {
+    let status = if status { "True" } else { "False" };
+    let last_transition_time = current
+        .conditions
+        .iter()
+        .find(|c| c.type_ == kind && c.status == status)
+        .map_or(Time(changed_at), |c| c.last_transition_time.clone());
+    Condition {
+        type_: kind.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message,
+        last_transition_time,
+        observed_generation: generation,
     }
 }
 

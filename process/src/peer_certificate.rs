@@ -113,7 +113,7 @@ mod tests {
         let (_, impostor_der) = ca("relay CA");
         let (issuer, ca_der) = ca("relay CA");
         let leaf = client(&issuer, &KeyPair::generate().unwrap());
-        let read = read(&[leaf.clone()], &[impostor_der.clone(), ca_der]).unwrap();
+        let read = read(std::slice::from_ref(&leaf), &[impostor_der.clone(), ca_der]).unwrap();
         assert_eq!(
             read.issuer_public_key_sha256,
             Some(spki_sha256(issuer.key()))

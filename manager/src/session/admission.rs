@@ -1,6 +1,7 @@
 //! Whether an agent that said Hello may open a session: who its
 //! certificate (verified in the handshake) says it is, which version it
-//! runs, and whether this manager is ready for it and knows its cluster.
+//! runs, whether this manager is ready for it and knows its cluster, and
+//! whether the cluster's pin takes its certificate (`certificate`).
 //! Each refusal comes with a metric label and the status the agent gets.
 
 use jobrelay_process::Peer;
@@ -74,8 +75,8 @@ pub(super) fn claimed_identity(
 
 impl Sessions {
     /// Decides whether an agent may open a session as `cluster`: its
-    /// certificate must name `cluster`, and `cluster` must be a registered
-    /// WorkerCluster.
+    /// certificate must name `cluster`, `cluster` must be a registered
+    /// WorkerCluster, and the certificate must match its pin.
     pub(super) fn admit(&self, peer: Option<&Peer>, cluster: &str) -> Result<(), Refusal> {
         claimed_identity(self.tls, peer, cluster)?;
         leads(self.fence.is_open(tokio::time::Instant::now()))?;
@@ -86,15 +87,15 @@ impl Sessions {
                 Status::unavailable("the manager is starting; its caches are not synced yet"),
             ));
         }
-        if self.registry.get(cluster).is_none() {
+        let Some(registered) = self.registry.get(cluster) else {
             return Err((
                 "unknown_cluster",
                 Status::permission_denied(format!(
                     "no WorkerCluster named {cluster} is registered with this manager"
                 )),
             ));
-        }
-        Ok(())
+        };
+        self.pinned(&registered, peer)
     }
 
     /// Refuses an agent whose worker holds mirrors another manager instance

@@ -10,6 +10,7 @@ use std::time::Duration;
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
+use jobrelay_manager::agent_certificates::AgentCertificates;
 use jobrelay_manager::events::Events;
 use jobrelay_manager::fleet::Fleet;
 use jobrelay_manager::metrics::Metrics;
@@ -44,6 +45,9 @@ pub struct Manager {
     pub metrics: Arc<Metrics>,
     pub triggers: mpsc::UnboundedReceiver<ObjectRef<Job>>,
     pub channel: Channel,
+    /// The WorkerClusters the sessions read, and the mark they watch.
+    clusters: std::sync::Mutex<reflector::store::Writer<WorkerCluster>>,
+    cluster_changes: tokio::sync::watch::Sender<()>,
     /// Kept, so the sessions never see a shutdown.
     _shutdown: jobrelay_process::shutdown::Trigger,
 }
@@ -88,6 +92,7 @@ pub async fn manager_with(limits: SessionLimits) -> Manager {
         "w1",
         WorkerClusterSpec::default(),
     )));
+    let (cluster_changes, clusters_changed) = tokio::sync::watch::channel(());
     let (namespaces, _namespace_writer) = reflector::store();
     let (jobs, mut job_writer) = reflector::store::<Job>();
     job_writer.apply_watcher_event(&watcher::Event::Apply(held_job()));
@@ -116,6 +121,8 @@ pub async fn manager_with(limits: SessionLimits) -> Manager {
         shutdown,
         fence: jobrelay_process::Fence::open(),
         epoch: tokio::sync::watch::channel(jobrelay_manager::leader::Epoch::default()).1,
+        certificates: Arc::new(AgentCertificates::new(metrics.agent_certificate_expiry())),
+        clusters_changed,
     });
 
     // Every connection the client makes is a fresh pipe handed to the server.
@@ -149,7 +156,20 @@ pub async fn manager_with(limits: SessionLimits) -> Manager {
         metrics,
         triggers,
         channel,
+        clusters: std::sync::Mutex::new(cluster_writer),
+        cluster_changes,
         _shutdown: shutdown_trigger,
+    }
+}
+
+impl Manager {
+    /// Replaces a WorkerCluster, as its watch would.
+    pub fn update_cluster(&self, cluster: WorkerCluster) {
+        self.clusters
+            .lock()
+            .unwrap()
+            .apply_watcher_event(&watcher::Event::Apply(cluster));
+        self.cluster_changes.send_modify(|()| ());
     }
 }
 
