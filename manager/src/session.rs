@@ -15,7 +15,7 @@ use jobrelay_proto::v1::{
 };
 use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::reflector::{ObjectRef, Store};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{Instrument, info_span, warn};
 
@@ -166,6 +166,7 @@ impl Relay for RelayService {
         request: Request<Streaming<AgentMessage>>,
     ) -> Result<Response<ManagerStream>, Status> {
         let peer = request.extensions().get::<Peer>().cloned();
+        let clusters_changed = self.sessions.clusters_changed.clone();
         let mut inbound = request.into_inner();
         let timeout = self.sessions.limits.hello_timeout;
         let first = tokio::time::timeout(timeout, inbound.message()).await.ok();
@@ -202,7 +203,7 @@ impl Relay for RelayService {
         let certificate = peer.and_then(|p| p.certificate);
         tokio::spawn(
             Arc::clone(&self.sessions)
-                .serve(hello, certificate, inbound, outbox, cut)
+                .serve(hello, certificate, clusters_changed, inbound, outbox, cut)
                 .instrument(span),
         );
         let fence = self.sessions.fence.clone();
@@ -263,6 +264,7 @@ impl Sessions {
         self: Arc<Self>,
         hello: Hello,
         certificate: Option<PeerCertificate>,
+        clusters_changed: watch::Receiver<()>,
         mut inbound: Streaming<AgentMessage>,
         outbox: Outbox,
         cut: oneshot::Sender<Status>,
@@ -304,11 +306,8 @@ impl Sessions {
         );
 
         let silence = self.heartbeat_interval * MISSED_HEARTBEATS;
-        let mut certificate_ends = std::pin::pin!(self.certificate_ends(
-            &cluster,
-            certificate,
-            self.clusters_changed.clone()
-        ));
+        let mut certificate_ends =
+            std::pin::pin!(self.certificate_ends(&cluster, certificate, clusters_changed));
         let reason = loop {
             let received = tokio::select! {
                 received = tokio::time::timeout(silence, inbound.message()) => received,

@@ -68,6 +68,8 @@ impl Sessions {
     /// Resolves when the session of `cluster` with `certificate` must end:
     /// at the certificate's expiry, when a change of the WorkerClusters
     /// leaves its pin refusing the certificate, or when it is deleted.
+    /// `clusters_changed` was taken before the session was admitted, so no
+    /// change after its admission goes unjudged.
     pub(super) async fn certificate_ends(
         &self,
         cluster: &str,
@@ -85,16 +87,29 @@ impl Sessions {
             }
         };
         let refused = async {
+            // Status writes change WorkerClusters too: only a new pin is
+            // judged (and any at the first change, which may have come
+            // between the admission and now).
+            let mut judged = None;
             while clusters_changed.changed().await.is_ok() {
                 let Some(registered) = self.registry.get(cluster) else {
                     return Ended::Unregistered;
                 };
-                if let Err(refused) = judge(&registered, certificate.as_ref()) {
-                    let (_, reason) = refusal(&refused);
-                    let message = format!("session ended: {refused}");
-                    self.certificates
-                        .refused(cluster, certificate.as_ref(), reason, message);
-                    return Ended::CertificateRefused(refused);
+                if judged.as_ref() == Some(&registered.spec.certificate) {
+                    continue;
+                }
+                judged = Some(registered.spec.certificate.clone());
+                match judge(&registered, certificate.as_ref()) {
+                    Ok(pinned) => self
+                        .certificates
+                        .accepted(cluster, certificate.as_ref(), pinned),
+                    Err(refused) => {
+                        let (_, reason) = refusal(&refused);
+                        let message = format!("session ended: {refused}");
+                        self.certificates
+                            .refused(cluster, certificate.as_ref(), reason, message);
+                        return Ended::CertificateRefused(refused);
+                    }
                 }
             }
             std::future::pending().await
