@@ -5,6 +5,8 @@
 
 #[path = "security/instance.rs"]
 mod instance;
+#[path = "security/pinning.rs"]
+mod pinning;
 #[path = "security/relay.rs"]
 mod relay;
 

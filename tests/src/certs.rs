@@ -289,3 +289,18 @@ pub fn write_atomically(path: &Path, text: &str) -> Result<(), Error> {
     std::fs::write(&partial, text).map_err(|e| Error::Write(partial.clone(), e))?;
     std::fs::rename(&partial, path).map_err(|e| Error::Write(path.into(), e))
 }
+
+/// The SHA-256 of the SubjectPublicKeyInfo of the key in `key_pem`, in hex:
+/// what `WorkerCluster.spec.certificate.publicKeySHA256` pins.
+pub fn public_key_sha256(key_pem: &str) -> Result<String, Error> {
+    use sha2::Digest;
+    let key = KeyPair::from_pem(key_pem).map_err(|source| Error::Generate {
+        what: "reading a key",
+        source,
+    })?;
+    let spki = rcgen::PublicKeyData::subject_public_key_info(&key);
+    Ok(sha2::Sha256::digest(spki)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect())
+}
