@@ -20,6 +20,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Deserialize;
 use serde_json::Value;
 
+#[path = "helm/client_ca.rs"]
+mod client_ca;
+
 const RELEASE: &str = "jobrelay";
 const ORIGIN: &str = "helm-e2e";
 const HEALTH_PORT: i32 = 8081;
@@ -746,7 +749,7 @@ async fn agent_may_touch_only_jobs_pods_and_events() {
 async fn missing_or_malformed_values_are_refused_by_name() {
     let chart = chart();
     let chart = chart.to_str().expect("chart path is UTF-8");
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
         (&["--set", "manager.enabled=true"], "origin is required"),
         (
             &[
@@ -780,6 +783,19 @@ async fn missing_or_malformed_values_are_refused_by_name() {
                 r#"manager.config={"retention":{"remoteAfterFinishd":"1h"}}"#,
             ],
             "remoteAfterFinishd",
+        ),
+        (
+            &[
+                "--set",
+                "origin=x",
+                "--set",
+                "manager.enabled=true",
+                "--set",
+                "manager.clientCA.secretName=a",
+                "--set",
+                "manager.clientCA.configMapName=b",
+            ],
+            "manager.clientCA: name a secretName or a configMapName, not both",
         ),
     ];
     for (values, expected) in cases {

@@ -66,6 +66,32 @@ app.kubernetes.io/component: {{ .component }}
 {{/* Where the TLS Secret and the configuration file are mounted. */}}
 {{- define "jobrelay.tlsDir" -}}/etc/jobrelay/tls{{- end }}
 {{- define "jobrelay.configDir" -}}/etc/jobrelay/config{{- end }}
+{{- define "jobrelay.clientCADir" -}}/etc/jobrelay/client-ca{{- end }}
+
+{{/*
+The manager's client CA bundle: manager.clientCA's Secret or ConfigMap when
+one is named (the source, as a volume), else the serving Secret's ca.crt.
+*/}}
+{{- define "jobrelay.clientCAVolume" -}}
+{{- $ca := .Values.manager.clientCA -}}
+{{- if and $ca.secretName $ca.configMapName -}}
+{{- fail "manager.clientCA: name a secretName or a configMapName, not both" -}}
+{{- else if $ca.secretName -}}
+secret:
+  secretName: {{ $ca.secretName }}
+  defaultMode: 288
+{{- else if $ca.configMapName -}}
+configMap:
+  name: {{ $ca.configMapName }}
+{{- end -}}
+{{- end }}
+{{- define "jobrelay.clientCAFile" -}}
+{{- if include "jobrelay.clientCAVolume" . -}}
+{{ include "jobrelay.clientCADir" . }}/{{ required "manager.clientCA.key is required" .Values.manager.clientCA.key }}
+{{- else -}}
+{{ include "jobrelay.tlsDir" . }}/ca.crt
+{{- end -}}
+{{- end }}
 
 {{/*
 The API server address for clients in the Pod, when set: it wins over the
