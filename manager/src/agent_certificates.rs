@@ -221,8 +221,9 @@ pub fn expiry(not_after: i64, now: Timestamp) -> (bool, &'static str, String) {
 /// How long a session with a certificate valid until `not_after` may last
 /// from `now`.
 pub fn remaining(not_after: i64, now: Timestamp) -> Duration {
-    let left = not_after.saturating_sub(now.as_second());
-    Duration::from_secs(u64::try_from(left).unwrap_or(0))
+    let left = i128::from(not_after) * 1_000_000_000 - now.as_nanosecond();
+    // Centuries away (a certificate valid until 9999) saturates.
+    Duration::from_nanos(u64::try_from(left.max(0)).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]

@@ -86,6 +86,13 @@ fn a_session_lasts_until_its_certificate_expires() {
     let not_after = at(90).as_second();
     assert_eq!(remaining(not_after, at(0)), Duration::from_secs(90));
     assert_eq!(remaining(not_after, at(200)), Duration::ZERO);
+    let half_past = Timestamp::from_nanosecond(at(0).as_nanosecond() + 500_000_000).unwrap();
+    assert_eq!(
+        remaining(not_after, half_past),
+        Duration::from_millis(89_500)
+    );
+    let year_9999 = 253_402_300_799;
+    assert!(remaining(year_9999, at(0)) > Duration::from_secs(500 * 365 * DAY as u64));
 }
 
 #[test]
