@@ -225,11 +225,46 @@ impl RelayCa {
         )
     }
 
+    /// A client certificate naming `cluster` that expires `valid_for` from
+    /// now (valid since a minute ago).
+    pub fn client_expiring_in(
+        &self,
+        cluster: &str,
+        valid_for: std::time::Duration,
+    ) -> Result<Issued, Error> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let epoch = rcgen::date_time_ymd(1970, 1, 1);
+        self.issue_with(
+            vec![cluster.into()],
+            ExtendedKeyUsagePurpose::ClientAuth,
+            |params| {
+                params.not_before = epoch + now.saturating_sub(std::time::Duration::from_secs(60));
+                params.not_after = epoch + now + valid_for;
+            },
+        )
+    }
+
     fn issue(
         &self,
         sans: Vec<String>,
         usage: ExtendedKeyUsagePurpose,
         expired: bool,
+    ) -> Result<Issued, Error> {
+        self.issue_with(sans, usage, |params| {
+            if expired {
+                params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+                params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+            }
+        })
+    }
+
+    fn issue_with(
+        &self,
+        sans: Vec<String>,
+        usage: ExtendedKeyUsagePurpose,
+        validity: impl FnOnce(&mut CertificateParams),
     ) -> Result<Issued, Error> {
         let gen_err = |what| move |source| Error::Generate { what, source };
         let key = KeyPair::generate().map_err(gen_err("relay key"))?;
@@ -237,10 +272,7 @@ impl RelayCa {
         let mut params = CertificateParams::new(sans).map_err(gen_err("relay certificate"))?;
         params.distinguished_name = name(&common_name, None);
         params.extended_key_usages = vec![usage];
-        if expired {
-            params.not_before = rcgen::date_time_ymd(2020, 1, 1);
-            params.not_after = rcgen::date_time_ymd(2021, 1, 1);
-        }
+        validity(&mut params);
         let cert = params
             .signed_by(&key, &self.issuer)
             .map_err(gen_err("relay certificate"))?;

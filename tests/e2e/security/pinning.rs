@@ -3,14 +3,16 @@
 //! another certificate the same CA issued for the same cluster is refused,
 //! and a session whose pin changes under it ends at once. Rotation is the
 //! same move the other way: pin the new key, and the agent gets in with it.
+//! And no session outlives its certificate.
 
 use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use jobrelay_e2e::certs::{public_key_sha256, write_atomically};
 use jobrelay_e2e::relay::Relay;
 use jobrelay_e2e::scenario::{Scenario, WAIT};
 use jobrelay_e2e::wait::{self, Seen};
-use jobrelay_manager::agent_certificates::CERTIFICATE_ACCEPTED;
+use jobrelay_manager::agent_certificates::{CERTIFICATE_ACCEPTED, CERTIFICATE_EXPIRING};
 use jobrelay_manager::worker_cluster::WorkerCluster;
 use jobrelay_proto::wire::CLUSTER_KEY;
 use k8s_openapi::api::batch::v1::Job;
@@ -37,14 +39,20 @@ async fn pin(clusters: &Api<WorkerCluster>, keys: &[&str]) {
 /// Waits until `CertificateAccepted` of [`WORKER`] has `status` and
 /// `reason`; returns its message.
 async fn accepted(clusters: &Api<WorkerCluster>, status: &str, reason: &str) -> String {
+    shows(clusters, CERTIFICATE_ACCEPTED, status, reason).await
+}
+
+/// Waits until condition `kind` of [`WORKER`] has `status` and `reason`;
+/// returns its message.
+async fn shows(clusters: &Api<WorkerCluster>, kind: &str, status: &str, reason: &str) -> String {
     wait::until(
-        format!("WorkerCluster {WORKER} {CERTIFICATE_ACCEPTED}={status} ({reason})"),
+        format!("WorkerCluster {WORKER} {kind}={status} ({reason})"),
         WAIT,
         || async {
             let shown = clusters
                 .get(WORKER)
                 .await
-                .map(|wc| wc.condition(CERTIFICATE_ACCEPTED).cloned());
+                .map(|wc| wc.condition(kind).cloned());
             match shown {
                 Ok(Some(c)) if c.status == status && c.reason == reason => Seen::Ready(c.message),
                 Ok(Some(c)) => Seen::Waiting(format!("{}/{}: {}", c.status, c.reason, c.message)),
@@ -208,4 +216,74 @@ async fn a_pinned_certificate_replaced_by_another_valid_one_is_refused_until_the
     accepted(&clusters, "True", "Pinned").await;
     pin(&clusters, &[]).await;
     accepted(&clusters, "True", "NotPinned").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_session_ends_when_its_certificate_expires_and_the_cluster_shows_it_expiring() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let s = Scenario::relayed("expiry").await;
+    let relay = s.relay;
+    let clusters: Api<WorkerCluster> =
+        Api::all(jobrelay_e2e::kit::client(s.clusters.manager()).await);
+    let (cert_path, key_path) = relay.agent_certificate_files(WORKER).unwrap();
+    let (original_cert, original_key) = (read(cert_path), read(key_path));
+
+    // A certificate valid for 40 more seconds: the agent connects with it,
+    // and the cluster shows it expiring, with its date, and the metric.
+    let cut_before = count(relay, "sessions_cut", "certificate_expired").await;
+    let handshakes_before = count(relay, "sessions_refused", "certificate_expired").await;
+    let sessions = relay.sessions_opened(WORKER);
+    relay
+        .ca()
+        .client_expiring_in(WORKER, Duration::from_secs(40))
+        .unwrap()
+        .write(cert_path.parent().unwrap(), WORKER)
+        .unwrap();
+    relay.wait_sessions(WORKER, sessions + 1).await.unwrap();
+    let message = shows(&clusters, CERTIFICATE_EXPIRING, "True", "ExpiresSoon").await;
+    println!("a 40-second certificate: {CERTIFICATE_EXPIRING}=True: {message}");
+    let metric =
+        format!("jobrelay_agent_certificate_expiry_timestamp_seconds{{cluster=\"{WORKER}\"}}");
+    let expires = relay
+        .metric(&metric)
+        .await
+        .unwrap()
+        .expect("the expiry metric");
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        (0.0..=40.0).contains(&(expires - now)),
+        "{metric} is {expires}, {:.0}s from now",
+        expires - now
+    );
+
+    // At its expiry the session ends, and the agent's next handshake with
+    // it is refused.
+    counted_more(relay, "sessions_cut", "certificate_expired", cut_before).await;
+    let message = accepted(&clusters, "False", "Expired").await;
+    println!("at its expiry: {CERTIFICATE_ACCEPTED}=False: {message}");
+    println!("agent: {}", agent_saw(relay, "certificate expired"));
+    counted_more(
+        relay,
+        "sessions_refused",
+        "certificate_expired",
+        handshakes_before,
+    )
+    .await;
+
+    // Renewed files: back in.
+    let sessions = relay.sessions_opened(WORKER);
+    write_atomically(key_path, &original_key).unwrap();
+    write_atomically(cert_path, &original_cert).unwrap();
+    relay.wait_sessions(WORKER, sessions + 1).await.unwrap();
+    accepted(&clusters, "True", "NotPinned").await;
+    shows(
+        &clusters,
+        CERTIFICATE_EXPIRING,
+        "False",
+        "ValidForMoreThanAWeek",
+    )
+    .await;
 }
