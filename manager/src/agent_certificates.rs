@@ -156,9 +156,10 @@ pub fn conditions(cluster: &WorkerCluster, seen: Option<&Seen>, now: Timestamp) 
             certificate_pin::PinRefusal::Invalid(invalid).to_string(),
         )),
         (Ok(_), Some(Verdict::Accepted { pinned })) => {
-            let key = seen
-                .and_then(|s| s.presented.as_ref())
-                .map_or_else(|| "none".into(), |c| hex(&c.public_key_sha256));
+            let key = seen.and_then(|s| s.presented.as_ref()).map_or_else(
+                || "none: the Relay runs without TLS".into(),
+                |c| hex(&c.public_key_sha256),
+            );
             let (reason, message) = match pinned {
                 true => (
                     "Pinned",
@@ -169,7 +170,7 @@ pub fn conditions(cluster: &WorkerCluster, seen: Option<&Seen>, now: Timestamp) 
                 false => (
                     "NotPinned",
                     format!(
-                        "spec.certificate pins nothing: any certificate of the client CA naming this cluster is accepted (the agent's public key SHA-256 is {key})"
+                        "spec.certificate pins nothing: any certificate of the client CA naming this cluster is accepted (the agent's public key SHA-256: {key})"
                     ),
                 ),
             };
