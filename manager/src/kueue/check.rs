@@ -4,7 +4,17 @@
 
 use std::time::Duration;
 
-pub use super::parameters::{Allowed, active, allowed};
+pub use super::parameters::{Allowed, active, all_allowed, allowed};
+
+/// The state jobrelay answers for, of several jobrelay checks on one
+/// Workload: `Pending` while any is, else the first one's.
+pub fn joint_state<'a>(states: impl IntoIterator<Item = &'a str>) -> String {
+    let states: Vec<&str> = states.into_iter().collect();
+    match states.contains(&"Pending") {
+        true => "Pending".into(),
+        false => states.first().copied().unwrap_or_default().into(),
+    }
+}
 
 /// How soon Kueue is asked to try again when no worker can take a Workload.
 pub const RETRY_AFTER: Duration = Duration::from_secs(10);
@@ -426,5 +436,12 @@ mod tests {
             }
         );
         assert_eq!(decide(&pinned(true)), CheckStep::Reserve(AWAIT_MIRROR));
+    }
+
+    #[test]
+    fn several_jobrelay_checks_are_pending_while_any_is() {
+        assert_eq!(joint_state(["Ready", "Pending"]), "Pending");
+        assert_eq!(joint_state(["Ready", "Ready"]), "Ready");
+        assert_eq!(joint_state(["Rejected", "Ready"]), "Rejected");
     }
 }

@@ -172,9 +172,12 @@ fn apply_params() -> PatchParams {
 /// Answers jobrelay's check on one Workload.
 #[instrument(skip_all, fields(workload = %ObjectRef::from_obj(workload.as_ref())))]
 async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let Some((check_name, allowed)) = jobrelay_check(&workload, &ctx.checks, &ctx.sets) else {
+    let checks = jobrelay_checks(&workload, &ctx.checks, &ctx.sets);
+    if checks.is_empty() {
         return Ok(Action::await_change());
-    };
+    }
+    let names: Vec<String> = checks.iter().map(|(name, _)| name.clone()).collect();
+    let allowed = check::all_allowed(checks.into_iter().map(|(_, allowed)| allowed));
     let namespace = workload.namespace().unwrap_or_default();
     let job = workload.owner_job().and_then(|(name, uid)| {
         ctx.jobs
@@ -205,10 +208,12 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
         quota_reserved: workload.has("QuotaReserved"),
         finished: workload.has("Finished"),
         evicted: workload.has("Evicted"),
-        state: workload
-            .check(&check_name)
-            .map(|c| c.state.clone())
-            .unwrap_or_default(),
+        state: check::joint_state(names.iter().map(|name| {
+            workload
+                .check(name)
+                .map(|c| c.state.as_str())
+                .unwrap_or_default()
+        })),
         job: job.as_deref().map(|job| job_side(job, &job_uid, &ctx)),
         placeable: ctx.fleet.candidates().iter().any(|c| {
             allowed.as_ref().is_ok_and(|a| a.allows(&c.name))
@@ -263,21 +268,21 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
             Ok(Action::requeue(after))
         }
         CheckStep::Ready(message) => {
-            write_state(&workload, &check_name, "Ready", &message, None, &ctx).await
+            write_state(&workload, &names, "Ready", &message, None, &ctx).await
         }
         CheckStep::Retry { message, after } => {
             ctx.reservations.release(&job_uid);
-            write_state(&workload, &check_name, "Retry", &message, Some(after), &ctx).await
+            write_state(&workload, &names, "Retry", &message, Some(after), &ctx).await
         }
         CheckStep::Rejected(message) => {
             ctx.reservations.release(&job_uid);
             if let Some(job) = &job {
                 let regarding = job.object_ref(&());
-                let note = format!("admission check {check_name}: {message}");
+                let note = format!("admission check {}: {message}", names.join(", "));
                 ctx.events
                     .publish(&regarding, Reason::AdmissionCheckRejected, note);
             }
-            write_state(&workload, &check_name, "Rejected", &message, None, &ctx).await
+            write_state(&workload, &names, "Rejected", &message, None, &ctx).await
         }
         CheckStep::Withdraw(why) => {
             ctx.reservations.release(&job_uid);
@@ -287,7 +292,7 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
         CheckStep::NotAdmitted { message, after } => {
             ctx.reservations.release(&job_uid);
             withdraw(&job, &job_uid, message.clone(), true, &ctx);
-            write_state(&workload, &check_name, "Retry", &message, Some(after), &ctx).await
+            write_state(&workload, &names, "Retry", &message, Some(after), &ctx).await
         }
     }
 }
@@ -304,22 +309,23 @@ fn withdraw(job: &Option<Arc<Job>>, job_uid: &str, why: String, not_admitted: bo
     }
 }
 
-/// The first of the Workload's checks that jobrelay controls, with what its
+/// Every one of the Workload's checks that jobrelay controls, with what its
 /// parameters allow.
-fn jobrelay_check(
+fn jobrelay_checks(
     workload: &Workload,
     checks: &Store<AdmissionCheck>,
     sets: &Store<WorkerClusterSet>,
-) -> Option<(String, Result<check::Allowed, String>)> {
+) -> Vec<(String, Result<check::Allowed, String>)> {
     workload
         .status
         .iter()
         .flat_map(|s| &s.admission_checks)
-        .find_map(|state| {
+        .filter_map(|state| {
             let check = checks.get(&ObjectRef::new(&state.name))?;
             (check.spec.controller_name == CONTROLLER_NAME)
                 .then(|| (state.name.clone(), allowed(&check, sets)))
         })
+        .collect()
 }
 
 /// What a check's parameters allow, WorkerClusterSets read from the cache.
@@ -374,7 +380,7 @@ pub fn is_queued(job: &Job) -> bool {
 /// entry of `status.admissionChecks`).
 async fn write_state(
     workload: &Workload,
-    check: &str,
+    checks: &[String],
     state: &str,
     message: &str,
     requeue_after: Option<Duration>,
@@ -382,13 +388,21 @@ async fn write_state(
 ) -> Result<Action, Error> {
     let name = workload.name_any();
     let namespace = workload.namespace().unwrap_or_default();
-    let mut entry = json!({
-        "name": check, "state": state, "message": message,
-        "lastTransitionTime": Timestamp::now().to_string(),
-    });
-    if let Some(after) = requeue_after {
-        entry["requeueAfterSeconds"] = json!(after.as_secs());
-    }
+    let now = Timestamp::now().to_string();
+    let entries: Vec<serde_json::Value> = checks
+        .iter()
+        .map(|check| {
+            let mut entry = json!({
+                "name": check, "state": state, "message": message,
+                "lastTransitionTime": now,
+            });
+            if let Some(after) = requeue_after {
+                entry["requeueAfterSeconds"] = json!(after.as_secs());
+            }
+            entry
+        })
+        .collect();
+    let check = checks.join(", ");
     // The Workload as read: a state decided on a stale copy is refused
     // (409) and decided again.
     let body = json!({
@@ -399,7 +413,7 @@ async fn write_state(
             "namespace": namespace,
             "resourceVersion": workload.resource_version(),
         },
-        "status": {"admissionChecks": [entry]},
+        "status": {"admissionChecks": entries},
     });
     info!(check, state, message, "admission check state");
     let api: Api<Workload> = Api::namespaced(ctx.client.clone(), &namespace);

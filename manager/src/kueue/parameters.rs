@@ -24,6 +24,17 @@ impl Allowed {
         }
     }
 
+    /// What both allow: a Workload under several jobrelay checks must
+    /// meet each.
+    pub fn and(self, other: Allowed) -> Allowed {
+        match (self, other) {
+            (Allowed::Any, other) | (other, Allowed::Any) => other,
+            (Allowed::Only(a), Allowed::Only(b)) => {
+                Allowed::Only(a.intersection(&b).cloned().collect())
+            }
+        }
+    }
+
     pub(crate) fn describe(&self) -> String {
         match self {
             Allowed::Any => "any WorkerCluster".into(),
@@ -33,6 +44,15 @@ impl Allowed {
             }
         }
     }
+}
+
+/// What several jobrelay checks of one Workload allow together: the first
+/// one's error, else the clusters every one allows.
+pub fn all_allowed(
+    each: impl IntoIterator<Item = Result<Allowed, String>>,
+) -> Result<Allowed, String> {
+    each.into_iter()
+        .try_fold(Allowed::Any, |together, allowed| Ok(together.and(allowed?)))
 }
 
 /// Reads a check's `parameters`, looking a WorkerClusterSet's clusters up
@@ -157,5 +177,27 @@ mod tests {
         assert_eq!((unknown.0, unknown.1), (false, "UnknownCluster"));
         let invalid = active(&Err("bad".into()), &registered, &connected);
         assert_eq!((invalid.0, invalid.1), (false, "InvalidParameters"));
+    }
+
+    #[test]
+    fn several_checks_allow_what_each_allows_and_the_first_error_shows() {
+        let only = |names: &[&str]| Allowed::Only(names.iter().map(|n| n.to_string()).collect());
+        assert_eq!(
+            all_allowed([
+                Ok(Allowed::Any),
+                Ok(only(&["w1", "w2"])),
+                Ok(only(&["w2", "w3"]))
+            ]),
+            Ok(only(&["w2"]))
+        );
+        assert_eq!(all_allowed([Ok(Allowed::Any)]), Ok(Allowed::Any));
+        assert_eq!(
+            all_allowed([
+                Ok(Allowed::Any),
+                Err("bad".to_string()),
+                Err("worse".into())
+            ]),
+            Err("bad".into())
+        );
     }
 }
