@@ -44,10 +44,6 @@ async fn ended(session: &mut Session) -> Status {
         .expect("the session ends within 10s")
 }
 
-fn counted(manager: &Manager, metric: &str) -> bool {
-    manager.metrics.render().contains(metric)
-}
-
 #[tokio::test]
 async fn a_session_ends_when_its_clusters_pin_changes_to_refuse_it_and_not_on_other_changes() {
     let manager = manager().await;
@@ -78,10 +74,7 @@ async fn a_session_ends_when_its_clusters_pin_changes_to_refuse_it_and_not_on_ot
         status.message()
     );
     assert!(
-        counted(
-            &manager,
-            "jobrelay_sessions_cut_total{reason=\"certificate_pin_mismatch\"} 1"
-        ),
+        manager.counted("jobrelay_sessions_cut_total{reason=\"certificate_pin_mismatch\"} 1"),
         "{}",
         manager.metrics.render()
     );
@@ -92,10 +85,9 @@ async fn a_session_ends_when_its_clusters_pin_changes_to_refuse_it_and_not_on_ot
         .err()
         .expect("refused while the pin does not take it");
     assert_eq!(refused.code(), Code::PermissionDenied);
-    assert!(counted(
-        &manager,
-        "jobrelay_sessions_refused_total{reason=\"certificate_pin_mismatch\"} 1"
-    ));
+    assert!(
+        manager.counted("jobrelay_sessions_refused_total{reason=\"certificate_pin_mismatch\"} 1")
+    );
 }
 
 #[tokio::test]
@@ -114,9 +106,8 @@ async fn an_invalid_pin_refuses_every_session_naming_the_cluster_and_field() {
         "{}",
         refused.message()
     );
-    assert!(counted(
-        &manager,
-        "jobrelay_sessions_refused_total{reason=\"certificate_pin_invalid\"} 1"
-    ));
+    assert!(
+        manager.counted("jobrelay_sessions_refused_total{reason=\"certificate_pin_invalid\"} 1")
+    );
     assert!(!manager.fleet.is_connected("w1"));
 }

@@ -31,10 +31,6 @@ async fn end_of(session: &mut Session) -> tonic::Status {
     panic!("the stream never ended")
 }
 
-fn counted(manager: &Manager, line: &str) -> bool {
-    manager.metrics.render().contains(line)
-}
-
 #[tokio::test]
 async fn a_peer_that_says_no_hello_is_refused_at_the_deadline() {
     let manager = manager_with(SessionLimits {
@@ -47,10 +43,7 @@ async fn a_peer_that_says_no_hello_is_refused_at_the_deadline() {
         .await
         .expect_err("no session without a Hello");
     assert_eq!(refused.code(), Code::DeadlineExceeded, "{refused:?}");
-    assert!(counted(
-        &manager,
-        "jobrelay_sessions_refused_total{reason=\"hello_timeout\"} 1"
-    ));
+    assert!(manager.counted("jobrelay_sessions_refused_total{reason=\"hello_timeout\"} 1"));
 }
 
 #[tokio::test]
@@ -83,10 +76,7 @@ async fn an_agent_that_reads_too_slowly_is_cut_off_and_told_to_resync() {
     let status = end_of(&mut session).await;
     assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
     assert!(status.message().contains("resync"), "{}", status.message());
-    assert!(counted(
-        &manager,
-        "jobrelay_sessions_cut_total{reason=\"outbox_full\"} 1"
-    ));
+    assert!(manager.counted("jobrelay_sessions_cut_total{reason=\"outbox_full\"} 1"));
 }
 
 #[tokio::test]
@@ -116,10 +106,7 @@ async fn a_message_beyond_its_kinds_limit_ends_the_session() {
         "{}",
         status.message()
     );
-    assert!(counted(
-        &manager,
-        "jobrelay_sessions_cut_total{reason=\"message_too_large\"} 1"
-    ));
+    assert!(manager.counted("jobrelay_sessions_cut_total{reason=\"message_too_large\"} 1"));
     assert!(
         manager
             .fleet

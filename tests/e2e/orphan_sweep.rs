@@ -8,13 +8,13 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use jobrelay_e2e::kit;
+use jobrelay_e2e::registration::wait_cluster_event;
 use jobrelay_e2e::relay::Options;
 use jobrelay_e2e::scenario::Scenario;
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::{CLUSTER_KEY, ORIGIN_LABEL, ORIGIN_UID_LABEL};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
@@ -192,26 +192,8 @@ async fn hundreds_of_orphans_are_swept_at_a_steady_pace_with_progress_in_the_log
             .unwrap();
     }
     let swept = Instant::now();
-    let events: Api<Event> =
-        Api::namespaced(kit::client(scenario.clusters.manager()).await, "default");
-    let held = wait::until(
-        "the brake's DeletionsHeld Event on the WorkerCluster",
-        TIMEOUT,
-        || async {
-            let found = events.list(&ListParams::default()).await.map(|list| {
-                list.items.into_iter().find(|e| {
-                    e.reason.as_deref() == Some("DeletionsHeld")
-                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(WORKER_A)
-                        && e.event_time.as_ref().is_some_and(|t| t.0 >= started)
-                })
-            });
-            match found {
-                Ok(Some(event)) => Seen::Ready(event.note.unwrap_or_default()),
-                seen => Seen::Waiting(format!("{seen:?}")),
-            }
-        },
-    )
-    .await;
+    let manager = kit::client(scenario.clusters.manager()).await;
+    let held = wait_cluster_event(manager, WORKER_A, "DeletionsHeld", started).await;
     println!("held: {held}");
     let selector = ListParams::default().labels(&format!("{ORIGIN_LABEL}={}", relay.origin));
     wait_no_pods(&pods, &selector, "every orphan Pod of this origin swept").await;

@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use jobrelay_manager::worker_cluster::{WorkerCluster, WorkerClusterSpec};
 use jobrelay_manager::worker_cluster_set::WorkerClusterSet;
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, Patch, PatchParams};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{CustomResourceExt, ResourceExt};
 
 use crate::cluster::ClusterSet;
@@ -84,4 +86,34 @@ pub async fn register_on(
         .await?;
     }
     Ok(())
+}
+
+/// Waits for an Event `reason` about WorkerCluster `cluster` (written, as
+/// for any cluster-scoped object, in the `default` namespace) that was
+/// recorded at `since` or later; its note.
+pub async fn wait_cluster_event(
+    client: kube::Client,
+    cluster: &str,
+    reason: &str,
+    since: Timestamp,
+) -> String {
+    let events: Api<Event> = Api::namespaced(client, "default");
+    wait::until(
+        format!("a {reason} Event on WorkerCluster {cluster}"),
+        crate::scenario::WAIT,
+        || async {
+            let found = events.list(&ListParams::default()).await.map(|list| {
+                list.items.into_iter().find(|e| {
+                    e.reason.as_deref() == Some(reason)
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(cluster)
+                        && e.event_time.as_ref().is_some_and(|t| t.0 >= since)
+                })
+            });
+            match found {
+                Ok(Some(event)) => Seen::Ready(event.note.unwrap_or_default()),
+                seen => Seen::Waiting(format!("{seen:?}")),
+            }
+        },
+    )
+    .await
 }

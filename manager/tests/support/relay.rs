@@ -163,6 +163,11 @@ pub async fn manager_with(limits: SessionLimits) -> Manager {
 }
 
 impl Manager {
+    /// Whether the manager's metrics show `line` (e.g. a counter's value).
+    pub fn counted(&self, line: &str) -> bool {
+        self.metrics.render().contains(line)
+    }
+
     /// Replaces a WorkerCluster, as its watch would.
     pub fn update_cluster(&self, cluster: WorkerCluster) {
         self.clusters

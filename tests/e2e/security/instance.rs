@@ -7,12 +7,12 @@
 use std::time::Duration;
 
 use jobrelay_e2e::kit;
+use jobrelay_e2e::registration::wait_cluster_event;
 use jobrelay_e2e::relay::metric_in;
 use jobrelay_e2e::scenario::{Scenario, WAIT};
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::CLUSTER_KEY;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
 
 use super::EXCLUSIVE;
@@ -41,6 +41,7 @@ async fn a_second_manager_installation_of_the_same_origin_is_refused_and_deletes
     s.wait_mirrors(JOBS, WAIT).await;
     let mirrors: Api<Job> = s.worker_api(WORKER).await;
 
+    let started = k8s_openapi::jiff::Timestamp::now();
     let swept = || {
         relay
             .agent_log(WORKER)
@@ -76,24 +77,8 @@ async fn a_second_manager_installation_of_the_same_origin_is_refused_and_deletes
         },
     )
     .await;
-    let events: Api<Event> = Api::namespaced(kit::client(elsewhere).await, "default");
-    let note = wait::until(
-        "a ManagerInstanceRefused Event on its WorkerCluster",
-        WAIT,
-        || async {
-            let found = events.list(&ListParams::default()).await.map(|list| {
-                list.items.into_iter().find(|e| {
-                    e.reason.as_deref() == Some("ManagerInstanceRefused")
-                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(WORKER)
-                })
-            });
-            match found {
-                Ok(Some(event)) => Seen::Ready(event.note.unwrap_or_default()),
-                seen => Seen::Waiting(format!("{seen:?}")),
-            }
-        },
-    )
-    .await;
+    let client = kit::client(elsewhere).await;
+    let note = wait_cluster_event(client, WORKER, "ManagerInstanceRefused", started).await;
     println!("refusal: {note}");
     assert!(
         note.contains("--adopt-manager-instance="),
