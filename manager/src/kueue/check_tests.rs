@@ -1,0 +1,238 @@
+//! The check decision, transition by transition.
+
+use super::*;
+use std::collections::BTreeSet;
+
+fn input() -> Input {
+    Input {
+        quota_reserved: true,
+        finished: false,
+        evicted: false,
+        state: "Pending".into(),
+        job: Some(JobSide::default()),
+        allowed: Ok(Allowed::Any),
+        placeable: true,
+        reserved_for: Duration::ZERO,
+        not_ours: None,
+    }
+}
+
+fn queued_on_worker(admitted: bool, reserved_for: u64) -> Input {
+    let mut i = placed(true, true);
+    if let Some(job) = i.job.as_mut() {
+        job.worker_kueue = Some(WorkerKueueSide {
+            admitted,
+            admit_within: Duration::from_secs(60),
+        });
+    }
+    i.reserved_for = Duration::from_secs(reserved_for);
+    i
+}
+
+#[test]
+fn a_mirror_queued_on_its_worker_is_ready_only_once_that_kueue_admitted_it() {
+    assert_eq!(
+        decide(&queued_on_worker(false, 20)),
+        CheckStep::Wait(Duration::from_secs(40)),
+        "looked at again when the time runs out, or when the mirror changes"
+    );
+    assert!(
+        matches!(decide(&queued_on_worker(true, 20)), CheckStep::Ready(m) if m.contains("admitted by cluster w1's Kueue"))
+    );
+}
+
+#[test]
+fn a_mirror_not_admitted_in_time_is_withdrawn_and_the_workload_sent_back() {
+    let step = decide(&queued_on_worker(false, 60));
+    assert!(
+        matches!(&step, CheckStep::NotAdmitted { message, after: RETRY_AFTER } if message.contains("admitWithin") && message.contains("w1")),
+        "{step:?}"
+    );
+    let mut withdrawing = queued_on_worker(false, 90);
+    withdrawing.job.as_mut().unwrap().withdrawing = true;
+    assert_eq!(
+        decide(&withdrawing),
+        CheckStep::Wait(AWAIT_MIRROR),
+        "readmitted before the old mirror is gone: wait for it"
+    );
+}
+
+#[test]
+fn an_evicted_job_queued_on_its_worker_has_its_mirror_withdrawn_once() {
+    let mut evicted = queued_on_worker(true, 0);
+    evicted.evicted = true;
+    assert!(
+        matches!(decide(&evicted), CheckStep::Withdraw(why) if why.contains("evicted")),
+        "the worker's Kueue would run it again if it were only suspended"
+    );
+    let mut released = queued_on_worker(true, 0);
+    released.quota_reserved = false;
+    assert!(matches!(decide(&released), CheckStep::Withdraw(why) if why.contains("no quota")));
+    evicted.job.as_mut().unwrap().withdrawing = true;
+    assert_eq!(decide(&evicted), CheckStep::Idle);
+    let mut finished = queued_on_worker(true, 0);
+    finished.quota_reserved = false;
+    finished.finished = true;
+    assert_eq!(
+        decide(&finished),
+        CheckStep::Idle,
+        "a finished Job's mirror goes by retention"
+    );
+    let mut elsewhere = placed(true, true);
+    elsewhere.evicted = true;
+    assert_eq!(
+        decide(&elsewhere),
+        CheckStep::Idle,
+        "a mirror jobrelay suspends itself is kept"
+    );
+}
+
+fn placed(held: bool, connected: bool) -> Input {
+    Input {
+        job: Some(JobSide {
+            cluster: Some("w1".into()),
+            mirror_held: held,
+            cluster_connected: connected,
+            ..JobSide::default()
+        }),
+        ..input()
+    }
+}
+
+#[test]
+fn nothing_to_do_without_quota_or_once_the_check_left_pending() {
+    for change in [
+        |i: &mut Input| i.quota_reserved = false,
+        |i: &mut Input| i.finished = true,
+        |i: &mut Input| i.evicted = true,
+        |i: &mut Input| i.state = "Ready".into(),
+        |i: &mut Input| i.state = "Retry".into(),
+    ] {
+        let mut i = input();
+        change(&mut i);
+        assert_eq!(decide(&i), CheckStep::Idle);
+    }
+}
+
+#[test]
+fn a_reserved_workload_is_placed_then_ready_once_its_mirror_is_held() {
+    assert_eq!(decide(&input()), CheckStep::Reserve(AWAIT_MIRROR));
+    assert_eq!(
+        decide(&placed(false, true)),
+        CheckStep::Reserve(AWAIT_MIRROR)
+    );
+    assert!(matches!(decide(&placed(true, true)), CheckStep::Ready(m) if m.contains("w1")));
+}
+
+#[test]
+fn waits_for_a_job_the_cache_has_not_seen() {
+    let i = Input {
+        job: None,
+        ..input()
+    };
+    assert_eq!(decide(&i), CheckStep::Wait(AWAIT_MIRROR));
+}
+
+#[test]
+fn invalid_parameters_send_a_reserved_workload_back_and_leave_others_alone() {
+    let invalid = Input {
+        allowed: Err("WorkerClusterSet gpu does not exist".into()),
+        ..input()
+    };
+    assert!(
+        matches!(decide(&invalid), CheckStep::Retry { message, .. } if message.contains("gpu"))
+    );
+    let unreserved = Input {
+        quota_reserved: false,
+        ..invalid
+    };
+    assert_eq!(
+        decide(&unreserved),
+        CheckStep::Idle,
+        "written once at most, never in a loop"
+    );
+}
+
+#[test]
+fn retries_when_no_worker_can_take_it() {
+    let i = Input {
+        placeable: false,
+        ..input()
+    };
+    assert!(matches!(
+        decide(&i),
+        CheckStep::Retry {
+            after: RETRY_AFTER,
+            ..
+        }
+    ));
+    assert!(matches!(
+        decide(&placed(true, false)),
+        CheckStep::Retry { message, .. } if message.contains("w1") && message.contains("not connected")
+    ));
+}
+
+#[test]
+fn rejects_a_job_bound_or_pinned_outside_the_allowed_clusters() {
+    let only_w2 = Allowed::Only(BTreeSet::from(["w2".to_string()]));
+    let bound = Input {
+        allowed: Ok(only_w2.clone()),
+        ..placed(true, true)
+    };
+    assert!(matches!(decide(&bound), CheckStep::Rejected(m) if m.contains("bound to cluster w1")));
+    let pinned = Input {
+        allowed: Ok(only_w2),
+        job: Some(JobSide {
+            pinned: Some("w1".into()),
+            ..JobSide::default()
+        }),
+        ..input()
+    };
+    assert!(
+        matches!(decide(&pinned), CheckStep::Rejected(m) if m.contains("pinned to cluster w1"))
+    );
+}
+
+#[test]
+fn a_workload_jobrelay_cannot_relay_is_rejected_once_it_holds_quota() {
+    let not_ours = Input {
+        not_ours: Some("Job train has no spec.managedBy".into()),
+        ..input()
+    };
+    assert_eq!(
+        decide(&not_ours),
+        CheckStep::Rejected("Job train has no spec.managedBy".into())
+    );
+    let without_quota = Input {
+        quota_reserved: false,
+        ..not_ours
+    };
+    assert_eq!(decide(&without_quota), CheckStep::Idle);
+}
+
+#[test]
+fn a_job_pinned_to_a_disconnected_cluster_is_sent_back_saying_so() {
+    let pinned = |connected| Input {
+        job: Some(JobSide {
+            pinned: Some("worker-1".into()),
+            pinned_connected: connected,
+            ..JobSide::default()
+        }),
+        ..input()
+    };
+    assert_eq!(
+        decide(&pinned(false)),
+        CheckStep::Retry {
+            message: "the Job is pinned to cluster worker-1 (label jobrelay.dev/cluster), which is not connected".into(),
+            after: RETRY_AFTER,
+        }
+    );
+    assert_eq!(decide(&pinned(true)), CheckStep::Reserve(AWAIT_MIRROR));
+}
+
+#[test]
+fn several_jobrelay_checks_are_pending_while_any_is() {
+    assert_eq!(joint_state(["Ready", "Pending"]), "Pending");
+    assert_eq!(joint_state(["Ready", "Ready"]), "Ready");
+    assert_eq!(joint_state(["Rejected", "Ready"]), "Rejected");
+}
