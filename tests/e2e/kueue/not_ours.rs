@@ -1,7 +1,8 @@
 //! Workloads in a jobrelay check that jobrelay can never relay: a queued Job
 //! without jobrelay's `spec.managedBy`, and a Workload another kind owns.
 //! Each gets its check `Rejected` with a message naming the field or kind
-//! and the fix, and its quota goes back, instead of waiting forever.
+//! and the fix — which Kueue repeats in its Event as it deactivates the
+//! Workload and gives its quota back — instead of waiting forever.
 
 use jobrelay_e2e::fixtures::TestJob;
 use jobrelay_e2e::kueue_objects::{self, LOCAL_QUEUE};
@@ -15,42 +16,38 @@ use serde_json::json;
 
 use super::{CHECK, QUEUE_NAME, queued};
 
-/// Waits until the check of Workload `name` is `Rejected`; its message.
-async fn rejected(s: &Scenario, name: &str) -> String {
+/// Waits until Kueue took jobrelay's `Rejected` on Workload `name`: it
+/// deactivates the Workload and resets the check to `Pending` (with
+/// `quota_back`, the quota is released too: Kueue does that once the owner's
+/// integration stopped it, which only a kind Kueue runs has), and its
+/// `AdmissionCheckRejected` Event on the Workload carries jobrelay's message,
+/// which is returned.
+async fn rejected(s: &Scenario, name: &str, quota_back: bool) -> String {
     let workloads: Api<Workload> = Api::namespaced(s.jobs.clone().into_client(), &s.ns);
     wait::until(
-        format!("check {CHECK} Rejected on Workload {name}"),
+        format!("Workload {name} deactivated after its check {CHECK} was Rejected"),
         WAIT,
         || async {
             match workloads.get_opt(name).await {
-                Ok(Some(w)) => match w.check(CHECK) {
-                    Some(c) if c.state == "Rejected" => {
-                        Seen::Ready(c.message.clone().unwrap_or_default())
+                Ok(Some(w)) => {
+                    let message = w
+                        .check(CHECK)
+                        .and_then(|c| c.message.clone())
+                        .unwrap_or_default();
+                    let deactivated = w.spec.active == Some(false);
+                    match deactivated && !(quota_back && w.has("QuotaReserved")) {
+                        true if message.ends_with("Previously: Rejected") => Seen::Ready(()),
+                        _ => {
+                            Seen::Waiting(format!("active {:?}, check {message:?}", w.spec.active))
+                        }
                     }
-                    other => Seen::Waiting(format!("{other:?}")),
-                },
+                }
                 other => Seen::Waiting(format!("{other:?}")),
             }
         },
     )
-    .await
-}
-
-/// Waits until Workload `name` holds no quota.
-async fn quota_released(s: &Scenario, name: &str) {
-    let workloads: Api<Workload> = Api::namespaced(s.jobs.clone().into_client(), &s.ns);
-    wait::until(
-        format!("Workload {name} holding no quota"),
-        WAIT,
-        || async {
-            match workloads.get_opt(name).await {
-                Ok(Some(w)) if w.has("QuotaReserved") => Seen::Waiting("quota reserved".into()),
-                Ok(_) => Seen::Ready(()),
-                Err(e) => Seen::Waiting(e.to_string()),
-            }
-        },
-    )
-    .await
+    .await;
+    s.wait_event(name, "AdmissionCheckRejected").await
 }
 
 #[tokio::test]
@@ -63,14 +60,13 @@ async fn a_queued_job_without_jobrelays_managed_by_is_rejected_saying_so() {
     )
     .await;
     let workload = kueue_objects::workload_of(&s, "plain").await.name_any();
-    let message = rejected(&s, &workload).await;
+    let message = rejected(&s, &workload, true).await;
     println!("check {CHECK}: Rejected: {message}");
     assert!(
         message.contains("Job plain has no spec.managedBy")
             && message.contains("create the Job again"),
         "{message}"
     );
-    quota_released(&s, &workload).await;
     let note = s.wait_event("plain", "AdmissionCheckRejected").await;
     assert!(note.contains("spec.managedBy"), "{note}");
     s.finish(WAIT).await;
@@ -122,12 +118,11 @@ async fn a_workload_another_kind_owns_is_rejected_naming_the_kind() {
     )
     .await
     .expect("create the Workload");
-    let message = rejected(&s, "foreign").await;
+    let message = rejected(&s, "foreign", false).await;
     println!("check {CHECK}: Rejected: {message}");
     assert!(
         message.contains("ConfigMap owner (v1)") && message.contains("batch/v1 Jobs only"),
         "{message}"
     );
-    quota_released(&s, "foreign").await;
     s.finish(WAIT).await;
 }
