@@ -12,7 +12,7 @@ pub enum Error {
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     #[error(transparent)]
-    Dial(#[from] crate::session::DialError),
+    Dial(#[from] crate::dial::DialError),
     #[error("terminatedPods.labelSelector {selector:?}: the API server refused it: {source}")]
     TerminatedPodsSelector {
         selector: Option<String>,

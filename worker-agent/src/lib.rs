@@ -4,6 +4,7 @@
 pub mod budget;
 pub mod cli;
 pub mod config;
+pub mod dial;
 pub mod epoch;
 pub mod error;
 pub mod initial_list;
@@ -36,11 +37,12 @@ use tracing::info;
 use crate::budget::Budget;
 use crate::cli::Args;
 use crate::config::Config;
+use crate::dial::Dial;
 pub use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::mirrors::{BrakeSettings, Mirrors, Pacing};
 use crate::namespaces::NamespacePolicy;
-use crate::session::{Agent, Dial};
+use crate::session::Agent;
 use crate::watched::{Changes, Watched};
 
 /// How often the agent checks that its own API server answers.

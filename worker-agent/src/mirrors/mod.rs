@@ -12,12 +12,14 @@ mod brake;
 mod deletion;
 mod losses;
 mod orphans;
+mod status;
 mod visit;
 mod write;
 
 pub use brake::BrakeSettings;
 use orphans::Sweep;
 pub use orphans::{HeldMirror, orphans};
+use status::Sent;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -25,17 +27,13 @@ use std::time::{Duration, Instant};
 
 use backon::ExponentialBuilder;
 use futures::StreamExt;
-use jobrelay_proto::v1::{
-    AgentMessage, InventoryEntry, MirrorPhase, MirrorStatus, agent_message::Kind,
-};
+use jobrelay_proto::v1::{AgentMessage, InventoryEntry, MirrorPhase, agent_message::Kind};
 use jobrelay_proto::wire::MANAGER_INSTANCE_LABEL;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{Resource, ResourceExt};
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{Semaphore, mpsc};
-
-use tracing::warn;
 
 use crate::budget::Budget;
 use crate::namespaces::NamespacePolicy;
@@ -106,22 +104,6 @@ pub struct Look {
     held: Held,
     /// Stray Pods due for deletion.
     strays: Vec<(String, Arc<Pod>)>,
-}
-
-/// The last status sent for a mirror, and the Job's resourceVersion it was
-/// read from (unchanged, nothing else can have).
-#[derive(Debug)]
-struct Sent {
-    resource_version: Option<String>,
-    report: Report,
-}
-
-/// What a MirrorStatus says; one is sent only when it differs.
-#[derive(Debug, PartialEq)]
-struct Report {
-    revision: u64,
-    phase: MirrorPhase,
-    status: Vec<u8>,
 }
 
 pub struct Mirrors {
@@ -355,49 +337,6 @@ impl Mirrors {
         self.log_progress();
         self.deleting_gauge.set(self.deleting.len() as i64);
         self.apply_due();
-    }
-
-    fn report_status(&mut self, held: &Held, out: &mut Vec<AgentMessage>) {
-        for job in held.jobs.values().flatten() {
-            let Some(uid) = origin_uid(job.meta()) else {
-                continue;
-            };
-            if self.deleting.contains_key(&uid) {
-                continue;
-            }
-            let previous = self.sent.get(&uid);
-            if previous.is_some_and(|sent| sent.resource_version == job.metadata.resource_version) {
-                continue;
-            }
-            let status = match job.status.as_ref().map(serde_json::to_vec).transpose() {
-                Ok(status) => status.unwrap_or_else(|| b"{}".to_vec()),
-                Err(error) => {
-                    warn!(%uid, %error, "cannot serialise the mirror's status; not reported");
-                    continue;
-                }
-            };
-            let report = Report {
-                revision: revision_of(job),
-                phase: phase_of(job),
-                status,
-            };
-            if previous.is_none_or(|sent| sent.report != report) {
-                out.push(agent_message(Kind::MirrorStatus(MirrorStatus {
-                    origin_uid: uid.clone(),
-                    revision: report.revision,
-                    phase: report.phase as i32,
-                    status: report.status.clone(),
-                })));
-            }
-            let resource_version = job.metadata.resource_version.clone();
-            self.sent.insert(
-                uid,
-                Sent {
-                    resource_version,
-                    report,
-                },
-            );
-        }
     }
 }
 

@@ -1,0 +1,72 @@
+//! The mirrors' status for the manager: a MirrorStatus is sent when a
+//! mirror Job's status, phase or revision differs from what was last sent.
+
+use jobrelay_proto::v1::{AgentMessage, MirrorPhase, MirrorStatus, agent_message::Kind};
+use kube::Resource;
+use tracing::warn;
+
+use super::{Held, Mirrors, agent_message, origin_uid};
+use crate::report::{phase_of, revision_of};
+
+/// The last status sent for a mirror, and the Job's resourceVersion it was
+/// read from (unchanged, nothing else can have).
+#[derive(Debug)]
+pub(super) struct Sent {
+    resource_version: Option<String>,
+    report: Report,
+}
+
+/// What a MirrorStatus says; one is sent only when it differs.
+#[derive(Debug, PartialEq)]
+struct Report {
+    revision: u64,
+    phase: MirrorPhase,
+    status: Vec<u8>,
+}
+
+impl Mirrors {
+    /// Reports, into `out`, the status of each mirror `held` whose Job
+    /// changed since it was last sent.
+    pub(super) fn report_status(&mut self, held: &Held, out: &mut Vec<AgentMessage>) {
+        for job in held.jobs.values().flatten() {
+            let Some(uid) = origin_uid(job.meta()) else {
+                continue;
+            };
+            if self.deleting.contains_key(&uid) {
+                continue;
+            }
+            let previous = self.sent.get(&uid);
+            if previous.is_some_and(|sent| sent.resource_version == job.metadata.resource_version) {
+                continue;
+            }
+            let status = match job.status.as_ref().map(serde_json::to_vec).transpose() {
+                Ok(status) => status.unwrap_or_else(|| b"{}".to_vec()),
+                Err(error) => {
+                    warn!(%uid, %error, "cannot serialise the mirror's status; not reported");
+                    continue;
+                }
+            };
+            let report = Report {
+                revision: revision_of(job),
+                phase: phase_of(job),
+                status,
+            };
+            if previous.is_none_or(|sent| sent.report != report) {
+                out.push(agent_message(Kind::MirrorStatus(MirrorStatus {
+                    origin_uid: uid.clone(),
+                    revision: report.revision,
+                    phase: report.phase as i32,
+                    status: report.status.clone(),
+                })));
+            }
+            let resource_version = job.metadata.resource_version.clone();
+            self.sent.insert(
+                uid,
+                Sent {
+                    resource_version,
+                    report,
+                },
+            );
+        }
+    }
+}
