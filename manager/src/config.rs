@@ -16,6 +16,16 @@ pub struct Config {
     /// Losses of a Job's mirror behind jobrelay's back after which the Job
     /// ends `Failed` (reason `RemoteJobLost`) instead of running again.
     pub mirror_lost_limit: u32,
+    pub kueue: Kueue,
+}
+
+/// How jobrelay answers Kueue's admission check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Kueue {
+    /// How long placement avoids a cluster after Kueue evicted a Job there
+    /// because its Pods did not become ready (`waitForPodsReady`); zero:
+    /// the cluster is only tried last.
+    pub avoid_after_pods_not_ready: Duration,
 }
 
 /// How long finished and deactivated Jobs are kept.
@@ -39,6 +49,9 @@ impl Default for Config {
             },
             deletions_per_second: 20.0,
             mirror_lost_limit: 3,
+            kueue: Kueue {
+                avoid_after_pods_not_ready: Duration::from_secs(600),
+            },
         }
     }
 }
@@ -65,6 +78,15 @@ struct RawConfig {
     retention: RawRetention,
     deletions_per_second: Option<f64>,
     mirror_lost_limit: Option<u32>,
+    #[serde(default)]
+    kueue: RawKueue,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawKueue {
+    avoid_after_pods_not_ready: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -116,10 +138,18 @@ impl Config {
                 value: mirror_lost_limit,
             });
         }
+        let kueue = Kueue {
+            avoid_after_pods_not_ready: duration(
+                "kueue.avoidAfterPodsNotReady",
+                &raw.kueue.avoid_after_pods_not_ready,
+            )?
+            .unwrap_or(defaults.kueue.avoid_after_pods_not_ready),
+        };
         Ok(Config {
             retention,
             deletions_per_second,
             mirror_lost_limit,
+            kueue,
         })
     }
 }
@@ -162,6 +192,13 @@ mod tests {
             Some(Duration::from_secs(90))
         );
         assert_eq!(config.deletions_per_second, 5.0);
+        assert_eq!(
+            config.kueue.avoid_after_pods_not_ready,
+            Duration::from_secs(600),
+            "the default"
+        );
+        let config = Config::parse("c.yaml", "kueue:\n  avoidAfterPodsNotReady: 0s\n").unwrap();
+        assert_eq!(config.kueue.avoid_after_pods_not_ready, Duration::ZERO);
     }
 
     #[test]

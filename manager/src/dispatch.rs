@@ -12,9 +12,9 @@ use crate::events::Reason;
 use crate::job_life::{self, AWAIT_CLUSTER};
 use crate::job_writes;
 use crate::kueue::scheduling;
-use crate::kueue::worker_queue::{not_admitted_by, queue_on_worker};
+use crate::kueue::worker_queue::queue_on_worker;
 use crate::mirror::{Lifecycle, is_whole, lifecycle, mirror_job, revision};
-use crate::placement::pinned_cluster;
+use crate::placement::{pinned_cluster, preferences};
 use crate::registry::Refusal;
 use crate::superseded;
 
@@ -39,13 +39,16 @@ impl Subject<'_> {
                     .as_ref()
                     .is_none_or(|r| r.allowed.allows(cluster))
         };
-        // A cluster whose Kueue did not admit the Job in time is tried last.
-        let not_admitted = not_admitted_by(job);
-        let preferred = |cluster: &str| eligible(cluster) && !not_admitted.contains(cluster);
+        // The cluster a mirror was withdrawn from, or whose Kueue did not
+        // admit it in time, is tried last; one where its Pods did not
+        // become ready is not tried for a while.
+        let preferences = preferences(job, Timestamp::now());
+        let allowed = |cluster: &str| eligible(cluster) && !preferences.avoids(cluster);
+        let preferred = |cluster: &str| allowed(cluster) && !preferences.tries_last(cluster);
         let placed = ctx
             .fleet
             .place(&self.uid, &self.key, pinned, preferred)
-            .or_else(|| ctx.fleet.place(&self.uid, &self.key, pinned, eligible));
+            .or_else(|| ctx.fleet.place(&self.uid, &self.key, pinned, allowed));
         let Some(cluster) = placed else {
             debug!("no connected worker cluster admits the Job's namespace; waiting");
             return Ok(Err(Action::requeue(AWAIT_CLUSTER)));

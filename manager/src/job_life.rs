@@ -12,9 +12,10 @@
 //!   go, the Job object and its counts stay); resuming applies it unsuspended.
 //!   An unplaced suspended Job waits — unless Kueue reserved quota for it
 //!   (`admitted`), which places it so the mirror is ready before Kueue admits.
-//!   A mirror queued in its worker's own Kueue cannot be suspended (that
-//!   Kueue owns its `suspend`): when Kueue asks, it is withdrawn — deleted,
-//!   Pods first — and the Job unplaced, to be placed again on readmission.
+//!   When Kueue evicts the Job (or its worker's own Kueue, which owns the
+//!   mirror's `suspend`, must let go of it), the mirror is withdrawn —
+//!   deleted, Pods first — and the Job unplaced, to be placed afresh on
+//!   readmission.
 //! - Finished: keep the mirror for `retention.remoteAfterFinished`, then have
 //!   it deleted and release the finalizer; delete the manager Job itself
 //!   after `retention.managerAfterFinished`.
@@ -34,6 +35,7 @@ use serde_json::Value;
 use crate::config::Config;
 use crate::events::Reason;
 use crate::fleet_views::{Apply, Cleanup, LostMirror, MirrorView, Rejection};
+use crate::kueue::Withdrawal;
 use crate::lost::{LostStep, lost_so_far, on_lost};
 use crate::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle};
 use crate::placement::assigned_cluster;
@@ -92,9 +94,9 @@ pub enum KueueAsks {
     /// Kueue reserved quota for the Job and waits on jobrelay's check:
     /// place it now, so its mirror is ready before Kueue admits it.
     Place,
-    /// Its mirror is queued in its worker's own Kueue, which owns the
-    /// mirror's `suspend`: the suspended Job cannot suspend it, so it is
-    /// withdrawn — deleted, Pods first — and the Job unplaced.
+    /// Kueue evicted the Job (or its mirror is queued in its worker's own
+    /// Kueue, which owns the mirror's `suspend`): the mirror is withdrawn —
+    /// deleted, Pods first — and the Job unplaced.
     Withdraw,
 }
 
@@ -180,9 +182,15 @@ pub enum Effect {
     /// Drop what the fleet knows of the mirror.
     Forget,
     /// Drop the Job's cluster and finalizer (nothing of it is left on any
-    /// worker), adding the cluster to `jobrelay.dev/not-admitted-by` when
-    /// its Kueue did not admit the mirror in time; the withdrawal is done.
-    Unplace { not_admitted_by: Option<String> },
+    /// worker, or the cluster is Lost), recording the cluster it leaves —
+    /// tried last next time, avoided until `avoid_until` if set — and adding
+    /// it to `jobrelay.dev/not-admitted-by` when its Kueue did not admit the
+    /// mirror in time; the withdrawal is done.
+    Unplace {
+        from: String,
+        not_admitted: bool,
+        avoid_until: Option<Timestamp>,
+    },
 }
 
 /// What to do, then when to look again (`None`: when the Job changes).
@@ -297,24 +305,24 @@ pub fn after_cleanup(cluster: &str, outcome: Cleanup, cluster_lost: bool) -> Pla
 /// What follows the fleet's answer to a withdrawal of the mirror on
 /// `cluster`: once it and its Pods are gone (or the cluster is Lost), the
 /// Job shows nothing running and is unplaced, so Kueue releases its quota
-/// and a later admission places it afresh. `not_admitted`: the worker's
-/// Kueue did not admit it in time; `why` says what asked for it.
+/// and a later admission places it afresh.
 pub fn after_withdrawal(
     job: &Job,
     cluster: &str,
     outcome: Cleanup,
     cluster_lost: bool,
-    not_admitted: bool,
-    why: &str,
+    withdrawal: &Withdrawal,
+    now: Timestamp,
 ) -> Plan {
     let gone = match outcome {
         Cleanup::Gone { .. } => true,
         Cleanup::Disconnected => cluster_lost,
         Cleanup::Started { first: true } => {
             return Plan::then(Some(AWAIT_AGENT)).with(Effect::Event(
-                Reason::MirrorWithdrawn,
+                Reason::MirrorWithdrawalStarted,
                 format!(
-                    "withdrawing the mirror queued in cluster {cluster}'s Kueue (Background propagation): {why}"
+                    "withdrawing the mirror on cluster {cluster} (Background propagation): {}",
+                    withdrawal.why
                 ),
             ));
         }
@@ -328,19 +336,34 @@ pub fn after_withdrawal(
         };
         return Plan::then(Some(wait));
     }
+    let avoid_until = withdrawal
+        .avoid_for
+        .filter(|d| !d.is_zero())
+        .and_then(|d| now.checked_add(d).ok());
+    let what = if cluster_lost && outcome == Cleanup::Disconnected {
+        format!(
+            "cluster {cluster} is Lost: the Job no longer counts its mirror there, which its agent deletes with its Pods when it returns ({})",
+            withdrawal.why
+        )
+    } else {
+        format!("the mirror and every Pod are gone from cluster {cluster}")
+    };
+    let next = match &avoid_until {
+        Some(until) => format!(
+            "; the Job is placed again when Kueue admits it, avoiding cluster {cluster} until {until}"
+        ),
+        None => "; the Job is placed again when Kueue admits it".to_string(),
+    };
     let shown = status::shown(job.status.as_ref());
     Plan::then(None)
         .with(Effect::WriteStatus(status::after_suspension(&shown)))
         .with(Effect::Unplace {
-            not_admitted_by: not_admitted.then(|| cluster.to_string()),
+            from: cluster.to_string(),
+            not_admitted: withdrawal.not_admitted,
+            avoid_until,
         })
         .with(Effect::Forget)
-        .with(Effect::Event(
-            Reason::MirrorWithdrawn,
-            format!(
-                "the mirror and every Pod are gone from cluster {cluster}; the Job is placed again when Kueue admits it"
-            ),
-        ))
+        .with(Effect::Event(Reason::MirrorWithdrawn, what + &next))
 }
 
 /// How a lost mirror is shown on its Job: the loss counted in its

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::fleet::tests::rejection;
+use crate::kueue::Withdrawal;
 use jobrelay_proto::v1::RejectReason;
 use jobrelay_proto::wire::{
     CLUSTER_KEY, DEACTIVATED_ANNOTATION, LAST_LOST_MIRROR_ANNOTATION, MANAGED_BY,
@@ -538,27 +539,36 @@ fn a_suspended_job_whose_mirror_kueue_asks_to_withdraw_has_it_withdrawn() {
     );
 }
 
+fn withdrawal(why: &str, not_admitted: bool, avoid_for: Option<Duration>) -> Withdrawal {
+    Withdrawal {
+        why: why.into(),
+        not_admitted,
+        avoid_for,
+    }
+}
+
 #[test]
 fn a_withdrawal_unplaces_the_job_only_once_the_mirror_and_its_pods_are_gone() {
     let running = with(&[
         placed(true),
         json!({"status": {"active": 2, "succeeded": 1}}),
     ]);
+    let evicted = withdrawal("evicted", false, None);
     let started = after_withdrawal(
         &running,
         "w1",
         Cleanup::Started { first: true },
         false,
-        false,
-        "evicted",
+        &evicted,
+        now(),
     );
     assert_eq!(started.then, Some(AWAIT_AGENT));
     assert!(
-        matches!(&started.effects[..], [Effect::Event(Reason::MirrorWithdrawn, note)] if note.contains("evicted"))
+        matches!(&started.effects[..], [Effect::Event(Reason::MirrorWithdrawalStarted, note)] if note.contains("evicted") && note.contains("w1"))
     );
     for waiting in [Cleanup::Waiting, Cleanup::Started { first: false }] {
         assert!(
-            after_withdrawal(&running, "w1", waiting, false, false, "evicted")
+            after_withdrawal(&running, "w1", waiting, false, &evicted, now())
                 .effects
                 .is_empty()
         );
@@ -568,18 +578,19 @@ fn a_withdrawal_unplaces_the_job_only_once_the_mirror_and_its_pods_are_gone() {
         "w1",
         Cleanup::Disconnected,
         false,
-        false,
-        "evicted",
+        &evicted,
+        now(),
     );
     assert_eq!((away.effects.len(), away.then), (0, Some(AWAIT_CLUSTER)));
 
+    let late = withdrawal("late", true, None);
     let gone = after_withdrawal(
         &running,
         "w1",
         Cleanup::Gone { pods_deleted: 0 },
         false,
-        true,
-        "late",
+        &late,
+        now(),
     );
     let Effect::WriteStatus(status) = &gone.effects[0] else {
         panic!("{gone:?}");
@@ -592,23 +603,59 @@ fn a_withdrawal_unplaces_the_job_only_once_the_mirror_and_its_pods_are_gone() {
     assert_eq!(
         gone.effects[1],
         Effect::Unplace {
-            not_admitted_by: Some("w1".into())
+            from: "w1".into(),
+            not_admitted: true,
+            avoid_until: None,
         }
     );
     assert_eq!(gone.effects[2], Effect::Forget);
-    let lost_cluster = after_withdrawal(
-        &running,
-        "w1",
-        Cleanup::Disconnected,
-        true,
-        false,
-        "evicted",
-    );
+    let lost_cluster =
+        after_withdrawal(&running, "w1", Cleanup::Disconnected, true, &evicted, now());
     assert_eq!(
         lost_cluster.effects[1],
         Effect::Unplace {
-            not_admitted_by: None
+            from: "w1".into(),
+            not_admitted: false,
+            avoid_until: None,
         },
         "a Lost cluster's agent sweeps the mirror when it returns"
+    );
+    assert!(
+        matches!(&lost_cluster.effects[3], Effect::Event(Reason::MirrorWithdrawn, note) if note.contains("Lost") && note.contains("when it returns")),
+        "{lost_cluster:?}"
+    );
+}
+
+#[test]
+fn a_job_whose_pods_did_not_get_ready_avoids_the_cluster_for_the_time_set() {
+    let running = with(&[placed(true)]);
+    let ten_minutes = Duration::from_secs(600);
+    let pods_not_ready = withdrawal("PodsReadyTimeout", false, Some(ten_minutes));
+    let gone = Cleanup::Gone { pods_deleted: 1 };
+    let plan = after_withdrawal(&running, "w1", gone.clone(), false, &pods_not_ready, now());
+    let until = now().checked_add(ten_minutes).expect("a moment");
+    assert_eq!(
+        plan.effects[1],
+        Effect::Unplace {
+            from: "w1".into(),
+            not_admitted: false,
+            avoid_until: Some(until),
+        }
+    );
+    assert!(
+        matches!(&plan.effects[3], Effect::Event(_, note) if note.contains(&format!("avoiding cluster w1 until {until}"))),
+        "{plan:?}"
+    );
+    let off = withdrawal("PodsReadyTimeout", false, Some(Duration::ZERO));
+    let plan = after_withdrawal(&running, "w1", gone, false, &off, now());
+    assert!(
+        matches!(
+            &plan.effects[1],
+            Effect::Unplace {
+                avoid_until: None,
+                ..
+            }
+        ),
+        "zero: only tried last"
     );
 }

@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use jobrelay_proto::wire::{
-    CLUSTER_KEY, DEACTIVATED_ANNOTATION, LAST_LOST_MIRROR_ANNOTATION, MIRRORS_LOST_ANNOTATION,
-    NOT_ADMITTED_BY_ANNOTATION, REMOTE_CLEANUP_FINALIZER,
+    AVOID_UNTIL_ANNOTATION, CLUSTER_KEY, DEACTIVATED_ANNOTATION, LAST_LOST_MIRROR_ANNOTATION,
+    MIRRORS_LOST_ANNOTATION, NOT_ADMITTED_BY_ANNOTATION, REMOTE_CLEANUP_FINALIZER,
+    WITHDRAWN_FROM_ANNOTATION,
 };
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
@@ -105,24 +106,43 @@ pub async fn remove_finalizer(jobs: &Api<Job>, job: &Job) -> Result<Written, kub
 }
 
 /// Drops the Job's cluster and remote-cleanup finalizer (its mirror was
-/// withdrawn and nothing of it is left), and adds `not_admitted_by` to the
-/// clusters placement tries last.
+/// withdrawn and nothing of it is left, or its cluster is Lost), and records
+/// the cluster it leaves `from`: tried last by the next placement, avoided
+/// until `avoid_until`, and added to `not-admitted-by` when its Kueue did
+/// not admit the mirror in time.
 pub async fn unplace(
     jobs: &Api<Job>,
     job: &Job,
-    not_admitted_by: Option<&str>,
+    from: &str,
+    not_admitted: bool,
+    avoid_until: Option<Timestamp>,
 ) -> Result<Written, kube::Error> {
     let annotation = |key: &str| format!("/metadata/annotations/{}", key.replace('/', "~1"));
+    let annotations = job.metadata.annotations.as_ref();
+    let has = |key: &str| annotations.is_some_and(|a| a.contains_key(key));
     let mut ops = Vec::new();
+    if annotations.is_none() {
+        ops.push(serde_json::json!({"op": "add", "path": "/metadata/annotations", "value": {}}));
+    }
     if assigned_cluster(job).is_some() {
         ops.push(serde_json::json!({"op": "remove", "path": annotation(CLUSTER_KEY)}));
     }
-    if let Some(cluster) = not_admitted_by {
-        let value = crate::kueue::worker_queue::with_not_admitted_by(job, cluster);
+    ops.push(serde_json::json!({"op": "add", "path": annotation(WITHDRAWN_FROM_ANNOTATION), "value": from}));
+    match avoid_until {
+        Some(until) => ops.push(serde_json::json!({"op": "add", "path": annotation(AVOID_UNTIL_ANNOTATION), "value": until.to_string()})),
+        None if has(AVOID_UNTIL_ANNOTATION) => {
+            ops.push(serde_json::json!({"op": "remove", "path": annotation(AVOID_UNTIL_ANNOTATION)}));
+        }
+        None => {}
+    }
+    if not_admitted {
+        let value = crate::kueue::worker_queue::with_not_admitted_by(job, from);
         ops.push(serde_json::json!({"op": "add", "path": annotation(NOT_ADMITTED_BY_ANNOTATION), "value": value}));
     }
     info!(
-        ?not_admitted_by,
+        from,
+        not_admitted,
+        ?avoid_until,
         "unplacing the Job: its withdrawn mirror is gone"
     );
     patch_without_finalizer(jobs, job, ops).await

@@ -361,6 +361,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
             reservations: Arc::clone(&reservations),
             triggers: triggers.clone(),
             events: events.clone(),
+            avoid_after_pods_not_ready: config.kueue.avoid_after_pods_not_ready,
         },
         writers,
         shutdown.clone(),

@@ -1,7 +1,12 @@
 //! Which worker cluster a Job goes to.
 
-use jobrelay_proto::wire::CLUSTER_KEY;
+use std::collections::BTreeSet;
+
+use jobrelay_proto::wire::{AVOID_UNTIL_ANNOTATION, CLUSTER_KEY, WITHDRAWN_FROM_ANNOTATION};
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::jiff::Timestamp;
+
+use crate::kueue::worker_queue::not_admitted_by;
 
 /// A connected cluster and how many mirrors it holds now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,9 +58,81 @@ pub fn choose_cluster(pinned: Option<&str>, candidates: &[Candidate]) -> Option<
         .map(|c| c.name.clone())
 }
 
+/// What a Job's earlier placements say about its next one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Preferences {
+    /// Clusters tried only when no other can take the Job: the one its
+    /// mirror was last withdrawn from, those whose Kueue did not admit it.
+    pub last: BTreeSet<String>,
+    /// The cluster not tried at all, and until when: the Job's Pods did not
+    /// become ready there.
+    pub avoiding: Option<(String, Timestamp)>,
+}
+
+impl Preferences {
+    pub fn avoids(&self, cluster: &str) -> bool {
+        self.avoiding.as_ref().is_some_and(|(c, _)| c == cluster)
+    }
+
+    pub fn tries_last(&self, cluster: &str) -> bool {
+        self.last.contains(cluster)
+    }
+}
+
+/// Reads the Job's [`Preferences`] from its annotations at `now`; an
+/// avoidance that ran out, or whose moment cannot be read, is none.
+pub fn preferences(job: &Job, now: Timestamp) -> Preferences {
+    let annotations = job.metadata.annotations.as_ref();
+    let withdrawn_from = annotations.and_then(|a| a.get(WITHDRAWN_FROM_ANNOTATION));
+    let until = annotations
+        .and_then(|a| a.get(AVOID_UNTIL_ANNOTATION))
+        .and_then(|t| t.parse::<Timestamp>().ok());
+    let mut last = not_admitted_by(job);
+    last.extend(withdrawn_from.cloned());
+    Preferences {
+        last,
+        avoiding: withdrawn_from
+            .cloned()
+            .zip(until)
+            .filter(|(_, until)| *until > now),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_withdrawn_job_tries_its_old_cluster_last_and_avoids_it_while_told() {
+        let job = |annotations: &[(&str, &str)]| -> Job {
+            let mut job = Job::default();
+            job.metadata.annotations = Some(
+                annotations
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            );
+            job
+        };
+        let now: Timestamp = "2026-11-27T12:00:00Z".parse().unwrap();
+        assert_eq!(preferences(&job(&[]), now), Preferences::default());
+        let withdrawn = preferences(&job(&[(WITHDRAWN_FROM_ANNOTATION, "w1")]), now);
+        assert!(withdrawn.tries_last("w1") && !withdrawn.avoids("w1"));
+        let avoiding = job(&[
+            (WITHDRAWN_FROM_ANNOTATION, "w1"),
+            (AVOID_UNTIL_ANNOTATION, "2026-11-27T12:10:00Z"),
+            (jobrelay_proto::wire::NOT_ADMITTED_BY_ANNOTATION, "w3"),
+        ]);
+        let p = preferences(&avoiding, now);
+        assert!(p.avoids("w1") && !p.avoids("w3") && p.tries_last("w3"));
+        let later: Timestamp = "2026-11-27T12:10:00Z".parse().unwrap();
+        assert!(!preferences(&avoiding, later).avoids("w1"), "ran out");
+        let unreadable = job(&[
+            (WITHDRAWN_FROM_ANNOTATION, "w1"),
+            (AVOID_UNTIL_ANNOTATION, "soon"),
+        ]);
+        assert!(!preferences(&unreadable, now).avoids("w1"));
+    }
 
     fn candidates(counts: &[(&str, usize)]) -> Vec<Candidate> {
         counts

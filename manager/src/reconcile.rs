@@ -175,27 +175,23 @@ impl Subject<'_> {
                 Ok(Action::await_change())
             }
             Step::Withdraw { cluster } => {
-                let withdrawal = ctx
-                    .reservations
-                    .withdrawal(&self.uid)
-                    .unwrap_or(Withdrawal {
+                let withdrawal =
+                    ctx.reservations
+                        .withdrawal(&self.uid)
+                        .unwrap_or_else(|| {
+                            Withdrawal {
                         why:
                             "the Job was suspended, and the mirror's own Kueue decides when it runs"
                                 .into(),
-                        not_admitted: false,
-                    });
+                        ..Withdrawal::default()
+                    }
+                        });
                 let outcome =
                     ctx.fleet
                         .cleanup(&cluster, &self.uid, &self.key, DeleteReason::Withdrawn);
                 let lost = ctx.fleet.is_lost(&cluster);
-                let plan = job_life::after_withdrawal(
-                    job,
-                    &cluster,
-                    outcome,
-                    lost,
-                    withdrawal.not_admitted,
-                    &withdrawal.why,
-                );
+                let plan =
+                    job_life::after_withdrawal(job, &cluster, outcome, lost, &withdrawal, now);
                 self.execute(job, &cluster, plan).await
             }
         }
@@ -288,9 +284,13 @@ impl Subject<'_> {
                     ctx.reservations.withdrawn(&self.uid);
                     None
                 }
-                Effect::Unplace { not_admitted_by } => {
+                Effect::Unplace {
+                    from,
+                    not_admitted,
+                    avoid_until,
+                } => {
                     let written =
-                        job_writes::unplace(jobs, job, not_admitted_by.as_deref()).await?;
+                        job_writes::unplace(jobs, job, &from, not_admitted, avoid_until).await?;
                     ctx.reservations.withdrawn(&self.uid);
                     written
                 }

@@ -183,6 +183,11 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Option<Durati
     else {
         return Ok(None);
     };
+    // A Lost cluster says nothing more: what it reported was copied when it
+    // came, and a Job withdrawn from it shows nothing running there.
+    if ctx.fleet.is_lost(cluster) {
+        return Ok(Some(RESYNC));
+    }
     let Some(view) = ctx.fleet.view(cluster, &uid) else {
         return Ok(Some(RESYNC));
     };

@@ -67,3 +67,10 @@ pub const QUEUE_NAME_LABEL: &str = "kueue.x-k8s.io/queue-name";
 /// Annotation on a manager Job: the worker clusters whose Kueue did not
 /// admit its mirror in time (comma-separated); placement tries others first.
 pub const NOT_ADMITTED_BY_ANNOTATION: &str = "jobrelay.dev/not-admitted-by";
+/// Annotation on a manager Job: the cluster its mirror was last withdrawn
+/// from (Kueue evicted it there); placement tries that cluster last.
+pub const WITHDRAWN_FROM_ANNOTATION: &str = "jobrelay.dev/withdrawn-from";
+/// Annotation on a manager Job: until when (RFC 3339) placement avoids the
+/// cluster in [`WITHDRAWN_FROM_ANNOTATION`], where the Job's Pods did not
+/// become ready.
+pub const AVOID_UNTIL_ANNOTATION: &str = "jobrelay.dev/avoid-until";

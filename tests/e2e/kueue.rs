@@ -5,9 +5,12 @@
 //! Every scenario ends with the leak audit at zero.
 //!
 //! worker-3 runs a Kueue of its own and is opted in to worker-side Kueue
-//! (see `kueue/worker_side.rs`); the shared check keeps every other
-//! scenario on worker-1 and worker-2.
+//! (see `kueue/worker_side.rs`), worker-4 loses its agent (see
+//! `kueue/lost.rs`); the shared check keeps every other scenario on worker-1
+//! and worker-2.
 
+#[path = "kueue/lost.rs"]
+mod lost;
 #[path = "kueue/not_ours.rs"]
 mod not_ours;
 #[path = "kueue/worker_side.rs"]
@@ -26,7 +29,9 @@ use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_manager::kueue::types::{AdmissionCheck, Workload};
 use jobrelay_manager::worker_cluster::WorkerCluster;
 use jobrelay_manager::worker_cluster_set::{WorkerClusterSet, WorkerClusterSetSpec};
+use jobrelay_proto::wire::{AVOID_UNTIL_ANNOTATION, CLUSTER_KEY, WITHDRAWN_FROM_ANNOTATION};
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
@@ -62,7 +67,7 @@ static WORKER_KUEUE: OnceCell<Kueue> = OnceCell::const_new();
 async fn setup() -> (&'static Clusters, &'static Relay) {
     *SETUP
         .get_or_init(|| async {
-            let clusters = kit::clusters(3);
+            let clusters = kit::clusters(4);
             KUEUE
                 .get_or_init(|| async {
                     let settings = Settings {
@@ -86,7 +91,7 @@ async fn setup() -> (&'static Clusters, &'static Relay) {
                         .unwrap_or_else(|e| panic!("starting Kueue on {KUEUE_WORKER}: {e:#}"))
                 })
                 .await;
-            let (clusters, relay) = kit::relay_with(3, Options::default()).await;
+            let (clusters, relay) = kit::relay_with(4, Options::default()).await;
             let client = kit::client(clusters.manager()).await;
             let prioritised = async {
                 let (plain, own) = ("kueue-plain", "kueue-worker");
@@ -143,6 +148,45 @@ async fn queued(prefix: &str, cpu: u32) -> Scenario {
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     s
+}
+
+/// Waits until the scenario's ClusterQueue (named after its namespace)
+/// holds no quota: no Workload reserving or admitted, every flavor's
+/// reservation at zero.
+async fn quota_back_to_zero(s: &Scenario) {
+    let client = s.jobs.clone().into_client();
+    let queues = kueue_objects::api(&client, "ClusterQueue", None);
+    wait::until(
+        format!("ClusterQueue {} usage back to zero", s.ns),
+        WAIT,
+        || async {
+            let queue = match queues.get(&s.ns).await {
+                Ok(q) => q,
+                Err(e) => return Seen::Waiting(e.to_string()),
+            };
+            let status = &queue.data["status"];
+            let count = |field: &str| status[field].as_i64().unwrap_or(0);
+            let reserved: Vec<&str> = status["flavorsReservation"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|f| f["resources"].as_array().into_iter().flatten())
+                .filter_map(|r| r["total"].as_str())
+                .filter(|total| *total != "0")
+                .collect();
+            match (
+                count("reservingWorkloads"),
+                count("admittedWorkloads"),
+                reserved.is_empty(),
+            ) {
+                (0, 0, true) => Seen::Ready(()),
+                (reserving, admitted, _) => Seen::Waiting(format!(
+                    "{reserving} reserving, {admitted} admitted, reserved {reserved:?}"
+                )),
+            }
+        },
+    )
+    .await;
 }
 
 /// Waits until a live Pod of mirror `uid` (`what`) runs on a worker.
@@ -316,6 +360,7 @@ async fn a_deactivated_workload_stops_its_pods_then_frees_its_quota() {
         .create(queued_job(&s, "paused").run_for("1h").terminate_after("3s"))
         .await;
     running_on_a_worker(&s, &uid, "the Job").await;
+    let worker = s.assigned_worker("paused").await.name.clone();
     let workload = workload_of(&s, "paused").await;
     let workloads: Api<Workload> = Api::namespaced(s.jobs.clone().into_client(), &s.ns);
     workloads
@@ -356,78 +401,95 @@ async fn a_deactivated_workload_stops_its_pods_then_frees_its_quota() {
         },
     )
     .await;
-    let mirror: Api<Job> = s.worker_api(&s.assigned_worker("paused").await.name).await;
-    let kept = mirror
-        .get("paused")
-        .await
-        .expect("the mirror is kept, suspended");
-    assert_eq!(kept.spec.and_then(|sp| sp.suspend), Some(true));
+    // Its mirror was withdrawn, not kept: a readmission places it afresh.
+    let mirror: Api<Job> = s.worker_api(&worker).await;
+    assert!(mirror.get_opt("paused").await.expect("get").is_none());
+    let job = s.jobs.get("paused").await.expect("get");
+    assert_eq!(job.annotations().get(CLUSTER_KEY), None, "unplaced");
+    assert_eq!(
+        job.annotations().get(WITHDRAWN_FROM_ANNOTATION),
+        Some(&worker)
+    );
+    let note = s.wait_event("paused", "MirrorWithdrawn").await;
+    assert!(note.contains(&worker), "{note}");
     s.finish(WAIT).await;
+    quota_back_to_zero(&s).await;
 }
 
 #[tokio::test]
-async fn a_job_whose_pods_never_get_ready_is_evicted_and_requeued() {
+async fn a_job_whose_pods_never_get_ready_on_one_worker_is_placed_again_and_completes_on_another() {
     let s = queued("podsready", 1).await;
-    // No worker node carries this label: the Pod stays Pending.
-    let uid = s
-        .create(
-            queued_job(&s, "stuck")
-                .node_selector("jobrelay.dev/test-pool", "none")
-                .run_for("1h"),
-        )
-        .await;
-    let workload = workload_of(&s, "stuck").await;
-    let workloads: Api<Workload> = Api::namespaced(s.jobs.clone().into_client(), &s.ns);
-    wait::until(
-        "the Workload evicted for PodsReadyTimeout",
-        Duration::from_secs(120),
-        || async {
-            match workloads.get(&workload.name_any()).await {
-                Ok(w) => {
-                    let evicted = w
-                        .status
-                        .iter()
-                        .flat_map(|st| &st.conditions)
-                        .find(|c| c.type_ == "Evicted" && c.status == "True");
-                    match evicted {
-                        Some(c) if c.reason.as_deref() == Some("PodsReadyTimeout") => {
-                            Seen::Ready(())
-                        }
-                        other => Seen::Waiting(format!("{other:?}")),
-                    }
-                }
-                Err(e) => Seen::Waiting(e.to_string()),
-            }
-        },
+    // Only nodes carrying this label can run the Job, and at first no
+    // worker's do: its Pod stays Pending wherever it is placed.
+    let pool = ("jobrelay.dev/test-pool", s.ns.clone());
+    s.create(
+        queued_job(&s, "stuck")
+            .node_selector(pool.0, &pool.1)
+            .run_for("2s"),
     )
     .await;
-    // Evicted, the mirror is suspended and its Pod goes; Kueue requeues the
-    // Workload (backoff 1–5 s) and admits it again, and the same mirror
-    // resumes with a new Pod. (Every 15 s the cycle repeats: the Pod never
-    // gets ready.)
-    let (scenario, uid) = (&s, &uid);
-    let pods_on_worker = |want_none: bool| async move {
-        let pods = match worker_pods_of(scenario, uid).await {
-            Ok(pods) => pods,
-            Err(e) => return Seen::Waiting(e),
-        };
-        match (want_none, pods) {
-            (true, 0) | (false, 1..) => Seen::Ready(()),
-            _ => Seen::Waiting(format!("{pods} worker Pods")),
-        }
+    let first = s.assigned_worker("stuck").await.name.clone();
+    let other = if first == "worker-1" {
+        "worker-2"
+    } else {
+        "worker-1"
     };
-    let cycle = Duration::from_secs(120);
-    wait::until("the evicted Job's worker Pods gone", cycle, || {
-        pods_on_worker(true)
-    })
-    .await;
-    wait::until(
-        "the Job readmitted: its mirror resumed with a new Pod",
-        cycle,
-        || pods_on_worker(false),
-    )
-    .await;
+    label_nodes(&s, other, pool.0, Some(&pool.1)).await;
+    // Kueue evicts it for PodsReadyTimeout: the mirror is withdrawn and the
+    // Job unplaced once its Pod is gone; readmitted, it is placed on the other worker — the first one
+    // avoided — where its Pod gets ready and completes.
+    let done = s.wait_condition("stuck", "Complete").await;
+    let annotations = done.annotations();
+    assert_eq!(
+        annotations.get(CLUSTER_KEY).map(String::as_str),
+        Some(other)
+    );
+    assert_eq!(
+        annotations.get(WITHDRAWN_FROM_ANNOTATION),
+        Some(&first),
+        "{annotations:?}"
+    );
+    assert!(
+        annotations.contains_key(AVOID_UNTIL_ANNOTATION),
+        "{annotations:?}"
+    );
+    let withdrawn: Vec<String> = s
+        .events("stuck")
+        .await
+        .into_iter()
+        .filter(|(reason, _)| reason.starts_with("MirrorWithdraw"))
+        .map(|(_, note)| note)
+        .collect();
+    assert!(
+        withdrawn.iter().any(|n| n.contains("PodsReadyTimeout"))
+            && withdrawn
+                .iter()
+                .any(|n| n.contains(&format!("avoiding cluster {first} until"))),
+        "{withdrawn:?}"
+    );
     s.finish(WAIT).await;
+    quota_back_to_zero(&s).await;
+    label_nodes(&s, other, pool.0, None).await;
+}
+
+/// Sets (or, with `None`, removes) a label on every node of `worker`.
+async fn label_nodes(s: &Scenario, worker: &str, key: &str, value: Option<&str>) {
+    let nodes: Api<Node> = Api::all(kit::client(s.worker(worker)).await);
+    let listed = nodes
+        .list(&ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("listing {worker}'s nodes: {e}"));
+    for node in listed.items {
+        let patch = json!({"metadata": {"labels": {key: value}}});
+        nodes
+            .patch(
+                &node.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("labelling node {} of {worker}: {e}", node.name_any()));
+    }
 }
 
 #[tokio::test]

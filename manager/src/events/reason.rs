@@ -18,9 +18,11 @@ pub enum Reason {
     ClusterLost,
     /// No registered cluster can take the Job as it is pinned.
     Unplaceable,
-    /// A mirror queued in its worker's own Kueue was removed, Pods first
-    /// (the manager's Kueue evicted the Job, or the worker's did not admit
-    /// it in time); the Job is placed again when Kueue admits it.
+    /// The mirror is being withdrawn (the manager's Kueue evicted the Job,
+    /// its cluster is Lost, or the worker's Kueue did not admit it in time).
+    MirrorWithdrawalStarted,
+    /// The withdrawn mirror and its Pods are gone (or its cluster is Lost)
+    /// and the Job unplaced; it is placed again when Kueue admits it.
     MirrorWithdrawn,
     /// A manager replica took the Lease (on the Lease).
     LeaderElection,
@@ -46,6 +48,7 @@ impl Reason {
             Reason::RemoteJobLost => "RemoteJobLost",
             Reason::ClusterLost => "ClusterLost",
             Reason::Unplaceable => "Unplaceable",
+            Reason::MirrorWithdrawalStarted => "MirrorWithdrawalStarted",
             Reason::MirrorWithdrawn => "MirrorWithdrawn",
             Reason::LeaderElection => "LeaderElection",
             Reason::AdmissionCheckRejected => "AdmissionCheckRejected",

@@ -20,6 +20,15 @@ pub fn joint_state<'a>(states: impl IntoIterator<Item = &'a str>) -> String {
 pub const RETRY_AFTER: Duration = Duration::from_secs(10);
 /// How soon a Workload whose mirror is on its way is looked at again.
 pub const AWAIT_MIRROR: Duration = Duration::from_secs(1);
+/// How soon a Workload whose cluster is away is looked at again, to send
+/// it back once that cluster is Lost.
+pub const AWAIT_LOST: Duration = Duration::from_secs(5);
+/// How often a Workload admitted through jobrelay's check is looked at, to
+/// notice its cluster going away (nothing changes on the Workload then).
+pub const WATCH_ADMITTED: Duration = Duration::from_secs(30);
+/// The `Evicted` reason Kueue gives when a Job's Pods did not become ready
+/// within `waitForPodsReady.timeout`.
+pub const PODS_READY_TIMEOUT: &str = "PodsReadyTimeout";
 
 /// A Job placed on a cluster that runs its own Kueue for jobrelay.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +52,9 @@ pub struct JobSide {
     pub mirror_held: bool,
     /// The Job's recorded cluster has an agent connected now.
     pub cluster_connected: bool,
+    /// The Job's recorded cluster is Lost: disconnected for longer than its
+    /// `spec.lostAfter`.
+    pub cluster_lost: bool,
     /// The Job's cluster runs its own Kueue, where the mirror is queued.
     pub worker_kueue: Option<WorkerKueueSide>,
     /// Its mirror is being withdrawn.
@@ -60,14 +72,20 @@ pub struct Input {
     /// quota once nothing runs (it sets `Evicted` false when it reserves
     /// quota again).
     pub evicted: bool,
+    /// The `Evicted` condition's reason while it is true.
+    pub evicted_for: String,
     /// The check's state in `status.admissionChecks`.
     pub state: String,
     /// The owning Job, if the cache has it.
     pub job: Option<JobSide>,
     /// What the check's parameters allow, or what is wrong with them.
     pub allowed: Result<Allowed, String>,
-    /// Some allowed cluster is connected and admits the Job's namespace.
+    /// Some allowed cluster is connected and admits the Job's namespace
+    /// (the one the Job is avoiding aside).
     pub placeable: bool,
+    /// The cluster the Job avoids after its Pods did not become ready
+    /// there, and until when.
+    pub avoiding: Option<(String, String)>,
     /// How long jobrelay has been answering this reservation.
     pub reserved_for: Duration,
     /// Why jobrelay can never relay the Workload's owner, if it cannot
@@ -85,16 +103,20 @@ pub enum CheckStep {
     Reserve(Duration),
     /// The mirror is on its way; look again after this long.
     Wait(Duration),
+    /// Admitted and placed: nothing to write; look again after this long,
+    /// to send it back if its cluster is Lost by then.
+    Admitted(Duration),
     /// The mirror is held, suspended, on a worker.
     Ready(String),
     /// No worker can take it now; Kueue releases the quota and tries later.
     Retry { message: String, after: Duration },
     /// It can never go through this check.
     Rejected(String),
-    /// The mirror is queued in its worker's own Kueue, which owns its
-    /// `suspend`, and Kueue no longer holds quota for the Job: have it
-    /// withdrawn (deleted, Pods first) and the Job unplaced.
-    Withdraw(String),
+    /// Kueue evicted the Workload or holds no quota for it: have the mirror
+    /// withdrawn (deleted, Pods first) and the Job unplaced, so that a
+    /// readmission places it afresh — avoiding the cluster for a while when
+    /// `avoid` (its Pods did not become ready there).
+    Withdraw { why: String, avoid: bool },
     /// The worker's Kueue did not admit the mirror in time: have it
     /// withdrawn and send the Workload back (`Retry`), so placement can try
     /// another cluster.
@@ -104,19 +126,34 @@ pub enum CheckStep {
 pub fn decide(input: &Input) -> CheckStep {
     if let Some(job) = &input.job
         && let Some(cluster) = &job.cluster
-        && job.worker_kueue.is_some()
-        && !job.withdrawing
-        && !input.finished
-        && (input.evicted || !input.quota_reserved)
     {
-        let why = if input.evicted {
-            "Kueue evicted the Workload"
-        } else {
-            "Kueue holds no quota for the Workload"
-        };
-        return CheckStep::Withdraw(format!(
-            "{why}, and cluster {cluster}'s own Kueue decides when the mirror runs"
-        ));
+        if !job.withdrawing && !input.finished && (input.evicted || !input.quota_reserved) {
+            let why = match (input.evicted, input.evicted_for.as_str()) {
+                (false, _) => "Kueue holds no quota for the Workload".to_string(),
+                (true, "") => "Kueue evicted the Workload".to_string(),
+                (true, reason) => format!("Kueue evicted the Workload ({reason})"),
+            };
+            return CheckStep::Withdraw {
+                why: format!(
+                    "{why}; it is placed afresh when Kueue admits it again, cluster {cluster} tried last"
+                ),
+                avoid: input.evicted && input.evicted_for == PODS_READY_TIMEOUT,
+            };
+        }
+        // Admitted on a cluster that is gone for good: Kueue evicts it on
+        // `Retry`, and the withdrawal then gives the mirror up. Only away,
+        // it is looked at again until it is back or Lost.
+        let admitted = input.quota_reserved && !input.evicted && !input.finished;
+        if admitted && input.state == "Ready" {
+            return match (job.cluster_connected, job.cluster_lost) {
+                (true, _) => CheckStep::Admitted(WATCH_ADMITTED),
+                (false, false) => CheckStep::Admitted(AWAIT_LOST),
+                (false, true) => CheckStep::Retry {
+                    message: lost(cluster),
+                    after: RETRY_AFTER,
+                },
+            };
+        }
     }
     if !input.quota_reserved || input.finished || input.evicted || input.state != "Pending" {
         return CheckStep::Idle;
@@ -139,7 +176,13 @@ pub fn decide(input: &Input) -> CheckStep {
         return CheckStep::Wait(AWAIT_MIRROR);
     };
     if let Some(cluster) = &job.cluster {
-        if job.withdrawing {
+        if job.cluster_lost {
+            return CheckStep::Retry {
+                message: lost(cluster),
+                after: RETRY_AFTER,
+            };
+        }
+        if job.withdrawing && job.cluster_connected {
             return CheckStep::Wait(AWAIT_MIRROR);
         }
         if !allowed.allows(cluster) {
@@ -193,15 +236,28 @@ pub fn decide(input: &Input) -> CheckStep {
         };
     }
     if !input.placeable {
+        let mut message = format!(
+            "no connected worker cluster ({}) admits the Job's namespace",
+            allowed.describe()
+        );
+        if let Some((avoided, until)) = &input.avoiding {
+            message.push_str(&format!(
+                " other than cluster {avoided}, which the Job avoids until {until}: Kueue evicted it there because its Pods did not become ready (waitForPodsReady)"
+            ));
+        }
         return CheckStep::Retry {
-            message: format!(
-                "no connected worker cluster ({}) admits the Job's namespace",
-                allowed.describe()
-            ),
+            message,
             after: RETRY_AFTER,
         };
     }
     CheckStep::Reserve(AWAIT_MIRROR)
+}
+
+/// Why a Job whose cluster is Lost goes back to Kueue.
+fn lost(cluster: &str) -> String {
+    format!(
+        "cluster {cluster} is Lost (disconnected for longer than its spec.lostAfter): the Job's mirror there is given up, to be deleted with its Pods by the agent when it returns, and the Job is placed again on another cluster"
+    )
 }
 
 #[cfg(test)]

@@ -8,10 +8,12 @@ fn input() -> Input {
         quota_reserved: true,
         finished: false,
         evicted: false,
+        evicted_for: String::new(),
         state: "Pending".into(),
         job: Some(JobSide::default()),
         allowed: Ok(Allowed::Any),
         placeable: true,
+        avoiding: None,
         reserved_for: Duration::ZERO,
         not_ours: None,
     }
@@ -62,12 +64,14 @@ fn an_evicted_job_queued_on_its_worker_has_its_mirror_withdrawn_once() {
     let mut evicted = queued_on_worker(true, 0);
     evicted.evicted = true;
     assert!(
-        matches!(decide(&evicted), CheckStep::Withdraw(why) if why.contains("evicted")),
+        matches!(decide(&evicted), CheckStep::Withdraw { why, avoid: false } if why.contains("evicted")),
         "the worker's Kueue would run it again if it were only suspended"
     );
     let mut released = queued_on_worker(true, 0);
     released.quota_reserved = false;
-    assert!(matches!(decide(&released), CheckStep::Withdraw(why) if why.contains("no quota")));
+    assert!(
+        matches!(decide(&released), CheckStep::Withdraw { why, .. } if why.contains("no quota"))
+    );
     evicted.job.as_mut().unwrap().withdrawing = true;
     assert_eq!(decide(&evicted), CheckStep::Idle);
     let mut finished = queued_on_worker(true, 0);
@@ -78,12 +82,85 @@ fn an_evicted_job_queued_on_its_worker_has_its_mirror_withdrawn_once() {
         CheckStep::Idle,
         "a finished Job's mirror goes by retention"
     );
-    let mut elsewhere = placed(true, true);
-    elsewhere.evicted = true;
+}
+
+#[test]
+fn an_evicted_job_has_its_mirror_withdrawn_to_be_placed_afresh() {
+    let mut preempted = placed(true, true);
+    preempted.evicted = true;
+    preempted.evicted_for = "Preempted".into();
+    assert!(
+        matches!(decide(&preempted), CheckStep::Withdraw { why, avoid: false } if why.contains("Preempted") && why.contains("w1 tried last")),
+        "{:?}",
+        decide(&preempted)
+    );
+    let mut not_ready = preempted.clone();
+    not_ready.evicted_for = PODS_READY_TIMEOUT.into();
+    assert!(
+        matches!(decide(&not_ready), CheckStep::Withdraw { avoid: true, .. }),
+        "its Pods did not get ready there: avoided for a while"
+    );
+    let mut unplaced = input();
+    unplaced.evicted = true;
+    assert_eq!(decide(&unplaced), CheckStep::Idle, "nothing to withdraw");
+}
+
+#[test]
+fn an_admitted_job_on_a_lost_cluster_is_sent_back_to_be_placed_elsewhere() {
+    let mut admitted = placed(true, false);
+    admitted.state = "Ready".into();
+    admitted.job.as_mut().unwrap().cluster_lost = true;
+    assert!(
+        matches!(decide(&admitted), CheckStep::Retry { message, after: RETRY_AFTER } if message.contains("cluster w1 is Lost") && message.contains("spec.lostAfter")),
+        "{:?}",
+        decide(&admitted)
+    );
+    let mut disconnected = admitted.clone();
+    disconnected.job.as_mut().unwrap().cluster_lost = false;
     assert_eq!(
-        decide(&elsewhere),
-        CheckStep::Idle,
-        "a mirror jobrelay suspends itself is kept"
+        decide(&disconnected),
+        CheckStep::Admitted(AWAIT_LOST),
+        "only disconnected: it may come back; looked at again until Lost"
+    );
+    let mut back = disconnected.clone();
+    back.job.as_mut().unwrap().cluster_connected = true;
+    assert_eq!(decide(&back), CheckStep::Admitted(WATCH_ADMITTED));
+    let mut pending = admitted.clone();
+    pending.state = "Pending".into();
+    assert!(
+        matches!(decide(&pending), CheckStep::Retry { message, .. } if message.contains("Lost"))
+    );
+    let mut evicted = admitted;
+    evicted.evicted = true;
+    assert!(
+        matches!(decide(&evicted), CheckStep::Withdraw { .. }),
+        "Kueue evicted it on Retry: the mirror is given up"
+    );
+}
+
+#[test]
+fn a_readmitted_job_waits_for_its_withdrawal_only_while_the_cluster_is_connected() {
+    let mut withdrawing = placed(true, true);
+    withdrawing.job.as_mut().unwrap().withdrawing = true;
+    assert_eq!(decide(&withdrawing), CheckStep::Wait(AWAIT_MIRROR));
+    withdrawing.job.as_mut().unwrap().cluster_connected = false;
+    assert!(
+        matches!(decide(&withdrawing), CheckStep::Retry { message, .. } if message.contains("not connected")),
+        "never a silent Pending"
+    );
+}
+
+#[test]
+fn a_job_avoiding_the_only_cluster_that_could_take_it_is_sent_back_saying_so() {
+    let avoiding = Input {
+        placeable: false,
+        avoiding: Some(("w1".into(), "2026-11-27T12:10:00Z".into())),
+        ..input()
+    };
+    assert!(
+        matches!(decide(&avoiding), CheckStep::Retry { message, .. } if message.contains("avoids until 2026-11-27T12:10:00Z") && message.contains("waitForPodsReady")),
+        "{:?}",
+        decide(&avoiding)
     );
 }
 

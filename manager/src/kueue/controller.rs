@@ -30,7 +30,7 @@ use super::worker_queue::worker_admitted;
 use super::{CONTROLLER_NAME, Reservation, Reservations, Withdrawal};
 use crate::events::{Events, Reason};
 use crate::fleet::Fleet;
-use crate::placement::{assigned_cluster, pinned_cluster};
+use crate::placement::{assigned_cluster, pinned_cluster, preferences};
 use crate::reconcile::FIELD_MANAGER;
 use crate::registry::Registry;
 use crate::worker_cluster_set::WorkerClusterSet;
@@ -64,6 +64,9 @@ pub struct Context {
     pub triggers: mpsc::UnboundedSender<ObjectRef<Job>>,
     /// A rejection shows on the Job too.
     pub events: Events,
+    /// How long placement avoids a cluster where a Job's Pods did not
+    /// become ready (`kueue.avoidAfterPodsNotReady`).
+    pub avoid_after_pods_not_ready: Duration,
 }
 
 /// Runs the Workload and AdmissionCheck controllers until shutdown;
@@ -203,11 +206,19 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
             name: o.name.clone(),
         },
     };
+    let preferences = job
+        .as_deref()
+        .map(|job| preferences(job, Timestamp::now()))
+        .unwrap_or_default();
     let input = Input {
         not_ours: owner::not_ours(&owner),
         quota_reserved: workload.has("QuotaReserved"),
         finished: workload.has("Finished"),
         evicted: workload.has("Evicted"),
+        evicted_for: workload
+            .reason_of("Evicted")
+            .unwrap_or_default()
+            .to_string(),
         state: check::joint_state(names.iter().map(|name| {
             workload
                 .check(name)
@@ -218,7 +229,12 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
         placeable: ctx.fleet.candidates().iter().any(|c| {
             allowed.as_ref().is_ok_and(|a| a.allows(&c.name))
                 && ctx.registry.admits(&c.name, &namespace).is_ok()
+                && !preferences.avoids(&c.name)
         }),
+        avoiding: preferences
+            .avoiding
+            .as_ref()
+            .map(|(cluster, until)| (cluster.clone(), until.to_string())),
         allowed: allowed.clone(),
         reserved_for: ctx.reservations.held_for(&job_uid),
     };
@@ -230,6 +246,10 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
             Ok(Action::await_change())
         }
         CheckStep::Wait(after) => Ok(Action::requeue(after)),
+        CheckStep::Admitted(after) => {
+            ctx.reservations.release(&job_uid);
+            Ok(Action::requeue(after))
+        }
         CheckStep::Reserve(after) => {
             let scheduling = workload
                 .status
@@ -284,26 +304,36 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
             }
             write_state(&workload, &names, "Rejected", &message, None, &ctx).await
         }
-        CheckStep::Withdraw(why) => {
+        CheckStep::Withdraw { why, avoid } => {
             ctx.reservations.release(&job_uid);
-            withdraw(&job, &job_uid, why, false, &ctx);
+            let avoid_for = avoid.then_some(ctx.avoid_after_pods_not_ready);
+            let withdrawal = Withdrawal {
+                why,
+                not_admitted: false,
+                avoid_for,
+            };
+            withdraw(&job, &job_uid, withdrawal, &ctx);
             Ok(Action::await_change())
         }
         CheckStep::NotAdmitted { message, after } => {
             ctx.reservations.release(&job_uid);
-            withdraw(&job, &job_uid, message.clone(), true, &ctx);
+            let withdrawal = Withdrawal {
+                why: message.clone(),
+                not_admitted: true,
+                avoid_for: None,
+            };
+            withdraw(&job, &job_uid, withdrawal, &ctx);
             write_state(&workload, &names, "Retry", &message, Some(after), &ctx).await
         }
     }
 }
 
 /// Asks the Job controller to withdraw the Job's mirror, and wakes it.
-fn withdraw(job: &Option<Arc<Job>>, job_uid: &str, why: String, not_admitted: bool, ctx: &Context) {
+fn withdraw(job: &Option<Arc<Job>>, job_uid: &str, withdrawal: Withdrawal, ctx: &Context) {
     let Some(job) = job else {
         return;
     };
-    info!(%why, not_admitted, "withdrawing a mirror queued in its worker's Kueue");
-    let withdrawal = Withdrawal { why, not_admitted };
+    info!(?withdrawal, "withdrawing the Job's mirror");
     if ctx.reservations.withdraw(job_uid, withdrawal) {
         let _ = ctx.triggers.send(ObjectRef::from_obj(job.as_ref()));
     }
@@ -362,6 +392,7 @@ fn job_side(job: &Job, uid: &str, ctx: &Context) -> JobSide {
         cluster_connected: cluster
             .as_deref()
             .is_some_and(|c| ctx.fleet.is_connected(c)),
+        cluster_lost: cluster.as_deref().is_some_and(|c| ctx.fleet.is_lost(c)),
         worker_kueue,
         withdrawing: ctx.reservations.withdrawal(uid).is_some(),
         cluster,

@@ -3,7 +3,7 @@
 //! the Job controller, which places such a Job while it is still suspended
 //! and creates its mirror with the reservation's constraints. It also carries
 //! the withdrawals the admission check asks of the Job controller: mirrors
-//! queued in a worker's own Kueue that must go.
+//! of evicted Jobs, and of Jobs whose worker's own Kueue did not admit them.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -27,14 +27,17 @@ pub struct Reservation {
     pub scheduling: Scheduling,
 }
 
-/// Why a mirror queued in its worker's own Kueue must go.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a Job's mirror must go, the Job to be placed afresh.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Withdrawal {
     /// What asked for it, for the Job's Event.
     pub why: String,
     /// The worker's Kueue did not admit it in time: placement tries other
-    /// clusters first next time.
+    /// clusters first from then on.
     pub not_admitted: bool,
+    /// The Job's Pods did not become ready there: placement avoids the
+    /// cluster for this long.
+    pub avoid_for: Option<Duration>,
 }
 
 #[derive(Debug, Default)]
@@ -193,11 +196,12 @@ mod tests {
         let late = Withdrawal {
             why: "not admitted in time".into(),
             not_admitted: true,
+            avoid_for: None,
         };
         assert!(reservations.withdraw("u1", late.clone()));
         let evicted = Withdrawal {
             why: "evicted".into(),
-            not_admitted: false,
+            ..Withdrawal::default()
         };
         assert!(!reservations.withdraw("u1", evicted.clone()));
         assert_eq!(reservations.withdrawal("u1"), Some(late));

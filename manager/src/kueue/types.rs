@@ -143,6 +143,15 @@ impl Workload {
             .any(|c| c.type_ == type_ && c.status == "True")
     }
 
+    /// The reason of a condition of this type while it is `True`.
+    pub fn reason_of(&self, type_: &str) -> Option<&str> {
+        self.status
+            .iter()
+            .flat_map(|s| &s.conditions)
+            .find(|c| c.type_ == type_ && c.status == "True")
+            .and_then(|c| c.reason.as_deref())
+    }
+
     /// The state of the named admission check, if the Workload lists it.
     pub fn check(&self, name: &str) -> Option<&AdmissionCheckState> {
         self.status

@@ -1,0 +1,157 @@
+//! A worker lost under an admitted Job (its agent killed for good, as a
+//! cluster that went away): once the cluster is Lost (`spec.lostAfter`,
+//! short here) jobrelay sends the Workload back to Kueue with `Retry`, the
+//! quota is released without the worker's word, and the Job is placed on
+//! another worker and completes there. When the agent returns, nothing of
+//! the old mirror is left on its worker. A Job pinned to the disconnected
+//! cluster shows `Retry` with the reason. worker-4 serves only this test.
+
+use super::*;
+
+/// The worker whose agent goes away.
+const LOST_WORKER: &str = "worker-4";
+/// Its `spec.lostAfter`.
+const LOST_AFTER: &str = "20s";
+
+#[tokio::test]
+async fn an_admitted_job_on_a_lost_worker_completes_on_another_and_nothing_of_it_is_left_there() {
+    let (clusters, relay) = setup().await;
+    let s = Scenario::new(clusters, relay, "lost").await;
+    let manager = kit::client(clusters.manager()).await;
+    let (set, check) = (format!("set-{}", s.ns), format!("check-{}", s.ns));
+    apply_set(&manager, &set, &[LOST_WORKER]).await;
+    let prepared = async {
+        let parameters =
+            json!({"apiGroup": "jobrelay.dev", "kind": "WorkerClusterSet", "name": set});
+        kueue_objects::admission_check(&manager, &check, Some(parameters)).await?;
+        kueue_objects::queue(&manager, &s.ns, &s.ns, 2, &check).await?;
+        let lost_after = json!({"spec": {"lostAfter": LOST_AFTER}});
+        Api::<WorkerCluster>::all(manager.clone())
+            .patch(
+                LOST_WORKER,
+                &PatchParams::default(),
+                &Patch::Merge(lost_after),
+            )
+            .await?;
+        anyhow::Ok(())
+    };
+    prepared.await.unwrap_or_else(|e| panic!("{e:#}"));
+
+    let uid = s.create(queued_job(&s, "stranded").run_for("20s")).await;
+    running_on_a_worker(&s, &uid, "the Job on worker-4").await;
+    assert_eq!(s.assigned_worker("stranded").await.name, LOST_WORKER);
+    // Its Pod reported ready, Kueue counts the Job's Pods ready: nothing
+    // but the loss sends it back.
+    wait::until("the Job's Pod ready on worker-4", WAIT, || async {
+        match s.jobs.get("stranded").await {
+            Ok(job) if job.status.as_ref().and_then(|st| st.ready) == Some(1) => Seen::Ready(()),
+            Ok(job) => Seen::Waiting(format!("{:?}", job.status)),
+            Err(e) => Seen::Waiting(e.to_string()),
+        }
+    })
+    .await;
+    relay.kill_agent(LOST_WORKER);
+    // The operator lets the check use worker-1 too (with worker-4 gone the
+    // check is not Active, and Kueue would admit nothing through it).
+    apply_set(&manager, &set, &[LOST_WORKER, "worker-1"]).await;
+
+    // Pinned to the disconnected cluster: sent back, saying why.
+    s.create(
+        queued_job(&s, "pinned")
+            .label(CLUSTER_KEY, LOST_WORKER)
+            .run_for("1s"),
+    )
+    .await;
+    let workloads: Api<Workload> = Api::namespaced(manager.clone(), &s.ns);
+    let pinned = workload_of(&s, "pinned").await.name_any();
+    let message = wait::until("the pinned Job's check Retry, saying why", WAIT, || async {
+        match workloads
+            .get(&pinned)
+            .await
+            .map(|w| w.check(&check).cloned())
+        {
+            Ok(Some(c)) if c.state == "Retry" => Seen::Ready(c.message),
+            other => Seen::Waiting(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert_eq!(
+        message.as_deref(),
+        Some(
+            "the Job is pinned to cluster worker-4 (label jobrelay.dev/cluster), which is not connected"
+        )
+    );
+    s.jobs
+        .delete("pinned", &Default::default())
+        .await
+        .expect("delete the pinned Job");
+
+    // Lost after 20 s: the Job goes back to Kueue, is placed on worker-1
+    // and completes there.
+    let done = wait::until(
+        "the stranded Job complete on another worker",
+        Duration::from_secs(180),
+        || async {
+            match s.jobs.get("stranded").await {
+                Ok(job) if has_condition(&job, "Complete") => Seen::Ready(job),
+                Ok(job) => Seen::Waiting(format!(
+                    "annotations {:?}, status {:?}",
+                    job.annotations(),
+                    job.status
+                )),
+                Err(e) => Seen::Waiting(e.to_string()),
+            }
+        },
+    )
+    .await;
+    let annotations = done.annotations();
+    assert_eq!(
+        annotations.get(CLUSTER_KEY).map(String::as_str),
+        Some("worker-1")
+    );
+    assert_eq!(
+        annotations
+            .get(WITHDRAWN_FROM_ANNOTATION)
+            .map(String::as_str),
+        Some(LOST_WORKER)
+    );
+    let notes: Vec<String> = s
+        .events("stranded")
+        .await
+        .into_iter()
+        .filter(|(reason, _)| reason == "MirrorWithdrawn")
+        .map(|(_, note)| note)
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("cluster worker-4 is Lost") && n.contains("when it returns")),
+        "{notes:?}"
+    );
+
+    // The agent returns: the old mirror and its Pods go before anything
+    // else happens there.
+    relay
+        .start_agent(LOST_WORKER)
+        .unwrap_or_else(|e| panic!("restarting {LOST_WORKER}'s agent: {e:#}"));
+    let mirrors: Api<Job> = s.worker_api(LOST_WORKER).await;
+    let pods: Api<Pod> = s.worker_api(LOST_WORKER).await;
+    wait::until(
+        "nothing of the old mirror left on worker-4",
+        WAIT,
+        || async {
+            let jobs = mirrors.list(&ListParams::default()).await;
+            let pods = pods.list(&ListParams::default()).await;
+            match (jobs, pods) {
+                (Ok(j), Ok(p)) if j.items.is_empty() && p.items.is_empty() => Seen::Ready(()),
+                (Ok(j), Ok(p)) => {
+                    Seen::Waiting(format!("{} Jobs, {} Pods", j.items.len(), p.items.len()))
+                }
+                (j, p) => Seen::Waiting(format!("{:?} {:?}", j.err(), p.err())),
+            }
+        },
+    )
+    .await;
+    s.finish(WAIT).await;
+    quota_back_to_zero(&s).await;
+}
