@@ -67,3 +67,17 @@ pub const QUEUE_NAME_LABEL: &str = "kueue.x-k8s.io/queue-name";
 /// Annotation on a manager Job: the worker clusters whose Kueue did not
 /// admit its mirror in time (comma-separated); placement tries others first.
 pub const NOT_ADMITTED_BY_ANNOTATION: &str = "jobrelay.dev/not-admitted-by";
+
+/// Annotation on a manager Job placed under a Kueue quota reservation: the
+/// node labels and tolerations its assigned ResourceFlavors add to the pod
+/// template on admission (JSON `{"nodeSelector": {…}, "tolerations": […]}`,
+/// without what the Job's own template already had). Unless the manager
+/// runs with `--kueue-flavors-on-mirrors`, exactly these are left out of the
+/// mirror: on the manager the flavors are quota, on the worker its own
+/// scheduler places the Pods.
+pub const FLAVORS_ANNOTATION: &str = "jobrelay.dev/kueue-flavors";
+
+/// Kueue's scheduling gate for Topology Aware Scheduling: Kueue's own
+/// controller on the manager cluster lifts it per Pod, so nothing would on a
+/// worker. Never on a mirror's pod template.
+pub const TOPOLOGY_SCHEDULING_GATE: &str = "kueue.x-k8s.io/topology";
