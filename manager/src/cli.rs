@@ -65,6 +65,21 @@ pub struct Args {
     #[arg(long, env = "JOBRELAY_CLUSTER_STATUS_INTERVAL", default_value = "30s", value_parser = jobrelay_proto::duration::parse)]
     pub cluster_status_interval: Duration,
 
+    /// Put the node labels and tolerations of a Job's Kueue ResourceFlavors
+    /// on its mirror too (created suspended with them before admission), for
+    /// fleets whose flavors name worker node pools. Default: flavors are
+    /// quota on the manager, and the mirror carries none of what they add.
+    #[arg(
+        long,
+        env = "JOBRELAY_KUEUE_FLAVORS_ON_MIRRORS",
+        default_value = "false",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub kueue_flavors_on_mirrors: bool,
+
     #[command(flatten)]
     pub process: jobrelay_process::ProcessFlags,
 
@@ -245,6 +260,14 @@ mod tests {
         assert_eq!(args.election.pod(), Some(("jr", "m-0")));
         let args = parse(&["--pod-name", "m-0", "--pod-namespace", "other"]);
         assert_eq!(args.election.pod(), Some(("other", "m-0")));
+    }
+
+    #[test]
+    fn kueue_flavors_stay_off_mirrors_unless_opted_in() {
+        assert!(!parse(&[]).kueue_flavors_on_mirrors);
+        assert!(parse(&["--kueue-flavors-on-mirrors"]).kueue_flavors_on_mirrors);
+        assert!(parse(&["--kueue-flavors-on-mirrors=true"]).kueue_flavors_on_mirrors);
+        assert!(!parse(&["--kueue-flavors-on-mirrors=false"]).kueue_flavors_on_mirrors);
     }
 
     #[test]

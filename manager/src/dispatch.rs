@@ -2,6 +2,7 @@
 //! the Job there, then having its mirror applied — built from a whole Job,
 //! since the cache holds no pod templates.
 
+use jobrelay_proto::wire::FLAVORS_ANNOTATION;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -11,8 +12,8 @@ use tracing::{debug, warn};
 use crate::events::Reason;
 use crate::job_life::{self, AWAIT_CLUSTER};
 use crate::job_writes;
-use crate::kueue::scheduling;
 use crate::kueue::worker_queue::queue_on_worker;
+use crate::kueue::{mirror_scheduling, scheduling};
 use crate::mirror::{Lifecycle, is_whole, lifecycle, mirror_job, revision};
 use crate::placement::{pinned_cluster, preferences};
 use crate::registry::Refusal;
@@ -59,11 +60,37 @@ impl Subject<'_> {
         Ok(Ok((held, cluster)))
     }
 
-    /// Holds the Job for its mirror on `cluster`; returns it as written.
+    /// Holds the Job for its mirror on `cluster`, recording the flavors of
+    /// the Kueue reservation it is placed under; returns it as written.
     pub(super) async fn hold(&self, cluster: &str) -> Result<Job, kube::Error> {
-        let held = job_writes::hold(&self.jobs, self.job, cluster).await?;
+        let flavors = self
+            .ctx
+            .reservations
+            .get(&self.uid)
+            .and_then(|r| scheduling::to_record(self.job, &r.scheduling));
+        let held = job_writes::hold(&self.jobs, self.job, cluster, flavors).await?;
         self.wrote(self.job, held.metadata.resource_version.clone());
         Ok(held)
+    }
+
+    /// A Job placed before Kueue reserved quota with other flavors (or
+    /// before jobrelay recorded them) has the reservation's recorded first;
+    /// its check waits for that. `Some`: written, look again once the cache
+    /// has it.
+    pub(super) async fn record_flavors(&self) -> Result<Option<Action>, kube::Error> {
+        let Some(reservation) = self.ctx.reservations.get(&self.uid) else {
+            return Ok(None);
+        };
+        let Some(record) = scheduling::to_record(self.job, &reservation.scheduling) else {
+            return Ok(None);
+        };
+        debug!("recording the flavors of Kueue's reservation on the Job");
+        let written =
+            job_writes::annotate(&self.jobs, self.job, FLAVORS_ANNOTATION, record.as_deref())
+                .await?;
+        let wait = written.is_some().then(Action::await_change);
+        self.wrote(self.job, written);
+        Ok(wait)
     }
 
     /// Why the cluster a Job is pinned to cannot take it, if it cannot.
@@ -147,8 +174,8 @@ impl Subject<'_> {
             read = fresh;
             &read
         };
-        // A Job Kueue has not admitted yet gets its mirror with the
-        // constraints Kueue will give it on admission.
+        // A Job Kueue has not admitted yet waits on a reservation, whose
+        // flavors the mirror gets at once if opted in.
         let reservation = (lifecycle(job) == Lifecycle::Suspended)
             .then(|| ctx.reservations.get(&self.uid))
             .flatten();
@@ -157,9 +184,11 @@ impl Subject<'_> {
         let worker_queue = ctx.registry.worker_queue(cluster);
         let mirror = mirror_job(whole, &ctx.origin).map(|mut mirror| {
             let queued_on_worker = queue_on_worker(&mut mirror, worker_queue.as_ref());
-            if let Some(reservation) = reservation.as_ref().filter(|_| !queued_on_worker) {
-                scheduling::apply(&mut mirror, &reservation.scheduling);
-            }
+            let reserved = reservation
+                .as_ref()
+                .filter(|_| !queued_on_worker)
+                .map(|r| &r.scheduling);
+            mirror_scheduling::for_worker(&mut mirror, whole, ctx.flavors, reserved);
             mirror
         });
         Ok(match mirror.map(|m| serde_json::to_vec(&m)) {

@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use jobrelay_proto::wire::{
-    AVOID_UNTIL_ANNOTATION, CLUSTER_KEY, DEACTIVATED_ANNOTATION, LAST_LOST_MIRROR_ANNOTATION,
-    MIRRORS_LOST_ANNOTATION, NOT_ADMITTED_BY_ANNOTATION, REMOTE_CLEANUP_FINALIZER,
-    WITHDRAWN_FROM_ANNOTATION,
+    AVOID_UNTIL_ANNOTATION, CLUSTER_KEY, DEACTIVATED_ANNOTATION, FLAVORS_ANNOTATION,
+    LAST_LOST_MIRROR_ANNOTATION, MIRRORS_LOST_ANNOTATION, NOT_ADMITTED_BY_ANNOTATION,
+    REMOTE_CLEANUP_FINALIZER, WITHDRAWN_FROM_ANNOTATION,
 };
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
@@ -21,17 +21,29 @@ use crate::placement::assigned_cluster;
 /// (it already read so), or the Job is gone.
 pub type Written = Option<String>;
 
-/// Adds the finalizer and records the cluster, in one write that fails if
-/// the Job changed meanwhile; returns the Job as written.
-pub async fn hold(jobs: &Api<Job>, job: &Job, cluster: &str) -> Result<Job, kube::Error> {
+/// Adds the finalizer and records the cluster — and, placed under a Kueue
+/// reservation, the flavors' constraints (`Some`; `Some(None)` removes an
+/// old record) — in one write that fails if the Job changed meanwhile;
+/// returns the Job as written.
+pub async fn hold(
+    jobs: &Api<Job>,
+    job: &Job,
+    cluster: &str,
+    flavors: Option<Option<String>>,
+) -> Result<Job, kube::Error> {
     let mut finalizers = job.finalizers().to_vec();
     if !finalizers.iter().any(|f| f == REMOTE_CLEANUP_FINALIZER) {
         finalizers.push(REMOTE_CLEANUP_FINALIZER.into());
     }
+    let mut annotations =
+        serde_json::json!({CLUSTER_KEY: assigned_cluster(job).unwrap_or(cluster)});
+    if let Some(flavors) = flavors {
+        annotations[FLAVORS_ANNOTATION] = serde_json::json!(flavors);
+    }
     let metadata = serde_json::json!({
         "resourceVersion": job.resource_version(),
         "finalizers": finalizers,
-        "annotations": {CLUSTER_KEY: assigned_cluster(job).unwrap_or(cluster)},
+        "annotations": annotations,
     });
     let held = patch_metadata(jobs, job, metadata).await?;
     info!(%cluster, "holding the Job for its mirror");
@@ -126,6 +138,10 @@ pub async fn unplace(
     }
     if assigned_cluster(job).is_some() {
         ops.push(serde_json::json!({"op": "remove", "path": annotation(CLUSTER_KEY)}));
+    }
+    // Placed again, it records the flavors it is placed under then.
+    if has(FLAVORS_ANNOTATION) {
+        ops.push(serde_json::json!({"op": "remove", "path": annotation(FLAVORS_ANNOTATION)}));
     }
     ops.push(serde_json::json!({"op": "add", "path": annotation(WITHDRAWN_FROM_ANNOTATION), "value": from}));
     match avoid_until {

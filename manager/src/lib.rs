@@ -379,6 +379,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
         metrics: Arc::clone(&metrics),
         reservations,
         superseded: Default::default(),
+        flavors: kueue::mirror_scheduling::Flavors::on_mirrors(args.kueue_flavors_on_mirrors),
     });
     // Both controllers see every Job change (their shared-store
     // subscriptions) and every trigger of the fleet (what agents report): the

@@ -23,6 +23,7 @@ use crate::fleet::Fleet;
 use crate::job_life::{self, Effect, Expiry, KueueAsks, Plan, Step};
 use crate::job_writes::{self, Written};
 use crate::kueue::controller::is_queued;
+use crate::kueue::mirror_scheduling::Flavors;
 use crate::kueue::{Reservations, Withdrawal};
 use crate::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle};
 use crate::pace::Pace;
@@ -68,6 +69,8 @@ pub struct Context {
     pub reservations: Arc<Reservations>,
     /// Copies of Jobs that this replica's writes replaced.
     pub superseded: Superseded,
+    /// Whether Kueue's flavors go onto mirrors (`--kueue-flavors-on-mirrors`).
+    pub flavors: Flavors,
 }
 
 /// One manager Job and what a reconcile of it works with.
@@ -142,7 +145,10 @@ impl Subject<'_> {
                 let held = self.hold(&cluster).await?;
                 self.apply(&held, &cluster).await
             }
-            Step::Apply { cluster } => self.apply(job, &cluster).await,
+            Step::Apply { cluster } => match self.record_flavors().await? {
+                Some(wait) => Ok(wait),
+                None => self.apply(job, &cluster).await,
+            },
             Step::ShowLoss { cluster, lost } => {
                 let limit = ctx.config.mirror_lost_limit;
                 let plan = job_life::show_loss(job, &cluster, &lost, limit, now);

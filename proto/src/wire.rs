@@ -74,3 +74,17 @@ pub const WITHDRAWN_FROM_ANNOTATION: &str = "jobrelay.dev/withdrawn-from";
 /// cluster in [`WITHDRAWN_FROM_ANNOTATION`], where the Job's Pods did not
 /// become ready.
 pub const AVOID_UNTIL_ANNOTATION: &str = "jobrelay.dev/avoid-until";
+
+/// Annotation on a manager Job placed under a Kueue quota reservation: the
+/// node labels and tolerations its assigned ResourceFlavors add to the pod
+/// template on admission (JSON `{"nodeSelector": {…}, "tolerations": […]}`,
+/// without what the Job's own template already had). Unless the manager
+/// runs with `--kueue-flavors-on-mirrors`, exactly these are left out of the
+/// mirror: on the manager the flavors are quota, on the worker its own
+/// scheduler places the Pods.
+pub const FLAVORS_ANNOTATION: &str = "jobrelay.dev/kueue-flavors";
+
+/// Kueue's scheduling gate for Topology Aware Scheduling: Kueue's own
+/// controller on the manager cluster lifts it per Pod, so nothing would on a
+/// worker. Never on a mirror's pod template.
+pub const TOPOLOGY_SCHEDULING_GATE: &str = "kueue.x-k8s.io/topology";

@@ -9,10 +9,14 @@
 //! `kueue/lost.rs`); the shared check keeps every other scenario on worker-1
 //! and worker-2.
 
+#[path = "kueue/flavors.rs"]
+mod flavors;
 #[path = "kueue/lost.rs"]
 mod lost;
 #[path = "kueue/not_ours.rs"]
 mod not_ours;
+#[path = "kueue/tas.rs"]
+mod tas;
 #[path = "kueue/worker_side.rs"]
 mod worker_side;
 
@@ -585,129 +589,6 @@ async fn a_queued_job_a_worker_refuses_for_good_fails_and_its_workload_finishes(
         .delete("clash", &kube::api::DeleteParams::background())
         .await
         .expect("delete the foreign Job");
-}
-
-#[tokio::test]
-async fn the_mirror_waits_suspended_with_the_flavors_constraints_until_kueue_admits() {
-    let (clusters, relay) = setup().await;
-    let s = Scenario::new(clusters, relay, "flavored").await;
-    let client = kit::client(clusters.manager()).await;
-    // A flavor with node labels and a toleration, and a second check whose
-    // controller is this test: the Workload is held until the test lets it go.
-    let (flavor, gate) = (format!("pool-{}", s.ns), format!("gate-{}", s.ns));
-    let setup = async {
-        let flavor_spec = json!({
-            "metadata": {"name": flavor},
-            "spec": {
-                "nodeLabels": {"type": "kwok"},
-                "tolerations": [{"key": "jobrelay.dev/pool", "operator": "Exists", "effect": "NoSchedule"}],
-            },
-        });
-        kueue_objects::apply(&client, "ResourceFlavor", None, flavor_spec).await?;
-        let gate_spec = json!({"metadata": {"name": gate}, "spec": {"controllerName": "e2e.jobrelay.dev/gate"}});
-        kueue_objects::apply(&client, "AdmissionCheck", None, gate_spec).await?;
-        let active = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "status": {"conditions": [{
-            "type": "Active", "status": "True", "reason": "Active", "message": "the test decides",
-            "lastTransitionTime": "2026-01-01T00:00:00Z",
-        }]}});
-        kueue_objects::api(&client, "AdmissionCheck", None)
-            .patch_status(
-                &gate,
-                &PatchParams::apply("e2e-gate").force(),
-                &Patch::Apply(&active),
-            )
-            .await?;
-        kueue_objects::apply(&client, "ClusterQueue", None, json!({
-            "metadata": {"name": s.ns},
-            "spec": {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": s.ns}},
-                "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
-                    {"name": flavor, "resources": [{"name": "cpu", "nominalQuota": "1"}]},
-                ]}],
-                "admissionChecksStrategy": {"admissionChecks": [{"name": CHECK}, {"name": gate}]},
-            },
-        }))
-        .await?;
-        kueue_objects::apply(
-            &client,
-            "LocalQueue",
-            Some(&s.ns),
-            json!({
-                "metadata": {"name": kueue_objects::LOCAL_QUEUE, "namespace": s.ns},
-                "spec": {"clusterQueue": s.ns},
-            }),
-        )
-        .await?;
-        anyhow::Ok(())
-    };
-    setup.await.unwrap_or_else(|e| panic!("{e:#}"));
-
-    let uid = s.create(queued_job(&s, "flavored").run_for("2s")).await;
-    let worker = s.assigned_worker("flavored").await;
-    let mirrors: Api<Job> = s.worker_api(&worker.name).await;
-    let workloads: Api<Workload> = Api::namespaced(client.clone(), &s.ns);
-    let workload = workload_of(&s, "flavored").await.name_any();
-    wait::until(
-        "jobrelay's check Ready while the test's gate holds the Workload",
-        WAIT,
-        || async {
-            match workloads
-                .get(&workload)
-                .await
-                .map(|w| w.check(CHECK).cloned())
-            {
-                Ok(Some(check)) if check.state == "Ready" => Seen::Ready(()),
-                other => Seen::Waiting(format!("{other:?}")),
-            }
-        },
-    )
-    .await;
-    let mirror = mirrors
-        .get("flavored")
-        .await
-        .expect("the mirror exists before admission");
-    let spec = mirror.spec.expect("spec");
-    assert_eq!(spec.suspend, Some(true), "created suspended");
-    let pod = spec.template.spec.expect("pod spec");
-    assert_eq!(
-        pod.node_selector
-            .unwrap_or_default()
-            .get("type")
-            .map(String::as_str),
-        Some("kwok")
-    );
-    assert!(
-        pod.tolerations
-            .unwrap_or_default()
-            .iter()
-            .any(|t| t.key.as_deref() == Some("jobrelay.dev/pool")),
-        "the flavor's toleration is on the mirror"
-    );
-    assert_eq!(
-        worker_pods_of(&s, &uid)
-            .await
-            .expect("count the worker Pods"),
-        0,
-        "nothing runs before admission"
-    );
-    let manager_job = s.jobs.get("flavored").await.expect("get");
-    assert_eq!(manager_job.spec.and_then(|sp| sp.suspend), Some(true));
-
-    // The gate opens: Kueue admits, the mirror resumes and the Job completes.
-    let ready = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "status": {"admissionChecks": [{
-        "name": gate, "state": "Ready", "message": "let go by the test",
-        "lastTransitionTime": "2026-01-01T00:00:00Z",
-    }]}});
-    workloads
-        .patch_status(
-            &workload,
-            &PatchParams::apply("e2e-gate").force(),
-            &Patch::Apply(&ready),
-        )
-        .await
-        .expect("open the gate");
-    s.wait_condition("flavored", "Complete").await;
-    s.finish(WAIT).await;
 }
 
 #[tokio::test]

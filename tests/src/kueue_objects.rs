@@ -30,9 +30,10 @@ pub const LOCAL_QUEUE: &str = "queue";
 /// Kueue's objects of `kind` (v1beta2), in `namespace` or cluster-wide.
 pub fn api(client: &kube::Client, kind: &str, namespace: Option<&str>) -> Api<DynamicObject> {
     let lower = kind.to_lowercase();
-    let plural = match lower.ends_with('s') {
-        true => format!("{lower}es"),
-        false => format!("{lower}s"),
+    let plural = match lower.strip_suffix('y') {
+        Some(stem) => format!("{stem}ies"),
+        None if lower.ends_with('s') => format!("{lower}es"),
+        None => format!("{lower}s"),
     };
     let gvk = GroupVersionKind::gvk("kueue.x-k8s.io", "v1beta2", kind);
     let resource = ApiResource::from_gvk_with_plural(&gvk, &plural);

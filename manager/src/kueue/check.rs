@@ -59,6 +59,10 @@ pub struct JobSide {
     pub worker_kueue: Option<WorkerKueueSide>,
     /// Its mirror is being withdrawn.
     pub withdrawing: bool,
+    /// The Job does not carry a record of the reservation's flavors yet
+    /// (placed under another reservation, say, before an eviction): the
+    /// mirror could not be built without them once Kueue admits it.
+    pub flavors_to_record: bool,
 }
 
 /// What jobrelay knows of one Workload that lists its check.
@@ -197,7 +201,7 @@ pub fn decide(input: &Input) -> CheckStep {
                 after: RETRY_AFTER,
             };
         }
-        if !job.mirror_held {
+        if !job.mirror_held || job.flavors_to_record {
             return CheckStep::Reserve(AWAIT_MIRROR);
         }
         return match &job.worker_kueue {

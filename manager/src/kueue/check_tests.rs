@@ -202,6 +202,15 @@ fn a_reserved_workload_is_placed_then_ready_once_its_mirror_is_held() {
 }
 
 #[test]
+fn a_held_mirror_waits_until_the_reservations_flavors_are_recorded_on_the_job() {
+    let mut readmitted = placed(true, true);
+    if let Some(job) = readmitted.job.as_mut() {
+        job.flavors_to_record = true;
+    }
+    assert_eq!(decide(&readmitted), CheckStep::Reserve(AWAIT_MIRROR));
+}
+
+#[test]
 fn waits_for_a_job_the_cache_has_not_seen() {
     let i = Input {
         job: None,

@@ -191,6 +191,22 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
         .owner_job()
         .map(|(_, uid)| uid.to_string())
         .unwrap_or_default();
+    // What the assigned flavors add to the Job's template on admission.
+    let scheduling = workload
+        .status
+        .as_ref()
+        .and_then(|s| s.admission.as_ref())
+        .map(|admission| {
+            let flavors = ctx.flavors.state();
+            let own = scheduling::own(&workload.spec.pod_sets);
+            scheduling::from_admission(admission, &own, |name| {
+                flavors
+                    .iter()
+                    .find(|f| f.name_any() == name)
+                    .map(|f| &f.spec)
+            })
+        })
+        .unwrap_or_else(|| Ok(Scheduling::default()));
     let owner = match workload.owner() {
         None => Owner::None,
         Some(o) if o.kind == "Job" && o.api_version == "batch/v1" => Owner::Job {
@@ -225,7 +241,9 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
                 .map(|c| c.state.as_str())
                 .unwrap_or_default()
         })),
-        job: job.as_deref().map(|job| job_side(job, &job_uid, &ctx)),
+        job: job
+            .as_deref()
+            .map(|job| job_side(job, &job_uid, scheduling.as_ref().ok(), &ctx)),
         placeable: ctx.fleet.candidates().iter().any(|c| {
             allowed.as_ref().is_ok_and(|a| a.allows(&c.name))
                 && ctx.registry.admits(&c.name, &namespace).is_ok()
@@ -251,20 +269,6 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
             Ok(Action::requeue(after))
         }
         CheckStep::Reserve(after) => {
-            let scheduling = workload
-                .status
-                .as_ref()
-                .and_then(|s| s.admission.as_ref())
-                .map(|admission| {
-                    let flavors = ctx.flavors.state();
-                    scheduling::from_admission(admission, |name| {
-                        flavors
-                            .iter()
-                            .find(|f| f.name_any() == name)
-                            .map(|f| &f.spec)
-                    })
-                })
-                .unwrap_or_else(|| Ok(Scheduling::default()));
             let scheduling = match scheduling {
                 Ok(scheduling) => scheduling,
                 Err(why) => {
@@ -369,7 +373,9 @@ fn allowed(
     })
 }
 
-fn job_side(job: &Job, uid: &str, ctx: &Context) -> JobSide {
+/// Where `job` stands; `scheduling`: what its Workload's flavors add, if
+/// the flavor cache knows them all.
+fn job_side(job: &Job, uid: &str, scheduling: Option<&Scheduling>, ctx: &Context) -> JobSide {
     let cluster = assigned_cluster(job).map(str::to_string);
     let view = cluster.as_deref().and_then(|c| ctx.fleet.view(c, uid));
     let mirror_held = view
@@ -395,6 +401,7 @@ fn job_side(job: &Job, uid: &str, ctx: &Context) -> JobSide {
         cluster_lost: cluster.as_deref().is_some_and(|c| ctx.fleet.is_lost(c)),
         worker_kueue,
         withdrawing: ctx.reservations.withdrawal(uid).is_some(),
+        flavors_to_record: scheduling.is_none_or(|s| scheduling::to_record(job, s).is_some()),
         cluster,
     }
 }

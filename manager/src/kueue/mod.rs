@@ -2,9 +2,10 @@
 //! `controllerName` is `jobrelay.dev/manager`.
 //!
 //! For a Workload with quota reserved and jobrelay's check `Pending`, the
-//! owning Job is placed and its mirror created suspended (carrying the
-//! assigned flavors' node selectors and tolerations), then the check is set
-//! `Ready`; Kueue then admits and unsuspends the Job, and the mirror follows.
+//! owning Job is placed (its assigned flavors' node labels and tolerations
+//! recorded on it) and its mirror created suspended, then the check is set
+//! `Ready`; Kueue then admits and unsuspends the Job, and the mirror follows
+//! — without what the flavors add, unless opted in ([`mirror_scheduling`]).
 //! No worker can take it: `Retry`, or `Rejected` with a message a user can act
 //! on; a Workload jobrelay cannot relay (not a Job with jobrelay's `managedBy`)
 //! is `Rejected` at once ([`owner`]). The decisions are pure ([`check`], [`scheduling`]); [`controller`]
@@ -13,6 +14,7 @@
 pub mod check;
 pub mod controller;
 pub mod discovery;
+pub mod mirror_scheduling;
 pub mod owner;
 pub mod parameters;
 pub mod reservations;

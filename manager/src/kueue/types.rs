@@ -31,6 +31,35 @@ pub struct WorkloadSpec {
     pub active: Option<bool>,
     #[serde(default)]
     pub queue_name: Option<String>,
+    /// The Job's pod template as Kueue took it at creation, before any
+    /// admission: what the user's own Pods ask for.
+    #[serde(default)]
+    pub pod_sets: Vec<PodSet>,
+}
+
+/// A pod set, as far as jobrelay reads it: the scheduling constraints of its
+/// template.
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSet {
+    pub name: String,
+    #[serde(default)]
+    pub template: PodSetTemplate,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+pub struct PodSetTemplate {
+    #[serde(default)]
+    pub spec: PodSetPodSpec,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSetPodSpec {
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    #[serde(default)]
+    pub tolerations: Vec<Toleration>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
