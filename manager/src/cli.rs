@@ -89,6 +89,9 @@ pub struct Args {
     #[command(flatten)]
     pub relay: RelayFlags,
 
+    #[command(flatten)]
+    pub webhook: WebhookFlags,
+
     /// CA bundle (PEM) that agents' client certificates must chain to.
     #[arg(
         long,
@@ -143,6 +146,28 @@ impl RelayFlags {
             outbox_capacity: self.relay_outbox_limit as usize,
         }
     }
+}
+
+/// The mutating admission webhook that gives queued Jobs jobrelay's
+/// `spec.managedBy`; see docs/kueue.md.
+#[derive(Debug, clap::Args)]
+pub struct WebhookFlags {
+    /// Address of the admission webhook (HTTPS, POST /mutate-batch-v1-job):
+    /// a Job created with a Kueue queue label and no `spec.managedBy`, whose
+    /// ClusterQueue lists an AdmissionCheck of jobrelay's, gets
+    /// `spec.managedBy: jobrelay.dev/manager`. Unset: not served.
+    #[arg(long, env = "JOBRELAY_WEBHOOK_ADDR", requires_all = ["webhook_tls_cert", "webhook_tls_key"])]
+    pub webhook_addr: Option<SocketAddr>,
+
+    /// The webhook's serving certificate (PEM, may hold the chain); its
+    /// names must cover the Service or URL the API server calls. Changed
+    /// files are loaded without a restart.
+    #[arg(long, env = "JOBRELAY_WEBHOOK_TLS_CERT")]
+    pub webhook_tls_cert: Option<PathBuf>,
+
+    /// The private key of `--webhook-tls-cert` (PEM).
+    #[arg(long, env = "JOBRELAY_WEBHOOK_TLS_KEY")]
+    pub webhook_tls_key: Option<PathBuf>,
 }
 
 /// How replicas of the manager elect the one that works.
@@ -297,6 +322,31 @@ mod tests {
             args.process.log_format,
             jobrelay_process::telemetry::LogFormat::Json
         );
+    }
+
+    #[test]
+    fn the_webhook_is_off_unless_an_address_and_its_certificate_are_given() {
+        let args = parse(&[]);
+        assert_eq!(args.webhook.webhook_addr, None);
+        let args = parse(&[
+            "--webhook-addr",
+            "127.0.0.1:9443",
+            "--webhook-tls-cert",
+            "/tls/tls.crt",
+            "--webhook-tls-key",
+            "/tls/tls.key",
+        ]);
+        assert_eq!(args.webhook.webhook_addr.map(|a| a.port()), Some(9443));
+        let error = Cli::try_parse_from([
+            "jobrelay-manager",
+            "--origin",
+            "o",
+            "--insecure-plaintext",
+            "--webhook-addr",
+            "127.0.0.1:9443",
+        ])
+        .expect_err("no certificate");
+        assert!(error.to_string().contains("--webhook-tls-cert"), "{error}");
     }
 
     #[test]

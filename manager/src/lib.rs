@@ -34,6 +34,7 @@ pub mod status;
 pub mod status_queue;
 pub mod status_sync;
 pub mod superseded;
+pub mod webhook;
 pub mod worker_cluster;
 pub mod worker_cluster_set;
 
@@ -154,6 +155,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
         }
     }
     let instance = instance::discover(&client).await?;
+    webhook::start(&args, client.clone(), shutdown.clone()).await?;
 
     let (triggers, triggered) = mpsc::unbounded_channel();
     let fleet = Arc::new(Fleet::new(triggers.clone()));

@@ -68,35 +68,45 @@ impl PemFiles {
     /// they changed and read cleanly. A half-written or broken set is logged
     /// and skipped; the last good one stays in use.
     pub fn watch(self, first: Pem, every: Duration) -> tokio::sync::watch::Receiver<Arc<Pem>> {
-        let (publish, current) = tokio::sync::watch::channel(Arc::new(first));
-        tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(every);
-            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let mut last_error = None;
-            loop {
-                ticks.tick().await;
-                if publish.is_closed() {
-                    return;
+        watch(move || self.read(), first, every)
+    }
+}
+
+/// Calls `read` every `every` and publishes what it returns whenever it
+/// changed and read cleanly; errors are logged (once each) and skipped.
+pub(crate) fn watch(
+    read: impl Fn() -> Result<Pem, Error> + Send + 'static,
+    first: Pem,
+    every: Duration,
+) -> tokio::sync::watch::Receiver<Arc<Pem>> {
+    let (publish, current) = tokio::sync::watch::channel(Arc::new(first));
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_error = None;
+        loop {
+            ticks.tick().await;
+            if publish.is_closed() {
+                return;
+            }
+            match read() {
+                Ok(pem) if **publish.borrow() != pem => {
+                    info!(fingerprint = %pem.fingerprint(), "certificate files changed; loading them");
+                    last_error = None;
+                    publish.send_replace(Arc::new(pem));
                 }
-                match self.read() {
-                    Ok(pem) if **publish.borrow() != pem => {
-                        info!(fingerprint = %pem.fingerprint(), "certificate files changed; loading them");
-                        last_error = None;
-                        publish.send_replace(Arc::new(pem));
+                Ok(_) => last_error = None,
+                Err(error) => {
+                    let text = error.to_string();
+                    if last_error.as_ref() != Some(&text) {
+                        warn!(%error, "certificate files unreadable; keeping the ones loaded");
                     }
-                    Ok(_) => last_error = None,
-                    Err(error) => {
-                        let text = error.to_string();
-                        if last_error.as_ref() != Some(&text) {
-                            warn!(%error, "certificate files unreadable; keeping the ones loaded");
-                        }
-                        last_error = Some(text);
-                    }
+                    last_error = Some(text);
                 }
             }
-        });
-        current
-    }
+        }
+    });
+    current
 }
 
 impl Pem {
@@ -126,7 +136,7 @@ impl Pem {
     }
 }
 
-fn read(path: &Path, flag: &'static str) -> Result<Vec<u8>, Error> {
+pub(crate) fn read(path: &Path, flag: &'static str) -> Result<Vec<u8>, Error> {
     std::fs::read(path).map_err(|source| Error::Read {
         flag,
         path: path.to_path_buf(),
@@ -134,7 +144,7 @@ fn read(path: &Path, flag: &'static str) -> Result<Vec<u8>, Error> {
     })
 }
 
-fn certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+pub(crate) fn certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
     let certs = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("not a PEM certificate list: {e}"))?;
@@ -144,7 +154,7 @@ fn certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
     Ok(certs)
 }
 
-fn private_key(pem: &[u8]) -> Result<PrivateKeyDer<'static>, String> {
+pub(crate) fn private_key(pem: &[u8]) -> Result<PrivateKeyDer<'static>, String> {
     PrivateKeyDer::from_pem_slice(pem).map_err(|e| format!("holds no usable PEM private key: {e}"))
 }
 

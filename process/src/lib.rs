@@ -10,6 +10,9 @@
 //! and load them again when the files change, so a mounted Secret can be
 //! rotated without a restart.
 //!
+//! An HTTPS endpoint without client certificates ([`serving`]) serves the
+//! manager's admission webhook, with the same reloading.
+//!
 //! Also the plaintext `grpc.health.v1.Health` endpoint for Kubernetes probes,
 //! the `/metrics` endpoint and the metrics every process has (build,
 //! certificate expiry, Kubernetes API latencies), the one shutdown every
@@ -34,6 +37,7 @@ pub mod metrics_server;
 pub mod peer_certificate;
 pub mod rate;
 pub mod server;
+pub mod serving;
 pub mod shutdown;
 pub mod telemetry;
 
@@ -46,6 +50,7 @@ pub use kube_client::KubeApiFlags;
 pub use peer_certificate::PeerCertificate;
 pub use rate::{RateLimit, TokenBucket};
 pub use server::{ConnectionLimits, Peer, RefusedConnection, ServerTls};
+pub use serving::{ServingFiles, ServingTls};
 pub use shutdown::Shutdown;
 
 /// Each Kubernetes watch of either binary ends after this long and is

@@ -111,12 +111,17 @@ pub(crate) fn kube_api_request(request: KubeApiRequest, took: Duration) {
 /// `ca_flag` names the CA file's flag.
 pub(crate) fn certificates_read(pem: &Pem, ca_flag: &str) {
     for (file, certificate) in [("tls-cert", &pem.cert), (ca_flag, &pem.ca)] {
-        if let Some(expiry) = earliest_expiry(certificate) {
-            let labels = ByCertificate {
-                certificate: file.trim_start_matches('-').to_string(),
-            };
-            CERTIFICATE_EXPIRY.get_or_create(&labels).set(expiry);
-        }
+        certificate_read(file, certificate);
+    }
+}
+
+/// Notes when the certificate just read from the file `flag` names expires.
+pub(crate) fn certificate_read(flag: &str, certificate: &[u8]) {
+    if let Some(expiry) = earliest_expiry(certificate) {
+        let labels = ByCertificate {
+            certificate: flag.trim_start_matches('-').to_string(),
+        };
+        CERTIFICATE_EXPIRY.get_or_create(&labels).set(expiry);
     }
 }
 

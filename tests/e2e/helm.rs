@@ -22,6 +22,8 @@ use serde_json::Value;
 
 #[path = "helm/client_ca.rs"]
 mod client_ca;
+#[path = "helm/webhook.rs"]
+mod webhook;
 
 const RELEASE: &str = "jobrelay";
 const ORIGIN: &str = "helm-e2e";
@@ -406,6 +408,8 @@ async fn manager_objects_are_accepted_by_the_api_server() {
         "Role",
         "RoleBinding",
         "PodDisruptionBudget",
+        "MutatingWebhookConfiguration",
+        "Secret",
     ] {
         assert!(
             kinds.contains(expected),

@@ -4,6 +4,10 @@
 //! AdmissionCheck, and the mirrors' `suspend` follows the manager Jobs'.
 //! Every scenario ends with the leak audit at zero.
 //!
+//! The manager serves its admission webhook on loopback (see
+//! `kueue/webhook.rs`); it is registered for one namespace only, so every
+//! other scenario creates its Jobs as they are written.
+//!
 //! worker-3 runs a Kueue of its own and is opted in to worker-side Kueue
 //! (see `kueue/worker_side.rs`), worker-4 loses its agent (see
 //! `kueue/lost.rs`); the shared check keeps every other scenario on worker-1
@@ -17,6 +21,8 @@ mod lost;
 mod not_ours;
 #[path = "kueue/tas.rs"]
 mod tas;
+#[path = "kueue/webhook.rs"]
+mod webhook;
 #[path = "kueue/worker_side.rs"]
 mod worker_side;
 
@@ -95,7 +101,11 @@ async fn setup() -> (&'static Clusters, &'static Relay) {
                         .unwrap_or_else(|e| panic!("starting Kueue on {KUEUE_WORKER}: {e:#}"))
                 })
                 .await;
-            let (clusters, relay) = kit::relay_with(4, Options::default()).await;
+            let options = Options {
+                manager_args: webhook::manager_args(&clusters.set().state_dir),
+                ..Options::default()
+            };
+            let (clusters, relay) = kit::relay_with(4, options).await;
             let client = kit::client(clusters.manager()).await;
             let prioritised = async {
                 let (plain, own) = ("kueue-plain", "kueue-worker");

@@ -16,11 +16,11 @@ use super::types::{AdmissionCheck, ResourceFlavor, Workload};
 use crate::worker_cluster_set::WorkerClusterSet;
 
 /// How often the manager looks for Kueue while it is not installed.
-const DISCOVERY_INTERVAL: Duration = Duration::from_secs(30);
+pub(crate) const DISCOVERY_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Whether the manager cluster serves Kueue's Workloads (Kueue installed);
 /// `None` when the API server could not say.
-async fn installed(client: &kube::Client) -> Option<bool> {
+pub(crate) async fn installed(client: &kube::Client) -> Option<bool> {
     let workloads: Api<Workload> = Api::all(client.clone());
     match workloads
         .list_metadata(&kube::api::ListParams::default().limit(1))

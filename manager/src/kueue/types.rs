@@ -213,3 +213,59 @@ impl Workload {
             .map(|o| (o.name.as_str(), o.uid.as_str()))
     }
 }
+
+/// A LocalQueue: the namespaced name a Job's `kueue.x-k8s.io/queue-name`
+/// label names, standing for a ClusterQueue.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default)]
+#[kube(
+    group = "kueue.x-k8s.io",
+    version = "v1beta2",
+    kind = "LocalQueue",
+    namespaced,
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalQueueSpec {
+    #[serde(default)]
+    pub cluster_queue: String,
+}
+
+/// A ClusterQueue, as far as which AdmissionChecks it lists.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default)]
+#[kube(
+    group = "kueue.x-k8s.io",
+    version = "v1beta2",
+    kind = "ClusterQueue",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterQueueSpec {
+    #[serde(default)]
+    pub admission_checks_strategy: Option<AdmissionChecksStrategy>,
+}
+
+/// The AdmissionChecks a ClusterQueue puts before admission (v1beta2 has no
+/// other list of them).
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionChecksStrategy {
+    #[serde(default)]
+    pub admission_checks: Vec<AdmissionCheckStrategyRule>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionCheckStrategyRule {
+    pub name: String,
+}
+
+impl ClusterQueue {
+    /// The names of the AdmissionChecks the ClusterQueue lists.
+    pub fn admission_checks(&self) -> impl Iterator<Item = &str> {
+        self.spec
+            .admission_checks_strategy
+            .iter()
+            .flat_map(|s| &s.admission_checks)
+            .map(|rule| rule.name.as_str())
+    }
+}

@@ -162,3 +162,9 @@ rules:
     resources: ["events"]
     verbs: ["create", "patch"]
 {{- end }}
+
+{{/* The admission webhook's serving certificate: the Secret, where it is mounted. */}}
+{{- define "jobrelay.webhookSecretName" -}}
+{{- .Values.manager.webhook.secretName | default (printf "%s-manager-webhook-tls" (include "jobrelay.fullname" .)) }}
+{{- end }}
+{{- define "jobrelay.webhookTLSDir" -}}/etc/jobrelay/webhook-tls{{- end }}

@@ -1,0 +1,210 @@
+//! An HTTPS endpoint whose clients show no certificate (the manager's
+//! admission webhook, which the API server calls): the server certificate
+//! and its key are read from two files and loaded again when they change,
+//! so a rotated Secret is picked up without a restart. Each request is
+//! answered by a plain function of its method, path and body.
+
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Bytes;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use rustls::server::ServerConfig;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tracing::{Instrument, debug, info, warn};
+
+use crate::files::{Pem, certificates, private_key, read};
+use crate::{Error, Shutdown};
+
+/// The certificate and key files of an HTTPS endpoint, and the flags that
+/// named them (for error messages and the expiry metric).
+#[derive(Debug, Clone)]
+pub struct ServingFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub cert_flag: &'static str,
+    pub key_flag: &'static str,
+}
+
+impl ServingFiles {
+    /// Reads both files (as a [`Pem`] without a CA); an error names the
+    /// flag, the file and what is wrong.
+    pub fn read(&self) -> Result<Pem, Error> {
+        let pem = Pem {
+            cert: read(&self.cert, self.cert_flag)?,
+            key: read(&self.key, self.key_flag)?,
+            ca: Vec::new(),
+        };
+        let refused = |flag, path: PathBuf| {
+            move |message| Error::Pem {
+                flag,
+                path,
+                message,
+            }
+        };
+        certificates(&pem.cert).map_err(refused(self.cert_flag, self.cert.clone()))?;
+        private_key(&pem.key).map_err(refused(self.key_flag, self.key.clone()))?;
+        crate::metrics::certificate_read(self.cert_flag, &pem.cert);
+        Ok(pem)
+    }
+
+    /// Checks the files every `every` and publishes them whenever they
+    /// changed and read cleanly (see [`crate::PemFiles::watch`]).
+    pub fn watch(self, first: Pem, every: Duration) -> tokio::sync::watch::Receiver<Arc<Pem>> {
+        crate::files::watch(move || self.read(), first, every)
+    }
+}
+
+/// The endpoint's TLS configuration, replaced whole when the files change.
+pub struct ServingTls {
+    config: RwLock<Arc<ServerConfig>>,
+}
+
+impl ServingTls {
+    pub fn new(pem: &Pem) -> Result<Self, Error> {
+        Ok(ServingTls {
+            config: RwLock::new(Arc::new(load(pem)?)),
+        })
+    }
+
+    /// Follows `changes`, loading each new certificate; connections already
+    /// open keep theirs.
+    pub async fn follow(self: Arc<Self>, mut changes: tokio::sync::watch::Receiver<Arc<Pem>>) {
+        while changes.changed().await.is_ok() {
+            let pem = Arc::clone(&changes.borrow_and_update());
+            match load(&pem) {
+                Ok(config) => {
+                    *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
+                    info!(fingerprint = %pem.fingerprint(), "serving certificate reloaded");
+                }
+                Err(error) => {
+                    warn!(%error, "new serving certificate refused; keeping the one loaded")
+                }
+            }
+        }
+    }
+
+    fn current(&self) -> Arc<ServerConfig> {
+        Arc::clone(&self.config.read().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+fn load(pem: &Pem) -> Result<ServerConfig, Error> {
+    let mut config = ServerConfig::builder_with_provider(crate::provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Config(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(pem.certificates(), pem.private_key()?)
+        .map_err(|e| Error::Config(format!("serving certificate and key: {e}")))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// Answers one request: its method, path and body (at most
+/// [`MAX_BODY`] bytes).
+pub type Respond = Arc<dyn Fn(&hyper::Method, &str, Bytes) -> Response<Full<Bytes>> + Send + Sync>;
+
+/// The largest request body read; an AdmissionReview of a Job is far below.
+pub const MAX_BODY: usize = 8 * 1024 * 1024;
+/// Connections open at once; beyond it a new one is closed at once.
+const MAX_CONNECTIONS: usize = 256;
+/// How long a client may take to finish its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves HTTPS on `listener` with `tls`, answering each request with
+/// `respond`, until the shutdown; ends early only if the listener fails.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Arc<ServingTls>,
+    respond: Respond,
+    shutdown: Shutdown,
+) -> std::io::Result<()> {
+    let open = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let (tcp, peer) = tokio::select! {
+            accepted = listener.accept() => accepted?,
+            () = shutdown.clone().requested() => return Ok(()),
+        };
+        let Ok(slot) = Arc::clone(&open).try_acquire_owned() else {
+            warn!(%peer, "too many connections open; closed");
+            continue;
+        };
+        let acceptor = tokio_rustls::TlsAcceptor::from(tls.current());
+        let respond = Arc::clone(&respond);
+        tokio::spawn(
+            async move {
+                let _slot = slot;
+                let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
+                {
+                    Ok(Ok(stream)) => stream,
+                    Ok(Err(error)) => return debug!(%error, "TLS handshake failed"),
+                    Err(_) => return debug!("no TLS handshake within {HANDSHAKE_TIMEOUT:?}"),
+                };
+                let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
+                    let respond = Arc::clone(&respond);
+                    async move { Ok::<_, std::convert::Infallible>(answer(request, respond).await) }
+                });
+                if let Err(error) = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await
+                {
+                    debug!(%error, "HTTPS connection ended");
+                }
+            }
+            .instrument(tracing::debug_span!("https_connection", %peer)),
+        );
+    }
+}
+
+/// Reads the body of `request` (within [`MAX_BODY`]) and answers it.
+async fn answer(
+    request: Request<hyper::body::Incoming>,
+    respond: Respond,
+) -> Response<Full<Bytes>> {
+    let (parts, body) = request.into_parts();
+    match Limited::new(body, MAX_BODY).collect().await {
+        Ok(body) => respond(&parts.method, parts.uri.path(), body.to_bytes()),
+        Err(error) => {
+            let mut response = Response::new(Full::new(Bytes::from(format!(
+                "cannot read the request body: {error}\n"
+            ))));
+            *response.status_mut() = StatusCode::BAD_REQUEST;
+            response
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_that_is_not_pem_is_refused_naming_its_flag() {
+        let dir = std::env::temp_dir().join(format!("jobrelay-serving-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a folder");
+        let key = rcgen::KeyPair::generate().expect("a key");
+        let cert = rcgen::CertificateParams::new(vec!["webhook.jobrelay.svc".into()])
+            .expect("params")
+            .self_signed(&key)
+            .expect("a certificate");
+        let (cert_path, key_path) = (dir.join("tls.crt"), dir.join("tls.key"));
+        std::fs::write(&cert_path, cert.pem()).expect("written");
+        std::fs::write(&key_path, "not a key").expect("written");
+        let files = ServingFiles {
+            cert: cert_path,
+            key: key_path.clone(),
+            cert_flag: "--webhook-tls-cert",
+            key_flag: "--webhook-tls-key",
+        };
+        let error = files.read().expect_err("no key").to_string();
+        assert!(error.starts_with("--webhook-tls-key "), "{error}");
+        std::fs::write(&key_path, key.serialize_pem()).expect("written");
+        let pem = files.read().expect("both read");
+        assert!(ServingTls::new(&pem).is_ok());
+        std::fs::remove_dir_all(&dir).expect("removed");
+    }
+}

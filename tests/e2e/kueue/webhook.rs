@@ -1,0 +1,160 @@
+//! The manager's admission webhook, called by the real API server beside
+//! Kueue's own Job webhook: a Job created with only the queue label, in a
+//! ClusterQueue that lists jobrelay's check, is given jobrelay's
+//! `spec.managedBy`, relayed and completes.
+//!
+//! The manager of this target always serves the webhook (flags from
+//! [`manager_args`]); it is registered with a namespaceSelector matching
+//! only [`NAMESPACE_LABEL`], which this scenario puts on its own namespace,
+//! so `not_ours.rs` still sees a Job without `managedBy` Rejected.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use jobrelay_e2e::certs::RelayCa;
+use jobrelay_e2e::kit;
+use jobrelay_e2e::kueue_objects::LOCAL_QUEUE;
+use jobrelay_e2e::scenario::WAIT;
+use jobrelay_e2e::wait::{self, Seen};
+use jobrelay_manager::kueue::CONTROLLER_NAME;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use super::{QUEUE_NAME, queued};
+
+/// The label on a namespace whose Jobs the registered webhook sees.
+const NAMESPACE_LABEL: &str = "e2e.jobrelay.dev/webhook";
+/// The MutatingWebhookConfiguration this scenario registers.
+const CONFIGURATION: &str = "jobrelay-e2e-webhook";
+
+/// Where the manager serves the webhook, and the CA of its certificate.
+struct Served {
+    url: String,
+    ca_pem: String,
+}
+
+static SERVED: OnceLock<Served> = OnceLock::new();
+
+/// The manager's flags for the webhook: a loopback port of its own and a
+/// serving certificate of a CA made for it, written under `state_dir`.
+pub fn manager_args(state_dir: &Path) -> Vec<String> {
+    let ca = RelayCa::new("jobrelay webhook CA").unwrap_or_else(|e| panic!("{e}"));
+    let (cert, key) = ca
+        .server()
+        .and_then(|issued| issued.write(&state_dir.join("webhook-tls"), "webhook"))
+        .unwrap_or_else(|e| panic!("the webhook's certificate: {e}"));
+    let port = jobrelay_e2e::ports::free_port().unwrap_or_else(|e| panic!("a port: {e}"));
+    let addr = format!("127.0.0.1:{port}");
+    let served = SERVED.get_or_init(|| Served {
+        url: format!("https://{addr}/mutate-batch-v1-job"),
+        ca_pem: ca.ca_pem.clone(),
+    });
+    assert!(served.url.contains(&addr), "the webhook flags made twice");
+    [
+        "--webhook-addr",
+        &addr,
+        "--webhook-tls-cert",
+        &cert.display().to_string(),
+        "--webhook-tls-key",
+        &key.display().to_string(),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// Registers the manager's webhook as the chart does, by URL, for the
+/// namespaces labelled [`NAMESPACE_LABEL`].
+async fn register(client: &kube::Client) {
+    let served = SERVED
+        .get()
+        .expect("the manager was started with the webhook");
+    let ca_bundle =
+        serde_json::to_value(ByteString(served.ca_pem.clone().into_bytes())).expect("serializes");
+    let configuration = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": CONFIGURATION},
+        "webhooks": [{
+            "name": "managed-by.jobrelay.dev",
+            "clientConfig": {"url": served.url, "caBundle": ca_bundle},
+            "rules": [{
+                "apiGroups": ["batch"], "apiVersions": ["v1"],
+                "operations": ["CREATE"], "resources": ["jobs"],
+            }],
+            "namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: "true"}},
+            "objectSelector": {"matchExpressions": [{"key": QUEUE_NAME, "operator": "Exists"}]},
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": "Ignore",
+            "matchPolicy": "Equivalent",
+            "timeoutSeconds": 5,
+        }],
+    });
+    Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .patch(
+            CONFIGURATION,
+            &PatchParams::apply("jobrelay-e2e").force(),
+            &Patch::Apply(&configuration),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("registering the webhook: {e}"));
+}
+
+#[tokio::test]
+async fn a_job_with_only_the_queue_label_is_given_jobrelays_managed_by_and_relayed() {
+    let s = queued("webhook", 1).await;
+    let client = kit::client(s.clusters.manager()).await;
+    let label = json!({"metadata": {"labels": {NAMESPACE_LABEL: "true"}}});
+    Api::<Namespace>::all(client.clone())
+        .patch(&s.ns, &PatchParams::default(), &Patch::Merge(label))
+        .await
+        .expect("label the namespace");
+    register(&client).await;
+    let job = || {
+        jobrelay_e2e::fixtures::TestJob::new(&s.ns, "plain")
+            .label(QUEUE_NAME, LOCAL_QUEUE)
+            .cpu("1")
+            .build()
+    };
+    // A dry run passes the webhooks as a create does: it shows when the API
+    // server calls the new registration and the manager's caches hold the
+    // scenario's queues.
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    wait::until(
+        "a dry-run create given jobrelay's managedBy",
+        WAIT,
+        || async {
+            match s.jobs.create(&dry_run, &job()).await {
+                Ok(j) => match j.spec.and_then(|spec| spec.managed_by) {
+                    Some(m) if m == CONTROLLER_NAME => Seen::Ready(()),
+                    other => Seen::Waiting(format!("managedBy {other:?}")),
+                },
+                Err(e) => Seen::Waiting(e.to_string()),
+            }
+        },
+    )
+    .await;
+    let created = s
+        .jobs
+        .create(&PostParams::default(), &job())
+        .await
+        .expect("create the Job");
+    let managed_by = created.spec.as_ref().and_then(|s| s.managed_by.as_deref());
+    assert_eq!(managed_by, Some(CONTROLLER_NAME), "as created");
+    // Kueue's Job webhook ran on the same create, whichever came first.
+    let suspend = created.spec.as_ref().and_then(|s| s.suspend);
+    assert_eq!(suspend, Some(true), "created suspended by Kueue");
+    let done = s.wait_condition("plain", "Complete").await;
+    let annotations = done.metadata.annotations.unwrap_or_default();
+    assert!(
+        annotations.contains_key("jobrelay.dev/cluster"),
+        "relayed to a worker: {annotations:?}"
+    );
+    s.finish(WAIT).await;
+}
