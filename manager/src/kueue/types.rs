@@ -164,21 +164,22 @@ pub struct ResourceFlavorSpec {
 }
 
 impl Workload {
-    /// Whether a condition of this type is `True`.
-    pub fn has(&self, type_: &str) -> bool {
-        self.status
-            .iter()
-            .flat_map(|s| &s.conditions)
-            .any(|c| c.type_ == type_ && c.status == "True")
-    }
-
-    /// The reason of a condition of this type while it is `True`.
-    pub fn reason_of(&self, type_: &str) -> Option<&str> {
+    /// The condition of this type, if it is `True`.
+    fn true_condition(&self, type_: &str) -> Option<&Condition> {
         self.status
             .iter()
             .flat_map(|s| &s.conditions)
             .find(|c| c.type_ == type_ && c.status == "True")
-            .and_then(|c| c.reason.as_deref())
+    }
+
+    /// Whether a condition of this type is `True`.
+    pub fn has(&self, type_: &str) -> bool {
+        self.true_condition(type_).is_some()
+    }
+
+    /// The reason of a condition of this type while it is `True`.
+    pub fn reason_of(&self, type_: &str) -> Option<&str> {
+        self.true_condition(type_).and_then(|c| c.reason.as_deref())
     }
 
     /// The state of the named admission check, if the Workload lists it.
