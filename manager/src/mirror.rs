@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use jobrelay_proto::wire::{
-    MANAGED_BY, ORIGIN_LABEL, ORIGIN_UID_LABEL, OWNER_ANNOTATION, REVISION_ANNOTATION,
+    MANAGED_BY, ORIGIN_LABEL, ORIGIN_UID_LABEL, OWNER_ANNOTATION, REVISION_ANNOTATION, ends_job,
 };
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::ObjectMeta;
@@ -64,7 +64,7 @@ pub fn is_finished(job: &Job) -> bool {
         .and_then(|s| s.conditions.as_ref())
         .into_iter()
         .flatten()
-        .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+        .any(|c| ends_job(&c.type_, &c.status))
 }
 
 /// What the manager's Job cache keeps of a Job: what its readers use, without

@@ -30,7 +30,7 @@ use crate::pace::Pace;
 use crate::placement::assigned_cluster;
 use crate::registry::Registry;
 use crate::retention::remote_retention;
-use crate::retries::Retries;
+use crate::retries::{Backoffs, Retries};
 use crate::status_sync::write_status;
 use crate::superseded::{self, Superseded};
 use jobrelay_proto::v1::DeleteReason;
@@ -62,8 +62,8 @@ pub struct Context {
     pub config: Config,
     /// Paces deletions of manager Jobs by retention.
     pub deletions: Arc<Pace>,
-    /// Backoff of failed reconciles, per Job.
-    pub retries: Retries,
+    /// Backoff of each controller's failed reconciles, per Job.
+    pub retries: Backoffs,
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Jobs Kueue reserved quota for, waiting on jobrelay's admission check.
     pub reservations: Arc<Reservations>,
@@ -115,7 +115,7 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error
         job: key.to_string(),
         source,
     })?;
-    ctx.retries.succeeded(&key);
+    ctx.retries.mirrors.succeeded(&key);
     Ok(action)
 }
 
@@ -317,12 +317,14 @@ impl Subject<'_> {
 
 /// A failed reconcile is retried with the Job's own backoff.
 pub fn error_policy(job: Arc<Job>, error: &Error, ctx: Arc<Context>) -> Action {
-    Action::requeue(retry_in(&ObjectRef::from_obj(job.as_ref()), error, &ctx))
+    let key = ObjectRef::from_obj(job.as_ref());
+    Action::requeue(retry_in(&key, error, &ctx.retries.mirrors))
 }
 
-/// When to retry a Job whose reconcile failed: its own backoff.
-pub fn retry_in(key: &ObjectRef<Job>, error: &Error, ctx: &Context) -> Duration {
-    let retry_in = ctx.retries.failed(key);
+/// When to retry a Job whose reconcile failed: its own backoff in `retries`
+/// (each controller keeps its own).
+pub fn retry_in(key: &ObjectRef<Job>, error: &Error, retries: &Retries) -> Duration {
+    let retry_in = retries.failed(key);
     warn!(%error, ?retry_in, "reconcile failed; retrying");
     retry_in
 }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use jobrelay_proto::duration;
-use jobrelay_proto::wire::{DEACTIVATED_ANNOTATION, REMOTE_RETENTION_ANNOTATION};
+use jobrelay_proto::wire::{DEACTIVATED_ANNOTATION, REMOTE_RETENTION_ANNOTATION, ends_job};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
 
@@ -17,7 +17,7 @@ pub fn finished_at(job: &Job) -> Option<Timestamp> {
         .conditions
         .as_ref()?
         .iter()
-        .filter(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+        .filter(|c| ends_job(&c.type_, &c.status))
         .filter_map(|c| c.last_transition_time.as_ref().map(|t| t.0))
         .max()
 }

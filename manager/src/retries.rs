@@ -13,6 +13,16 @@ use kube::runtime::reflector::ObjectRef;
 const FIRST: Duration = Duration::from_secs(1);
 const LONGEST: Duration = Duration::from_secs(300);
 
+/// The backoff of each controller that works on manager Jobs: a failure or
+/// a success of one says nothing about the other's writes.
+#[derive(Default)]
+pub struct Backoffs {
+    /// The Job controller's (placement, mirrors, finalizer).
+    pub mirrors: Retries,
+    /// The status copy's.
+    pub status_copy: Retries,
+}
+
 #[derive(Default)]
 pub struct Retries {
     failing: Mutex<HashMap<ObjectRef<Job>, ExponentialBackoff>>,
@@ -69,5 +79,23 @@ mod tests {
         );
         retries.succeeded(&a);
         assert!(retries.failed(&a) < FIRST * 2);
+    }
+
+    #[test]
+    fn each_controller_keeps_its_own_backoff() {
+        let backoffs = Backoffs::default();
+        let job = ObjectRef::new("a").within("ns");
+        for _ in 0..4 {
+            backoffs.status_copy.failed(&job);
+        }
+        backoffs.mirrors.succeeded(&job);
+        assert!(
+            backoffs.status_copy.failed(&job) >= FIRST * 16,
+            "the Job controller's success does not reset the status copy's backoff"
+        );
+        assert!(
+            backoffs.mirrors.failed(&job) < FIRST * 2,
+            "nor do the status copy's failures add to the Job controller's"
+        );
     }
 }

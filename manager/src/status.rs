@@ -3,6 +3,7 @@
 //! a dropped one as null, so a field the worker dropped is dropped on the
 //! manager too, and no other field is touched.
 
+use jobrelay_proto::wire::ends_job;
 use k8s_openapi::api::batch::v1::JobStatus;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Map, Value};
@@ -153,8 +154,10 @@ fn finished(status: &Value) -> bool {
 
 /// A `Complete` or `Failed` condition that is true.
 fn terminal(condition: &Value) -> bool {
-    matches!(condition["type"].as_str(), Some("Complete" | "Failed"))
-        && condition["status"] == "True"
+    ends_job(
+        condition["type"].as_str().unwrap_or_default(),
+        condition["status"].as_str().unwrap_or_default(),
+    )
 }
 
 /// When the worker's Job finished, if `desired` shows it finished and the
@@ -164,7 +167,7 @@ pub fn newly_finished_at(current: Option<&JobStatus>, desired: &Value) -> Option
         .and_then(|s| s.conditions.as_ref())
         .into_iter()
         .flatten()
-        .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True");
+        .any(|c| ends_job(&c.type_, &c.status));
     if shown {
         return None;
     }

@@ -113,10 +113,14 @@ async fn copy(job: Arc<Job>, ctx: &Arc<Context>) -> Option<Duration> {
     let key = ObjectRef::from_obj(job.as_ref());
     match reconcile(job, Arc::clone(ctx)).await {
         Ok(after) => {
-            ctx.retries.succeeded(&key);
+            ctx.retries.status_copy.succeeded(&key);
             after
         }
-        Err(error) => Some(crate::reconcile::retry_in(&key, &error, ctx)),
+        Err(error) => Some(crate::reconcile::retry_in(
+            &key,
+            &error,
+            &ctx.retries.status_copy,
+        )),
     }
 }
 

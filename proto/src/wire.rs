@@ -88,3 +88,21 @@ pub const FLAVORS_ANNOTATION: &str = "jobrelay.dev/kueue-flavors";
 /// controller on the manager cluster lifts it per Pod, so nothing would on a
 /// worker. Never on a mirror's pod template.
 pub const TOPOLOGY_SCHEDULING_GATE: &str = "kueue.x-k8s.io/topology";
+
+/// Whether a `batch/v1` Job condition of type `type_` with status `status`
+/// means the Job finished: `Complete` or `Failed`, and true.
+pub fn ends_job(type_: &str, status: &str) -> bool {
+    matches!(type_, "Complete" | "Failed") && status == "True"
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_a_true_complete_or_failed_condition_ends_a_job() {
+        assert!(super::ends_job("Complete", "True"));
+        assert!(super::ends_job("Failed", "True"));
+        assert!(!super::ends_job("Failed", "False"));
+        assert!(!super::ends_job("SuccessCriteriaMet", "True"));
+        assert!(!super::ends_job("Suspended", "True"));
+    }
+}

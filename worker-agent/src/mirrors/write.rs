@@ -5,6 +5,7 @@
 use jobrelay_proto::v1::{ApplyMirror, RejectReason};
 use jobrelay_proto::wire::{
     MANAGER_INSTANCE_LABEL, ORIGIN_LABEL, ORIGIN_UID_LABEL, QUEUE_NAME_LABEL, REVISION_ANNOTATION,
+    ends_job,
 };
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Namespace;
@@ -158,7 +159,7 @@ fn finished(existing: &Job) -> bool {
         .and_then(|s| s.conditions.as_ref())
         .into_iter()
         .flatten()
-        .any(|c| c.status == "True" && matches!(c.type_.as_str(), "Complete" | "Failed"))
+        .any(|c| ends_job(&c.type_, &c.status))
 }
 
 /// What to write before applying `desired` over `existing`: a mirror being
