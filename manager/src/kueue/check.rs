@@ -6,13 +6,46 @@ use std::time::Duration;
 
 pub use super::parameters::{Allowed, active, all_allowed, allowed};
 
+/// The state of an admission check on a Workload, as Kueue spells it in
+/// `status.admissionChecks[].state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckState {
+    Pending,
+    Ready,
+    Retry,
+    Rejected,
+}
+
+impl CheckState {
+    /// The state Kueue wrote, if it is one of its four.
+    pub fn parse(text: &str) -> Option<CheckState> {
+        match text {
+            "Pending" => Some(CheckState::Pending),
+            "Ready" => Some(CheckState::Ready),
+            "Retry" => Some(CheckState::Retry),
+            "Rejected" => Some(CheckState::Rejected),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckState::Pending => "Pending",
+            CheckState::Ready => "Ready",
+            CheckState::Retry => "Retry",
+            CheckState::Rejected => "Rejected",
+        }
+    }
+}
+
 /// The state jobrelay answers for, of several jobrelay checks on one
-/// Workload: `Pending` while any is, else the first one's.
-pub fn joint_state<'a>(states: impl IntoIterator<Item = &'a str>) -> String {
-    let states: Vec<&str> = states.into_iter().collect();
-    match states.contains(&"Pending") {
-        true => "Pending".into(),
-        false => states.first().copied().unwrap_or_default().into(),
+/// Workload: `Pending` while any is, else the first one's (`None`: the
+/// first is not listed yet, or in a state this version does not know).
+pub fn joint_state(states: impl IntoIterator<Item = Option<CheckState>>) -> Option<CheckState> {
+    let states: Vec<Option<CheckState>> = states.into_iter().collect();
+    match states.contains(&Some(CheckState::Pending)) {
+        true => Some(CheckState::Pending),
+        false => states.first().copied().flatten(),
     }
 }
 
@@ -79,7 +112,7 @@ pub struct Input {
     /// The `Evicted` condition's reason while it is true.
     pub evicted_for: String,
     /// The check's state in `status.admissionChecks`.
-    pub state: String,
+    pub state: Option<CheckState>,
     /// The owning Job, if the cache has it.
     pub job: Option<JobSide>,
     /// What the check's parameters allow, or what is wrong with them.
@@ -148,7 +181,7 @@ pub fn decide(input: &Input) -> CheckStep {
         // `Retry`, and the withdrawal then gives the mirror up. Only away,
         // it is looked at again until it is back or Lost.
         let admitted = input.quota_reserved && !input.evicted && !input.finished;
-        if admitted && input.state == "Ready" {
+        if admitted && input.state == Some(CheckState::Ready) {
             return match (job.cluster_connected, job.cluster_lost) {
                 (true, _) => CheckStep::Admitted(WATCH_ADMITTED),
                 (false, false) => CheckStep::Admitted(AWAIT_LOST),
@@ -159,7 +192,11 @@ pub fn decide(input: &Input) -> CheckStep {
             };
         }
     }
-    if !input.quota_reserved || input.finished || input.evicted || input.state != "Pending" {
+    if !input.quota_reserved
+        || input.finished
+        || input.evicted
+        || input.state != Some(CheckState::Pending)
+    {
         return CheckStep::Idle;
     }
     if let Some(why) = &input.not_ours {

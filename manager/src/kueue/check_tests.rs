@@ -9,7 +9,7 @@ fn input() -> Input {
         finished: false,
         evicted: false,
         evicted_for: String::new(),
-        state: "Pending".into(),
+        state: Some(CheckState::Pending),
         job: Some(JobSide::default()),
         allowed: Ok(Allowed::Any),
         placeable: true,
@@ -108,7 +108,7 @@ fn an_evicted_job_has_its_mirror_withdrawn_to_be_placed_afresh() {
 #[test]
 fn an_admitted_job_on_a_lost_cluster_is_sent_back_to_be_placed_elsewhere() {
     let mut admitted = placed(true, false);
-    admitted.state = "Ready".into();
+    admitted.state = Some(CheckState::Ready);
     admitted.job.as_mut().unwrap().cluster_lost = true;
     assert!(
         matches!(decide(&admitted), CheckStep::Retry { message, after: RETRY_AFTER } if message.contains("cluster w1 is Lost") && message.contains("spec.lostAfter")),
@@ -126,7 +126,7 @@ fn an_admitted_job_on_a_lost_cluster_is_sent_back_to_be_placed_elsewhere() {
     back.job.as_mut().unwrap().cluster_connected = true;
     assert_eq!(decide(&back), CheckStep::Admitted(WATCH_ADMITTED));
     let mut pending = admitted.clone();
-    pending.state = "Pending".into();
+    pending.state = Some(CheckState::Pending);
     assert!(
         matches!(decide(&pending), CheckStep::Retry { message, .. } if message.contains("Lost"))
     );
@@ -182,8 +182,8 @@ fn nothing_to_do_without_quota_or_once_the_check_left_pending() {
         |i: &mut Input| i.quota_reserved = false,
         |i: &mut Input| i.finished = true,
         |i: &mut Input| i.evicted = true,
-        |i: &mut Input| i.state = "Ready".into(),
-        |i: &mut Input| i.state = "Retry".into(),
+        |i: &mut Input| i.state = Some(CheckState::Ready),
+        |i: &mut Input| i.state = Some(CheckState::Retry),
     ] {
         let mut i = input();
         change(&mut i);
@@ -318,7 +318,15 @@ fn a_job_pinned_to_a_disconnected_cluster_is_sent_back_saying_so() {
 
 #[test]
 fn several_jobrelay_checks_are_pending_while_any_is() {
-    assert_eq!(joint_state(["Ready", "Pending"]), "Pending");
-    assert_eq!(joint_state(["Ready", "Ready"]), "Ready");
-    assert_eq!(joint_state(["Rejected", "Ready"]), "Rejected");
+    use CheckState::{Pending, Ready, Rejected};
+    assert_eq!(joint_state([Some(Ready), Some(Pending)]), Some(Pending));
+    assert_eq!(joint_state([Some(Ready), Some(Ready)]), Some(Ready));
+    assert_eq!(joint_state([Some(Rejected), Some(Ready)]), Some(Rejected));
+    assert_eq!(joint_state([None, Some(Pending)]), Some(Pending));
+    assert_eq!(joint_state([None, Some(Ready)]), None);
+    assert_eq!(
+        CheckState::parse("Retry").map(CheckState::as_str),
+        Some("Retry")
+    );
+    assert_eq!(CheckState::parse("Unknown"), None);
 }

@@ -22,7 +22,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tracing::{debug, info, instrument, warn};
 
-use super::check::{self, CheckStep, Input, JobSide, WorkerKueueSide};
+use super::check::{self, CheckState, CheckStep, Input, JobSide, WorkerKueueSide};
 use super::owner::{self, Owner};
 use super::scheduling::{self, Scheduling};
 use super::types::{AdmissionCheck, ResourceFlavor, Workload};
@@ -238,8 +238,7 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
         state: check::joint_state(names.iter().map(|name| {
             workload
                 .check(name)
-                .map(|c| c.state.as_str())
-                .unwrap_or_default()
+                .and_then(|c| CheckState::parse(&c.state))
         })),
         job: job
             .as_deref()
@@ -292,11 +291,19 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
             Ok(Action::requeue(after))
         }
         CheckStep::Ready(message) => {
-            write_state(&workload, &names, "Ready", &message, None, &ctx).await
+            write_state(&workload, &names, CheckState::Ready, &message, None, &ctx).await
         }
         CheckStep::Retry { message, after } => {
             ctx.reservations.release(&job_uid);
-            write_state(&workload, &names, "Retry", &message, Some(after), &ctx).await
+            write_state(
+                &workload,
+                &names,
+                CheckState::Retry,
+                &message,
+                Some(after),
+                &ctx,
+            )
+            .await
         }
         CheckStep::Rejected(message) => {
             ctx.reservations.release(&job_uid);
@@ -306,7 +313,15 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
                 ctx.events
                     .publish(&regarding, Reason::AdmissionCheckRejected, note);
             }
-            write_state(&workload, &names, "Rejected", &message, None, &ctx).await
+            write_state(
+                &workload,
+                &names,
+                CheckState::Rejected,
+                &message,
+                None,
+                &ctx,
+            )
+            .await
         }
         CheckStep::Withdraw { why, avoid } => {
             ctx.reservations.release(&job_uid);
@@ -327,7 +342,15 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
                 avoid_for: None,
             };
             withdraw(&job, &job_uid, withdrawal, &ctx);
-            write_state(&workload, &names, "Retry", &message, Some(after), &ctx).await
+            write_state(
+                &workload,
+                &names,
+                CheckState::Retry,
+                &message,
+                Some(after),
+                &ctx,
+            )
+            .await
         }
     }
 }
@@ -419,7 +442,7 @@ pub fn is_queued(job: &Job) -> bool {
 async fn write_state(
     workload: &Workload,
     checks: &[String],
-    state: &str,
+    state: CheckState,
     message: &str,
     requeue_after: Option<Duration>,
     ctx: &Context,
@@ -431,7 +454,7 @@ async fn write_state(
         .iter()
         .map(|check| {
             let mut entry = json!({
-                "name": check, "state": state, "message": message,
+                "name": check, "state": state.as_str(), "message": message,
                 "lastTransitionTime": now,
             });
             if let Some(after) = requeue_after {
@@ -453,13 +476,19 @@ async fn write_state(
         },
         "status": {"admissionChecks": entries},
     });
-    info!(check, state, message, "admission check state");
+    info!(
+        check,
+        state = state.as_str(),
+        message,
+        "admission check state"
+    );
     let api: Api<Workload> = Api::namespaced(ctx.client.clone(), &namespace);
     api.patch_status(&name, &apply_params(), &Patch::Apply(body))
         .await
         .map_err(|source| Error::Kube {
             what: format!(
-                "Workload {namespace}/{name}: setting admission check {check} to {state}"
+                "Workload {namespace}/{name}: setting admission check {check} to {}",
+                state.as_str()
             ),
             source,
         })?;

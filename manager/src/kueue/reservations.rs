@@ -45,9 +45,9 @@ pub struct Reservations {
     /// Each reservation with when it was first held.
     by_job: Mutex<HashMap<String, (Reservation, Instant)>>,
     withdrawals: Mutex<HashMap<String, Withdrawal>>,
-    /// Whether Kueue runs on the manager cluster: unknown (0) until first
-    /// looked for, then no (1) or yes (2).
-    manager_kueue: std::sync::atomic::AtomicU8,
+    /// Whether Kueue runs on the manager cluster; `None` until first looked
+    /// for.
+    manager_kueue: Mutex<Option<bool>>,
 }
 
 impl Reservations {
@@ -104,21 +104,12 @@ impl Reservations {
 
     /// Records whether Kueue runs on the manager cluster.
     pub fn set_manager_kueue(&self, installed: bool) {
-        let state = if installed { 2 } else { 1 };
-        self.manager_kueue
-            .store(state, std::sync::atomic::Ordering::Relaxed);
+        *self.manager_kueue.lock().unwrap_or_else(|p| p.into_inner()) = Some(installed);
     }
 
     /// Whether Kueue runs on the manager cluster; `None` until known.
     pub fn manager_kueue(&self) -> Option<bool> {
-        match self
-            .manager_kueue
-            .load(std::sync::atomic::Ordering::Relaxed)
-        {
-            1 => Some(false),
-            2 => Some(true),
-            _ => None,
-        }
+        *self.manager_kueue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The Job was unplaced (or went): its withdrawal is done.
