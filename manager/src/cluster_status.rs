@@ -16,7 +16,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch};
 use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
@@ -25,7 +25,6 @@ use crate::agent_certificates::{self, AgentCertificates};
 use crate::fleet::Fleet;
 use crate::fleet_views::Link;
 use crate::placement::assigned_cluster;
-use crate::reconcile::FIELD_MANAGER;
 use crate::worker_cluster::{CONNECTED, LOST, WorkerCluster, WorkerClusterStatus, condition};
 
 /// How often links are looked at; the resolution of `lostAfter`.
@@ -104,7 +103,7 @@ impl StatusWriter {
             "kind": "WorkerCluster",
             "status": status,
         });
-        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let params = crate::field_manager::apply();
         self.api
             .patch_status(name, &params, &Patch::Apply(&body))
             .await?;

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event as K8sEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
@@ -138,7 +138,7 @@ async fn write(client: kube::Client, instance: Arc<str>, queued: Queued) {
                 ..Default::default()
             };
             events
-                .create(&PostParams::default(), &event)
+                .create(&crate::field_manager::post(), &event)
                 .await
                 .map(drop)
         }
@@ -147,7 +147,11 @@ async fn write(client: kube::Client, instance: Arc<str>, queued: Queued) {
                 "series": {"count": count, "lastObservedTime": MicroTime(at)},
             });
             events
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&series))
+                .patch(
+                    &name,
+                    &crate::field_manager::patch(),
+                    &Patch::Merge(&series),
+                )
                 .await
                 .map(drop)
         }

@@ -12,7 +12,7 @@ use jobrelay_proto::wire::{
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions, PropagationPolicy};
+use kube::api::{Api, DeleteParams, Patch, Preconditions, PropagationPolicy};
 use tracing::info;
 
 use crate::placement::assigned_cluster;
@@ -96,7 +96,7 @@ async fn patch_metadata(
     let patch = serde_json::json!({ "metadata": metadata });
     jobs.patch(
         &job.name_any(),
-        &PatchParams::default(),
+        &crate::field_manager::patch(),
         &Patch::Merge(&patch),
     )
     .await
@@ -190,7 +190,7 @@ async fn patch_without_finalizer(
     match jobs
         .patch(
             &job.name_any(),
-            &PatchParams::default(),
+            &crate::field_manager::patch(),
             &Patch::<()>::Json(patch),
         )
         .await

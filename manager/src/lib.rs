@@ -11,6 +11,7 @@ pub mod config;
 pub mod crds;
 pub mod error;
 pub mod events;
+pub mod field_manager;
 pub mod fleet;
 pub mod fleet_views;
 pub mod instance;

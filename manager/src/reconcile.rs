@@ -38,9 +38,6 @@ use jobrelay_proto::v1::DeleteReason;
 #[path = "dispatch.rs"]
 mod dispatch;
 
-/// Field manager of everything the manager writes.
-pub const FIELD_MANAGER: &str = "jobrelay-manager";
-
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("Job {0} has no {1}")]

@@ -5,7 +5,8 @@
 //! even while a wave of new Jobs queues up for dispatch there; and on a queue
 //! of its own ([`StatusQueue`]) that copies finished Jobs first. It alone
 //! copies the status of an active or suspended Job; the reconcile in
-//! `reconcile.rs` writes status only to show a lost or refused mirror.
+//! `reconcile.rs` writes status only to show a lost, refused or withdrawn
+//! mirror.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -22,7 +23,7 @@ use k8s_openapi::jiff::Timestamp;
 use jobrelay_proto::v1::MirrorPhase;
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch};
 use kube::runtime::reflector::ObjectRef;
 use tracing::instrument;
 
@@ -30,7 +31,7 @@ use crate::job_life::RESYNC;
 use crate::job_writes::Written;
 use crate::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle};
 use crate::placement::assigned_cluster;
-use crate::reconcile::{Context, Error, FIELD_MANAGER};
+use crate::reconcile::{Context, Error};
 use crate::retention::deactivated_at;
 use crate::status;
 use crate::status_queue::{Lane, StatusQueue};
@@ -235,10 +236,7 @@ pub async fn write_status(
     if !status::differs(job.status.as_ref(), &desired) {
         return Ok(None);
     }
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..PatchParams::default()
-    };
+    let params = crate::field_manager::patch();
     let written = jobs
         .patch_status(
             &job.name_any(),

@@ -31,7 +31,6 @@ use super::{CONTROLLER_NAME, Reservation, Reservations, Withdrawal};
 use crate::events::{Events, Reason};
 use crate::fleet::Fleet;
 use crate::placement::{assigned_cluster, pinned_cluster, preferences};
-use crate::reconcile::FIELD_MANAGER;
 use crate::registry::Registry;
 use crate::worker_cluster_set::WorkerClusterSet;
 
@@ -169,7 +168,7 @@ fn check_api_version() -> String {
 }
 
 fn apply_params() -> PatchParams {
-    PatchParams::apply(FIELD_MANAGER).force()
+    crate::field_manager::apply()
 }
 
 /// Answers jobrelay's check on one Workload.

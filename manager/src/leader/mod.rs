@@ -24,7 +24,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
@@ -168,10 +168,14 @@ impl Keeper {
             spec.acquire_time = Some(now);
         }
         match lease.resource_version() {
-            None => self.leases.create(&PostParams::default(), &lease).await,
+            None => {
+                self.leases
+                    .create(&crate::field_manager::post(), &lease)
+                    .await
+            }
             Some(_) => {
                 self.leases
-                    .replace(&self.name, &PostParams::default(), &lease)
+                    .replace(&self.name, &crate::field_manager::post(), &lease)
                     .await
             }
         }
@@ -229,7 +233,7 @@ impl Keeper {
             spec.lease_duration_seconds = Some(1);
             spec.renew_time = Some(MicroTime(Timestamp::now()));
             self.leases
-                .replace(&self.name, &PostParams::default(), &lease)
+                .replace(&self.name, &crate::field_manager::post(), &lease)
                 .await
                 .map(drop)
         };

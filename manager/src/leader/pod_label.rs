@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use jobrelay_proto::wire::LEADER_LABEL;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -52,7 +52,7 @@ impl PodLabel {
             .pods
             .patch(
                 &self.name,
-                &PatchParams::default(),
+                &crate::field_manager::patch(),
                 &Patch::Merge(patch(leading)),
             )
             .await;
