@@ -43,13 +43,17 @@ pub struct StatusWriter {
 }
 
 impl StatusWriter {
-    pub async fn run(self) {
+    /// Writes until `shutdown`.
+    pub async fn run(self, shutdown: jobrelay_process::Shutdown) {
         let started = Timestamp::now();
         let mut last_write: HashMap<String, Instant> = HashMap::new();
         let mut ticks = tokio::time::interval(TICK);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            ticks.tick().await;
+            tokio::select! {
+                _ = ticks.tick() => {}
+                () = shutdown.clone().requested() => return,
+            }
             let clusters = self.clusters.state();
             let registered: HashSet<String> = clusters.iter().map(|c| c.name_any()).collect();
             self.certificates.retain(|name| registered.contains(name));

@@ -1,0 +1,107 @@
+//! The leader's controllers: Kueue's admission check (once Kueue is
+//! found), the Job controller that acts on mirrors, and the status copy.
+//! Both Job controllers see every Job change (their own subscriptions) and
+//! every trigger of the fleet (what agents report), so a status never waits
+//! behind a queue of Jobs to dispatch; the admission check is woken for Jobs
+//! whose Workload waits on it.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use jobrelay_process::Shutdown;
+use k8s_openapi::api::batch::v1::Job;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{Controller, controller};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+
+use crate::reconcile::{self, Context};
+use crate::{kueue, status_sync};
+
+/// Reconciles running at once.
+const CONCURRENCY: u16 = 32;
+/// Status copies running at once (half of them at most for Jobs that have
+/// not finished).
+const STATUS_CONCURRENCY: usize = 16;
+
+pub(super) struct Running {
+    /// Ends once both Job controllers stopped (on shutdown).
+    pub controllers: BoxFuture<'static, ()>,
+    /// The admission check and the trigger fan-out, stopped after them.
+    pub tasks: [JoinHandle<()>; 2],
+}
+
+/// What the controllers read besides their [`Context`].
+pub(super) struct Inputs {
+    pub jobs: Store<Job>,
+    pub mirror_changes: BoxStream<'static, Arc<Job>>,
+    pub status_changes: BoxStream<'static, Arc<Job>>,
+    /// What agents reported, by Job.
+    pub triggered: mpsc::UnboundedReceiver<ObjectRef<Job>>,
+    /// Wakes the Job controller for a Job (the admission check's way).
+    pub triggers: mpsc::UnboundedSender<ObjectRef<Job>>,
+}
+
+pub(super) fn start(ctx: Arc<Context>, inputs: Inputs, shutdown: &Shutdown) -> Running {
+    let (to_workloads, for_workloads) = mpsc::unbounded_channel();
+    let (stores, writers) = kueue::discovery::stores();
+    let admission = kueue::controller::Context {
+        client: ctx.client.clone(),
+        checks: stores.checks,
+        flavors: stores.flavors,
+        sets: stores.sets,
+        jobs: inputs.jobs.clone(),
+        registry: ctx.registry.clone(),
+        fleet: Arc::clone(&ctx.fleet),
+        reservations: Arc::clone(&ctx.reservations),
+        triggers: inputs.triggers,
+        events: ctx.events.clone(),
+        avoid_after_pods_not_ready: ctx.config.kueue.avoid_after_pods_not_ready,
+    };
+    let admission = tokio::spawn(kueue::discovery::run_when_installed(
+        admission,
+        writers,
+        shutdown.clone(),
+        for_workloads,
+    ));
+    let (to_mirrors, for_mirrors) = mpsc::unbounded_channel();
+    let (to_status, for_status) = mpsc::unbounded_channel();
+    let waiting = Arc::clone(&ctx.reservations);
+    let mut triggered = inputs.triggered;
+    let fan_out = tokio::spawn(async move {
+        while let Some(key) = triggered.recv().await {
+            if let Some(workload) = waiting.workload_of(&key) {
+                let _ = to_workloads.send(workload);
+            }
+            let _ = to_status.send(key.clone());
+            let _ = to_mirrors.send(key);
+        }
+    });
+    let mirrors = Controller::for_shared_stream(inputs.mirror_changes, inputs.jobs.clone())
+        .with_config(controller::Config::default().concurrency(CONCURRENCY))
+        .reconcile_on(UnboundedReceiverStream::new(for_mirrors))
+        .graceful_shutdown_on(shutdown.clone().requested())
+        .run(
+            reconcile::reconcile,
+            reconcile::error_policy,
+            Arc::clone(&ctx),
+        )
+        .for_each(|_| futures::future::ready(()));
+    let status = status_sync::run(
+        ctx,
+        inputs.jobs,
+        inputs.status_changes,
+        for_status,
+        STATUS_CONCURRENCY,
+        shutdown.clone(),
+    );
+    Running {
+        controllers: Box::pin(async move {
+            futures::future::join(mirrors, status).await;
+        }),
+        tasks: [admission, fan_out],
+    }
+}

@@ -1,0 +1,239 @@
+//! What `jobrelay-manager` does from start to stop, step by step. Every
+//! replica checks its flags, connects, watches Jobs, WorkerClusters and
+//! Namespaces, serves health, metrics and the admission webhook, and reports
+//! ready once its caches are synced; the one that leads also serves the
+//! Relay, writes WorkerCluster status and runs the controllers. On SIGINT or
+//! SIGTERM everything drains on one shutdown and the Lease is handed on.
+
+mod connect;
+mod controllers;
+mod leading;
+mod relay;
+mod watches;
+
+use std::sync::Arc;
+
+use jobrelay_process::Shutdown;
+use k8s_openapi::api::batch::v1::Job;
+use kube::runtime::reflector::ObjectRef;
+use tokio::sync::{mpsc, watch};
+use tracing::info;
+
+use self::connect::{Checked, Clients};
+use self::leading::{Leadership, Waited};
+use self::watches::Watches;
+use crate::agent_certificates::AgentCertificates;
+use crate::cli::Args;
+use crate::cluster_status::StatusWriter;
+use crate::events::Events;
+use crate::fleet::Fleet;
+use crate::metrics::Metrics;
+use crate::pace::Pace;
+use crate::reconcile::Context;
+use crate::session::Sessions;
+use crate::{Error, instance, kueue, metrics, webhook};
+
+/// Runs the manager until SIGINT or SIGTERM.
+pub async fn run(args: Args) -> Result<(), Error> {
+    let checked = Checked::read(&args)?;
+    let shutdown = Shutdown::on_signals();
+    let (readiness, health) =
+        jobrelay_process::health::serve(args.process.health_listen, shutdown.clone()).await?;
+    let clients = Clients::new(&args, &checked.identity);
+    let client = clients.behind(checked.fence.clone()).await?;
+    let pod_label = clients.pod_label().await?;
+    let worker_clusters = connect::worker_clusters(&client).await?;
+    let instance = instance::discover(&client).await?;
+    webhook::start(&args, client.clone(), shutdown.clone()).await?;
+    let (triggers, triggered) = mpsc::unbounded_channel();
+    let core = Core::new(&client, &checked, triggers.clone());
+    let watches = Watches::start(&client, worker_clusters.clone(), &core.events);
+    let mut metrics_server = core.serve_metrics(&args, &watches, &shutdown);
+    ready_once_synced(watches.synced.clone(), readiness.clone());
+    let mut leadership = Leadership::start(&args, &clients, &checked, &core).await?;
+    tokio::select! {
+        waited = leadership.wait(&shutdown) => if let Waited::Stopped = waited? {
+            info!("stopped before leading");
+            return Ok(());
+        },
+        served = &mut metrics_server => return metrics_ended(served?, args.metrics_listen),
+    }
+    let sessions = core.sessions(&args, &checked, &watches, &instance, &leadership, &shutdown);
+    let server = relay::serve(
+        &args,
+        checked.tls.clone(),
+        sessions,
+        &core.metrics,
+        &shutdown,
+    );
+    let server = server.await?;
+    info!(origin = %checked.origin, %instance, "leading");
+    if let Some(label) = pod_label.clone() {
+        tokio::spawn(label.follow(leadership.leading.clone()));
+    }
+    let status_writer = tokio::spawn(
+        core.status_writer(&args, worker_clusters, &watches)
+            .run(shutdown.clone()),
+    );
+    let ctx = core.context(&args, client, checked, &watches);
+    let (inputs, watching) = watches.for_controllers(triggered, triggers);
+    let running = controllers::start(ctx, inputs, &shutdown);
+    tokio::select! {
+        served = server => served??,
+        served = &mut metrics_server => metrics_ended(served?, args.metrics_listen)?,
+        lost = leadership.lost() => return Err(lost),
+        () = running.controllers => {}
+    }
+    leadership.step_down().await;
+    if let Some(label) = &pod_label {
+        let _ = label.mark(false).await;
+    }
+    readiness.set(false).await;
+    let _ = status_writer.await;
+    for task in running.tasks.into_iter().chain(watching) {
+        task.abort();
+    }
+    health.abort();
+    info!("stopped");
+    Ok(())
+}
+
+/// What the leader's parts share: the fleet of connected agents, Events,
+/// metrics, the pace of retention deletions, what agents' certificates were
+/// judged, and the triggers that wake the Job controllers.
+struct Core {
+    fleet: Arc<Fleet>,
+    events: Events,
+    metrics: Arc<Metrics>,
+    deletions: Arc<Pace>,
+    certificates: Arc<AgentCertificates>,
+    triggers: Triggers,
+}
+
+/// Wakes the Job controllers for a Job.
+type Triggers = mpsc::UnboundedSender<ObjectRef<Job>>;
+
+impl Core {
+    fn new(client: &kube::Client, checked: &Checked, triggers: Triggers) -> Core {
+        let fleet = Arc::new(Fleet::new(triggers.clone()));
+        let deletions = Arc::new(Pace::per_second(checked.config.deletions_per_second));
+        let metrics = Arc::new(Metrics::new(Arc::clone(&fleet), Arc::clone(&deletions)));
+        let certificates = Arc::new(AgentCertificates::new(metrics.agent_certificate_expiry()));
+        Core {
+            events: Events::new(client.clone(), &checked.origin),
+            fleet,
+            metrics,
+            deletions,
+            certificates,
+            triggers,
+        }
+    }
+
+    /// Serves `/metrics` until shutdown, with the caches' figures.
+    fn serve_metrics(
+        &self,
+        args: &Args,
+        watches: &Watches,
+        shutdown: &Shutdown,
+    ) -> tokio::task::JoinHandle<std::io::Result<()>> {
+        self.metrics
+            .read_caches(watches.jobs.clone(), watches.clusters.clone());
+        let metrics = Arc::clone(&self.metrics);
+        tokio::spawn(metrics::serve(
+            args.metrics_listen,
+            metrics,
+            shutdown.clone(),
+        ))
+    }
+
+    fn sessions(
+        &self,
+        args: &Args,
+        checked: &Checked,
+        watches: &Watches,
+        instance: &str,
+        leadership: &Leadership,
+        shutdown: &Shutdown,
+    ) -> Arc<Sessions> {
+        Arc::new(Sessions {
+            registry: watches.registry.clone(),
+            tls: checked.tls.is_some(),
+            metrics: Arc::clone(&self.metrics),
+            synced: watches.synced.clone(),
+            fleet: Arc::clone(&self.fleet),
+            jobs: watches.jobs.clone(),
+            events: self.events.clone(),
+            origin: checked.origin.clone(),
+            instance: instance.to_string(),
+            heartbeat_interval: args.heartbeat_interval,
+            remote_retention: checked.config.retention.remote_after_finished,
+            limits: args.relay.session_limits(),
+            shutdown: shutdown.clone(),
+            fence: checked.fence.clone(),
+            epoch: leadership.epoch.clone(),
+            certificates: Arc::clone(&self.certificates),
+            clusters_changed: watches.clusters_changed.clone(),
+        })
+    }
+
+    fn status_writer(
+        &self,
+        args: &Args,
+        api: kube::Api<crate::worker_cluster::WorkerCluster>,
+        watches: &Watches,
+    ) -> StatusWriter {
+        StatusWriter {
+            api,
+            clusters: watches.clusters.clone(),
+            fleet: Arc::clone(&self.fleet),
+            jobs: watches.jobs.clone(),
+            triggers: self.triggers.clone(),
+            interval: args.cluster_status_interval,
+            certificates: Arc::clone(&self.certificates),
+        }
+    }
+
+    /// The Job controllers' context.
+    fn context(
+        self,
+        args: &Args,
+        client: kube::Client,
+        checked: Checked,
+        watches: &Watches,
+    ) -> Arc<Context> {
+        Arc::new(Context {
+            client,
+            fleet: self.fleet,
+            registry: watches.registry.clone(),
+            events: self.events,
+            origin: checked.origin,
+            config: checked.config,
+            deletions: self.deletions,
+            retries: Default::default(),
+            metrics: self.metrics,
+            reservations: Arc::new(kueue::Reservations::default()),
+            superseded: Default::default(),
+            flavors: kueue::mirror_scheduling::Flavors::on_mirrors(args.kueue_flavors_on_mirrors),
+        })
+    }
+}
+
+/// Reports ready once the caches are synced, leading or not: the Service
+/// agents dial follows the leader's label instead.
+fn ready_once_synced(
+    mut synced: watch::Receiver<bool>,
+    readiness: jobrelay_process::health::Readiness,
+) {
+    tokio::spawn(async move {
+        if synced.wait_for(|synced| *synced).await.is_ok() {
+            info!("caches synced; ready");
+            readiness.set(true).await;
+        }
+    });
+}
+
+/// What the end of the metrics endpoint means: an error if it could not
+/// listen, else the shutdown.
+fn metrics_ended(served: std::io::Result<()>, addr: std::net::SocketAddr) -> Result<(), Error> {
+    served.map_err(|e| jobrelay_process::Error::listen("the metrics endpoint", addr)(e).into())
+}

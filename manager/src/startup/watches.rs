@@ -1,0 +1,116 @@
+//! The manager's watches: Jobs (feeding the two Job controllers' change
+//! sets, and ending a Job's Event series when it goes), WorkerClusters and
+//! Namespaces, each a cache fed by a task of its own.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::Api;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use super::controllers::Inputs;
+use crate::caches::{all_synced, cache};
+use crate::events::Events;
+use crate::job_changes::{self, JobChanges};
+use crate::registry::Registry;
+use crate::worker_cluster::WorkerCluster;
+use jobrelay_process::cache::trim;
+
+pub(super) struct Watches {
+    pub jobs: Store<Job>,
+    /// The Jobs that changed, for the Job controller and the status copy
+    /// (one key per Job, kept while this replica follows).
+    pub mirror_changes: BoxStream<'static, Arc<Job>>,
+    pub status_changes: BoxStream<'static, Arc<Job>>,
+    pub clusters: Store<WorkerCluster>,
+    /// Ticks whenever a WorkerCluster changes.
+    pub clusters_changed: watch::Receiver<()>,
+    pub registry: Registry,
+    /// True once every cache listed its objects.
+    pub synced: watch::Receiver<bool>,
+    pub tasks: [JoinHandle<()>; 3],
+}
+
+impl Watches {
+    /// What the controllers read of the watches (with the fleet's
+    /// `triggered` Jobs and the `triggers` that wake them), and the watches'
+    /// own tasks.
+    pub(super) fn for_controllers(
+        self,
+        triggered: mpsc::UnboundedReceiver<ObjectRef<Job>>,
+        triggers: mpsc::UnboundedSender<ObjectRef<Job>>,
+    ) -> (Inputs, [JoinHandle<()>; 3]) {
+        let inputs = Inputs {
+            jobs: self.jobs,
+            mirror_changes: self.mirror_changes,
+            status_changes: self.status_changes,
+            triggered,
+            triggers,
+        };
+        (inputs, self.tasks)
+    }
+
+    pub(super) fn start(
+        client: &kube::Client,
+        worker_clusters: Api<WorkerCluster>,
+        events: &Events,
+    ) -> Watches {
+        let (jobs, job_writer) = reflector::store::<Job>();
+        let job_changes = JobChanges::default();
+        let [mirror_changes, status_changes] =
+            [(); 2].map(|()| job_changes.subscribe(jobs.clone()).boxed());
+        let marked = jobs.clone();
+        let published = events.clone();
+        let (jobs_synced, job_cache) = cache(
+            Api::<Job>::all(client.clone()),
+            crate::mirror::for_cache,
+            job_writer,
+            move |event| {
+                if let watcher::Event::Delete(job) = event
+                    && let Some(uid) = &job.metadata.uid
+                {
+                    published.forget(uid);
+                }
+                job_changes.mark(job_changes::touched(event, || {
+                    marked
+                        .state()
+                        .iter()
+                        .map(|job| ObjectRef::from_obj(&**job))
+                        .collect()
+                }));
+            },
+        );
+        let (clusters, cluster_writer) = reflector::store();
+        let (cluster_changes, clusters_changed) = watch::channel(());
+        let (clusters_synced, cluster_cache) =
+            cache(worker_clusters, trim, cluster_writer, move |_| {
+                cluster_changes.send_modify(|()| ())
+            });
+        let (namespaces, namespace_writer) = reflector::store();
+        let (namespaces_synced, namespace_cache) = cache(
+            Api::<Namespace>::all(client.clone()),
+            trim,
+            namespace_writer,
+            |_| {},
+        );
+        Watches {
+            registry: Registry {
+                clusters: clusters.clone(),
+                namespaces,
+            },
+            jobs,
+            mirror_changes,
+            status_changes,
+            clusters,
+            clusters_changed,
+            synced: all_synced([jobs_synced, clusters_synced, namespaces_synced]),
+            tasks: [job_cache, cluster_cache, namespace_cache],
+        }
+    }
+}
