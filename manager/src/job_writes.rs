@@ -1,6 +1,6 @@
-//! The writes the manager makes to a manager Job's metadata. Each that
-//! matters is conditional, so a write based on a stale copy fails instead of
-//! winning.
+//! The writes the manager makes to a manager Job: its metadata — each that
+//! matters conditional, so a write based on a stale copy fails instead of
+//! winning — and the status copied from its mirror.
 
 use std::time::Duration;
 
@@ -225,4 +225,27 @@ pub async fn delete(
         Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// Writes the part of `worker` the manager Job shows, if it shows something
+/// else now (a merge patch of the copied fields only).
+pub async fn write_status(
+    jobs: &Api<Job>,
+    job: &Job,
+    worker: &serde_json::Value,
+) -> Result<Written, kube::Error> {
+    let suspended = crate::mirror::lifecycle(job) == crate::mirror::Lifecycle::Suspended;
+    let desired = crate::status::reconciled(job.status.as_ref(), worker, suspended);
+    if !crate::status::differs(job.status.as_ref(), &desired) {
+        return Ok(None);
+    }
+    let params = crate::field_manager::patch();
+    let written = jobs
+        .patch_status(
+            &job.name_any(),
+            &params,
+            &Patch::Merge(crate::status::patch_body(&desired)),
+        )
+        .await?;
+    Ok(written.resource_version())
 }

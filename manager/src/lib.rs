@@ -16,6 +16,7 @@ pub mod fleet;
 pub mod fleet_views;
 pub mod instance;
 pub mod job_changes;
+pub mod job_controllers;
 pub mod job_life;
 pub mod job_writes;
 pub mod kueue;

@@ -17,58 +17,21 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use tracing::{debug, info, instrument, warn};
 
-use crate::config::Config;
-use crate::events::{Events, Reason};
-use crate::fleet::Fleet;
+use crate::events::Reason;
+use crate::job_controllers::retry_in;
+pub use crate::job_controllers::{Context, Error};
 use crate::job_life::{self, Effect, Expiry, KueueAsks, Plan, Step};
-use crate::job_writes::{self, Written};
+use crate::job_writes::{self, Written, write_status};
+use crate::kueue::Withdrawal;
 use crate::kueue::controller::is_queued;
-use crate::kueue::mirror_scheduling::Flavors;
-use crate::kueue::{Reservations, Withdrawal};
 use crate::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle};
-use crate::pace::Pace;
 use crate::placement::assigned_cluster;
-use crate::registry::Registry;
 use crate::retention::remote_retention;
-use crate::retries::{Backoffs, Retries};
-use crate::status_sync::write_status;
-use crate::superseded::{self, Superseded};
+use crate::superseded;
 use jobrelay_proto::v1::DeleteReason;
 
 #[path = "dispatch.rs"]
 mod dispatch;
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("Job {0} has no {1}")]
-    Incomplete(String, &'static str),
-    #[error("Job {job}: {source}")]
-    Kube {
-        job: String,
-        #[source]
-        source: kube::Error,
-    },
-}
-
-pub struct Context {
-    pub client: kube::Client,
-    pub fleet: Arc<Fleet>,
-    pub registry: Registry,
-    pub events: Events,
-    pub origin: String,
-    pub config: Config,
-    /// Paces deletions of manager Jobs by retention.
-    pub deletions: Arc<Pace>,
-    /// Backoff of each controller's failed reconciles, per Job.
-    pub retries: Backoffs,
-    pub metrics: Arc<crate::metrics::Metrics>,
-    /// Jobs Kueue reserved quota for, waiting on jobrelay's admission check.
-    pub reservations: Arc<Reservations>,
-    /// Copies of Jobs that this replica's writes replaced.
-    pub superseded: Superseded,
-    /// Whether Kueue's flavors go onto mirrors (`--kueue-flavors-on-mirrors`).
-    pub flavors: Flavors,
-}
 
 /// One manager Job and what a reconcile of it works with.
 struct Subject<'a> {
@@ -316,12 +279,4 @@ impl Subject<'_> {
 pub fn error_policy(job: Arc<Job>, error: &Error, ctx: Arc<Context>) -> Action {
     let key = ObjectRef::from_obj(job.as_ref());
     Action::requeue(retry_in(&key, error, &ctx.retries.mirrors))
-}
-
-/// When to retry a Job whose reconcile failed: its own backoff in `retries`
-/// (each controller keeps its own).
-pub fn retry_in(key: &ObjectRef<Job>, error: &Error, retries: &Retries) -> Duration {
-    let retry_in = retries.failed(key);
-    warn!(%error, ?retry_in, "reconcile failed; retrying");
-    retry_in
 }

@@ -23,15 +23,15 @@ use k8s_openapi::jiff::Timestamp;
 use jobrelay_proto::v1::MirrorPhase;
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
-use kube::api::{Api, Patch};
+use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use tracing::instrument;
 
+use crate::job_controllers::{Context, Error, retry_in};
 use crate::job_life::RESYNC;
-use crate::job_writes::Written;
+use crate::job_writes;
 use crate::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle};
 use crate::placement::assigned_cluster;
-use crate::reconcile::{Context, Error};
 use crate::retention::deactivated_at;
 use crate::status;
 use crate::status_queue::{Lane, StatusQueue};
@@ -117,11 +117,7 @@ async fn copy(job: Arc<Job>, ctx: &Arc<Context>) -> Option<Duration> {
             ctx.retries.status_copy.succeeded(&key);
             after
         }
-        Err(error) => Some(crate::reconcile::retry_in(
-            &key,
-            &error,
-            &ctx.retries.status_copy,
-        )),
+        Err(error) => Some(retry_in(&key, &error, &ctx.retries.status_copy)),
     }
 }
 
@@ -205,7 +201,7 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Option<Durati
         let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
         let finished_at = status::newly_finished_at(job.status.as_ref(), worker_status);
         let writing = std::time::Instant::now();
-        let written = write_status(&jobs, &job, worker_status)
+        let written = job_writes::write_status(&jobs, &job, worker_status)
             .await
             .map_err(|source| Error::Kube {
                 job: ObjectRef::from_obj(job.as_ref()).to_string(),
@@ -222,27 +218,4 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Option<Durati
         }
     }
     Ok(Some(RESYNC))
-}
-
-/// Writes the part of `worker` the manager Job shows, if it shows something
-/// else now (a merge patch of the copied fields only).
-pub async fn write_status(
-    jobs: &Api<Job>,
-    job: &Job,
-    worker: &serde_json::Value,
-) -> Result<Written, kube::Error> {
-    let suspended = lifecycle(job) == Lifecycle::Suspended;
-    let desired = status::reconciled(job.status.as_ref(), worker, suspended);
-    if !status::differs(job.status.as_ref(), &desired) {
-        return Ok(None);
-    }
-    let params = crate::field_manager::patch();
-    let written = jobs
-        .patch_status(
-            &job.name_any(),
-            &params,
-            &Patch::Merge(status::patch_body(&desired)),
-        )
-        .await?;
-    Ok(written.resource_version())
 }

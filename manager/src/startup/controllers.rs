@@ -18,7 +18,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
-use crate::reconcile::{self, Context};
+use crate::job_controllers::Context;
+use crate::reconcile;
 use crate::{kueue, status_sync};
 
 /// Reconciles running at once.

@@ -27,9 +27,9 @@ use crate::cli::Args;
 use crate::cluster_status::StatusWriter;
 use crate::events::Events;
 use crate::fleet::Fleet;
+use crate::job_controllers::Context;
 use crate::metrics::Metrics;
 use crate::pace::Pace;
-use crate::reconcile::Context;
 use crate::session::Sessions;
 use crate::{Error, instance, kueue, metrics, webhook};
 
