@@ -6,9 +6,9 @@
 
 use divan::{Bencher, black_box};
 use jobrelay_manager::fleet::Fleet;
-use jobrelay_manager::mirror::mirror_job;
+use jobrelay_manager::job::mirror::mirror_job;
+use jobrelay_manager::job::status::{copied, differs, patch_body, reconciled};
 use jobrelay_manager::outbox::Outbox;
-use jobrelay_manager::status::{copied, differs, patch_body, reconciled};
 use jobrelay_proto::v1::{DesiredMirror, InventoryEntry, MirrorPhase};
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use kube::runtime::reflector::ObjectRef;

@@ -19,13 +19,13 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{Instrument, info_span, warn};
 
-use crate::agent_certificates::AgentCertificates;
-use crate::certificate_pin::PinRefusal;
-use crate::events::Events;
+use crate::clusters::agent_certificates::AgentCertificates;
+use crate::clusters::certificate_pin::PinRefusal;
+use crate::clusters::registry::Registry;
 use crate::fleet::{Fleet, message};
-use crate::metrics::Metrics;
 use crate::outbox::Outbox;
-use crate::registry::Registry;
+use crate::telemetry::events::Events;
+use crate::telemetry::metrics::Metrics;
 use jobrelay_process::{Peer, PeerCertificate, RefusedConnection};
 use k8s_openapi::jiff::Timestamp;
 
@@ -301,7 +301,7 @@ impl Sessions {
             self.jobs
                 .state()
                 .iter()
-                .filter(|job| crate::placement::awaits_placement(job))
+                .filter(|job| crate::job::placement::awaits_placement(job))
                 .map(|job| ObjectRef::from_obj(&**job)),
         );
 

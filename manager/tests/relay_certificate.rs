@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use jobrelay_manager::certificate_pin::CertificatePin;
-use jobrelay_manager::worker_cluster::{WorkerCluster, WorkerClusterSpec};
+use jobrelay_manager::clusters::certificate_pin::CertificatePin;
+use jobrelay_manager::clusters::worker_cluster::{WorkerCluster, WorkerClusterSpec};
 use tonic::{Code, Status};
 
 #[path = "support/relay.rs"]

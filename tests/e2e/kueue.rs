@@ -36,9 +36,9 @@ use jobrelay_e2e::kueue_objects::{self, live_worker_pods, worker_pods_of, worklo
 use jobrelay_e2e::relay::{Options, Relay};
 use jobrelay_e2e::scenario::{Scenario, WAIT, has_condition};
 use jobrelay_e2e::wait::{self, Seen};
+use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
+use jobrelay_manager::clusters::worker_cluster_set::{WorkerClusterSet, WorkerClusterSetSpec};
 use jobrelay_manager::kueue::types::{AdmissionCheck, Workload};
-use jobrelay_manager::worker_cluster::WorkerCluster;
-use jobrelay_manager::worker_cluster_set::{WorkerClusterSet, WorkerClusterSetSpec};
 use jobrelay_proto::wire::{AVOID_UNTIL_ANNOTATION, CLUSTER_KEY, WITHDRAWN_FROM_ANNOTATION};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};

@@ -11,7 +11,7 @@ use jobrelay_e2e::kit::{self, Clusters};
 use jobrelay_e2e::relay::{Relay, serving_status};
 use jobrelay_e2e::scenario::Scenario;
 use jobrelay_e2e::wait::{self, Seen};
-use jobrelay_manager::worker_cluster::WorkerCluster;
+use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
 use jobrelay_process::Pem;
 use jobrelay_process::health::RELAY;
 use jobrelay_proto::v1::relay_client::RelayClient;

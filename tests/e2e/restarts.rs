@@ -13,7 +13,7 @@ use jobrelay_e2e::proxy::Mode;
 use jobrelay_e2e::relay::{Options, Relay, inventory_in};
 use jobrelay_e2e::scenario::Scenario;
 use jobrelay_e2e::wait::{self, Seen};
-use jobrelay_manager::worker_cluster::WorkerCluster;
+use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
 use jobrelay_proto::wire::CLUSTER_KEY;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;

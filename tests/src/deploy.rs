@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use jobrelay_manager::worker_cluster::WorkerCluster;
+use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
 

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use jobrelay_manager::worker_cluster::WorkerCluster;
+use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};

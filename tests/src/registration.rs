@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use jobrelay_manager::worker_cluster::{WorkerCluster, WorkerClusterSpec};
-use jobrelay_manager::worker_cluster_set::WorkerClusterSet;
+use jobrelay_manager::clusters::worker_cluster::{WorkerCluster, WorkerClusterSpec};
+use jobrelay_manager::clusters::worker_cluster_set::WorkerClusterSet;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::Timestamp;

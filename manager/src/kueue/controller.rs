@@ -28,11 +28,11 @@ use super::scheduling::{self, Scheduling};
 use super::types::{AdmissionCheck, ResourceFlavor, Workload};
 use super::worker_queue::worker_admitted;
 use super::{CONTROLLER_NAME, Reservation, Reservations, Withdrawal};
-use crate::events::{Events, Reason};
+use crate::clusters::registry::Registry;
+use crate::clusters::worker_cluster_set::WorkerClusterSet;
 use crate::fleet::Fleet;
-use crate::placement::{assigned_cluster, pinned_cluster, preferences};
-use crate::registry::Registry;
-use crate::worker_cluster_set::WorkerClusterSet;
+use crate::job::placement::{assigned_cluster, pinned_cluster, preferences};
+use crate::telemetry::events::{Events, Reason};
 
 /// How often an AdmissionCheck's `Active` condition is looked at again, so
 /// that it follows agents connecting and leaving.

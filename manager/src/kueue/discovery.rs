@@ -13,7 +13,7 @@ use tracing::{debug, info};
 use super::CONTROLLER_NAME;
 use super::controller::{Context, run};
 use super::types::{AdmissionCheck, ResourceFlavor, Workload};
-use crate::worker_cluster_set::WorkerClusterSet;
+use crate::clusters::worker_cluster_set::WorkerClusterSet;
 
 /// How often the manager looks for Kueue while it is not installed.
 pub(crate) const DISCOVERY_INTERVAL: Duration = Duration::from_secs(30);

@@ -14,7 +14,7 @@ use jobrelay_proto::v1::MirrorPhase;
 use jobrelay_proto::wire::{NOT_ADMITTED_BY_ANNOTATION, QUEUE_NAME_LABEL};
 use k8s_openapi::api::batch::v1::Job;
 
-use crate::worker_cluster::WorkerQueue;
+use crate::clusters::worker_cluster::WorkerQueue;
 
 /// Prepares the mirror for its worker: queued in the worker's Kueue (its
 /// LocalQueue mapped, created suspended) when the worker runs one and the

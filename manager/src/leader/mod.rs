@@ -30,8 +30,8 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use self::decide::{Record, Seen, Settings, Step};
-use crate::events::{Events, Reason};
-use crate::metrics::Metrics;
+use crate::telemetry::events::{Events, Reason};
+use crate::telemetry::metrics::Metrics;
 
 /// Why a leader stopped leading.
 #[derive(Debug, thiserror::Error)]

@@ -11,7 +11,7 @@ use kube::Resource;
 use tonic::Status;
 
 use super::Sessions;
-use crate::events::Reason;
+use crate::telemetry::events::Reason;
 
 /// A refusal: its metric label and the status the agent gets.
 pub type Refusal = (&'static str, Status);

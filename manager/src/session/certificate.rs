@@ -13,9 +13,9 @@ use tonic::Status;
 
 use super::admission::Refusal;
 use super::{Ended, Sessions};
-use crate::agent_certificates::{self, EXPIRED, INVALID_PIN, PIN_MISMATCH};
-use crate::certificate_pin::{self, PinRefusal};
-use crate::worker_cluster::WorkerCluster;
+use crate::clusters::agent_certificates::{self, EXPIRED, INVALID_PIN, PIN_MISMATCH};
+use crate::clusters::certificate_pin::{self, PinRefusal};
+use crate::clusters::worker_cluster::WorkerCluster;
 
 /// The refusal a pin's verdict stands for, and the condition reason.
 fn refusal(refused: &PinRefusal) -> (Refusal, &'static str) {

@@ -12,9 +12,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
-use crate::mirror::is_relayed;
-use crate::placement::assigned_cluster;
-use crate::retention::keeps_mirror;
+use crate::job::mirror::is_relayed;
+use crate::job::placement::assigned_cluster;
+use crate::job::retention::keeps_mirror;
 
 /// The mirrors `cluster` should hold: its active Jobs, and finished ones
 /// whose remote retention has not run out.

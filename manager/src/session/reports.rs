@@ -10,9 +10,9 @@ use kube::Resource;
 use tracing::{debug, warn};
 
 use super::{Ended, Sessions};
-use crate::events::{Reason, job_reference};
-use crate::fleet_views::Rejection;
-use crate::status;
+use crate::fleet::views::Rejection;
+use crate::job::status;
+use crate::telemetry::events::{Reason, job_reference};
 
 impl Sessions {
     pub(super) async fn receive(

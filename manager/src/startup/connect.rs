@@ -7,10 +7,10 @@ use kube::api::{Api, ListParams};
 
 use crate::Error;
 use crate::cli::Args;
+use crate::clusters::worker_cluster::WorkerCluster;
 use crate::config::Config;
 use crate::leader::decide::Settings;
 use crate::leader::pod_label::PodLabel;
-use crate::worker_cluster::WorkerCluster;
 
 /// What the command line and the configuration file say, checked.
 pub(super) struct Checked {

@@ -18,9 +18,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
-use crate::job_controllers::Context;
-use crate::reconcile;
-use crate::{kueue, status_sync};
+use crate::controller::context::Context;
+use crate::controller::reconcile;
+use crate::{kueue, status_copy};
 
 /// Reconciles running at once.
 const CONCURRENCY: u16 = 32;
@@ -91,7 +91,7 @@ pub(super) fn start(ctx: Arc<Context>, inputs: Inputs, shutdown: &Shutdown) -> R
             Arc::clone(&ctx),
         )
         .for_each(|_| futures::future::ready(()));
-    let status = status_sync::run(
+    let status = status_copy::run(
         ctx,
         inputs.jobs,
         inputs.status_changes,

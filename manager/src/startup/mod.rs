@@ -22,16 +22,17 @@ use tracing::info;
 use self::connect::{Checked, Clients};
 use self::leading::{Leadership, Waited};
 use self::watches::Watches;
-use crate::agent_certificates::AgentCertificates;
 use crate::cli::Args;
-use crate::cluster_status::StatusWriter;
-use crate::events::Events;
+use crate::clusters::agent_certificates::AgentCertificates;
+use crate::clusters::status_writer::StatusWriter;
+use crate::controller::context::Context;
 use crate::fleet::Fleet;
-use crate::job_controllers::Context;
-use crate::metrics::Metrics;
 use crate::pace::Pace;
 use crate::session::Sessions;
-use crate::{Error, instance, kueue, metrics, webhook};
+use crate::telemetry::events::Events;
+use crate::telemetry::metrics;
+use crate::telemetry::metrics::Metrics;
+use crate::{Error, instance, kueue, webhook};
 
 /// Runs the manager until SIGINT or SIGTERM.
 pub async fn run(args: Args) -> Result<(), Error> {
@@ -179,7 +180,7 @@ impl Core {
     fn status_writer(
         &self,
         args: &Args,
-        api: kube::Api<crate::worker_cluster::WorkerCluster>,
+        api: kube::Api<crate::clusters::worker_cluster::WorkerCluster>,
         watches: &Watches,
     ) -> StatusWriter {
         StatusWriter {

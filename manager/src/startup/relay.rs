@@ -12,8 +12,8 @@ use tracing::info;
 
 use crate::Error;
 use crate::cli::Args;
-use crate::metrics::Metrics;
 use crate::session::{self, RelayService, Sessions};
+use crate::telemetry::metrics::Metrics;
 
 pub(super) type Served = JoinHandle<Result<(), tonic::transport::Error>>;
 

@@ -16,10 +16,10 @@ use tokio::task::JoinHandle;
 
 use super::controllers::Inputs;
 use crate::caches::{all_synced, cache};
-use crate::events::Events;
-use crate::job_changes::{self, JobChanges};
-use crate::registry::Registry;
-use crate::worker_cluster::WorkerCluster;
+use crate::clusters::registry::Registry;
+use crate::clusters::worker_cluster::WorkerCluster;
+use crate::controller::changes::{self, JobChanges};
+use crate::telemetry::events::Events;
 use jobrelay_process::cache::trim;
 
 pub(super) struct Watches {
@@ -69,7 +69,7 @@ impl Watches {
         let published = events.clone();
         let (jobs_synced, job_cache) = cache(
             Api::<Job>::all(client.clone()),
-            crate::mirror::for_cache,
+            crate::job::mirror::for_cache,
             job_writer,
             move |event| {
                 if let watcher::Event::Delete(job) = event
@@ -77,7 +77,7 @@ impl Watches {
                 {
                     published.forget(uid);
                 }
-                job_changes.mark(job_changes::touched(event, || {
+                job_changes.mark(changes::touched(event, || {
                     marked
                         .state()
                         .iter()

@@ -4,7 +4,7 @@
 //! and then quietly replaced by a default.
 
 use jobrelay_e2e::kit;
-use jobrelay_manager::worker_cluster::WorkerCluster;
+use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
 use jobrelay_proto::duration::{EXAMPLES, parse};
 use kube::api::{Api, PostParams};
 

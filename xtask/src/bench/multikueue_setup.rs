@@ -69,7 +69,8 @@ pub(super) async fn prepare(set: &ClusterSet) -> anyhow::Result<()> {
         }),
     )
     .await?;
-    let clusters: Api<jobrelay_manager::worker_cluster::WorkerCluster> = Api::all(manager);
+    let clusters: Api<jobrelay_manager::clusters::worker_cluster::WorkerCluster> =
+        Api::all(manager);
     for worker in set.workers() {
         clusters
             .patch(

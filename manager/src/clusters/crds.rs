@@ -4,8 +4,8 @@
 
 use kube::CustomResourceExt;
 
-use crate::worker_cluster::WorkerCluster;
-use crate::worker_cluster_set::WorkerClusterSet;
+use crate::clusters::worker_cluster::WorkerCluster;
+use crate::clusters::worker_cluster_set::WorkerClusterSet;
 
 /// One CRD as YAML, as the chart ships it.
 pub fn yaml<K: CustomResourceExt>() -> String {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use crate::worker_cluster::{DEFAULT_ADMIT_WITHIN, WorkerCluster, WorkerQueue};
+use crate::clusters::worker_cluster::{DEFAULT_ADMIT_WITHIN, WorkerCluster, WorkerQueue};
 
 /// Why a cluster cannot take a Job.
 #[derive(Debug, Clone, PartialEq, Eq)]

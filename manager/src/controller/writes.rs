@@ -15,7 +15,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, Preconditions, PropagationPolicy};
 use tracing::info;
 
-use crate::placement::assigned_cluster;
+use crate::job::placement::assigned_cluster;
 
 /// The resourceVersion a write left the Job at; `None`: nothing was written
 /// (it already read so), or the Job is gone.
@@ -234,9 +234,9 @@ pub async fn write_status(
     job: &Job,
     worker: &serde_json::Value,
 ) -> Result<Written, kube::Error> {
-    let suspended = crate::mirror::lifecycle(job) == crate::mirror::Lifecycle::Suspended;
-    let desired = crate::status::reconciled(job.status.as_ref(), worker, suspended);
-    if !crate::status::differs(job.status.as_ref(), &desired) {
+    let suspended = crate::job::mirror::lifecycle(job) == crate::job::mirror::Lifecycle::Suspended;
+    let desired = crate::job::status::reconciled(job.status.as_ref(), worker, suspended);
+    if !crate::job::status::differs(job.status.as_ref(), &desired) {
         return Ok(None);
     }
     let params = crate::field_manager::patch();
@@ -244,7 +244,7 @@ pub async fn write_status(
         .patch_status(
             &job.name_any(),
             &params,
-            &Patch::Merge(crate::status::patch_body(&desired)),
+            &Patch::Merge(crate::job::status::patch_body(&desired)),
         )
         .await?;
     Ok(written.resource_version())

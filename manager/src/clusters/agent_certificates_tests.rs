@@ -1,8 +1,8 @@
 //! One test per transition of the certificate conditions.
 
 use super::*;
-use crate::certificate_pin::CertificatePin;
-use crate::worker_cluster::{WorkerClusterSpec, WorkerClusterStatus};
+use crate::clusters::certificate_pin::CertificatePin;
+use crate::clusters::worker_cluster::{WorkerClusterSpec, WorkerClusterStatus};
 
 const DAY: i64 = 24 * 60 * 60;
 

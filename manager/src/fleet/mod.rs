@@ -2,7 +2,7 @@
 //! (one session each) and, per cluster, what it has sent and heard about each
 //! mirror. All of it is rebuilt from the agents' Hello on reconnect; nothing
 //! is kept on disk. This file holds the clusters (sessions, links, loss,
-//! placement); `fleet_mirrors.rs` the bookkeeping of each mirror.
+//! placement); `mirrors.rs` the bookkeeping of each mirror.
 //!
 //! Every change that a reconcile should react to returns or queues the
 //! manager Job's key, which the controller then reconciles.
@@ -19,8 +19,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
 
-use crate::fleet_views::{Link, MirrorView};
-use crate::placement::{Candidate, choose_cluster};
+use crate::fleet::views::{Link, MirrorView};
+use crate::job::placement::{Candidate, choose_cluster};
 
 pub use crate::outbox::Outbox;
 
@@ -246,9 +246,8 @@ pub fn message(kind: Kind) -> ManagerMessage {
     ManagerMessage { kind: Some(kind) }
 }
 
-#[path = "fleet_mirrors.rs"]
 mod mirrors;
+pub mod views;
 
 #[cfg(test)]
-#[path = "fleet_tests.rs"]
 pub(crate) mod tests;

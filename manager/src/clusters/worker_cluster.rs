@@ -14,7 +14,7 @@ use kube::core::{Selector, SelectorExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::certificate_pin::CertificatePin;
+use crate::clusters::certificate_pin::CertificatePin;
 
 /// How long a cluster may stay disconnected before it is Lost, unless its
 /// `spec.lostAfter` says otherwise.

@@ -1,5 +1,5 @@
 //! What the two controllers of manager Jobs share — the Job controller
-//! ([`crate::reconcile`]) and the status copy ([`crate::status_sync`]):
+//! ([`crate::controller::reconcile`]) and the status copy ([`crate::status_copy`]):
 //! their context, their error, and how a failure is retried, each
 //! controller with its own backoff.
 
@@ -10,15 +10,15 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::reflector::ObjectRef;
 use tracing::warn;
 
+use crate::clusters::registry::Registry;
 use crate::config::Config;
-use crate::events::Events;
+use crate::controller::retries::{Backoffs, Retries};
+use crate::controller::superseded::Superseded;
 use crate::fleet::Fleet;
 use crate::kueue::Reservations;
 use crate::kueue::mirror_scheduling::Flavors;
 use crate::pace::Pace;
-use crate::registry::Registry;
-use crate::retries::{Backoffs, Retries};
-use crate::superseded::Superseded;
+use crate::telemetry::events::Events;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -43,7 +43,7 @@ pub struct Context {
     pub deletions: Arc<Pace>,
     /// Backoff of each controller's failed reconciles, per Job.
     pub retries: Backoffs,
-    pub metrics: Arc<crate::metrics::Metrics>,
+    pub metrics: Arc<crate::telemetry::metrics::Metrics>,
     /// Jobs Kueue reserved quota for, waiting on jobrelay's admission check.
     pub reservations: Arc<Reservations>,
     /// Copies of Jobs that this replica's writes replaced.

@@ -8,7 +8,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::reflector::ObjectRef;
 
-use crate::status::Kept;
+use crate::job::status::Kept;
 
 /// The state of one cluster's link, for its WorkerCluster status.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

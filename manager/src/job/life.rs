@@ -33,14 +33,14 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use crate::config::Config;
-use crate::events::Reason;
-use crate::fleet_views::{Apply, Cleanup, LostMirror, MirrorView, Rejection};
+use crate::fleet::views::{Apply, Cleanup, LostMirror, MirrorView, Rejection};
+use crate::job::loss::{LostStep, lost_so_far, on_lost};
+use crate::job::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle};
+use crate::job::placement::assigned_cluster;
+use crate::job::retention::{deactivated_at, finished_at, remaining, remote_retention};
+use crate::job::status;
 use crate::kueue::Withdrawal;
-use crate::lost::{LostStep, lost_so_far, on_lost};
-use crate::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle};
-use crate::placement::assigned_cluster;
-use crate::retention::{deactivated_at, finished_at, remaining, remote_retention};
-use crate::status;
+use crate::telemetry::events::Reason;
 
 /// How long to wait before looking again when an agent must act first.
 pub const AWAIT_AGENT: Duration = Duration::from_secs(30);
@@ -427,5 +427,5 @@ pub fn expiry(since: Option<Timestamp>, keep: Option<Duration>, now: Timestamp) 
 }
 
 #[cfg(test)]
-#[path = "job_life_tests.rs"]
+#[path = "life_tests.rs"]
 mod tests;

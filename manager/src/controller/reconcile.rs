@@ -1,7 +1,7 @@
 //! The manager Job controller: one reconcile per manager Job, triggered by the
 //! Job's own changes and by what agents report (through the [`Fleet`]).
 //!
-//! It decides nothing itself: [`job_life`] says what the next step is and
+//! It decides nothing itself: [`crate::job::life`] says what the next step is and
 //! what follows each answer of the fleet; this file does the fleet's part
 //! (delete, retention) and carries out the resulting [`Plan`];
 //! `dispatch.rs` places the Job, holds it and has its mirror applied.
@@ -17,20 +17,19 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use tracing::{debug, info, instrument, warn};
 
-use crate::events::Reason;
-use crate::job_controllers::retry_in;
-pub use crate::job_controllers::{Context, Error};
-use crate::job_life::{self, Effect, Expiry, KueueAsks, Plan, Step};
-use crate::job_writes::{self, Written, write_status};
+use crate::controller::context::retry_in;
+pub use crate::controller::context::{Context, Error};
+use crate::controller::superseded;
+use crate::controller::writes::{self, Written, write_status};
+use crate::job::life::{self, Effect, Expiry, KueueAsks, Plan, Step};
+use crate::job::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle};
+use crate::job::placement::assigned_cluster;
+use crate::job::retention::remote_retention;
 use crate::kueue::Withdrawal;
 use crate::kueue::controller::is_queued;
-use crate::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle};
-use crate::placement::assigned_cluster;
-use crate::retention::remote_retention;
-use crate::superseded;
+use crate::telemetry::events::Reason;
 use jobrelay_proto::v1::DeleteReason;
 
-#[path = "dispatch.rs"]
 mod dispatch;
 
 /// One manager Job and what a reconcile of it works with.
@@ -91,7 +90,7 @@ impl Subject<'_> {
         }
         let now = Timestamp::now();
         let kueue = self.kueue_asks();
-        match job_life::next_step(job, mirror.as_ref(), kueue, &ctx.config, now) {
+        match life::next_step(job, mirror.as_ref(), kueue, &ctx.config, now) {
             Step::AwaitChange => Ok(Action::await_change()),
             Step::Requeue(after) => {
                 debug!(?after, "nothing to do until then");
@@ -111,17 +110,17 @@ impl Subject<'_> {
             },
             Step::ShowLoss { cluster, lost } => {
                 let limit = ctx.config.mirror_lost_limit;
-                let plan = job_life::show_loss(job, &cluster, &lost, limit, now);
+                let plan = life::show_loss(job, &cluster, &lost, limit, now);
                 self.execute(job, &cluster, plan).await
             }
             Step::Cleanup { cluster, reason } => {
                 let outcome = ctx.fleet.cleanup(&cluster, &self.uid, &self.key, reason);
                 let lost = ctx.fleet.is_lost(&cluster);
-                let plan = job_life::after_cleanup(&cluster, outcome, lost);
+                let plan = life::after_cleanup(&cluster, outcome, lost);
                 self.execute(job, &cluster, plan).await
             }
             Step::Release => {
-                self.wrote(job, job_writes::remove_finalizer(&self.jobs, job).await?);
+                self.wrote(job, writes::remove_finalizer(&self.jobs, job).await?);
                 Ok(Action::await_change())
             }
             Step::Expire {
@@ -133,7 +132,7 @@ impl Subject<'_> {
                 if let Some(cluster) = forget {
                     ctx.fleet.forget(&cluster, &self.uid);
                 }
-                self.expire(job_life::expiry(since, keep, now), keep, what)
+                self.expire(life::expiry(since, keep, now), keep, what)
                     .await
             }
             Step::Forget { cluster } => {
@@ -156,8 +155,7 @@ impl Subject<'_> {
                     ctx.fleet
                         .cleanup(&cluster, &self.uid, &self.key, DeleteReason::Withdrawn);
                 let lost = ctx.fleet.is_lost(&cluster);
-                let plan =
-                    job_life::after_withdrawal(job, &cluster, outcome, lost, &withdrawal, now);
+                let plan = life::after_withdrawal(job, &cluster, outcome, lost, &withdrawal, now);
                 self.execute(job, &cluster, plan).await
             }
         }
@@ -215,7 +213,7 @@ impl Subject<'_> {
                     return Ok(Action::requeue(wait));
                 }
                 let kept = keep.unwrap_or_default();
-                if job_writes::delete(&self.jobs, self.job, what, kept).await? {
+                if writes::delete(&self.jobs, self.job, what, kept).await? {
                     self.ctx.deletions.done();
                 }
                 Ok(Action::await_change())
@@ -235,16 +233,16 @@ impl Subject<'_> {
                 }
                 Effect::WriteStatus(status) => write_status(jobs, job, &status).await?,
                 Effect::Annotate(key, value) => {
-                    job_writes::annotate(jobs, job, key, value.as_deref()).await?
+                    writes::annotate(jobs, job, key, value.as_deref()).await?
                 }
                 Effect::CountLoss { lost, mirror_uid } => {
-                    job_writes::count_loss(jobs, job, lost, &mirror_uid).await?
+                    writes::count_loss(jobs, job, lost, &mirror_uid).await?
                 }
                 Effect::LossShown => {
                     ctx.fleet.lost_accounted(cluster, &self.uid);
                     None
                 }
-                Effect::RemoveFinalizer => job_writes::remove_finalizer(jobs, job).await?,
+                Effect::RemoveFinalizer => writes::remove_finalizer(jobs, job).await?,
                 Effect::Forget => {
                     ctx.fleet.forget(cluster, &self.uid);
                     ctx.reservations.withdrawn(&self.uid);
@@ -256,7 +254,7 @@ impl Subject<'_> {
                     avoid_until,
                 } => {
                     let written =
-                        job_writes::unplace(jobs, job, &from, not_admitted, avoid_until).await?;
+                        writes::unplace(jobs, job, &from, not_admitted, avoid_until).await?;
                     ctx.reservations.withdrawn(&self.uid);
                     written
                 }

@@ -1,8 +1,8 @@
 //! The fleet's bookkeeping, session by session, without a cluster.
 
 use super::*;
-use crate::fleet_views::{Apply, Cleanup, Rejection};
-use crate::status::Kept;
+use crate::fleet::views::{Apply, Cleanup, Rejection};
+use crate::job::status::Kept;
 use jobrelay_proto::v1::{DeleteReason, RejectReason};
 
 fn fleet() -> (Fleet, mpsc::UnboundedReceiver<ObjectRef<Job>>) {

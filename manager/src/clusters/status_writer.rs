@@ -21,11 +21,13 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-use crate::agent_certificates::{self, AgentCertificates};
+use crate::clusters::agent_certificates::{self, AgentCertificates};
+use crate::clusters::worker_cluster::{
+    CONNECTED, LOST, WorkerCluster, WorkerClusterStatus, condition,
+};
 use crate::fleet::Fleet;
-use crate::fleet_views::Link;
-use crate::placement::assigned_cluster;
-use crate::worker_cluster::{CONNECTED, LOST, WorkerCluster, WorkerClusterStatus, condition};
+use crate::fleet::views::Link;
+use crate::job::placement::assigned_cluster;
 
 /// How often links are looked at; the resolution of `lostAfter`.
 const TICK: Duration = Duration::from_secs(1);
@@ -61,7 +63,7 @@ impl StatusWriter {
                 let name = cluster.name_any();
                 let lost_after = cluster.lost_after().unwrap_or_else(|error| {
                     debug!(%error, "using the default lostAfter");
-                    crate::worker_cluster::DEFAULT_LOST_AFTER
+                    crate::clusters::worker_cluster::DEFAULT_LOST_AFTER
                 });
                 let link = self.fleet.link(&name);
                 let now = Timestamp::now();

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::reflector::ObjectRef;
 
-use crate::job_changes::Pending;
+use crate::controller::changes::Pending;
 
 type Key = ObjectRef<Job>;
 

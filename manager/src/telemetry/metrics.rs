@@ -22,9 +22,9 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use tracing::warn;
 
+use crate::clusters::worker_cluster::WorkerCluster;
 use crate::fleet::Fleet;
 use crate::pace::Pace;
-use crate::worker_cluster::WorkerCluster;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ByCluster {
@@ -233,7 +233,7 @@ impl Metrics {
     }
 
     /// The per-cluster agent certificate expiry, for
-    /// [`crate::agent_certificates::AgentCertificates`] to set.
+    /// [`crate::clusters::agent_certificates::AgentCertificates`] to set.
     pub fn agent_certificate_expiry(&self) -> Family<ByCluster, Gauge> {
         self.agent_certificate_expiry.clone()
     }

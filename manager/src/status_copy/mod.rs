@@ -8,6 +8,8 @@
 //! `reconcile.rs` writes status only to show a lost, refused or withdrawn
 //! mirror.
 
+pub mod queue;
+
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -27,14 +29,14 @@ use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use tracing::instrument;
 
-use crate::job_controllers::{Context, Error, retry_in};
-use crate::job_life::RESYNC;
-use crate::job_writes;
-use crate::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle};
-use crate::placement::assigned_cluster;
-use crate::retention::deactivated_at;
-use crate::status;
-use crate::status_queue::{Lane, StatusQueue};
+use crate::controller::context::{Context, Error, retry_in};
+use crate::controller::writes;
+use crate::job::life::RESYNC;
+use crate::job::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle};
+use crate::job::placement::assigned_cluster;
+use crate::job::retention::deactivated_at;
+use crate::job::status;
+use crate::status_copy::queue::{Lane, StatusQueue};
 
 /// The status copy: `workers` copies at once, at most half of them for Jobs
 /// whose mirror has not finished, until `shutdown` (copies under way
@@ -201,7 +203,7 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Option<Durati
         let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
         let finished_at = status::newly_finished_at(job.status.as_ref(), worker_status);
         let writing = std::time::Instant::now();
-        let written = job_writes::write_status(&jobs, &job, worker_status)
+        let written = writes::write_status(&jobs, &job, worker_status)
             .await
             .map_err(|source| Error::Kube {
                 job: ObjectRef::from_obj(job.as_ref()).to_string(),

@@ -9,15 +9,15 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use tracing::{debug, warn};
 
-use crate::events::Reason;
-use crate::job_life::{self, AWAIT_CLUSTER};
-use crate::job_writes;
+use crate::clusters::registry::Refusal;
+use crate::controller::superseded;
+use crate::controller::writes;
+use crate::job::life::{self, AWAIT_CLUSTER};
+use crate::job::mirror::{Lifecycle, is_whole, lifecycle, mirror_job, revision};
+use crate::job::placement::{pinned_cluster, preferences};
 use crate::kueue::worker_queue::queue_on_worker;
 use crate::kueue::{mirror_scheduling, scheduling};
-use crate::mirror::{Lifecycle, is_whole, lifecycle, mirror_job, revision};
-use crate::placement::{pinned_cluster, preferences};
-use crate::registry::Refusal;
-use crate::superseded;
+use crate::telemetry::events::Reason;
 
 use super::Subject;
 
@@ -68,7 +68,7 @@ impl Subject<'_> {
             .reservations
             .get(&self.uid)
             .and_then(|r| scheduling::to_record(self.job, &r.scheduling));
-        let held = job_writes::hold(&self.jobs, self.job, cluster, flavors).await?;
+        let held = writes::hold(&self.jobs, self.job, cluster, flavors).await?;
         self.wrote(self.job, held.metadata.resource_version.clone());
         Ok(held)
     }
@@ -86,8 +86,7 @@ impl Subject<'_> {
         };
         debug!("recording the flavors of Kueue's reservation on the Job");
         let written =
-            job_writes::annotate(&self.jobs, self.job, FLAVORS_ANNOTATION, record.as_deref())
-                .await?;
+            writes::annotate(&self.jobs, self.job, FLAVORS_ANNOTATION, record.as_deref()).await?;
         let wait = written.is_some().then(Action::await_change);
         self.wrote(self.job, written);
         Ok(wait)
@@ -114,7 +113,7 @@ impl Subject<'_> {
         warn!(%note, "cannot place the Job");
         let (reason, next) = if refusal == Refusal::Lost {
             let written =
-                job_writes::deactivate(&self.jobs, self.job, "its pinned cluster is Lost").await?;
+                writes::deactivate(&self.jobs, self.job, "its pinned cluster is Lost").await?;
             self.wrote(self.job, written);
             (Reason::ClusterLost, Action::await_change())
         } else {
@@ -145,7 +144,7 @@ impl Subject<'_> {
             .fleet
             .view(cluster, &self.uid)
             .is_some_and(|v| v.held_revision.is_some());
-        let plan = job_life::after_apply(job, cluster, revision, outcome, held, Timestamp::now());
+        let plan = life::after_apply(job, cluster, revision, outcome, held, Timestamp::now());
         self.execute(job, cluster, plan).await
     }
 

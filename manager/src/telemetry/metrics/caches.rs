@@ -16,10 +16,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use super::{ByCluster, by};
+use crate::clusters::worker_cluster::{CONNECTED, LOST, WorkerCluster};
 use crate::fleet::Fleet;
-use crate::mirror::{Lifecycle, is_relayed, lifecycle};
-use crate::placement::assigned_cluster;
-use crate::worker_cluster::{CONNECTED, LOST, WorkerCluster};
+use crate::job::mirror::{Lifecycle, is_relayed, lifecycle};
+use crate::job::placement::assigned_cluster;
 
 /// The caches the gauges are read from.
 struct Caches {
