@@ -69,7 +69,7 @@ impl Agent {
         loop {
             let started = Instant::now();
             let ended = match self.dial.endpoint() {
-                Err(error) => error.to_string(),
+                Err(error) => Ended::NoEndpoint(error.to_string()),
                 Ok(endpoint) => {
                     match tokio::time::timeout(OPEN_TIMEOUT, endpoint.connect()).await {
                         Ok(Ok(channel)) => {
@@ -77,8 +77,8 @@ impl Agent {
                             self.connected.send_replace(false);
                             ended
                         }
-                        Ok(Err(error)) => format!("cannot reach the manager: {}", chain(&error)),
-                        Err(_) => format!("no connection within {OPEN_TIMEOUT:?}"),
+                        Ok(Err(error)) => Ended::Unreachable(chain(&error)),
+                        Err(_) => Ended::NoConnection(OPEN_TIMEOUT),
                     }
                 }
             };
@@ -100,7 +100,7 @@ impl Agent {
     }
 
     /// One session; returns why it ended.
-    async fn session(&mut self, channel: Channel) -> String {
+    async fn session(&mut self, channel: Channel) -> Ended {
         self.mirrors.new_session();
         let (outbox, queued) = mpsc::unbounded_channel::<AgentMessage>();
         let hello = Hello {
@@ -118,15 +118,9 @@ impl Agent {
         )
         .await;
         let inbound = match opened {
-            Err(_) => return format!("no answer to Hello within {OPEN_TIMEOUT:?}"),
+            Err(_) => return Ended::NoAnswer(OPEN_TIMEOUT),
             Ok(Ok(response)) => response.into_inner(),
-            Ok(Err(status)) => {
-                return format!(
-                    "the manager refused the session: {:?}: {}",
-                    status.code(),
-                    status.message()
-                );
-            }
+            Ok(Err(status)) => return Ended::Refused(status),
         };
         info!(inventory, "session open");
         // Reading and heartbeats run beside the work, so a long pass never
@@ -152,7 +146,7 @@ impl Agent {
         outbox: &mpsc::UnboundedSender<AgentMessage>,
         interval: &watch::Sender<Duration>,
         last_heard: &watch::Receiver<Instant>,
-    ) -> String {
+    ) -> Ended {
         let mut syncs = tokio::time::interval(SYNC_INTERVAL);
         let mut sweeps = tokio::time::interval(self.orphan_sweep_interval);
         let mut out = Vec::new();
@@ -160,66 +154,23 @@ impl Agent {
         loop {
             // The pass each wake-up brings, if any.
             let due = tokio::select! {
-                received = inbox.recv() => {
-                    let Some(received) = received else {
-                        return "the session's reader stopped".into();
-                    };
-                    // Whatever else has arrived is taken too, so a burst of
-                    // applies is worked as one batch followed by one pass.
-                    let mut batch = vec![received];
-                    while batch.len() < MAX_BATCH {
-                        match inbox.try_recv() {
-                            Ok(received) => batch.push(received),
-                            Err(_) => break,
-                        }
-                    }
-                    let mut applies = Vec::new();
-                    for received in batch {
-                        let kind = match received {
-                            Ok(Some(ManagerMessage { kind: Some(kind) })) => kind,
-                            Ok(Some(_)) => continue,
-                            Ok(None) => return "the manager closed the session".into(),
-                            Err(status) => return format!("stream error: {status}"),
-                        };
-                        use manager_message::Kind as K;
-                        if let K::ApplyMirror(apply) = kind {
-                            applies.push(apply);
-                            continue;
-                        }
-                        // Anything else comes after the applies before it.
-                        self.mirrors.apply_all(std::mem::take(&mut applies));
-                        match kind {
-                            K::Welcome(welcome) => {
-                                if let Err(refused) = self.welcomed(&welcome) {
-                                    return refused;
-                                }
-                                if let Some(every) = welcome.heartbeat_interval.and_then(|d| Duration::try_from(d).ok()).filter(|d| !d.is_zero()) {
-                                    interval.send_replace(every);
-                                }
-                            }
-                            K::DesiredSet(set) => {
-                                info!(mirrors = set.mirrors.len(), released = set.released.len(), after_lost = set.after_lost, "desired set received");
-                                self.mirrors.set_desired(set.mirrors.into_iter().map(|m| m.origin_uid), set.released, set.after_lost);
-                            }
-                            K::DeleteMirror(delete) => self.mirrors.delete(delete),
-                            K::ApplyMirror(_) | K::Heartbeat(_) => {}
-                        }
-                    }
-                    self.mirrors.apply_all(applies);
-                    Some(Pass::Changes)
-                }
+                received = inbox.recv() => match received {
+                    Some(first) => match self.take(first, inbox, interval) {
+                        Ok(()) => Some(Pass::Changes),
+                        Err(ended) => return ended,
+                    },
+                    None => return Ended::ReaderStopped,
+                },
                 applied = self.mirrors.applied() => {
                     self.mirrors.take_answer(applied, &mut out);
                     None
                 }
                 () = changes.notified() => Some(Pass::Changes),
-                () = self.dial.certificates_changed() => {
-                    return "the certificate files changed; reconnecting with them".into();
-                }
+                () = self.dial.certificates_changed() => return Ended::CertificatesChanged,
                 _ = syncs.tick() => {
                     let silent = last_heard.borrow().elapsed();
                     if silent > *interval.borrow() * MISSED_HEARTBEATS {
-                        return format!("the manager was silent for {silent:?}");
+                        return Ended::Silent(silent);
                     }
                     Some(Pass::Tick)
                 }
@@ -237,6 +188,66 @@ impl Agent {
                 return ended;
             }
         }
+    }
+
+    /// Takes `first` and whatever else has arrived with it, so a burst of
+    /// applies is worked as one batch followed by one pass; anything but an
+    /// apply comes after the applies before it.
+    fn take(
+        &mut self,
+        first: Inbound,
+        inbox: &mut mpsc::UnboundedReceiver<Inbound>,
+        interval: &watch::Sender<Duration>,
+    ) -> Result<(), Ended> {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match inbox.try_recv() {
+                Ok(received) => batch.push(received),
+                Err(_) => break,
+            }
+        }
+        let mut applies = Vec::new();
+        for received in batch {
+            let kind = match received {
+                Ok(Some(ManagerMessage { kind: Some(kind) })) => kind,
+                Ok(Some(_)) => continue,
+                Ok(None) => return Err(Ended::Closed),
+                Err(status) => return Err(Ended::Stream(status)),
+            };
+            use manager_message::Kind as K;
+            if let K::ApplyMirror(apply) = kind {
+                applies.push(apply);
+                continue;
+            }
+            self.mirrors.apply_all(std::mem::take(&mut applies));
+            match kind {
+                K::Welcome(welcome) => {
+                    self.welcomed(&welcome).map_err(Ended::Unwelcome)?;
+                    let every = welcome
+                        .heartbeat_interval
+                        .and_then(|d| Duration::try_from(d).ok())
+                        .filter(|d| !d.is_zero());
+                    if let Some(every) = every {
+                        interval.send_replace(every);
+                    }
+                }
+                K::DesiredSet(set) => {
+                    info!(
+                        mirrors = set.mirrors.len(),
+                        released = set.released.len(),
+                        after_lost = set.after_lost,
+                        "desired set received"
+                    );
+                    let desired = set.mirrors.into_iter().map(|m| m.origin_uid);
+                    self.mirrors
+                        .set_desired(desired, set.released, set.after_lost);
+                }
+                K::DeleteMirror(delete) => self.mirrors.delete(delete),
+                K::ApplyMirror(_) | K::Heartbeat(_) => {}
+            }
+        }
+        self.mirrors.apply_all(applies);
+        Ok(())
     }
 
     /// Takes the manager's Welcome, or says why this manager may not
@@ -265,7 +276,7 @@ impl Agent {
         pass: Pass,
         outbox: &mpsc::UnboundedSender<AgentMessage>,
         out: &mut Vec<AgentMessage>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Ended> {
         let look = self.mirrors.look(pass, out);
         // A closed stream ends the session: what the second half would have
         // done is done by the next session's passes.
@@ -279,13 +290,44 @@ impl Agent {
 fn send_all(
     outbox: &mpsc::UnboundedSender<AgentMessage>,
     out: &mut Vec<AgentMessage>,
-) -> Result<(), String> {
+) -> Result<(), Ended> {
     for message in out.drain(..) {
         if outbox.send(message).is_err() {
-            return Err("the outbound stream closed".into());
+            return Err(Ended::OutboundClosed);
         }
     }
     Ok(())
+}
+
+/// Why a session ended, or never opened.
+#[derive(Debug, thiserror::Error)]
+pub enum Ended {
+    #[error("{0}")]
+    NoEndpoint(String),
+    #[error("cannot reach the manager: {0}")]
+    Unreachable(String),
+    #[error("no connection within {0:?}")]
+    NoConnection(Duration),
+    #[error("no answer to Hello within {0:?}")]
+    NoAnswer(Duration),
+    #[error("the manager refused the session: {:?}: {}", .0.code(), .0.message())]
+    Refused(tonic::Status),
+    /// This manager may not command the worker: another origin, a stale
+    /// leader, another installation.
+    #[error("{0}")]
+    Unwelcome(String),
+    #[error("the manager closed the session")]
+    Closed,
+    #[error("stream error: {0}")]
+    Stream(tonic::Status),
+    #[error("the session's reader stopped")]
+    ReaderStopped,
+    #[error("the outbound stream closed")]
+    OutboundClosed,
+    #[error("the certificate files changed; reconnecting with them")]
+    CertificatesChanged,
+    #[error("the manager was silent for {0:?}")]
+    Silent(Duration),
 }
 
 /// An error with its sources, which is where TLS and connection errors say
