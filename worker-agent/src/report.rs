@@ -71,31 +71,123 @@ pub fn apply_failure(error: &kube::Error) -> ApplyFailure {
     let kube::Error::Api(status) = error else {
         return ApplyFailure::Refused(RejectReason::Unavailable, error.to_string());
     };
-    let message = status.message.clone();
-    let reason = refusal_reason(status.code, &status.reason, &message);
-    ApplyFailure::Refused(reason, message)
+    let reason = refusal_reason(&Refusal::of(status));
+    ApplyFailure::Refused(reason, status.message.clone())
 }
 
-/// Classifies an API server's answer by its code, reason and message.
-pub fn refusal_reason(code: u16, reason: &str, message: &str) -> RejectReason {
-    if message.contains("admission webhook") && message.contains("denied the request") {
+/// What of the API server's `metav1.Status` a refusal is classified by.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Refusal<'a> {
+    /// The HTTP status code.
+    pub code: u16,
+    /// The machine-readable `reason` (`Forbidden`, `NotFound`, ...); empty
+    /// when the server gave none or the body was not a `Status`.
+    pub reason: &'a str,
+    /// `details.kind`: for most errors the resource the refusal is about
+    /// (`namespaces`, `jobs`), as `apierrors` fills it in.
+    pub kind: &'a str,
+    /// `details.group`: the API group of [`Self::kind`], empty for core.
+    pub group: &'a str,
+    /// `details.causes[].reason`, e.g. `NamespaceTerminating`.
+    pub cause_reasons: Vec<&'a str>,
+    /// The human-readable message, for the refusals Kubernetes marks
+    /// nowhere else.
+    pub message: &'a str,
+}
+
+impl<'a> Refusal<'a> {
+    /// The parts of `status` a refusal is classified by.
+    pub fn of(status: &'a kube::core::Status) -> Self {
+        let details = status.details.as_ref();
+        Refusal {
+            code: status.code,
+            reason: &status.reason,
+            kind: details.map_or("", |d| d.kind.as_str()),
+            group: details.map_or("", |d| d.group.as_str()),
+            cause_reasons: details
+                .into_iter()
+                .flat_map(|d| &d.causes)
+                .map(|c| c.reason.as_str())
+                .collect(),
+            message: &status.message,
+        }
+    }
+
+    /// The `reason`, or for a reason this agent does not know (none, or the
+    /// client's own for a body that was not a `Status`) the one its code
+    /// stands for, as `apimachinery`'s `errors.Is*` helpers fall back too.
+    fn reason_or_code(&self) -> &str {
+        match self.reason {
+            "Unauthorized" | "Forbidden" | "NotFound" | "AlreadyExists" | "Conflict"
+            | "Invalid" | "BadRequest" | "Timeout" | "ServerTimeout" | "TooManyRequests"
+            | "InternalError" | "ServiceUnavailable" => self.reason,
+            _ => match self.code {
+                400 => "BadRequest",
+                401 => "Unauthorized",
+                403 => "Forbidden",
+                404 => "NotFound",
+                408 | 504 => "Timeout",
+                409 => "Conflict",
+                422 => "Invalid",
+                429 => "TooManyRequests",
+                503 => "ServiceUnavailable",
+                500..=599 => "InternalError",
+                _ => "",
+            },
+        }
+    }
+}
+
+/// Classifies an API server's refusal of a mirror by its `Status`.
+pub fn refusal_reason(refusal: &Refusal) -> RejectReason {
+    // Admission denials come first: each takes whatever code and reason its
+    // author chose, so only the message tells them from the API server's
+    // own. A webhook's status is passed through with nothing added but a
+    // message prefix (apiserver pkg/admission/plugin/webhook/errors/
+    // statuserror.go); newer servers put "<resource> \"<name>\" is
+    // forbidden: " before it, hence `contains`.
+    if refusal.message.contains("admission webhook \"")
+        && refusal.message.contains("\" denied the request")
+    {
         return RejectReason::WebhookDenied;
     }
-    if message.contains("ValidatingAdmissionPolicy") && message.contains("denied request") {
+    // A ValidatingAdmissionPolicy denial is Invalid, Forbidden, Unauthorized
+    // or RequestEntityTooLarge as the policy says, with one cause that has
+    // neither reason nor field; only the message names the policy
+    // (apiserver pkg/admission/plugin/policy/validating/dispatcher.go).
+    if refusal.message.contains("ValidatingAdmissionPolicy '")
+        && refusal.message.contains("denied request: ")
+    {
         return RejectReason::PolicyDenied;
     }
-    match code {
-        404 if message.contains("namespaces") => RejectReason::NamespaceMissing,
-        403 if message.contains("because it is being terminated") => {
-            RejectReason::NamespaceTerminating
-        }
-        403 if message.contains("exceeded quota") => RejectReason::QuotaExceeded,
-        401 | 403 => RejectReason::Forbidden,
-        400 | 422 if reason != "Timeout" => RejectReason::Invalid,
-        408 | 409 | 429 | 500..=599 => RejectReason::Unavailable,
+    // NamespaceLifecycle (plugin/pkg/admission/namespace/lifecycle) marks a
+    // terminating namespace with a cause, and answers for a missing one
+    // with NotFound about the core `namespaces` resource.
+    if refusal.cause_reasons.contains(&"NamespaceTerminating") {
+        return RejectReason::NamespaceTerminating;
+    }
+    let reason = refusal.reason_or_code();
+    if reason == "NotFound" && refusal.kind == "namespaces" && refusal.group.is_empty() {
+        return RejectReason::NamespaceMissing;
+    }
+    // ResourceQuota's refusal is a plain Forbidden about the Job, no cause,
+    // the same shape as RBAC's (apiserver pkg/admission/plugin/resourcequota/
+    // controller.go): only its message prefix sets it apart.
+    if reason == "Forbidden" && refusal.message.contains("forbidden: exceeded quota: ") {
+        return RejectReason::QuotaExceeded;
+    }
+    match reason {
+        "Unauthorized" | "Forbidden" => RejectReason::Forbidden,
+        "BadRequest" | "Invalid" => RejectReason::Invalid,
+        "AlreadyExists" | "Conflict" | "Timeout" | "ServerTimeout" | "TooManyRequests"
+        | "InternalError" | "ServiceUnavailable" => RejectReason::Unavailable,
         _ => RejectReason::Other,
     }
 }
+
+#[cfg(test)]
+#[path = "report_tests.rs"]
+mod refusal_tests;
 
 #[cfg(test)]
 mod tests {
@@ -161,85 +253,5 @@ mod tests {
         assert_eq!(spec.suspend, Some(true));
         assert_eq!(spec.parallelism, None);
         assert!(spec.template.spec.is_none(), "the pod template is dropped");
-    }
-
-    fn api_error(code: u16, message: &str) -> kube::Error {
-        kube::Error::Api(Box::new(
-            kube::core::Status::failure(message, "").with_code(code),
-        ))
-    }
-
-    fn reason(code: u16, message: &str) -> RejectReason {
-        let ApplyFailure::Refused(reason, text) = apply_failure(&api_error(code, message)) else {
-            panic!("not a refusal");
-        };
-        assert_eq!(text, message, "the worker's message is kept");
-        reason
-    }
-
-    #[test]
-    fn refusals_that_can_clear_are_told_apart_from_final_ones() {
-        use RejectReason::*;
-        let cases = [
-            (404, "namespaces \"ml\" not found", NamespaceMissing),
-            (
-                403,
-                "jobs.batch \"a\" is forbidden: unable to create new content in namespace ml because it is being terminated",
-                NamespaceTerminating,
-            ),
-            (
-                403,
-                "jobs.batch \"a\" is forbidden: exceeded quota: jobs, requested: count/jobs.batch=1, used: count/jobs.batch=1, limited: count/jobs.batch=1",
-                QuotaExceeded,
-            ),
-            (
-                400,
-                "admission webhook \"policy.example.com\" denied the request: no GPUs on Sundays",
-                WebhookDenied,
-            ),
-            (
-                422,
-                "jobs.batch \"a\" is forbidden: ValidatingAdmissionPolicy 'jobrelay-agent-pods' with binding 'jobrelay-agent-pods' denied request: privileged containers are not allowed",
-                PolicyDenied,
-            ),
-            (
-                403,
-                "jobs.batch is forbidden: User \"agent\" cannot create",
-                Forbidden,
-            ),
-            (429, "too many requests", Unavailable),
-            (503, "unavailable", Unavailable),
-            (500, "etcdserver: request timed out", Unavailable),
-            (
-                422,
-                "Job.batch \"a\" is invalid: spec.template: Invalid value",
-                Invalid,
-            ),
-            (405, "method not allowed", Other),
-        ];
-        for (code, message, want) in cases {
-            assert_eq!(reason(code, message), want, "{code} {message}");
-        }
-        for transient in [
-            NamespaceMissing,
-            NamespaceTerminating,
-            QuotaExceeded,
-            WebhookDenied,
-            Forbidden,
-            Unavailable,
-            Other,
-        ] {
-            assert!(!transient.is_permanent(), "{transient:?}");
-        }
-        assert!(Invalid.is_permanent() && PolicyDenied.is_permanent());
-    }
-
-    #[test]
-    fn a_request_that_never_got_an_answer_is_unavailable() {
-        let error = kube::Error::Service("connection reset".into());
-        assert!(matches!(
-            apply_failure(&error),
-            ApplyFailure::Refused(RejectReason::Unavailable, _)
-        ));
     }
 }
