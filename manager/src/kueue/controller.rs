@@ -22,16 +22,14 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tracing::{debug, info, instrument, warn};
 
-use super::check::{self, CheckState, CheckStep, Input, JobSide, WorkerKueueSide};
-use super::owner::{self, Owner};
-use super::scheduling::{self, Scheduling};
+use super::check::{self, CheckState, CheckStep};
 use super::types::{AdmissionCheck, ResourceFlavor, Workload};
-use super::worker_queue::worker_admitted;
+pub use super::workload_view::is_queued;
+use super::workload_view::{View, allowed};
 use super::{CONTROLLER_NAME, Reservation, Reservations, Withdrawal};
 use crate::clusters::registry::Registry;
 use crate::clusters::worker_cluster_set::WorkerClusterSet;
 use crate::fleet::Fleet;
-use crate::job::placement::{assigned_cluster, pinned_cluster, preferences};
 use crate::telemetry::events::{Events, Reason};
 
 /// How often an AdmissionCheck's `Active` condition is looked at again, so
@@ -174,85 +172,15 @@ fn apply_params() -> PatchParams {
 /// Answers jobrelay's check on one Workload.
 #[instrument(skip_all, fields(workload = %ObjectRef::from_obj(workload.as_ref())))]
 async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let checks = jobrelay_checks(&workload, &ctx.checks, &ctx.sets);
-    if checks.is_empty() {
+    let Some(View {
+        names,
+        input,
+        job,
+        job_uid,
+        scheduling,
+    }) = View::of(&workload, &ctx)
+    else {
         return Ok(Action::await_change());
-    }
-    let names: Vec<String> = checks.iter().map(|(name, _)| name.clone()).collect();
-    let allowed = check::all_allowed(checks.into_iter().map(|(_, allowed)| allowed));
-    let namespace = workload.namespace().unwrap_or_default();
-    let job = workload.owner_job().and_then(|(name, uid)| {
-        ctx.jobs
-            .get(&ObjectRef::new(name).within(&namespace))
-            .filter(|job| job.metadata.uid.as_deref() == Some(uid))
-    });
-    let job_uid = workload
-        .owner_job()
-        .map(|(_, uid)| uid.to_string())
-        .unwrap_or_default();
-    // What the assigned flavors add to the Job's template on admission.
-    let scheduling = workload
-        .status
-        .as_ref()
-        .and_then(|s| s.admission.as_ref())
-        .map(|admission| {
-            let flavors = ctx.flavors.state();
-            let own = scheduling::own(&workload.spec.pod_sets);
-            scheduling::from_admission(admission, &own, |name| {
-                flavors
-                    .iter()
-                    .find(|f| f.name_any() == name)
-                    .map(|f| &f.spec)
-            })
-        })
-        .unwrap_or_else(|| Ok(Scheduling::default()));
-    let owner = match workload.owner() {
-        None => Owner::None,
-        Some(o) if o.kind == "Job" && o.api_version == "batch/v1" => Owner::Job {
-            name: o.name.clone(),
-            cached: job.is_some(),
-            managed_by: job
-                .as_ref()
-                .and_then(|j| j.spec.as_ref()?.managed_by.clone()),
-        },
-        Some(o) => Owner::Other {
-            api_version: o.api_version.clone(),
-            kind: o.kind.clone(),
-            name: o.name.clone(),
-        },
-    };
-    let preferences = job
-        .as_deref()
-        .map(|job| preferences(job, Timestamp::now()))
-        .unwrap_or_default();
-    let input = Input {
-        not_ours: owner::not_ours(&owner),
-        quota_reserved: workload.has("QuotaReserved"),
-        finished: workload.has("Finished"),
-        evicted: workload.has("Evicted"),
-        evicted_for: workload
-            .reason_of("Evicted")
-            .unwrap_or_default()
-            .to_string(),
-        state: check::joint_state(names.iter().map(|name| {
-            workload
-                .check(name)
-                .and_then(|c| CheckState::parse(&c.state))
-        })),
-        job: job
-            .as_deref()
-            .map(|job| job_side(job, &job_uid, scheduling.as_ref().ok(), &ctx)),
-        placeable: ctx.fleet.candidates().iter().any(|c| {
-            allowed.as_ref().is_ok_and(|a| a.allows(&c.name))
-                && ctx.registry.admits(&c.name, &namespace).is_ok()
-                && !preferences.avoids(&c.name)
-        }),
-        avoiding: preferences
-            .avoiding
-            .as_ref()
-            .map(|(cluster, until)| (cluster.clone(), until.to_string())),
-        allowed: allowed.clone(),
-        reserved_for: ctx.reservations.held_for(&job_uid),
     };
     let step = check::decide(&input);
     debug!(?step, "admission check");
@@ -275,7 +203,7 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
                 }
             };
             if let Some(job) = &job
-                && let Ok(allowed) = allowed
+                && let Ok(allowed) = input.allowed
             {
                 let reservation = Reservation {
                     job: ObjectRef::from_obj(job.as_ref()),
@@ -363,77 +291,6 @@ fn withdraw(job: &Option<Arc<Job>>, job_uid: &str, withdrawal: Withdrawal, ctx: 
     if ctx.reservations.withdraw(job_uid, withdrawal) {
         let _ = ctx.triggers.send(ObjectRef::from_obj(job.as_ref()));
     }
-}
-
-/// Every one of the Workload's checks that jobrelay controls, with what its
-/// parameters allow.
-fn jobrelay_checks(
-    workload: &Workload,
-    checks: &Store<AdmissionCheck>,
-    sets: &Store<WorkerClusterSet>,
-) -> Vec<(String, Result<check::Allowed, String>)> {
-    workload
-        .status
-        .iter()
-        .flat_map(|s| &s.admission_checks)
-        .filter_map(|state| {
-            let check = checks.get(&ObjectRef::new(&state.name))?;
-            (check.spec.controller_name == CONTROLLER_NAME)
-                .then(|| (state.name.clone(), allowed(&check, sets)))
-        })
-        .collect()
-}
-
-/// What a check's parameters allow, WorkerClusterSets read from the cache.
-fn allowed(
-    check: &AdmissionCheck,
-    sets: &Store<WorkerClusterSet>,
-) -> Result<check::Allowed, String> {
-    check::allowed(check.spec.parameters.as_ref(), |name| {
-        sets.get(&ObjectRef::new(name))
-            .map(|set| set.spec.clusters.clone())
-    })
-}
-
-/// Where `job` stands; `scheduling`: what its Workload's flavors add, if
-/// the flavor cache knows them all.
-fn job_side(job: &Job, uid: &str, scheduling: Option<&Scheduling>, ctx: &Context) -> JobSide {
-    let cluster = assigned_cluster(job).map(str::to_string);
-    let view = cluster.as_deref().and_then(|c| ctx.fleet.view(c, uid));
-    let mirror_held = view
-        .as_ref()
-        .is_some_and(|v| v.held_revision.is_some() && v.gone.is_none() && v.lost.is_none());
-    let queued = is_queued(job);
-    let worker_kueue = cluster
-        .as_deref()
-        .filter(|_| queued)
-        .and_then(|c| ctx.registry.worker_queue(c))
-        .map(|worker| WorkerKueueSide {
-            admitted: mirror_held && view.as_ref().is_some_and(|v| worker_admitted(v.phase)),
-            admit_within: worker.admit_within,
-        });
-    let pinned = pinned_cluster(job);
-    JobSide {
-        pinned: pinned.map(str::to_string),
-        pinned_connected: pinned.is_some_and(|c| ctx.fleet.is_connected(c)),
-        mirror_held,
-        cluster_connected: cluster
-            .as_deref()
-            .is_some_and(|c| ctx.fleet.is_connected(c)),
-        cluster_lost: cluster.as_deref().is_some_and(|c| ctx.fleet.is_lost(c)),
-        worker_kueue,
-        withdrawing: ctx.reservations.withdrawal(uid).is_some(),
-        flavors_to_record: scheduling.is_none_or(|s| scheduling::to_record(job, s).is_some()),
-        cluster,
-    }
-}
-
-/// The Job names a Kueue LocalQueue.
-pub fn is_queued(job: &Job) -> bool {
-    job.metadata
-        .labels
-        .as_ref()
-        .is_some_and(|l| l.contains_key(jobrelay_proto::wire::QUEUE_NAME_LABEL))
 }
 
 /// Sets the check's state on the Workload (server-side apply of that one

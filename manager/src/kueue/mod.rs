@@ -21,6 +21,7 @@ pub mod reservations;
 pub mod scheduling;
 pub mod types;
 pub mod worker_queue;
+mod workload_view;
 
 /// The `controllerName` of the AdmissionChecks jobrelay answers.
 pub const CONTROLLER_NAME: &str = jobrelay_proto::wire::MANAGED_BY;
