@@ -427,5 +427,8 @@ pub fn expiry(since: Option<Timestamp>, keep: Option<Duration>, now: Timestamp) 
 }
 
 #[cfg(test)]
+#[path = "life_plan_tests.rs"]
+mod plan_tests;
+#[cfg(test)]
 #[path = "life_tests.rs"]
 mod tests;
