@@ -182,6 +182,11 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
     else {
         return Ok(Action::await_change());
     };
+    let answer = Answer {
+        workload: &workload,
+        checks: &names,
+        ctx: &ctx,
+    };
     let step = check::decide(&input);
     debug!(?step, "admission check");
     match step {
@@ -217,20 +222,10 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
             }
             Ok(Action::requeue(after))
         }
-        CheckStep::Ready(message) => {
-            write_state(&workload, &names, CheckState::Ready, &message, None, &ctx).await
-        }
+        CheckStep::Ready(message) => answer.write(CheckState::Ready, &message, None).await,
         CheckStep::Retry { message, after } => {
             ctx.reservations.release(&job_uid);
-            write_state(
-                &workload,
-                &names,
-                CheckState::Retry,
-                &message,
-                Some(after),
-                &ctx,
-            )
-            .await
+            answer.write(CheckState::Retry, &message, Some(after)).await
         }
         CheckStep::Rejected(message) => {
             ctx.reservations.release(&job_uid);
@@ -240,15 +235,7 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
                 ctx.events
                     .publish(&regarding, Reason::AdmissionCheckRejected, note);
             }
-            write_state(
-                &workload,
-                &names,
-                CheckState::Rejected,
-                &message,
-                None,
-                &ctx,
-            )
-            .await
+            answer.write(CheckState::Rejected, &message, None).await
         }
         CheckStep::Withdraw { why, avoid } => {
             ctx.reservations.release(&job_uid);
@@ -269,15 +256,7 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
                 avoid_for: None,
             };
             withdraw(&job, &job_uid, withdrawal, &ctx);
-            write_state(
-                &workload,
-                &names,
-                CheckState::Retry,
-                &message,
-                Some(after),
-                &ctx,
-            )
-            .await
+            answer.write(CheckState::Retry, &message, Some(after)).await
         }
     }
 }
@@ -293,60 +272,68 @@ fn withdraw(job: &Option<Arc<Job>>, job_uid: &str, withdrawal: Withdrawal, ctx: 
     }
 }
 
-/// Sets the check's state on the Workload (server-side apply of that one
-/// entry of `status.admissionChecks`).
-async fn write_state(
-    workload: &Workload,
-    checks: &[String],
-    state: CheckState,
-    message: &str,
-    requeue_after: Option<Duration>,
-    ctx: &Context,
-) -> Result<Action, Error> {
-    let name = workload.name_any();
-    let namespace = workload.namespace().unwrap_or_default();
-    let now = Timestamp::now().to_string();
-    let entries: Vec<serde_json::Value> = checks
-        .iter()
-        .map(|check| {
-            let mut entry = json!({
-                "name": check, "state": state.as_str(), "message": message,
-                "lastTransitionTime": now,
-            });
-            if let Some(after) = requeue_after {
-                entry["requeueAfterSeconds"] = json!(after.as_secs());
-            }
-            entry
-        })
-        .collect();
-    let check = checks.join(", ");
-    // The Workload as read: a state decided on a stale copy is refused
-    // (409) and decided again.
-    let body = json!({
-        "apiVersion": check_api_version(),
-        "kind": "Workload",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "resourceVersion": workload.resource_version(),
-        },
-        "status": {"admissionChecks": entries},
-    });
-    info!(
-        check,
-        state = state.as_str(),
-        message,
-        "admission check state"
-    );
-    let api: Api<Workload> = Api::namespaced(ctx.client.clone(), &namespace);
-    api.patch_status(&name, &apply_params(), &Patch::Apply(body))
-        .await
-        .map_err(|source| Error::Kube {
-            what: format!(
-                "Workload {namespace}/{name}: setting admission check {check} to {}",
-                state.as_str()
-            ),
-            source,
-        })?;
-    Ok(Action::await_change())
+/// Where jobrelay's answer on one Workload goes.
+struct Answer<'a> {
+    workload: &'a Workload,
+    checks: &'a [String],
+    ctx: &'a Context,
+}
+
+impl Answer<'_> {
+    /// Sets the state of jobrelay's checks on the Workload (server-side
+    /// apply of those entries of `status.admissionChecks`).
+    async fn write(
+        &self,
+        state: CheckState,
+        message: &str,
+        requeue_after: Option<Duration>,
+    ) -> Result<Action, Error> {
+        let (workload, checks, ctx) = (self.workload, self.checks, self.ctx);
+        let name = workload.name_any();
+        let namespace = workload.namespace().unwrap_or_default();
+        let now = Timestamp::now().to_string();
+        let entries: Vec<serde_json::Value> = checks
+            .iter()
+            .map(|check| {
+                let mut entry = json!({
+                    "name": check, "state": state.as_str(), "message": message,
+                    "lastTransitionTime": now,
+                });
+                if let Some(after) = requeue_after {
+                    entry["requeueAfterSeconds"] = json!(after.as_secs());
+                }
+                entry
+            })
+            .collect();
+        let check = checks.join(", ");
+        // The Workload as read: a state decided on a stale copy is refused
+        // (409) and decided again.
+        let body = json!({
+            "apiVersion": check_api_version(),
+            "kind": "Workload",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "resourceVersion": workload.resource_version(),
+            },
+            "status": {"admissionChecks": entries},
+        });
+        info!(
+            check,
+            state = state.as_str(),
+            message,
+            "admission check state"
+        );
+        let api: Api<Workload> = Api::namespaced(ctx.client.clone(), &namespace);
+        api.patch_status(&name, &apply_params(), &Patch::Apply(body))
+            .await
+            .map_err(|source| Error::Kube {
+                what: format!(
+                    "Workload {namespace}/{name}: setting admission check {check} to {}",
+                    state.as_str()
+                ),
+                source,
+            })?;
+        Ok(Action::await_change())
+    }
 }
