@@ -68,7 +68,7 @@ fn change(
     let uid = uid.as_str();
     match (roll / 108) % 13 {
         0 | 1 => {
-            let placed = fleet.place(uid, &key(n), None, |c| c != "w3" || n % 2 == 0);
+            let placed = fleet.place(uid, &key(n), None, |c| c != "w3" || n.is_multiple_of(2));
             format!("place {uid} -> {placed:?}")
         }
         2 => {
@@ -114,7 +114,7 @@ fn change(
             if let Some(session) = sessions.remove(cluster) {
                 fleet.disconnect(cluster, session);
             }
-            fleet.set_lost(cluster, roll % 2 == 0);
+            fleet.set_lost(cluster, roll.is_multiple_of(2));
             format!("disconnect {cluster}")
         }
         _ => {
