@@ -1,6 +1,7 @@
 //! Micro-benchmarks of the manager's hot pure paths: turning a manager Job
 //! into the ApplyMirror payload, turning a worker's JobStatus bytes into the
-//! status patch body, and taking an agent's inventory on reconnect.
+//! status patch body, taking an agent's inventory on reconnect, and placing
+//! a wave of new Jobs over many clusters.
 //!
 //! Run with `cargo bench -p jobrelay-manager --bench hot_paths`.
 
@@ -367,5 +368,51 @@ fn fleet_connect(bencher: Bencher, known: bool) {
                 Vec::new(),
                 input.outbox.clone(),
             )
+        });
+}
+
+const CLUSTERS: usize = 100;
+
+/// A fleet with `CLUSTERS` connected clusters and nothing placed yet; the
+/// agents' ends are kept so no session counts as ended.
+struct Placing {
+    fleet: Fleet,
+    _triggers: mpsc::UnboundedReceiver<ObjectRef<Job>>,
+    _agents: Vec<mpsc::Receiver<jobrelay_proto::v1::ManagerMessage>>,
+}
+
+fn placing_input() -> Placing {
+    let (triggers, triggered) = mpsc::unbounded_channel();
+    let fleet = Fleet::new(triggers);
+    let agents = (0..CLUSTERS)
+        .map(|c| {
+            let (outbox, agent) = Outbox::new(BENCH_OUTBOX);
+            let name = format!("worker-{c:03}");
+            fleet.connect(&name, "0.1.0", &[], Vec::new(), Vec::new(), outbox);
+            agent
+        })
+        .collect();
+    Placing {
+        fleet,
+        _triggers: triggered,
+        _agents: agents,
+    }
+}
+
+/// A wave of 10,000 new Jobs placed over 100 connected clusters, one
+/// `Fleet::place` each; divide the time by 10,000 for one placement.
+#[divan::bench(sample_count = 10)]
+fn fleet_place_wave(bencher: Bencher) {
+    let jobs: Vec<(String, ObjectRef<Job>)> = desired()
+        .into_iter()
+        .map(|(mirror, key)| (mirror.origin_uid, key))
+        .collect();
+    bencher
+        .counter(divan::counter::ItemsCount::new(MIRRORS))
+        .with_inputs(placing_input)
+        .bench_local_refs(|input| {
+            for (uid, key) in &jobs {
+                black_box(input.fleet.place(uid, key, None, |_| true));
+            }
         });
 }

@@ -54,19 +54,23 @@ impl Fleet {
         if let Some(outcome) = applied_already(state, uid, key, revision) {
             return outcome;
         }
-        let (Some((session, outbox)), Some(view)) = (&state.session, state.mirrors.get_mut(uid))
-        else {
+        let Some((session, outbox)) = &state.session else {
             return Apply::Disconnected;
         };
-        let apply = ApplyMirror {
-            origin_uid: uid.to_string(),
-            revision,
-            job: job(),
-        };
-        let _ = outbox.send(message(Kind::ApplyMirror(apply)));
-        view.apply_sent = Some((*session, revision));
-        view.awaiting_held_since.get_or_insert_with(Instant::now);
-        Apply::Sent
+        state
+            .mirrors
+            .change_existing(uid, |view| {
+                let apply = ApplyMirror {
+                    origin_uid: uid.to_string(),
+                    revision,
+                    job: job(),
+                };
+                let _ = outbox.send(message(Kind::ApplyMirror(apply)));
+                view.apply_sent = Some((*session, revision));
+                view.awaiting_held_since.get_or_insert_with(Instant::now);
+                Apply::Sent
+            })
+            .unwrap_or(Apply::Disconnected)
     }
 
     /// Makes sure the mirror is being deleted, and tells whether it is gone.
@@ -79,28 +83,30 @@ impl Fleet {
     ) -> Cleanup {
         let mut clusters = self.lock();
         let state = clusters.entry(cluster.to_string()).or_default();
-        let view = state.mirrors.entry(uid.to_string()).or_default();
-        view.key = Some(key.clone());
-        if let Some(pods_deleted) = view.gone {
-            return Cleanup::Gone { pods_deleted };
-        }
-        let Some((session, outbox)) = &state.session else {
-            return Cleanup::Disconnected;
-        };
-        if view.delete_sent == Some(*session) {
-            return Cleanup::Waiting;
-        }
-        let first = view.delete_sent.is_none();
-        let delete = DeleteMirror {
-            origin_uid: uid.to_string(),
-            namespace: key.namespace.clone().unwrap_or_default(),
-            name: key.name.clone(),
-            reason: reason as i32,
-        };
-        let _ = outbox.send(message(Kind::DeleteMirror(delete)));
-        view.delete_sent = Some(*session);
-        view.delete_sent_at.get_or_insert_with(Instant::now);
-        Cleanup::Started { first }
+        let session = &state.session;
+        state.mirrors.change(uid, |view| {
+            view.key = Some(key.clone());
+            if let Some(pods_deleted) = view.gone {
+                return Cleanup::Gone { pods_deleted };
+            }
+            let Some((session, outbox)) = session else {
+                return Cleanup::Disconnected;
+            };
+            if view.delete_sent == Some(*session) {
+                return Cleanup::Waiting;
+            }
+            let first = view.delete_sent.is_none();
+            let delete = DeleteMirror {
+                origin_uid: uid.to_string(),
+                namespace: key.namespace.clone().unwrap_or_default(),
+                name: key.name.clone(),
+                reason: reason as i32,
+            };
+            let _ = outbox.send(message(Kind::DeleteMirror(delete)));
+            view.delete_sent = Some(*session);
+            view.delete_sent_at.get_or_insert_with(Instant::now);
+            Cleanup::Started { first }
+        })
     }
 
     /// Drops what is known about a mirror whose manager Job needs it no more.
@@ -190,13 +196,12 @@ impl Fleet {
 
     /// Notes that the manager Job shows the mirror's loss.
     pub fn lost_accounted(&self, cluster: &str, uid: &str) {
-        if let Some(lost) = self
-            .lock()
-            .get_mut(cluster)
-            .and_then(|c| c.mirrors.get_mut(uid))
-            .and_then(|v| v.lost.as_mut())
-        {
-            lost.accounted = true;
+        if let Some(state) = self.lock().get_mut(cluster) {
+            state.mirrors.change_existing(uid, |view| {
+                if let Some(lost) = view.lost.as_mut() {
+                    lost.accounted = true;
+                }
+            });
         }
     }
 
@@ -225,13 +230,13 @@ impl Fleet {
         change: impl FnOnce(&mut MirrorView) -> T,
     ) -> Option<T> {
         let mut clusters = self.lock();
-        let view = clusters
+        let (result, key) = clusters
             .get_mut(cluster)?
             .mirrors
-            .get_mut(uid)
-            .filter(|v| v.key.is_some())?;
-        let result = change(view);
-        let key = view.key.clone();
+            .change_existing(uid, |view| {
+                view.key.is_some().then(|| (change(view), view.key.clone()))
+            })
+            .flatten()?;
         drop(clusters);
         if let Some(key) = key {
             let _ = self.triggers.send(key);
@@ -249,32 +254,34 @@ fn applied_already(
     key: &ObjectRef<Job>,
     revision: u64,
 ) -> Option<Apply> {
-    let view = state.mirrors.entry(uid.to_string()).or_default();
-    view.key = Some(key.clone());
-    match view.gone {
-        Some(_) => {
-            // Deleted before (suspension); this is a new mirror.
-            *view = MirrorView {
-                key: Some(key.clone()),
-                ..Default::default()
-            };
+    let session = &state.session;
+    state.mirrors.change(uid, |view| {
+        view.key = Some(key.clone());
+        match view.gone {
+            Some(_) => {
+                // Deleted before (suspension); this is a new mirror.
+                *view = MirrorView {
+                    key: Some(key.clone()),
+                    ..Default::default()
+                };
+            }
+            None if view.delete_sent.is_some() || view.lost.is_some() => {
+                return Some(Apply::AwaitingGone);
+            }
+            None => {}
         }
-        None if view.delete_sent.is_some() || view.lost.is_some() => {
-            return Some(Apply::AwaitingGone);
+        if let Some(rejected) = view.rejected.as_ref().filter(|r| r.revision == revision) {
+            return Some(if rejected.reason.is_permanent() {
+                Apply::Rejected(rejected.clone())
+            } else {
+                Apply::Waiting(rejected.clone())
+            });
         }
-        None => {}
-    }
-    if let Some(rejected) = view.rejected.as_ref().filter(|r| r.revision == revision) {
-        return Some(if rejected.reason.is_permanent() {
-            Apply::Rejected(rejected.clone())
-        } else {
-            Apply::Waiting(rejected.clone())
-        });
-    }
-    let Some((session, _)) = &state.session else {
-        return Some(Apply::Disconnected);
-    };
-    let in_place = view.held_revision.is_some_and(|held| held >= revision)
-        || view.apply_sent == Some((*session, revision));
-    in_place.then_some(Apply::InPlace)
+        let Some((session, _)) = session else {
+            return Some(Apply::Disconnected);
+        };
+        let in_place = view.held_revision.is_some_and(|held| held >= revision)
+            || view.apply_sent == Some((*session, revision));
+        in_place.then_some(Apply::InPlace)
+    })
 }

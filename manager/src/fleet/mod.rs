@@ -7,7 +7,7 @@
 //! Every change that a reconcile should react to returns or queues the
 //! manager Job's key, which the controller then reconciles.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -19,15 +19,16 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
 
-use crate::fleet::views::{Link, MirrorView};
+use crate::fleet::views::Link;
 use crate::job::placement::{Candidate, choose_cluster};
+use mirror_map::MirrorMap;
 
 pub use crate::outbox::Outbox;
 
 #[derive(Default)]
 struct Cluster {
     session: Option<(u64, Outbox)>,
-    mirrors: HashMap<String, MirrorView>,
+    mirrors: MirrorMap,
     /// When the last session opened or closed; `None` before the first.
     since: Option<Timestamp>,
     agent_version: String,
@@ -75,24 +76,22 @@ impl Fleet {
         let id = self.next_session.fetch_add(1, Ordering::Relaxed);
         let mut clusters = self.lock();
         let state = clusters.entry(cluster.to_string()).or_default();
-        for view in state.mirrors.values_mut() {
+        state.mirrors.change_all(|view| {
             view.held_revision = None;
             view.phase = MirrorPhase::Unspecified;
-        }
+        });
         for (mirror, key) in &desired {
             state
                 .mirrors
-                .entry(mirror.origin_uid.clone())
-                .or_default()
-                .key = Some(key.clone());
+                .change(&mirror.origin_uid, |view| view.key = Some(key.clone()));
         }
         // What the agent holds beyond that is for its orphan sweep; nothing
         // is kept for it here.
         for entry in inventory {
-            if let Some(view) = state.mirrors.get_mut(&entry.origin_uid) {
+            state.mirrors.change_existing(&entry.origin_uid, |view| {
                 view.held_revision = Some(entry.revision);
                 view.phase = entry.phase();
-            }
+            });
         }
         let mut keys: Vec<ObjectRef<Job>> = Vec::new();
         keys.extend(state.mirrors.values().filter_map(|v| v.key.clone()));
@@ -184,19 +183,17 @@ impl Fleet {
         eligible: impl Fn(&str) -> bool,
     ) -> Option<String> {
         let mut clusters = self.lock();
-        if let Some((name, _)) = clusters.iter().find(|(_, c)| c.mirrors.contains_key(uid)) {
+        if let Some((name, _)) = clusters.iter().find(|(_, c)| c.mirrors.contains(uid)) {
             return Some(name.clone());
         }
         let mut candidates = candidates(&clusters);
         candidates.retain(|c| eligible(&c.name));
         let choice = choose_cluster(pinned, &candidates)?;
-        let view = clusters
+        clusters
             .entry(choice.clone())
             .or_default()
             .mirrors
-            .entry(uid.to_string())
-            .or_default();
-        view.key = Some(key.clone());
+            .change(uid, |view| view.key = Some(key.clone()));
         Some(choice)
     }
 
@@ -220,11 +217,7 @@ impl Fleet {
 }
 
 fn held(cluster: &Cluster) -> u32 {
-    cluster
-        .mirrors
-        .values()
-        .filter(|v| v.held_revision.is_some())
-        .count() as u32
+    u32::try_from(cluster.mirrors.held()).unwrap_or(u32::MAX)
 }
 
 fn candidates(clusters: &BTreeMap<String, Cluster>) -> Vec<Candidate> {
@@ -233,11 +226,7 @@ fn candidates(clusters: &BTreeMap<String, Cluster>) -> Vec<Candidate> {
         .filter(|(_, c)| c.session.is_some())
         .map(|(name, c)| Candidate {
             name: name.clone(),
-            active_mirrors: c
-                .mirrors
-                .values()
-                .filter(|v| v.gone.is_none() && v.key.is_some())
-                .count(),
+            active_mirrors: c.mirrors.active(),
         })
         .collect()
 }
@@ -249,5 +238,10 @@ pub fn message(kind: Kind) -> ManagerMessage {
 mod mirrors;
 pub mod views;
 
+mod mirror_map;
+
 #[cfg(test)]
 pub(crate) mod tests;
+
+#[cfg(test)]
+mod count_tests;
