@@ -21,9 +21,10 @@ use crate::controller::context::retry_in;
 pub use crate::controller::context::{Context, Error};
 use crate::controller::superseded;
 use crate::controller::writes::{self, Written, write_status};
-use crate::job::life::{self, Effect, Expiry, KueueAsks, Plan, Step};
+use crate::job::life::{self, Expiry, KueueAsks, Step};
 use crate::job::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle};
 use crate::job::placement::assigned_cluster;
+use crate::job::plan::{self, Effect, Plan};
 use crate::job::retention::remote_retention;
 use crate::kueue::Withdrawal;
 use crate::kueue::controller::is_queued;
@@ -110,13 +111,13 @@ impl Subject<'_> {
             },
             Step::ShowLoss { cluster, lost } => {
                 let limit = ctx.config.mirror_lost_limit;
-                let plan = life::show_loss(job, &cluster, &lost, limit, now);
+                let plan = plan::show_loss(job, &cluster, &lost, limit, now);
                 self.execute(job, &cluster, plan).await
             }
             Step::Cleanup { cluster, reason } => {
                 let outcome = ctx.fleet.cleanup(&cluster, &self.uid, &self.key, reason);
                 let lost = ctx.fleet.is_lost(&cluster);
-                let plan = life::after_cleanup(&cluster, outcome, lost);
+                let plan = plan::after_cleanup(&cluster, outcome, lost);
                 self.execute(job, &cluster, plan).await
             }
             Step::Release => {
@@ -155,7 +156,7 @@ impl Subject<'_> {
                     ctx.fleet
                         .cleanup(&cluster, &self.uid, &self.key, DeleteReason::Withdrawn);
                 let lost = ctx.fleet.is_lost(&cluster);
-                let plan = life::after_withdrawal(job, &cluster, outcome, lost, &withdrawal, now);
+                let plan = plan::after_withdrawal(job, &cluster, outcome, lost, &withdrawal, now);
                 self.execute(job, &cluster, plan).await
             }
         }

@@ -4,16 +4,16 @@ use super::*;
 use jobrelay_proto::wire::{
     CLUSTER_KEY, DEACTIVATED_ANNOTATION, MANAGED_BY, REMOTE_CLEANUP_FINALIZER,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 
-pub(super) const NOW: &str = "2026-11-22T12:00:00Z";
+pub(crate) const NOW: &str = "2026-11-22T12:00:00Z";
 
-pub(super) fn now() -> Timestamp {
+pub(crate) fn now() -> Timestamp {
     NOW.parse().unwrap()
 }
 
 /// A relayed Job; `extra` is merged into it.
-pub(super) fn job(extra: Value) -> Job {
+pub(crate) fn job(extra: Value) -> Job {
     let mut base = json!({
         "metadata": {"name": "train", "namespace": "ml", "uid": "u1", "annotations": {}},
         "spec": {"managedBy": MANAGED_BY, "template": {"spec": {"containers": []}}},
@@ -22,7 +22,7 @@ pub(super) fn job(extra: Value) -> Job {
     serde_json::from_value(base).unwrap()
 }
 
-pub(super) fn merge(base: &mut Value, extra: Value) {
+pub(crate) fn merge(base: &mut Value, extra: Value) {
     match (base, extra) {
         (Value::Object(base), Value::Object(extra)) => {
             for (k, v) in extra {
@@ -33,7 +33,7 @@ pub(super) fn merge(base: &mut Value, extra: Value) {
     }
 }
 
-pub(super) fn placed(held: bool) -> Value {
+pub(crate) fn placed(held: bool) -> Value {
     let finalizers: Vec<&str> = if held {
         vec![REMOTE_CLEANUP_FINALIZER]
     } else {
@@ -42,17 +42,17 @@ pub(super) fn placed(held: bool) -> Value {
     json!({"metadata": {"annotations": {CLUSTER_KEY: "w1"}, "finalizers": finalizers}})
 }
 
-pub(super) fn finished(at: &str) -> Value {
+pub(crate) fn finished(at: &str) -> Value {
     json!({"status": {"conditions": [
         {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": at},
         {"type": "Complete", "status": "True", "lastTransitionTime": at}]}})
 }
 
-pub(super) fn deleting() -> Value {
+pub(crate) fn deleting() -> Value {
     json!({"metadata": {"deletionTimestamp": NOW}})
 }
 
-pub(super) fn with(parts: &[Value]) -> Job {
+pub(crate) fn with(parts: &[Value]) -> Job {
     let mut all = json!({});
     for part in parts {
         merge(&mut all, part.clone());
@@ -60,11 +60,11 @@ pub(super) fn with(parts: &[Value]) -> Job {
     job(all)
 }
 
-pub(super) fn config() -> Config {
+pub(crate) fn config() -> Config {
     Config::default()
 }
 
-pub(super) fn lost(accounted: bool) -> MirrorView {
+pub(crate) fn lost(accounted: bool) -> MirrorView {
     MirrorView {
         lost: Some(LostMirror {
             mirror_uid: "m1".into(),
@@ -75,7 +75,7 @@ pub(super) fn lost(accounted: bool) -> MirrorView {
     }
 }
 
-pub(super) fn cleanup(reason: DeleteReason) -> Step {
+pub(crate) fn cleanup(reason: DeleteReason) -> Step {
     Step::Cleanup {
         cluster: "w1".into(),
         reason,

@@ -1,5 +1,5 @@
 //! The life of one manager Job, as pure decisions over plain data: what to
-//! do next ([`life`]), the mirror built from it ([`mirror`]), where it goes
+//! do next ([`life`]) and what follows the fleet's answer ([`plan`]), the mirror built from it ([`mirror`]), where it goes
 //! ([`placement`]), how long it and its mirror are kept ([`retention`]),
 //! what a lost mirror means ([`loss`]) and the status copied onto it
 //! ([`status`]). Nothing here talks to an API server.
@@ -8,5 +8,6 @@ pub mod life;
 pub mod loss;
 pub mod mirror;
 pub mod placement;
+pub mod plan;
 pub mod retention;
 pub mod status;

@@ -12,9 +12,10 @@ use tracing::{debug, warn};
 use crate::clusters::registry::Refusal;
 use crate::controller::superseded;
 use crate::controller::writes;
-use crate::job::life::{self, AWAIT_CLUSTER};
+use crate::job::life::AWAIT_CLUSTER;
 use crate::job::mirror::{Lifecycle, is_whole, lifecycle, mirror_job, revision};
 use crate::job::placement::{pinned_cluster, preferences};
+use crate::job::plan;
 use crate::kueue::worker_queue::queue_on_worker;
 use crate::kueue::{mirror_scheduling, scheduling};
 use crate::telemetry::events::Reason;
@@ -144,7 +145,7 @@ impl Subject<'_> {
             .fleet
             .view(cluster, &self.uid)
             .is_some_and(|v| v.held_revision.is_some());
-        let plan = life::after_apply(job, cluster, revision, outcome, held, Timestamp::now());
+        let plan = plan::after_apply(job, cluster, revision, outcome, held, Timestamp::now());
         self.execute(job, cluster, plan).await
     }
 

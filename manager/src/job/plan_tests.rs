@@ -8,7 +8,8 @@ use jobrelay_proto::v1::RejectReason;
 use jobrelay_proto::wire::{LAST_LOST_MIRROR_ANNOTATION, MIRRORS_LOST_ANNOTATION};
 use serde_json::json;
 
-use super::tests::*;
+use crate::job::life::tests::*;
+use crate::job::life::*;
 
 fn event(plan: &Plan) -> Option<(Reason, &str)> {
     plan.effects.iter().find_map(|e| match e {
