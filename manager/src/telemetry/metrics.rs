@@ -7,10 +7,10 @@
 //! Kubernetes API latencies).
 
 mod caches;
+mod record;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::reflector::Store;
@@ -238,90 +238,6 @@ impl Metrics {
         self.agent_certificate_expiry.clone()
     }
 
-    /// Whether this replica leads, and the Lease's transitions as read.
-    pub fn leadership(&self, leading: bool, transitions: i32) {
-        self.leader.set(i64::from(leading));
-        self.leader_transitions.set(i64::from(transitions));
-    }
-
-    /// This replica renewed the Lease at `at`.
-    pub fn lease_renewed(&self, at: tokio::time::Instant) {
-        *self
-            .lease_renewed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(at);
-    }
-
-    /// Counts a refused session or connection.
-    pub fn refused(&self, reason: &str) {
-        self.sessions_refused
-            .get_or_create(&ByReason {
-                reason: reason.into(),
-            })
-            .inc();
-    }
-
-    /// Counts a session ended by one of the Relay's limits.
-    pub fn session_cut(&self, reason: &str) {
-        self.sessions_cut
-            .get_or_create(&ByReason {
-                reason: reason.into(),
-            })
-            .inc();
-    }
-
-    /// Counts a refusal of a worker.
-    pub fn apply_refused(&self, cluster: &str, reason: &str, permanent: bool) {
-        let labels = Refusal {
-            cluster: cluster.into(),
-            reason: reason.into(),
-            permanent: permanent.to_string(),
-        };
-        self.apply_refusals.get_or_create(&labels).inc();
-    }
-
-    pub fn mirror_lost(&self, cluster: &str) {
-        self.mirrors_lost.get_or_create(&by(cluster)).inc();
-    }
-
-    pub fn report_dropped(&self, cluster: &str) {
-        self.reports_dropped.get_or_create(&by(cluster)).inc();
-    }
-
-    pub fn dispatched(&self, cluster: &str, took: Duration) {
-        self.dispatch_seconds
-            .get_or_create(&by(cluster))
-            .observe(took.as_secs_f64());
-    }
-
-    pub fn status_shown(&self, cluster: &str, took: Duration) {
-        self.status_seconds
-            .get_or_create(&by(cluster))
-            .observe(took.as_secs_f64());
-    }
-
-    pub fn status_heard(&self, cluster: &str, took: Duration) {
-        self.status_heard_seconds
-            .get_or_create(&by(cluster))
-            .observe(took.as_secs_f64());
-    }
-
-    pub fn status_write(&self, cluster: &str, took: Duration) {
-        self.status_write_seconds
-            .get_or_create(&by(cluster))
-            .observe(took.as_secs_f64());
-    }
-
-    pub fn status_written(&self) {
-        self.status_writes.inc();
-    }
-
-    pub fn cleaned_up(&self, cluster: &str, took: Duration) {
-        self.cleanup_seconds
-            .get_or_create(&by(cluster))
-            .observe(took.as_secs_f64());
-    }
-
     /// The OpenMetrics text of every metric, gauges read now.
     pub fn render(&self) -> String {
         self.connected_clusters
@@ -383,6 +299,7 @@ mod tests {
     use super::*;
     use jobrelay_proto::v1::MirrorPhase;
     use kube::runtime::reflector::ObjectRef;
+    use std::time::Duration;
 
     #[test]
     fn renders_counters_gauges_and_per_cluster_histograms() {
