@@ -1,0 +1,141 @@
+//! The AdmissionCheck itself: `Active` while agents are connected, and what
+//! its `parameters` allow.
+
+use super::*;
+
+#[tokio::test]
+async fn the_admission_check_is_active_while_agents_are_connected() {
+    let (clusters, _) = setup().await;
+    let checks: Api<AdmissionCheck> = Api::all(kit::client(clusters.manager()).await);
+    let check = wait::until("AdmissionCheck jobrelay Active", WAIT, || async {
+        match checks.get(CHECK).await {
+            Ok(c)
+                if c.status
+                    .iter()
+                    .flat_map(|s| &s.conditions)
+                    .any(|c| c.type_ == "Active" && c.status == "True") =>
+            {
+                Seen::Ready(c)
+            }
+            Ok(c) => Seen::Waiting(format!("{:?}", c.status)),
+            Err(e) => Seen::Waiting(e.to_string()),
+        }
+    })
+    .await;
+    let active = check
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "Active")
+        .unwrap();
+    assert!(active.message.unwrap_or_default().contains("worker-1"));
+}
+
+#[tokio::test]
+async fn parameters_keep_a_checks_workloads_on_its_worker_clusters_and_bad_ones_show() {
+    let (clusters, relay) = setup().await;
+    let s = Scenario::new(clusters, relay, "pinnedcq").await;
+    let client = kit::client(clusters.manager()).await;
+    let check = |name: &str, group: &str, kind: &str, target: &str| {
+        json!({
+            "metadata": {"name": name},
+            "spec": {
+                "controllerName": jobrelay_proto::wire::MANAGED_BY,
+                "parameters": {"apiGroup": group, "kind": kind, "name": target},
+            },
+        })
+    };
+    // A WorkerClusterSet of worker-2 alone, in the spirit of MultiKueueConfig.
+    let set_name = format!("only-w2-{}", s.ns);
+    let sets: Api<WorkerClusterSet> = Api::all(client.clone());
+    let set = WorkerClusterSet::new(
+        &set_name,
+        WorkerClusterSetSpec {
+            clusters: vec!["worker-2".into()],
+        },
+    );
+    sets.patch(
+        &set_name,
+        &PatchParams::apply("jobrelay-e2e").force(),
+        &Patch::Apply(&set),
+    )
+    .await
+    .expect("apply the WorkerClusterSet");
+    let only = format!("only-w2-{}", s.ns);
+    let single = format!("single-{}", s.ns);
+    let unknown = format!("unknown-{}", s.ns);
+    let no_set = format!("no-set-{}", s.ns);
+    let invalid = format!("invalid-{}", s.ns);
+    for (name, body) in [
+        (
+            &only,
+            check(&only, "jobrelay.dev", "WorkerClusterSet", &set_name),
+        ),
+        (
+            &single,
+            check(&single, "jobrelay.dev", "WorkerCluster", "worker-1"),
+        ),
+        (
+            &unknown,
+            check(&unknown, "jobrelay.dev", "WorkerCluster", "worker-9"),
+        ),
+        (
+            &no_set,
+            check(&no_set, "jobrelay.dev", "WorkerClusterSet", "missing"),
+        ),
+        (
+            &invalid,
+            check(&invalid, "kueue.x-k8s.io", "MultiKueueConfig", "c"),
+        ),
+    ] {
+        kueue_objects::apply(&client, "AdmissionCheck", None, body)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e:#}"));
+    }
+    let checks: Api<AdmissionCheck> = Api::all(client.clone());
+    for (name, status, reason) in [
+        (&only, "True", "Active"),
+        (&single, "True", "Active"),
+        (&unknown, "False", "UnknownCluster"),
+        (&no_set, "False", "InvalidParameters"),
+        (&invalid, "False", "InvalidParameters"),
+    ] {
+        wait::until(
+            format!("AdmissionCheck {name} Active={status} ({reason})"),
+            WAIT,
+            || async {
+                let active = checks.get(name).await.ok().and_then(|c| {
+                    c.status?
+                        .conditions
+                        .into_iter()
+                        .find(|c| c.type_ == "Active")
+                });
+                match active {
+                    Some(c) if c.status == status && c.reason.as_deref() == Some(reason) => {
+                        Seen::Ready(())
+                    }
+                    other => Seen::Waiting(format!("{other:?}")),
+                }
+            },
+        )
+        .await;
+    }
+    kueue_objects::queue(&client, &s.ns, &s.ns, 4, &only)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    for i in 0..3 {
+        s.create(queued_job(&s, &format!("p{i}")).run_for("1s"))
+            .await;
+    }
+    for i in 0..3 {
+        let name = format!("p{i}");
+        assert_eq!(s.assigned_worker(&name).await.name, "worker-2", "{name}");
+        s.wait_condition(&name, "Complete").await;
+    }
+    s.finish(WAIT).await;
+    for name in [&only, &single, &unknown, &no_set, &invalid] {
+        let _ = checks.delete(name, &Default::default()).await;
+    }
+    let _ = sets.delete(&set_name, &Default::default()).await;
+}
