@@ -1,0 +1,95 @@
+//! The agent's Deployment as the chart renders it: gRPC probes, certificates,
+//! and RBAC that lets it touch only Jobs, Pods and Events.
+
+use super::*;
+
+#[tokio::test]
+async fn agent_deployment_is_probed_over_grpc_and_mounts_its_certificates() {
+    let objects = render("jobrelay-system", AGENT_VALUES, false).await.objects;
+    let deployment: Deployment = object(&objects, "Deployment", "jobrelay-agent");
+    let agent = container(&deployment, "agent");
+
+    assert_eq!(deployment.spec.as_ref().and_then(|s| s.replicas), Some(1));
+    assert_grpc_probes(agent);
+    assert_tls_mounted(&deployment, agent, "agent-tls", "JOBRELAY_MANAGER_CA");
+    assert_config_file(
+        &objects,
+        &deployment,
+        agent,
+        serde_json::json!({"terminatedPods": {"succeededAfter": "1h", "dryRun": true}}),
+    );
+    assert_restricted(&deployment, agent);
+    assert_eq!(env(agent, "JOBRELAY_ORIGIN"), ORIGIN);
+    assert_eq!(env(agent, "JOBRELAY_CLUSTER"), "worker-1");
+    assert_eq!(
+        env(agent, "JOBRELAY_MANAGER_URL"),
+        "https://jobrelay-manager.jobrelay-system:8443"
+    );
+}
+
+#[tokio::test]
+async fn agent_may_touch_only_jobs_pods_and_events() {
+    let objects = render("jobrelay-system", AGENT_VALUES, false).await.objects;
+    let role: ClusterRole = object(&objects, "ClusterRole", "jobrelay-agent");
+    let granted = grants(&role);
+    let resources: BTreeSet<&str> = granted.iter().map(|(_, r)| r.as_str()).collect();
+    // jobs/status: a mirror suspended after it started has its startTime
+    // cleared, or the worker's Job controller would not resume it.
+    assert_eq!(
+        resources,
+        BTreeSet::from(["jobs", "jobs/status", "pods", "events"]),
+        "agent grants: {granted:?}"
+    );
+    for (group, resource) in &granted {
+        let expected = match resource.as_str() {
+            "jobs" | "jobs/status" => "batch",
+            "pods" => "",
+            _ => "events.k8s.io",
+        };
+        assert_eq!(
+            group, expected,
+            "{resource} from the {expected:?} API group"
+        );
+    }
+    // The Job controller of the worker creates the Pods, never the agent.
+    let pod_verbs: BTreeSet<&str> = role
+        .rules
+        .iter()
+        .flatten()
+        .filter(|r| r.resources.iter().flatten().any(|x| x == "pods"))
+        .flat_map(|r| r.verbs.iter().map(String::as_str))
+        .collect();
+    assert!(
+        !pod_verbs.contains("create") && !pod_verbs.contains("update"),
+        "pods: {pod_verbs:?}"
+    );
+
+    // The binding gives the role to the agent's ServiceAccount only.
+    let account = pod_spec(&object::<Deployment>(
+        &objects,
+        "Deployment",
+        "jobrelay-agent",
+    ))
+    .service_account_name
+    .clone()
+    .expect("serviceAccountName");
+    let binding: ClusterRoleBinding = object(&objects, "ClusterRoleBinding", "jobrelay-agent");
+    assert_eq!(binding.role_ref.name, "jobrelay-agent");
+    let subjects: Vec<(String, String)> = binding
+        .subjects
+        .iter()
+        .flatten()
+        .map(|s| (s.kind.clone(), s.name.clone()))
+        .collect();
+    assert_eq!(subjects, [("ServiceAccount".to_string(), account)]);
+
+    // And the manager's role names no wildcard either.
+    let manager = render("jobrelay-system", MANAGER_VALUES, false)
+        .await
+        .objects;
+    grants(&object::<ClusterRole>(
+        &manager,
+        "ClusterRole",
+        "jobrelay-manager",
+    ));
+}
