@@ -26,14 +26,8 @@ use tonic::Code;
 use tonic::transport::Endpoint;
 use tonic_health::pb::health_check_response::ServingStatus;
 
-#[path = "registration/crd.rs"]
-mod crd;
 #[path = "registration/durations.rs"]
 mod durations;
-#[path = "registration/identity.rs"]
-mod identity;
-#[path = "registration/lost.rs"]
-mod lost;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 const WORKER_A: &str = "worker-1";
@@ -243,6 +237,116 @@ type RefusalCase = (
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn connections_without_a_valid_identity_are_refused_and_change_nothing() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let (_clusters, relay, registrations) = setup().await;
+    let sessions_before = relay.sessions_opened(WORKER_A);
+
+    // A certificate the CA did not vouch for, or not made for a client,
+    // fails the TLS handshake itself: the peer never reaches the Relay
+    // service, and gets no gRPC status from it.
+    let handshake = None;
+    let cases: [RefusalCase; 5] = [
+        (
+            "a certificate naming no registered cluster",
+            relay.ca().client("ghost"),
+            "ghost",
+            Some(Code::PermissionDenied),
+            "unknown_cluster",
+        ),
+        (
+            "a certificate from another CA",
+            RelayCa::new("another CA").and_then(|ca| ca.client(WORKER_A)),
+            WORKER_A,
+            handshake,
+            "certificate_untrusted",
+        ),
+        (
+            "an expired certificate",
+            relay.ca().expired_client(WORKER_A),
+            WORKER_A,
+            handshake,
+            "certificate_expired",
+        ),
+        (
+            "a certificate without the clientAuth usage",
+            relay.ca().server_usage_client(WORKER_A),
+            WORKER_A,
+            handshake,
+            "certificate_without_client_auth",
+        ),
+        (
+            "a Hello claiming another cluster than the certificate",
+            relay.ca().client(WORKER_B),
+            WORKER_A,
+            Some(Code::PermissionDenied),
+            "cluster_mismatch",
+        ),
+    ];
+    for (what, identity, claimed, code, reason) in cases {
+        let counted = refused_count(relay, reason).await;
+        let identity = identity.unwrap();
+        let refused = hello(relay, Some(&identity), claimed)
+            .await
+            .expect_err(what);
+        match code {
+            Some(code) => assert_eq!(refused.code(), code, "{what}: {refused:?}"),
+            None => assert!(
+                matches!(
+                    refused.code(),
+                    Code::Cancelled | Code::Unavailable | Code::Unknown
+                ),
+                "{what}: refused at the handshake, not by the service: {refused:?}"
+            ),
+        }
+        println!(
+            "{what}: refused with {:?}: {}",
+            refused.code(),
+            refused.message()
+        );
+        wait_refused(relay, reason, counted).await;
+        // A refused handshake breaks the client's connection, which its
+        // transport may dial again once: each dial is counted.
+        if code.is_some() {
+            assert_eq!(
+                refused_count(relay, reason).await,
+                counted + 1.0,
+                "{what} is counted once"
+            );
+        }
+        assert!(
+            relay
+                .manager_log()
+                .contains(&format!("reason=\"{reason}\"")),
+            "{what} is logged with its reason"
+        );
+    }
+
+    // No client certificate at all: the handshake itself fails.
+    let counted = refused_count(relay, "tls_handshake_failed").await;
+    let refused = hello(relay, None, WORKER_A)
+        .await
+        .expect_err("no certificate");
+    println!(
+        "no client certificate: {:?}: {}",
+        refused.code(),
+        refused.message()
+    );
+    wait_refused(relay, "tls_handshake_failed", counted).await;
+
+    // The real agent of worker-1 kept its session: nothing was replaced.
+    assert_eq!(relay.sessions_opened(WORKER_A), sessions_before);
+    assert_eq!(
+        condition(&registrations, WORKER_A, "Connected").await,
+        "True"
+    );
+    assert!(
+        registrations.get_opt("ghost").await.unwrap().is_none(),
+        "a refused identity registers nothing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn health_follows_readiness_and_every_agent_rejoins_a_restarted_manager() {
     let _exclusive = EXCLUSIVE.lock().await;
     let (clusters, relay, _registrations) = setup().await;
@@ -317,6 +421,24 @@ async fn certificates_are_rotated_without_a_restart() {
     wait_condition(&registrations, WORKER_A, "Connected", "True").await;
 }
 
+/// The mirror Job of `uid` on a worker, with its Pods.
+async fn mirror_objects(worker: &kube::Client, ns: &str, uid: &str) -> (usize, usize) {
+    let selector = ListParams::default().labels(&format!("{ORIGIN_UID_LABEL}={uid}"));
+    let jobs: Api<Job> = Api::namespaced(worker.clone(), ns);
+    let pods: Api<Pod> = Api::namespaced(worker.clone(), ns);
+    let jobs = jobs
+        .list(&selector)
+        .await
+        .map(|l| l.items.len())
+        .unwrap_or(usize::MAX);
+    let pods = pods
+        .list(&selector)
+        .await
+        .map(|l| l.items.len())
+        .unwrap_or(usize::MAX);
+    (jobs, pods)
+}
+
 async fn events_with_reason(manager: &kube::Client, ns: &str, name: &str, reason: &str) -> usize {
     let events: Api<Event> = Api::namespaced(manager.clone(), ns);
     events
@@ -332,6 +454,132 @@ async fn events_with_reason(manager: &kube::Client, ns: &str, name: &str, reason
                 .count()
         })
         .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lost_cluster_releases_deleted_jobs_and_its_returning_agent_cleans_up() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let (clusters, relay, registrations) = setup().await;
+    let scenario = Scenario::new(clusters, relay, "lost").await;
+    let (ns, jobs) = (scenario.ns.clone(), scenario.jobs.clone());
+    let manager = kit::client(clusters.manager()).await;
+    let worker_a = clusters
+        .workers()
+        .iter()
+        .find(|w| w.name == WORKER_A)
+        .unwrap();
+    let worker_a_client = kit::client(worker_a).await;
+
+    // A long Job running on worker-1.
+    let job = scenario
+        .job("stranded")
+        .label(CLUSTER_KEY, WORKER_A)
+        .run_for("600s")
+        .build();
+    let uid = jobs
+        .create(&PostParams::default(), &job)
+        .await
+        .unwrap()
+        .uid()
+        .unwrap();
+    wait::until("the mirror's Pod on worker-1", TIMEOUT, || async {
+        match mirror_objects(&worker_a_client, &ns, &uid).await {
+            (1, pods) if pods >= 1 && pods != usize::MAX => Seen::Ready(()),
+            seen => Seen::Waiting(format!("{seen:?} (Jobs, Pods)")),
+        }
+    })
+    .await;
+
+    // The agent goes away; the Job is deleted while it is away.
+    set_spec(
+        &registrations,
+        WORKER_A,
+        serde_json::json!({"lostAfter": "3s"}),
+    )
+    .await;
+    relay.kill_agent(WORKER_A);
+    jobs.delete("stranded", &DeleteParams::default())
+        .await
+        .unwrap();
+    let lost = wait_condition(&registrations, WORKER_A, "Lost", "True").await;
+    println!("worker-1 Lost {lost:?} after the agent was killed (lostAfter 3s)");
+
+    // The finalizer is released so the namespace could go, with a warning.
+    wait::until("the manager Job released and gone", TIMEOUT, || async {
+        match jobs.get_opt("stranded").await {
+            Ok(None) => Seen::Ready(()),
+            Ok(Some(job)) => Seen::Waiting(format!("finalizers {:?}", job.finalizers())),
+            Err(e) => Seen::Waiting(e.to_string()),
+        }
+    })
+    .await;
+    assert!(events_with_reason(&manager, &ns, "stranded", "ClusterLost").await >= 1);
+    let (left_jobs, _) = mirror_objects(&worker_a_client, &ns, &uid).await;
+    assert_eq!(
+        left_jobs, 1,
+        "with its agent away, the mirror is still on worker-1"
+    );
+
+    // While worker-1 is Lost, an unpinned Job goes elsewhere and a Job
+    // pinned to it is deactivated.
+    let elsewhere = scenario.job("elsewhere").run_for("1s").build();
+    jobs.create(&PostParams::default(), &elsewhere)
+        .await
+        .unwrap();
+    let pinned = scenario
+        .job("pinned-to-lost")
+        .label(CLUSTER_KEY, WORKER_A)
+        .build();
+    jobs.create(&PostParams::default(), &pinned).await.unwrap();
+    wait::until("placement around the Lost cluster", TIMEOUT, || async {
+        let elsewhere = jobs.get("elsewhere").await.ok();
+        let pinned = jobs.get("pinned-to-lost").await.ok();
+        let placed = elsewhere
+            .as_ref()
+            .and_then(|j| j.annotations().get(CLUSTER_KEY).cloned());
+        let deactivated = pinned
+            .as_ref()
+            .is_some_and(|j| j.annotations().contains_key(DEACTIVATED_ANNOTATION));
+        if placed.as_deref() == Some(WORKER_B) && deactivated {
+            Seen::Ready(())
+        } else {
+            Seen::Waiting(format!(
+                "elsewhere on {placed:?}, pinned deactivated {deactivated}"
+            ))
+        }
+    })
+    .await;
+    let pinned = jobs.get("pinned-to-lost").await.unwrap();
+    assert!(
+        pinned.annotations().get(CLUSTER_KEY).is_none(),
+        "nothing was sent to the Lost cluster"
+    );
+
+    // The agent returns: its DesiredSet no longer lists the mirror, and the
+    // sweep deletes it and its Pods.
+    let sessions = relay.sessions_opened(WORKER_A);
+    relay.start_agent(WORKER_A).unwrap();
+    relay.wait_sessions(WORKER_A, sessions + 1).await.unwrap();
+    wait_condition(&registrations, WORKER_A, "Lost", "False").await;
+    wait::until(
+        "the stranded mirror and its Pods gone from worker-1",
+        TIMEOUT,
+        || async {
+            match mirror_objects(&worker_a_client, &ns, &uid).await {
+                (0, 0) => Seen::Ready(()),
+                seen => Seen::Waiting(format!("{seen:?} (Jobs, Pods)")),
+            }
+        },
+    )
+    .await;
+    set_spec(
+        &registrations,
+        WORKER_A,
+        serde_json::json!({"lostAfter": null}),
+    )
+    .await;
+
+    scenario.finish(TIMEOUT).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -407,4 +655,58 @@ async fn placement_honours_the_namespace_selector() {
     )
     .await;
     scenario.finish(TIMEOUT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_manager_refuses_to_start_without_the_crd() {
+    let clusters = kit::clusters(2);
+    let (manager_bin, _) = jobrelay_e2e::binaries::binaries().unwrap();
+    // A worker cluster has no WorkerCluster CRD.
+    let mut manager = std::process::Command::new(manager_bin);
+    manager
+        .env("KUBECONFIG", &clusters.workers()[0].kubeconfig)
+        .args(["--origin", "e2e-no-crd", "--insecure-plaintext"])
+        .args(["--listen", "127.0.0.1:0", "--health-listen", "127.0.0.1:0"])
+        .args(["--metrics-listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let child = jobrelay_e2e::processes::spawn(manager).unwrap();
+    let exited = tokio::task::spawn_blocking(move || child.wait_with_output());
+    let output = tokio::time::timeout(TIMEOUT, exited)
+        .await
+        .expect("the manager should exit when the CRD is missing")
+        .unwrap()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("the WorkerCluster CRD (workerclusters.jobrelay.dev) is not installed"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deleting_a_worker_cluster_ends_its_session_until_it_is_registered_again() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let (_clusters, relay, registrations) = setup().await;
+    wait_condition(&registrations, WORKER_B, "Connected", "True").await;
+    let unknown = refused_count(relay, "unknown_cluster").await;
+    registrations
+        .delete(WORKER_B, &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_refused(relay, "unknown_cluster", unknown).await;
+    assert!(
+        relay.agent_log(WORKER_B).contains("PermissionDenied"),
+        "the agent logs why it was refused"
+    );
+
+    let sessions = relay.sessions_opened(WORKER_B);
+    let registration = WorkerCluster::new(WORKER_B, Default::default());
+    registrations
+        .create(&PostParams::default(), &registration)
+        .await
+        .unwrap();
+    relay.wait_sessions(WORKER_B, sessions + 1).await.unwrap();
+    wait_condition(&registrations, WORKER_B, "Connected", "True").await;
 }
