@@ -2,6 +2,7 @@
 //! watch, saying when its first list is in, and all of them together.
 
 use futures::StreamExt;
+use jobrelay_process::Tasks;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use tokio::sync::watch;
@@ -15,7 +16,8 @@ pub(crate) fn cache<K>(
     keep: fn(&mut K),
     writer: reflector::store::Writer<K>,
     mut seen: impl FnMut(&watcher::Event<K>) + Send + 'static,
-) -> (watch::Receiver<bool>, tokio::task::JoinHandle<()>)
+    tasks: &Tasks,
+) -> watch::Receiver<bool>
 where
     K: kube::Resource<DynamicType = ()>
         + Clone
@@ -34,7 +36,7 @@ where
     .default_backoff()
     .modify(keep)
     .reflect(writer);
-    let task = tokio::spawn(events.for_each(move |event| {
+    tasks.spawn(events.for_each(move |event| {
         if let Ok(event) = &event {
             seen(event);
         }
@@ -50,7 +52,7 @@ where
         }
         futures::future::ready(())
     }));
-    (synced, task)
+    synced
 }
 
 /// True once every one of `each` is.

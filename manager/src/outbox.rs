@@ -16,7 +16,7 @@ pub const DEFAULT_CAPACITY: usize = 4096;
 
 /// What became of a message handed to an [`Outbox`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sent {
+pub enum Delivery {
     Queued,
     /// The queue was full: the message is dropped and the session must end.
     FellBehind,
@@ -25,11 +25,11 @@ pub enum Sent {
 }
 
 /// What a send's result means for the session.
-pub fn sent<T>(result: Result<(), TrySendError<T>>) -> Sent {
+pub fn delivery<T>(result: Result<(), TrySendError<T>>) -> Delivery {
     match result {
-        Ok(()) => Sent::Queued,
-        Err(TrySendError::Full(_)) => Sent::FellBehind,
-        Err(TrySendError::Closed(_)) => Sent::Closed,
+        Ok(()) => Delivery::Queued,
+        Err(TrySendError::Full(_)) => Delivery::FellBehind,
+        Err(TrySendError::Closed(_)) => Delivery::Closed,
     }
 }
 
@@ -53,9 +53,9 @@ impl Outbox {
     }
 
     /// Queues `message` without waiting (callers hold the fleet's lock).
-    pub fn send(&self, message: ManagerMessage) -> Sent {
-        let outcome = sent(self.queue.try_send(message));
-        if outcome == Sent::FellBehind {
+    pub fn send(&self, message: ManagerMessage) -> Delivery {
+        let outcome = delivery(self.queue.try_send(message));
+        if outcome == Delivery::FellBehind {
             self.fell_behind.notify_one();
         }
         outcome
@@ -69,7 +69,7 @@ impl Outbox {
 
 impl jobrelay_process::heartbeat::Outbound<ManagerMessage> for Outbox {
     fn queue(&self, message: ManagerMessage) -> bool {
-        self.send(message) == Sent::Queued
+        self.send(message) == Delivery::Queued
     }
 }
 
@@ -85,30 +85,30 @@ mod tests {
 
     #[test]
     fn a_send_is_queued_while_there_is_room() {
-        assert_eq!(sent::<()>(Ok(())), Sent::Queued);
+        assert_eq!(delivery::<()>(Ok(())), Delivery::Queued);
     }
 
     #[test]
     fn a_full_queue_means_the_reader_fell_behind() {
-        assert_eq!(sent(Err(TrySendError::Full(()))), Sent::FellBehind);
+        assert_eq!(delivery(Err(TrySendError::Full(()))), Delivery::FellBehind);
     }
 
     #[test]
     fn a_closed_queue_means_the_session_ended() {
-        assert_eq!(sent(Err(TrySendError::Closed(()))), Sent::Closed);
+        assert_eq!(delivery(Err(TrySendError::Closed(()))), Delivery::Closed);
     }
 
     #[tokio::test]
     async fn the_message_that_finds_the_queue_full_marks_the_session() {
         let (outbox, mut queued) = Outbox::new(2);
-        assert_eq!(outbox.send(beat()), Sent::Queued);
-        assert_eq!(outbox.send(beat()), Sent::Queued);
-        assert_eq!(outbox.send(beat()), Sent::FellBehind);
+        assert_eq!(outbox.send(beat()), Delivery::Queued);
+        assert_eq!(outbox.send(beat()), Delivery::Queued);
+        assert_eq!(outbox.send(beat()), Delivery::FellBehind);
         tokio::time::timeout(std::time::Duration::from_secs(5), outbox.fell_behind())
             .await
             .expect("the session is told");
         assert!(queued.recv().await.is_some());
         drop(queued);
-        assert_eq!(outbox.send(beat()), Sent::Closed);
+        assert_eq!(outbox.send(beat()), Delivery::Closed);
     }
 }

@@ -39,6 +39,7 @@ pub mod rate;
 pub mod server;
 pub mod serving;
 pub mod shutdown;
+pub mod tasks;
 pub mod telemetry;
 
 pub use client_cert::CertificateRefusal;
@@ -52,6 +53,7 @@ pub use rate::{RateLimit, TokenBucket};
 pub use server::{ConnectionLimits, Peer, RefusedConnection, ServerTls};
 pub use serving::{ServingFiles, ServingTls};
 pub use shutdown::Shutdown;
+pub use tasks::Tasks;
 
 /// Each Kubernetes watch of either binary ends after this long and is
 /// resumed from the last resource version (bookmarks keep that fresh); a

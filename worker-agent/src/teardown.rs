@@ -22,7 +22,7 @@ pub struct Progress {
 
 /// An object of the mirror as the worker shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Seen {
+pub struct Leftover {
     /// Has a deletionTimestamp: the API server is removing it.
     pub terminating: bool,
 }
@@ -46,8 +46,8 @@ pub enum Next {
 /// once it is done.
 pub fn step(
     progress: Progress,
-    jobs: &[Seen],
-    pods: &[Seen],
+    jobs: &[Leftover],
+    pods: &[Leftover],
     now: Instant,
     grace: Duration,
     resend_after: Duration,
@@ -76,7 +76,7 @@ pub fn step(
     (progress, Next::DeletePods(outlived))
 }
 
-fn indices(objects: &[Seen], keep: impl Fn(&Seen) -> bool) -> Vec<usize> {
+fn indices(objects: &[Leftover], keep: impl Fn(&Leftover) -> bool) -> Vec<usize> {
     objects
         .iter()
         .enumerate()
@@ -112,8 +112,8 @@ mod tests {
 
     const GRACE: Duration = Duration::from_secs(10);
     const RESEND: Duration = Duration::from_secs(5);
-    const LIVE: Seen = Seen { terminating: false };
-    const TERMINATING: Seen = Seen { terminating: true };
+    const LIVE: Leftover = Leftover { terminating: false };
+    const TERMINATING: Leftover = Leftover { terminating: true };
 
     fn at(start: Instant, secs: u64) -> Instant {
         start + Duration::from_secs(secs)

@@ -4,7 +4,7 @@
 //! jobrelay did not create are touched only when the operator switched that
 //! on. Running and Pending Pods are never touched.
 
-use crate::budget::Budget;
+use crate::deletion_pace::DeletionPace;
 use std::time::Duration;
 
 use jobrelay_proto::wire::ORIGIN_LABEL;
@@ -100,12 +100,17 @@ pub async fn check(
 }
 
 /// Looks at the Pods in scope every `policy.interval`, forever; deletions
-/// draw on the agent's deletion budget.
-pub async fn run(client: kube::Client, policy: TerminatedPods, origin: String, budget: Budget) {
+/// draw on the agent's deletion pace.
+pub async fn run(
+    client: kube::Client,
+    policy: TerminatedPods,
+    origin: String,
+    deletions: DeletionPace,
+) {
     let mut ticks = tokio::time::interval(policy.interval);
     loop {
         ticks.tick().await;
-        if let Err(error) = pass(&client, &policy, &origin, &budget).await {
+        if let Err(error) = pass(&client, &policy, &origin, &deletions).await {
             warn!(%error, "terminated-Pod pass failed; trying again next interval");
         }
     }
@@ -115,7 +120,7 @@ async fn pass(
     client: &kube::Client,
     policy: &TerminatedPods,
     origin: &str,
-    budget: &Budget,
+    deletions: &DeletionPace,
 ) -> Result<(), kube::Error> {
     let params = ListParams::default().labels(&selector(policy, origin));
     let apis: Vec<Api<Pod>> = if policy.namespaces.is_empty() {
@@ -145,7 +150,7 @@ async fn pass(
                 info!(%namespace, pod = %name, %phase, "dry run: would delete terminated Pod");
                 continue;
             }
-            budget.take().await;
+            deletions.take().await;
             let delete = DeleteParams {
                 preconditions: Some(Preconditions {
                     uid: pod.uid(),

@@ -50,7 +50,7 @@ pub const EXPIRED: &str = "Expired";
 
 /// What is known of one cluster's agent certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Seen {
+pub struct CertificateState {
     pub verdict: Verdict,
     /// The certificate the verdict is on (`None` without TLS).
     pub presented: Option<PeerCertificate>,
@@ -58,9 +58,9 @@ pub struct Seen {
     pub accepted: Option<PeerCertificate>,
 }
 
-/// Every cluster's [`Seen`], shared by the sessions and the status writer.
+/// Every cluster's [`CertificateState`], shared by the sessions and the status writer.
 pub struct AgentCertificates {
-    seen: Mutex<HashMap<String, Seen>>,
+    seen: Mutex<HashMap<String, CertificateState>>,
     /// `jobrelay_agent_certificate_expiry_timestamp_seconds{cluster}`.
     expiry: Family<ByCluster, Gauge>,
 }
@@ -83,7 +83,7 @@ impl AgentCertificates {
         let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
         seen.insert(
             cluster.into(),
-            Seen {
+            CertificateState {
                 verdict: Verdict::Accepted { pinned },
                 presented: certificate.cloned(),
                 accepted: certificate.cloned(),
@@ -104,7 +104,7 @@ impl AgentCertificates {
         let accepted = seen.get(cluster).and_then(|s| s.accepted.clone());
         seen.insert(
             cluster.into(),
-            Seen {
+            CertificateState {
                 verdict: Verdict::Refused { reason, message },
                 presented: certificate.cloned(),
                 accepted,
@@ -112,7 +112,7 @@ impl AgentCertificates {
         );
     }
 
-    pub fn seen(&self, cluster: &str) -> Option<Seen> {
+    pub fn seen(&self, cluster: &str) -> Option<CertificateState> {
         let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
         seen.get(cluster).cloned()
     }
@@ -140,7 +140,11 @@ fn by(cluster: &str) -> ByCluster {
 /// known of its agent's certificate. A condition nothing is known for
 /// keeps what the status says (the manager restarted; the agent is on its
 /// way back), or is left out.
-pub fn conditions(cluster: &WorkerCluster, seen: Option<&Seen>, now: Timestamp) -> Vec<Condition> {
+pub fn conditions(
+    cluster: &WorkerCluster,
+    seen: Option<&CertificateState>,
+    now: Timestamp,
+) -> Vec<Condition> {
     let current = cluster.status.clone().unwrap_or_default();
     let generation = cluster.metadata.generation;
     let kept = |kind: &str| cluster.condition(kind).cloned();

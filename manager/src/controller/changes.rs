@@ -62,7 +62,7 @@ impl Pending {
 
 /// The keys a watch event marks changed: the object it applied, or, at the
 /// end of a (re)list, every Job the cache holds.
-pub fn touched(
+pub fn changed_keys(
     event: &Event<Job>,
     cached: impl FnOnce() -> Vec<ObjectRef<Job>>,
 ) -> Vec<ObjectRef<Job>> {
@@ -190,12 +190,12 @@ mod tests {
             ]
         };
         assert_eq!(
-            touched(&Event::Apply(a.clone()), all),
+            changed_keys(&Event::Apply(a.clone()), all),
             vec![ObjectRef::from_obj(&a)]
         );
-        assert_eq!(touched(&Event::InitDone, all).len(), 2);
-        assert!(touched(&Event::Delete(a.clone()), all).is_empty());
-        assert!(touched(&Event::InitApply(a), all).is_empty());
+        assert_eq!(changed_keys(&Event::InitDone, all).len(), 2);
+        assert!(changed_keys(&Event::Delete(a.clone()), all).is_empty());
+        assert!(changed_keys(&Event::InitApply(a), all).is_empty());
     }
 
     #[tokio::test]

@@ -14,10 +14,10 @@ use crate::clusters::registry::Registry;
 use crate::config::Config;
 use crate::controller::retries::{Backoffs, Retries};
 use crate::controller::superseded::Superseded;
+use crate::deletion_pace::DeletionPace;
 use crate::fleet::Fleet;
 use crate::kueue::Reservations;
 use crate::kueue::mirror_scheduling::Flavors;
-use crate::pace::Pace;
 use crate::telemetry::events::Events;
 
 #[derive(Debug, thiserror::Error)]
@@ -40,7 +40,7 @@ pub struct Context {
     pub origin: String,
     pub config: Config,
     /// Paces deletions of manager Jobs by retention.
-    pub deletions: Arc<Pace>,
+    pub deletions: Arc<DeletionPace>,
     /// Backoff of each controller's failed reconciles, per Job.
     pub retries: Backoffs,
     pub metrics: Arc<crate::telemetry::metrics::Metrics>,

@@ -22,7 +22,7 @@ pub use crate::controller::context::{Context, Error};
 use crate::controller::superseded;
 use crate::controller::writes::{self, Written, write_status};
 use crate::job::life::{self, Expiry, KueueAsks, Step};
-use crate::job::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle};
+use crate::job::lifecycle::{Lifecycle, has_finalizer, is_relayed, lifecycle};
 use crate::job::placement::assigned_cluster;
 use crate::job::plan::{self, Effect, Plan};
 use crate::job::retention::remote_retention;
@@ -34,7 +34,7 @@ use jobrelay_proto::v1::DeleteReason;
 mod dispatch;
 
 /// One manager Job and what a reconcile of it works with.
-struct Subject<'a> {
+struct Reconciling<'a> {
     job: &'a Job,
     key: ObjectRef<Job>,
     uid: String,
@@ -64,7 +64,7 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error
         );
         return Ok(Action::requeue(superseded::RECHECK));
     }
-    let subject = Subject {
+    let subject = Reconciling {
         job: &job,
         key: key.clone(),
         uid,
@@ -79,7 +79,7 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error
     Ok(action)
 }
 
-impl Subject<'_> {
+impl Reconciling<'_> {
     async fn reconcile(&self) -> Result<Action, kube::Error> {
         let (job, ctx) = (self.job, self.ctx);
         let mirror = assigned_cluster(job).and_then(|c| ctx.fleet.view(c, &self.uid));
@@ -207,7 +207,7 @@ impl Subject<'_> {
         what: &str,
     ) -> Result<Action, kube::Error> {
         match expiry {
-            Expiry::Kept => Ok(Action::await_change()),
+            Expiry::StatusText => Ok(Action::await_change()),
             Expiry::In(left) => Ok(Action::requeue(left)),
             Expiry::Due => {
                 if let Some(wait) = self.ctx.deletions.turn(&self.uid) {

@@ -12,7 +12,7 @@ use kube::runtime::reflector::ObjectRef;
 
 use super::{Cluster, Fleet, message};
 use crate::fleet::views::{Apply, Cleanup, LostMirror, MirrorView, Rejection};
-use crate::job::status::Kept;
+use crate::job::status::StatusText;
 
 impl Fleet {
     pub fn view(&self, cluster: &str, uid: &str) -> Option<MirrorView> {
@@ -126,7 +126,7 @@ impl Fleet {
         uid: &str,
         revision: u64,
         phase: MirrorPhase,
-        status: Option<Kept>,
+        status: Option<StatusText>,
     ) -> Option<(MirrorPhase, Option<Duration>)> {
         self.update(cluster, uid, |view| {
             let previous = (

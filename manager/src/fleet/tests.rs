@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::fleet::views::{Apply, Cleanup, Rejection};
-use crate::job::status::Kept;
+use crate::job::status::StatusText;
 use jobrelay_proto::v1::{DeleteReason, RejectReason};
 
 fn fleet() -> (Fleet, mpsc::UnboundedReceiver<ObjectRef<Job>>) {
@@ -229,7 +229,7 @@ fn a_lost_mirror_is_applied_again_only_once_its_remains_are_gone() {
             "u1",
             1,
             MirrorPhase::Running,
-            Some(Kept::new(&serde_json::json!({"active": 1}))),
+            Some(StatusText::new(&serde_json::json!({"active": 1}))),
         )
         .unwrap();
     fleet.record_lost("w1", "u1", "j1", "deleted").unwrap();

@@ -8,7 +8,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::reflector::ObjectRef;
 
-use crate::job::status::Kept;
+use crate::job::status::StatusText;
 
 /// The state of one cluster's link, for its WorkerCluster status.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -40,7 +40,7 @@ pub struct MirrorView {
     pub gone: Option<u32>,
     pub phase: MirrorPhase,
     /// The copied part of the worker's latest JobStatus.
-    pub status: Option<Kept>,
+    pub status: Option<StatusText>,
     /// The last ApplyRejected, until the worker holds the mirror.
     pub rejected: Option<Rejection>,
     /// Set by MirrorLost: the mirror was removed behind jobrelay's back; the

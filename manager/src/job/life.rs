@@ -32,7 +32,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::config::Config;
 use crate::fleet::views::{LostMirror, MirrorView};
-use crate::job::mirror::{Lifecycle, has_finalizer, is_relayed, lifecycle};
+use crate::job::lifecycle::{Lifecycle, has_finalizer, is_relayed, lifecycle};
 use crate::job::placement::assigned_cluster;
 use crate::job::retention::{deactivated_at, finished_at, remaining, remote_retention};
 
@@ -160,7 +160,7 @@ pub fn next_step(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expiry {
     /// Kept for good (no retention configured, or no moment to count from).
-    Kept,
+    StatusText,
     /// Due after this long.
     In(Duration),
     /// Due now.
@@ -169,7 +169,7 @@ pub enum Expiry {
 
 pub fn expiry(since: Option<Timestamp>, keep: Option<Duration>, now: Timestamp) -> Expiry {
     let (Some(since), Some(keep)) = (since, keep) else {
-        return Expiry::Kept;
+        return Expiry::StatusText;
     };
     match remaining(now, since, keep) {
         Some(left) => Expiry::In(left),

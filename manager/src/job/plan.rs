@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use super::life::{AWAIT_AGENT, AWAIT_CLUSTER, RESYNC};
 use crate::fleet::views::{Apply, Cleanup, LostMirror, Rejection};
+use crate::job::lifecycle::lifecycle;
 use crate::job::loss::{LostStep, lost_so_far, on_lost};
-use crate::job::mirror::lifecycle;
 use crate::job::status;
 use crate::kueue::Withdrawal;
 use crate::telemetry::events::Reason;

@@ -37,11 +37,11 @@ pub fn copied(worker_status: &[u8]) -> Result<Value, serde_json::Error> {
 /// tenth of the memory of the parsed tree (a few hundred bytes for a
 /// finished Job's, where the tree's maps take several kilobytes).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Kept(Box<str>);
+pub struct StatusText(Box<str>);
 
-impl Kept {
+impl StatusText {
     pub fn new(copied: &Value) -> Self {
-        Kept(copied.to_string().into_boxed_str())
+        StatusText(copied.to_string().into_boxed_str())
     }
 
     /// The copied status again.
@@ -246,7 +246,7 @@ mod tests {
     #[test]
     fn a_kept_status_reads_back_as_copied() {
         let copied = copied(WORKER.as_bytes()).unwrap();
-        let kept = Kept::new(&copied);
+        let kept = StatusText::new(&copied);
         assert_eq!(kept.value(), copied);
         assert!(kept.0.len() < WORKER.len(), "{kept:?}");
     }

@@ -163,34 +163,9 @@ pub enum CheckStep {
 pub fn decide(input: &Input) -> CheckStep {
     if let Some(job) = &input.job
         && let Some(cluster) = &job.cluster
+        && let Some(step) = after_admission(input, job, cluster)
     {
-        if !job.withdrawing && !input.finished && (input.evicted || !input.quota_reserved) {
-            let why = match (input.evicted, input.evicted_for.as_str()) {
-                (false, _) => "Kueue holds no quota for the Workload".to_string(),
-                (true, "") => "Kueue evicted the Workload".to_string(),
-                (true, reason) => format!("Kueue evicted the Workload ({reason})"),
-            };
-            return CheckStep::Withdraw {
-                why: format!(
-                    "{why}; it is placed afresh when Kueue admits it again, cluster {cluster} tried last"
-                ),
-                avoid: input.evicted && input.evicted_for == PODS_READY_TIMEOUT,
-            };
-        }
-        // Admitted on a cluster that is gone for good: Kueue evicts it on
-        // `Retry`, and the withdrawal then gives the mirror up. Only away,
-        // it is looked at again until it is back or Lost.
-        let admitted = input.quota_reserved && !input.evicted && !input.finished;
-        if admitted && input.state == Some(CheckState::Ready) {
-            return match (job.cluster_connected, job.cluster_lost) {
-                (true, _) => CheckStep::Admitted(WATCH_ADMITTED),
-                (false, false) => CheckStep::Admitted(AWAIT_LOST),
-                (false, true) => CheckStep::Retry {
-                    message: lost(cluster),
-                    after: RETRY_AFTER,
-                },
-            };
-        }
+        return step;
     }
     if !input.quota_reserved
         || input.finished
@@ -216,48 +191,95 @@ pub fn decide(input: &Input) -> CheckStep {
     let Some(job) = &input.job else {
         return CheckStep::Wait(AWAIT_MIRROR);
     };
-    if let Some(cluster) = &job.cluster {
-        if job.cluster_lost {
-            return CheckStep::Retry {
+    match &job.cluster {
+        Some(cluster) => on_cluster(input, job, cluster, allowed),
+        None => to_place(input, job, allowed),
+    }
+}
+
+/// For a Job with a cluster, once Kueue reserved or admitted its Workload:
+/// withdraws the mirror on eviction or lost quota, and watches an admitted
+/// Job's cluster; `None` when the check's usual steps apply.
+fn after_admission(input: &Input, job: &JobSide, cluster: &str) -> Option<CheckStep> {
+    if !job.withdrawing && !input.finished && (input.evicted || !input.quota_reserved) {
+        let why = match (input.evicted, input.evicted_for.as_str()) {
+            (false, _) => "Kueue holds no quota for the Workload".to_string(),
+            (true, "") => "Kueue evicted the Workload".to_string(),
+            (true, reason) => format!("Kueue evicted the Workload ({reason})"),
+        };
+        return Some(CheckStep::Withdraw {
+            why: format!(
+                "{why}; it is placed afresh when Kueue admits it again, cluster {cluster} tried last"
+            ),
+            avoid: input.evicted && input.evicted_for == PODS_READY_TIMEOUT,
+        });
+    }
+    // Admitted on a cluster that is gone for good: Kueue evicts it on
+    // `Retry`, and the withdrawal then gives the mirror up. Only away,
+    // it is looked at again until it is back or Lost.
+    let admitted = input.quota_reserved && !input.evicted && !input.finished;
+    if admitted && input.state == Some(CheckState::Ready) {
+        return Some(match (job.cluster_connected, job.cluster_lost) {
+            (true, _) => CheckStep::Admitted(WATCH_ADMITTED),
+            (false, false) => CheckStep::Admitted(AWAIT_LOST),
+            (false, true) => CheckStep::Retry {
                 message: lost(cluster),
                 after: RETRY_AFTER,
-            };
-        }
-        if job.withdrawing && job.cluster_connected {
-            return CheckStep::Wait(AWAIT_MIRROR);
-        }
-        if !allowed.allows(cluster) {
-            return CheckStep::Rejected(format!(
-                "the Job is bound to cluster {cluster}, which this check does not allow ({})",
-                allowed.describe()
-            ));
-        }
-        if !job.cluster_connected {
-            return CheckStep::Retry {
-                message: format!("cluster {cluster}, where the Job's mirror is, is not connected"),
-                after: RETRY_AFTER,
-            };
-        }
-        if !job.mirror_held || job.flavors_to_record {
-            return CheckStep::Reserve(AWAIT_MIRROR);
-        }
-        return match &job.worker_kueue {
-            None => CheckStep::Ready(format!(
-                "the mirror is held on cluster {cluster}, suspended until the Job is admitted"
-            )),
-            Some(worker) if worker.admitted => CheckStep::Ready(format!(
-                "the mirror was admitted by cluster {cluster}'s Kueue"
-            )),
-            Some(worker) if input.reserved_for >= worker.admit_within => CheckStep::NotAdmitted {
-                message: format!(
-                    "cluster {cluster}'s Kueue did not admit the mirror within {}s (WorkerCluster spec.kueue.admitWithin); it is withdrawn and the Job placed again, on another cluster if one can take it",
-                    worker.admit_within.as_secs()
-                ),
-                after: RETRY_AFTER,
             },
-            Some(worker) => CheckStep::Wait(worker.admit_within - input.reserved_for),
+        });
+    }
+    None
+}
+
+/// A pending check for a Job bound to `cluster` (its mirror is there, or
+/// being sent there): ready once the mirror is held, and the worker's Kueue
+/// admitted it where the cluster runs one.
+fn on_cluster(input: &Input, job: &JobSide, cluster: &str, allowed: &Allowed) -> CheckStep {
+    if job.cluster_lost {
+        return CheckStep::Retry {
+            message: lost(cluster),
+            after: RETRY_AFTER,
         };
     }
+    if job.withdrawing && job.cluster_connected {
+        return CheckStep::Wait(AWAIT_MIRROR);
+    }
+    if !allowed.allows(cluster) {
+        return CheckStep::Rejected(format!(
+            "the Job is bound to cluster {cluster}, which this check does not allow ({})",
+            allowed.describe()
+        ));
+    }
+    if !job.cluster_connected {
+        return CheckStep::Retry {
+            message: format!("cluster {cluster}, where the Job's mirror is, is not connected"),
+            after: RETRY_AFTER,
+        };
+    }
+    if !job.mirror_held || job.flavors_to_record {
+        return CheckStep::Reserve(AWAIT_MIRROR);
+    }
+    match &job.worker_kueue {
+        None => CheckStep::Ready(format!(
+            "the mirror is held on cluster {cluster}, suspended until the Job is admitted"
+        )),
+        Some(worker) if worker.admitted => CheckStep::Ready(format!(
+            "the mirror was admitted by cluster {cluster}'s Kueue"
+        )),
+        Some(worker) if input.reserved_for >= worker.admit_within => CheckStep::NotAdmitted {
+            message: format!(
+                "cluster {cluster}'s Kueue did not admit the mirror within {}s (WorkerCluster spec.kueue.admitWithin); it is withdrawn and the Job placed again, on another cluster if one can take it",
+                worker.admit_within.as_secs()
+            ),
+            after: RETRY_AFTER,
+        },
+        Some(worker) => CheckStep::Wait(worker.admit_within - input.reserved_for),
+    }
+}
+
+/// A pending check for a Job not yet placed: sent back, saying why, when no
+/// cluster can take it; else a cluster is reserved for it.
+fn to_place(input: &Input, job: &JobSide, allowed: &Allowed) -> CheckStep {
     if let Some(pinned) = &job.pinned
         && !allowed.allows(pinned)
     {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use jobrelay_process::Shutdown;
+use jobrelay_process::{Shutdown, Tasks};
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use tokio::sync::mpsc;
@@ -78,6 +78,7 @@ pub async fn run_when_installed(
     writers: Writers,
     shutdown: Shutdown,
     woken: mpsc::UnboundedReceiver<ObjectRef<Workload>>,
+    tasks: Tasks,
 ) {
     let mut said = false;
     loop {
@@ -101,26 +102,26 @@ pub async fn run_when_installed(
         }
     }
     info!("Kueue is installed: answering AdmissionChecks with controllerName {CONTROLLER_NAME}");
-    let (_, checks) = crate::caches::cache(
+    crate::caches::cache(
         Api::<AdmissionCheck>::all(ctx.client.clone()),
         jobrelay_process::cache::trim,
         writers.checks,
         |_| {},
+        &tasks,
     );
-    let (_, flavors) = crate::caches::cache(
+    crate::caches::cache(
         Api::<ResourceFlavor>::all(ctx.client.clone()),
         jobrelay_process::cache::trim,
         writers.flavors,
         |_| {},
+        &tasks,
     );
-    let (_, sets) = crate::caches::cache(
+    crate::caches::cache(
         Api::<WorkerClusterSet>::all(ctx.client.clone()),
         jobrelay_process::cache::trim,
         writers.sets,
         |_| {},
+        &tasks,
     );
     run(ctx, shutdown, woken).await;
-    checks.abort();
-    flavors.abort();
-    sets.abort();
 }

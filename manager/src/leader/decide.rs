@@ -86,17 +86,17 @@ pub struct Record {
 /// The Lease as this replica knows it: the last record read and when, by
 /// this replica's clock, it was first seen.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Seen {
+pub struct Sighting {
     pub record: Record,
     pub since: Instant,
 }
 
 /// Takes in a record read at `now`: its first sighting starts the clock on
 /// its expiry; a record seen before keeps the time it was first seen.
-pub fn observe(previous: Option<Seen>, record: Record, now: Instant) -> Seen {
+pub fn observe(previous: Option<Sighting>, record: Record, now: Instant) -> Sighting {
     match previous {
         Some(seen) if seen.record.resource_version == record.resource_version => seen,
-        _ => Seen { record, since: now },
+        _ => Sighting { record, since: now },
     }
 }
 
@@ -113,7 +113,7 @@ pub enum Step {
 
 /// What replica `me` does with the Lease as `seen` (none: it does not
 /// exist) at `now`.
-pub fn step(me: &str, seen: Option<&Seen>, now: Instant) -> Step {
+pub fn step(me: &str, seen: Option<&Sighting>, now: Instant) -> Step {
     let Some(seen) = seen else {
         return Step::Claim {
             transitions: 0,
@@ -159,8 +159,8 @@ mod tests {
         }
     }
 
-    fn seen(record: Record, since: Instant) -> Seen {
-        Seen { record, since }
+    fn seen(record: Record, since: Instant) -> Sighting {
+        Sighting { record, since }
     }
 
     #[test]

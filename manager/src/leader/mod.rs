@@ -29,7 +29,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use self::decide::{Record, Seen, Settings, Step};
+use self::decide::{Record, Settings, Sighting, Step};
 use crate::telemetry::events::{Events, Reason};
 use crate::telemetry::metrics::Metrics;
 
@@ -74,7 +74,7 @@ impl Keeper {
     /// it if held and returns), or until this replica, having led, no
     /// longer does.
     pub async fn run(self, mut stop: watch::Receiver<bool>) -> Result<(), SteppedDown> {
-        let mut seen: Option<Seen> = None;
+        let mut seen: Option<Sighting> = None;
         loop {
             let started = Instant::now();
             // Every Lease request is bounded, so a leader whose API server

@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use jobrelay_proto::v1::{DeletionsHeld, MirrorPhase, agent_message};
+use jobrelay_proto::v1::{
+    ApplyRejected, DeletionsHeld, MirrorGone, MirrorLost, MirrorPhase, MirrorStatus, agent_message,
+};
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use tracing::{debug, warn};
@@ -25,126 +27,139 @@ impl Sessions {
             K::Hello(_) => return Err(Ended::SecondHello),
             K::Heartbeat(_) => {}
             K::DeletionsHeld(held) => self.deletions_held(cluster, &held),
-            K::MirrorStatus(report) => {
-                // Ownership first: the status of a mirror not placed on this
-                // cluster is dropped unread.
-                if !self.fleet.owns(cluster, &report.origin_uid) {
-                    debug!(uid = %report.origin_uid, "status of a mirror not placed here; dropped");
-                    self.metrics.report_dropped(cluster);
-                    return Ok(());
-                }
-                let copied = match status::copied(&report.status) {
-                    Ok(copied) => Some(copied),
-                    Err(error) => {
-                        warn!(uid = %report.origin_uid, %error, "unreadable JobStatus from agent");
-                        None
-                    }
-                };
-                let phase = report.phase();
-                let finished_at = copied
-                    .as_ref()
-                    .and_then(|c| status::newly_finished_at(None, c));
-                let Some((before, held_after)) = self.fleet.record_status(
-                    cluster,
-                    &report.origin_uid,
-                    report.revision,
-                    phase,
-                    copied.as_ref().map(status::Kept::new),
-                ) else {
-                    debug!(uid = %report.origin_uid, "status of a mirror not placed here; dropped");
-                    self.metrics.report_dropped(cluster);
-                    return Ok(());
-                };
-                if let Some(took) = held_after {
-                    self.metrics.dispatched(cluster, took);
-                }
-                if before != phase
-                    && let Some(at) = finished_at
-                {
-                    let took = Timestamp::now().duration_since(at);
-                    self.metrics
-                        .status_heard(cluster, Duration::try_from(took).unwrap_or_default());
-                }
-                if before != phase {
-                    let reason = match phase {
-                        MirrorPhase::Succeeded => Some((
-                            Reason::RemoteFinished,
-                            format!("Job complete on cluster {cluster}"),
-                        )),
-                        MirrorPhase::Failed => Some((
-                            Reason::RemoteFinished,
-                            format!("Job failed on cluster {cluster}"),
-                        )),
-                        _ => None,
-                    };
-                    if let Some((reason, note)) = reason {
-                        self.publish(cluster, &report.origin_uid, reason, note);
-                    }
-                }
-            }
-            K::MirrorGone(gone) => {
-                match self
-                    .fleet
-                    .record_gone(cluster, &gone.origin_uid, gone.pods_deleted)
-                {
-                    Some(Some(took)) => self.metrics.cleaned_up(cluster, took),
-                    Some(None) => {}
-                    None => debug!(uid = %gone.origin_uid, "swept orphan confirmed gone"),
-                }
-            }
-            K::MirrorLost(lost) => {
-                warn!(uid = %lost.origin_uid, mirror_uid = %lost.mirror_uid, observed = %lost.observed, "mirror lost on the worker");
-                self.metrics.mirror_lost(cluster);
-                if self
-                    .fleet
-                    .record_lost(cluster, &lost.origin_uid, &lost.mirror_uid, &lost.observed)
-                    .is_none()
-                {
-                    self.metrics.report_dropped(cluster);
-                }
-            }
-            K::ApplyRejected(rejected) => {
-                let reason = rejected.reason();
-                let retry_in = rejected
-                    .retry_in
-                    .and_then(|d| std::time::Duration::try_from(d).ok());
-                let permanent = reason.is_permanent();
-                self.metrics
-                    .apply_refused(cluster, reason.as_str_name(), permanent);
-                let (event, then) = if permanent {
-                    (Reason::RemoteRejected, "the Job fails".to_string())
-                } else {
-                    let next = retry_in
-                        .map_or_else(String::new, |d| format!(" in {}s", d.as_secs_f64().ceil()));
-                    (
-                        Reason::DispatchWaiting,
-                        format!("its agent tries again{next}"),
-                    )
-                };
-                let note = format!(
-                    "cluster {cluster} refused the Job ({}): {}; {then}",
-                    reason.as_str_name(),
-                    rejected.message
-                );
-                warn!(uid = %rejected.origin_uid, %note, "apply rejected");
-                let rejection = Rejection {
-                    revision: rejected.revision,
-                    reason,
-                    message: rejected.message,
-                    retry_in,
-                };
-                if self
-                    .fleet
-                    .record_rejected(cluster, &rejected.origin_uid, rejection)
-                    .is_some()
-                {
-                    self.publish(cluster, &rejected.origin_uid, event, note);
-                } else {
-                    self.metrics.report_dropped(cluster);
-                }
-            }
+            K::MirrorStatus(report) => self.mirror_status(cluster, report),
+            K::MirrorGone(gone) => self.mirror_gone(cluster, gone),
+            K::MirrorLost(lost) => self.mirror_lost(cluster, lost),
+            K::ApplyRejected(rejected) => self.apply_rejected(cluster, rejected),
         }
         Ok(())
+    }
+
+    /// A mirror's status: recorded if the mirror is placed on `cluster`
+    /// (checked before the status is parsed), with an Event when it finished.
+    fn mirror_status(&self, cluster: &str, report: MirrorStatus) {
+        // Ownership first: the status of a mirror not placed on this
+        // cluster is dropped unread.
+        if !self.fleet.owns(cluster, &report.origin_uid) {
+            debug!(uid = %report.origin_uid, "status of a mirror not placed here; dropped");
+            self.metrics.report_dropped(cluster);
+            return;
+        }
+        let copied = match status::copied(&report.status) {
+            Ok(copied) => Some(copied),
+            Err(error) => {
+                warn!(uid = %report.origin_uid, %error, "unreadable JobStatus from agent");
+                None
+            }
+        };
+        let phase = report.phase();
+        let finished_at = copied
+            .as_ref()
+            .and_then(|c| status::newly_finished_at(None, c));
+        let Some((before, held_after)) = self.fleet.record_status(
+            cluster,
+            &report.origin_uid,
+            report.revision,
+            phase,
+            copied.as_ref().map(status::StatusText::new),
+        ) else {
+            debug!(uid = %report.origin_uid, "status of a mirror not placed here; dropped");
+            self.metrics.report_dropped(cluster);
+            return;
+        };
+        if let Some(took) = held_after {
+            self.metrics.dispatched(cluster, took);
+        }
+        if before != phase
+            && let Some(at) = finished_at
+        {
+            let took = Timestamp::now().duration_since(at);
+            self.metrics
+                .status_heard(cluster, Duration::try_from(took).unwrap_or_default());
+        }
+        if before != phase {
+            let reason = match phase {
+                MirrorPhase::Succeeded => Some((
+                    Reason::RemoteFinished,
+                    format!("Job complete on cluster {cluster}"),
+                )),
+                MirrorPhase::Failed => Some((
+                    Reason::RemoteFinished,
+                    format!("Job failed on cluster {cluster}"),
+                )),
+                _ => None,
+            };
+            if let Some((reason, note)) = reason {
+                self.publish(cluster, &report.origin_uid, reason, note);
+            }
+        }
+    }
+
+    /// A mirror and every Pod of it are gone from `cluster`.
+    fn mirror_gone(&self, cluster: &str, gone: MirrorGone) {
+        match self
+            .fleet
+            .record_gone(cluster, &gone.origin_uid, gone.pods_deleted)
+        {
+            Some(Some(took)) => self.metrics.cleaned_up(cluster, took),
+            Some(None) => {}
+            None => debug!(uid = %gone.origin_uid, "swept orphan confirmed gone"),
+        }
+    }
+
+    /// A mirror vanished from `cluster` while it was wanted.
+    fn mirror_lost(&self, cluster: &str, lost: MirrorLost) {
+        warn!(uid = %lost.origin_uid, mirror_uid = %lost.mirror_uid, observed = %lost.observed, "mirror lost on the worker");
+        self.metrics.mirror_lost(cluster);
+        if self
+            .fleet
+            .record_lost(cluster, &lost.origin_uid, &lost.mirror_uid, &lost.observed)
+            .is_none()
+        {
+            self.metrics.report_dropped(cluster);
+        }
+    }
+
+    /// `cluster` refused a mirror: recorded with an Event saying what follows.
+    fn apply_rejected(&self, cluster: &str, rejected: ApplyRejected) {
+        let reason = rejected.reason();
+        let retry_in = rejected
+            .retry_in
+            .and_then(|d| std::time::Duration::try_from(d).ok());
+        let permanent = reason.is_permanent();
+        self.metrics
+            .apply_refused(cluster, reason.as_str_name(), permanent);
+        let (event, then) = if permanent {
+            (Reason::RemoteRejected, "the Job fails".to_string())
+        } else {
+            let next =
+                retry_in.map_or_else(String::new, |d| format!(" in {}s", d.as_secs_f64().ceil()));
+            (
+                Reason::DispatchWaiting,
+                format!("its agent tries again{next}"),
+            )
+        };
+        let note = format!(
+            "cluster {cluster} refused the Job ({}): {}; {then}",
+            reason.as_str_name(),
+            rejected.message
+        );
+        warn!(uid = %rejected.origin_uid, %note, "apply rejected");
+        let rejection = Rejection {
+            revision: rejected.revision,
+            reason,
+            message: rejected.message,
+            retry_in,
+        };
+        if self
+            .fleet
+            .record_rejected(cluster, &rejected.origin_uid, rejection)
+            .is_some()
+        {
+            self.publish(cluster, &rejected.origin_uid, event, note);
+        } else {
+            self.metrics.report_dropped(cluster);
+        }
     }
 
     /// Records an Event on the mirror's manager Job; the Event waits for its

@@ -10,12 +10,11 @@ use std::sync::Arc;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use jobrelay_process::Shutdown;
+use jobrelay_process::{Shutdown, Tasks};
 use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, controller};
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use crate::controller::context::Context;
@@ -28,13 +27,6 @@ const CONCURRENCY: u16 = 32;
 /// not finished).
 const STATUS_CONCURRENCY: usize = 16;
 
-pub(super) struct Running {
-    /// Ends once both Job controllers stopped (on shutdown).
-    pub controllers: BoxFuture<'static, ()>,
-    /// The admission check and the trigger fan-out, stopped after them.
-    pub tasks: [JoinHandle<()>; 2],
-}
-
 /// What the controllers read besides their [`Context`].
 pub(super) struct Inputs {
     pub jobs: Store<Job>,
@@ -46,7 +38,15 @@ pub(super) struct Inputs {
     pub triggers: mpsc::UnboundedSender<ObjectRef<Job>>,
 }
 
-pub(super) fn start(ctx: Arc<Context>, inputs: Inputs, shutdown: &Shutdown) -> Running {
+/// Starts the admission check and the trigger fan-out among `tasks`;
+/// returns the two Job controllers, which end once both stopped (on
+/// shutdown).
+pub(super) fn start(
+    ctx: Arc<Context>,
+    inputs: Inputs,
+    shutdown: &Shutdown,
+    tasks: &Tasks,
+) -> BoxFuture<'static, ()> {
     let (to_workloads, for_workloads) = mpsc::unbounded_channel();
     let (stores, writers) = kueue::discovery::stores();
     let admission = kueue::controller::Context {
@@ -62,17 +62,18 @@ pub(super) fn start(ctx: Arc<Context>, inputs: Inputs, shutdown: &Shutdown) -> R
         events: ctx.events.clone(),
         avoid_after_pods_not_ready: ctx.config.kueue.avoid_after_pods_not_ready,
     };
-    let admission = tokio::spawn(kueue::discovery::run_when_installed(
+    tasks.spawn_to_end(kueue::discovery::run_when_installed(
         admission,
         writers,
         shutdown.clone(),
         for_workloads,
+        tasks.clone(),
     ));
     let (to_mirrors, for_mirrors) = mpsc::unbounded_channel();
     let (to_status, for_status) = mpsc::unbounded_channel();
     let waiting = Arc::clone(&ctx.reservations);
     let mut triggered = inputs.triggered;
-    let fan_out = tokio::spawn(async move {
+    tasks.spawn(async move {
         while let Some(key) = triggered.recv().await {
             if let Some(workload) = waiting.workload_of(&key) {
                 let _ = to_workloads.send(workload);
@@ -99,10 +100,7 @@ pub(super) fn start(ctx: Arc<Context>, inputs: Inputs, shutdown: &Shutdown) -> R
         STATUS_CONCURRENCY,
         shutdown.clone(),
     );
-    Running {
-        controllers: Box::pin(async move {
-            futures::future::join(mirrors, status).await;
-        }),
-        tasks: [admission, fan_out],
-    }
+    Box::pin(async move {
+        futures::future::join(mirrors, status).await;
+    })
 }

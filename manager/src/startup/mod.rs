@@ -12,8 +12,9 @@ mod relay;
 mod watches;
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use jobrelay_process::Shutdown;
+use jobrelay_process::{Shutdown, Tasks};
 use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::{mpsc, watch};
@@ -26,34 +27,41 @@ use crate::cli::Args;
 use crate::clusters::agent_certificates::AgentCertificates;
 use crate::clusters::status_writer::StatusWriter;
 use crate::controller::context::Context;
+use crate::deletion_pace::DeletionPace;
 use crate::fleet::Fleet;
-use crate::pace::Pace;
 use crate::session::Sessions;
 use crate::telemetry::events::Events;
 use crate::telemetry::metrics;
 use crate::telemetry::metrics::Metrics;
 use crate::{Error, instance, kueue, webhook};
 
+/// How long the tasks get to finish once the shutdown was requested (within
+/// the Pod's termination grace period).
+const DRAIN_GRACE: Duration = Duration::from_secs(10);
+
 /// Runs the manager until SIGINT or SIGTERM.
 pub async fn run(args: Args) -> Result<(), Error> {
     let checked = Checked::read(&args)?;
-    let shutdown = Shutdown::on_signals();
+    let tasks = Tasks::new(&Shutdown::on_signals());
+    let shutdown = tasks.shutdown();
     let (readiness, health) =
         jobrelay_process::health::serve(args.process.health_listen, shutdown.clone()).await?;
+    tasks.spawn_to_end(health);
     let clients = Clients::new(&args, &checked.identity);
     let client = clients.behind(checked.fence.clone()).await?;
     let pod_label = clients.pod_label().await?;
     let worker_clusters = connect::worker_clusters(&client).await?;
     let instance = instance::discover(&client).await?;
-    webhook::start(&args, client.clone(), shutdown.clone()).await?;
+    webhook::start(&args, client.clone(), shutdown.clone(), &tasks).await?;
     let (triggers, triggered) = mpsc::unbounded_channel();
     let core = Core::new(&client, &checked, triggers.clone());
-    let watches = Watches::start(&client, worker_clusters.clone(), &core.events);
-    let mut metrics_server = core.serve_metrics(&args, &watches, &shutdown);
+    let watches = Watches::start(&client, worker_clusters.clone(), &core.events, &tasks);
+    let mut metrics_server = core.serve_metrics(&args, &watches, &shutdown, &tasks);
     ready_once_synced(watches.synced.clone(), readiness.clone());
     let mut leadership = Leadership::start(&args, &clients, &checked, &core).await?;
     tokio::select! {
         waited = leadership.wait(&shutdown) => if let Waited::Stopped = waited? {
+            tasks.drain(DRAIN_GRACE).await;
             info!("stopped before leading");
             return Ok(());
         },
@@ -66,35 +74,32 @@ pub async fn run(args: Args) -> Result<(), Error> {
         sessions,
         &core.metrics,
         &shutdown,
+        &tasks,
     );
     let server = server.await?;
     info!(origin = %checked.origin, %instance, "leading");
     if let Some(label) = pod_label.clone() {
-        tokio::spawn(label.follow(leadership.leading.clone()));
+        tasks.spawn(label.follow(leadership.leading.clone()));
     }
-    let status_writer = tokio::spawn(
+    tasks.spawn_to_end(
         core.status_writer(&args, worker_clusters, &watches)
             .run(shutdown.clone()),
     );
     let ctx = core.context(&args, client, checked, &watches);
-    let (inputs, watching) = watches.for_controllers(triggered, triggers);
-    let running = controllers::start(ctx, inputs, &shutdown);
+    let inputs = watches.for_controllers(triggered, triggers);
+    let controllers = controllers::start(ctx, inputs, &shutdown, &tasks);
     tokio::select! {
         served = server => served??,
         served = &mut metrics_server => metrics_ended(served?, args.metrics_listen)?,
         lost = leadership.lost() => return Err(lost),
-        () = running.controllers => {}
+        () = controllers => {}
     }
     leadership.step_down().await;
     if let Some(label) = &pod_label {
         let _ = label.mark(false).await;
     }
     readiness.set(false).await;
-    let _ = status_writer.await;
-    for task in running.tasks.into_iter().chain(watching) {
-        task.abort();
-    }
-    health.abort();
+    tasks.drain(DRAIN_GRACE).await;
     info!("stopped");
     Ok(())
 }
@@ -106,7 +111,7 @@ struct Core {
     fleet: Arc<Fleet>,
     events: Events,
     metrics: Arc<Metrics>,
-    deletions: Arc<Pace>,
+    deletions: Arc<DeletionPace>,
     certificates: Arc<AgentCertificates>,
     triggers: Triggers,
 }
@@ -117,7 +122,9 @@ type Triggers = mpsc::UnboundedSender<ObjectRef<Job>>;
 impl Core {
     fn new(client: &kube::Client, checked: &Checked, triggers: Triggers) -> Core {
         let fleet = Arc::new(Fleet::new(triggers.clone()));
-        let deletions = Arc::new(Pace::per_second(checked.config.deletions_per_second));
+        let deletions = Arc::new(DeletionPace::per_second(
+            checked.config.deletions_per_second,
+        ));
         let metrics = Arc::new(Metrics::new(Arc::clone(&fleet), Arc::clone(&deletions)));
         let certificates = Arc::new(AgentCertificates::new(metrics.agent_certificate_expiry()));
         Core {
@@ -136,11 +143,12 @@ impl Core {
         args: &Args,
         watches: &Watches,
         shutdown: &Shutdown,
+        tasks: &Tasks,
     ) -> tokio::task::JoinHandle<std::io::Result<()>> {
         self.metrics
             .read_caches(watches.jobs.clone(), watches.clusters.clone());
         let metrics = Arc::clone(&self.metrics);
-        tokio::spawn(metrics::serve(
+        tasks.spawn_to_end(metrics::serve(
             args.metrics_listen,
             metrics,
             shutdown.clone(),

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use jobrelay_process::{PemFiles, RefusedConnection, ServerTls, Shutdown};
+use jobrelay_process::{PemFiles, RefusedConnection, ServerTls, Shutdown, Tasks};
 use jobrelay_proto::v1::relay_server::RelayServer;
 use tokio::task::JoinHandle;
 use tracing::info;
@@ -24,6 +24,7 @@ pub(super) async fn serve(
     sessions: Arc<Sessions>,
     metrics: &Arc<Metrics>,
     shutdown: &Shutdown,
+    tasks: &Tasks,
 ) -> Result<Served, Error> {
     let relay = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(args.heartbeat_interval))
@@ -41,13 +42,11 @@ pub(super) async fn serve(
     let stopped = shutdown.clone().requested();
     let Some(files) = tls else {
         let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-        return Ok(tokio::spawn(
-            relay.serve_with_incoming_shutdown(incoming, stopped),
-        ));
+        return Ok(tasks.spawn_to_end(relay.serve_with_incoming_shutdown(incoming, stopped)));
     };
     let pem = files.read()?;
     let server_tls = Arc::new(ServerTls::new(&pem)?);
-    tokio::spawn(
+    tasks.spawn(
         Arc::clone(&server_tls)
             .follow(files.watch(pem, args.process.certificates.certificate_reload_interval)),
     );
@@ -60,7 +59,5 @@ pub(super) async fn serve(
             refused.refused(connection.reason);
         }),
     );
-    Ok(tokio::spawn(
-        relay.serve_with_incoming_shutdown(incoming, stopped),
-    ))
+    Ok(tasks.spawn_to_end(relay.serve_with_incoming_shutdown(incoming, stopped)))
 }

@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use jobrelay_process::Tasks;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
 
 use super::controllers::Inputs;
 use crate::caches::{all_synced, cache};
@@ -34,32 +34,30 @@ pub(super) struct Watches {
     pub registry: Registry,
     /// True once every cache listed its objects.
     pub synced: watch::Receiver<bool>,
-    pub tasks: [JoinHandle<()>; 3],
 }
 
 impl Watches {
     /// What the controllers read of the watches (with the fleet's
-    /// `triggered` Jobs and the `triggers` that wake them), and the watches'
-    /// own tasks.
+    /// `triggered` Jobs and the `triggers` that wake them).
     pub(super) fn for_controllers(
         self,
         triggered: mpsc::UnboundedReceiver<ObjectRef<Job>>,
         triggers: mpsc::UnboundedSender<ObjectRef<Job>>,
-    ) -> (Inputs, [JoinHandle<()>; 3]) {
-        let inputs = Inputs {
+    ) -> Inputs {
+        Inputs {
             jobs: self.jobs,
             mirror_changes: self.mirror_changes,
             status_changes: self.status_changes,
             triggered,
             triggers,
-        };
-        (inputs, self.tasks)
+        }
     }
 
     pub(super) fn start(
         client: &kube::Client,
         worker_clusters: Api<WorkerCluster>,
         events: &Events,
+        tasks: &Tasks,
     ) -> Watches {
         let (jobs, job_writer) = reflector::store::<Job>();
         let job_changes = JobChanges::default();
@@ -67,9 +65,9 @@ impl Watches {
             [(); 2].map(|()| job_changes.subscribe(jobs.clone()).boxed());
         let marked = jobs.clone();
         let published = events.clone();
-        let (jobs_synced, job_cache) = cache(
+        let jobs_synced = cache(
             Api::<Job>::all(client.clone()),
-            crate::job::mirror::for_cache,
+            crate::job::lifecycle::for_cache,
             job_writer,
             move |event| {
                 if let watcher::Event::Delete(job) = event
@@ -77,7 +75,7 @@ impl Watches {
                 {
                     published.forget(uid);
                 }
-                job_changes.mark(changes::touched(event, || {
+                job_changes.mark(changes::changed_keys(event, || {
                     marked
                         .state()
                         .iter()
@@ -85,19 +83,24 @@ impl Watches {
                         .collect()
                 }));
             },
+            tasks,
         );
         let (clusters, cluster_writer) = reflector::store();
         let (cluster_changes, clusters_changed) = watch::channel(());
-        let (clusters_synced, cluster_cache) =
-            cache(worker_clusters, trim, cluster_writer, move |_| {
-                cluster_changes.send_modify(|()| ())
-            });
+        let clusters_synced = cache(
+            worker_clusters,
+            trim,
+            cluster_writer,
+            move |_| cluster_changes.send_modify(|()| ()),
+            tasks,
+        );
         let (namespaces, namespace_writer) = reflector::store();
-        let (namespaces_synced, namespace_cache) = cache(
+        let namespaces_synced = cache(
             Api::<Namespace>::all(client.clone()),
             trim,
             namespace_writer,
             |_| {},
+            tasks,
         );
         Watches {
             registry: Registry {
@@ -110,7 +113,6 @@ impl Watches {
             clusters,
             clusters_changed,
             synced: all_synced([jobs_synced, clusters_synced, namespaces_synced]),
-            tasks: [job_cache, cluster_cache, namespace_cache],
         }
     }
 }

@@ -23,8 +23,8 @@ use prometheus_client::registry::Registry;
 use tracing::warn;
 
 use crate::clusters::worker_cluster::WorkerCluster;
+use crate::deletion_pace::DeletionPace;
 use crate::fleet::Fleet;
-use crate::pace::Pace;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ByCluster {
@@ -67,7 +67,7 @@ fn seconds() -> Histogram {
 /// the caches at each scrape.
 pub struct Metrics {
     fleet: Arc<Fleet>,
-    deletions: Arc<Pace>,
+    deletions: Arc<DeletionPace>,
     registry: Mutex<Registry>,
     sessions_refused: Family<ByReason, Counter>,
     sessions_cut: Family<ByReason, Counter>,
@@ -93,7 +93,7 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn new(fleet: Arc<Fleet>, deletions: Arc<Pace>) -> Self {
+    pub fn new(fleet: Arc<Fleet>, deletions: Arc<DeletionPace>) -> Self {
         let metrics = Metrics {
             fleet,
             deletions,
@@ -124,105 +124,120 @@ impl Metrics {
             .registry
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        registry.register(
-            "sessions_refused",
-            "Agent connections refused, by reason: at the TLS handshake, a Relay limit, or the Hello",
-            metrics.sessions_refused.clone(),
-        );
-        registry.register(
-            "sessions_cut",
-            "Agent sessions ended by a Relay limit (outbox_full, message_too_large); the agent dials again and resyncs",
-            metrics.sessions_cut.clone(),
-        );
-        registry.register(
-            "apply_refusals",
-            "Mirrors a worker refused, by cluster, reason and whether the refusal is permanent",
-            metrics.apply_refusals.clone(),
-        );
-        registry.register(
-            "mirrors_lost",
-            "Mirrors removed behind jobrelay's back, by cluster",
-            metrics.mirrors_lost.clone(),
-        );
-        registry.register(
-            "reports_dropped",
-            "Agent reports about mirrors not placed on their cluster, dropped, by cluster",
-            metrics.reports_dropped.clone(),
-        );
-        registry.register(
-            "dispatch_seconds",
-            "From sending a mirror to the worker reporting it held, by cluster",
-            metrics.dispatch_seconds.clone(),
-        );
-        registry.register(
-            "status_seconds",
-            "From a mirror finishing on its worker (its condition's time) to the manager Job showing it, by cluster",
-            metrics.status_seconds.clone(),
-        );
-        registry.register(
-            "status_heard_seconds",
-            "From a mirror finishing on its worker (its condition's time) to the manager hearing it from the agent, by cluster; the rest of status_seconds is the manager's write",
-            metrics.status_heard_seconds.clone(),
-        );
-        registry.register(
-            "status_write_seconds",
-            "The request that shows a finished Job's status on the manager, alone (the rest of status_seconds after status_heard_seconds is the wait for it), by cluster",
-            metrics.status_write_seconds.clone(),
-        );
-        registry.register(
-            "status_writes",
-            "Writes of the status copy that changed a manager Job's status",
-            metrics.status_writes.clone(),
-        );
-        registry.register(
-            "cleanup_seconds",
-            "From sending a delete to the worker confirming the mirror and every Pod gone, by cluster",
-            metrics.cleanup_seconds.clone(),
-        );
-        registry.register(
-            "connected_clusters",
-            "Worker clusters with an open session",
-            metrics.connected_clusters.clone(),
-        );
-        registry.register(
-            "mirrors",
-            "Mirrors the manager wants, by cluster and last reported phase",
-            metrics.mirrors.clone(),
-        );
-        registry.register(
-            "retention_waiting",
-            "Manager Jobs due for deletion, waiting for their turn",
-            metrics.retention_waiting.clone(),
-        );
-        registry.register(
-            "retention_deleted",
-            "Manager Jobs deleted because their retention ran out",
-            metrics.retention_deleted.clone(),
-        );
-        registry.register(
-            "leader",
-            "1 while this replica holds the Lease and does the manager's work, else 0",
-            metrics.leader.clone(),
-        );
-        registry.register(
-            "leader_transitions",
-            "Times the Lease changed hands, as last read (its leaseTransitions)",
-            metrics.leader_transitions.clone(),
-        );
-        registry.register(
-            "lease_renewed_seconds",
-            "Seconds since this replica last renewed the Lease (absent until it first did)",
-            metrics.lease_renewed_seconds.clone(),
-        );
-        registry.register(
-            "agent_certificate_expiry_timestamp_seconds",
-            "When the client certificate of each cluster's latest agent session expires, in seconds since the epoch",
-            metrics.agent_certificate_expiry.clone(),
-        );
+        metrics.register_relay(&mut registry);
+        metrics.register_latencies(&mut registry);
+        metrics.register_state(&mut registry);
         metrics.caches.register(&mut registry);
         jobrelay_process::metrics::register(&mut registry);
         drop(registry);
         metrics
+    }
+
+    /// The Relay's and the sessions' counters: refusals, cuts, losses, dropped reports.
+    fn register_relay(&self, registry: &mut Registry) {
+        registry.register(
+            "sessions_refused",
+            "Agent connections refused, by reason: at the TLS handshake, a Relay limit, or the Hello",
+            self.sessions_refused.clone(),
+        );
+        registry.register(
+            "sessions_cut",
+            "Agent sessions ended by a Relay limit (outbox_full, message_too_large); the agent dials again and resyncs",
+            self.sessions_cut.clone(),
+        );
+        registry.register(
+            "apply_refusals",
+            "Mirrors a worker refused, by cluster, reason and whether the refusal is permanent",
+            self.apply_refusals.clone(),
+        );
+        registry.register(
+            "mirrors_lost",
+            "Mirrors removed behind jobrelay's back, by cluster",
+            self.mirrors_lost.clone(),
+        );
+        registry.register(
+            "reports_dropped",
+            "Agent reports about mirrors not placed on their cluster, dropped, by cluster",
+            self.reports_dropped.clone(),
+        );
+    }
+
+    /// How long dispatch, status and cleanup take, by cluster.
+    fn register_latencies(&self, registry: &mut Registry) {
+        registry.register(
+            "dispatch_seconds",
+            "From sending a mirror to the worker reporting it held, by cluster",
+            self.dispatch_seconds.clone(),
+        );
+        registry.register(
+            "status_seconds",
+            "From a mirror finishing on its worker (its condition's time) to the manager Job showing it, by cluster",
+            self.status_seconds.clone(),
+        );
+        registry.register(
+            "status_heard_seconds",
+            "From a mirror finishing on its worker (its condition's time) to the manager hearing it from the agent, by cluster; the rest of status_seconds is the manager's write",
+            self.status_heard_seconds.clone(),
+        );
+        registry.register(
+            "status_write_seconds",
+            "The request that shows a finished Job's status on the manager, alone (the rest of status_seconds after status_heard_seconds is the wait for it), by cluster",
+            self.status_write_seconds.clone(),
+        );
+        registry.register(
+            "status_writes",
+            "Writes of the status copy that changed a manager Job's status",
+            self.status_writes.clone(),
+        );
+        registry.register(
+            "cleanup_seconds",
+            "From sending a delete to the worker confirming the mirror and every Pod gone, by cluster",
+            self.cleanup_seconds.clone(),
+        );
+    }
+
+    /// What the fleet, retention, the Lease and the agents' certificates stand at.
+    fn register_state(&self, registry: &mut Registry) {
+        registry.register(
+            "connected_clusters",
+            "Worker clusters with an open session",
+            self.connected_clusters.clone(),
+        );
+        registry.register(
+            "mirrors",
+            "Mirrors the manager wants, by cluster and last reported phase",
+            self.mirrors.clone(),
+        );
+        registry.register(
+            "retention_waiting",
+            "Manager Jobs due for deletion, waiting for their turn",
+            self.retention_waiting.clone(),
+        );
+        registry.register(
+            "retention_deleted",
+            "Manager Jobs deleted because their retention ran out",
+            self.retention_deleted.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica holds the Lease and does the manager's work, else 0",
+            self.leader.clone(),
+        );
+        registry.register(
+            "leader_transitions",
+            "Times the Lease changed hands, as last read (its leaseTransitions)",
+            self.leader_transitions.clone(),
+        );
+        registry.register(
+            "lease_renewed_seconds",
+            "Seconds since this replica last renewed the Lease (absent until it first did)",
+            self.lease_renewed_seconds.clone(),
+        );
+        registry.register(
+            "agent_certificate_expiry_timestamp_seconds",
+            "When the client certificate of each cluster's latest agent session expires, in seconds since the epoch",
+            self.agent_certificate_expiry.clone(),
+        );
     }
 
     /// Reads the WorkerClusters' links and the Jobs waiting for dispatch
@@ -309,7 +324,7 @@ mod tests {
         fleet.connect("w1", "test", &[], vec![], vec![], outbox);
         fleet.ensure_applied("w1", "u1", &ObjectRef::new("a").within("ns"), 1, Vec::new);
         fleet.record_status("w1", "u1", 1, MirrorPhase::Running, None);
-        let metrics = Metrics::new(Arc::clone(&fleet), Arc::new(Pace::per_second(1.0)));
+        let metrics = Metrics::new(Arc::clone(&fleet), Arc::new(DeletionPace::per_second(1.0)));
         metrics.deletions.done();
         metrics.refused("unknown_cluster");
         metrics.refused("unknown_cluster");

@@ -20,7 +20,7 @@ use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Method, Response, StatusCode};
 use jobrelay_process::serving::{self, Respond, ServingFiles, ServingTls};
-use jobrelay_process::{Shutdown, cache::trim};
+use jobrelay_process::{Shutdown, Tasks, cache::trim};
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use tokio::sync::watch;
@@ -76,6 +76,7 @@ pub async fn start(
     args: &Args,
     client: kube::Client,
     shutdown: Shutdown,
+    tasks: &Tasks,
 ) -> Result<(), crate::Error> {
     let flags = &args.webhook;
     let reload = args.process.certificates.certificate_reload_interval;
@@ -94,7 +95,7 @@ pub async fn start(
     };
     let pem = files.read()?;
     let tls = Arc::new(ServingTls::new(&pem)?);
-    tokio::spawn(Arc::clone(&tls).follow(files.watch(pem, reload)));
+    tasks.spawn(Arc::clone(&tls).follow(files.watch(pem, reload)));
     let listener =
         tokio::net::TcpListener::bind(addr)
             .await
@@ -103,9 +104,14 @@ pub async fn start(
                 addr,
             ))?;
     let kueue = Arc::new(RwLock::new(Kueue::Unknown));
-    tokio::spawn(find_kueue(client, Arc::clone(&kueue), shutdown.clone()));
+    tasks.spawn_to_end(find_kueue(
+        client,
+        Arc::clone(&kueue),
+        shutdown.clone(),
+        tasks.clone(),
+    ));
     info!(listen = %addr, path = review::PATH, "serving the admission webhook");
-    tokio::spawn(async move {
+    tasks.spawn_to_end(async move {
         if let Err(error) = serving::serve(listener, tls, respond(kueue), shutdown).await {
             warn!(%error, "the admission webhook stopped");
         }
@@ -114,7 +120,12 @@ pub async fn start(
 }
 
 /// Looks for Kueue until it is installed, then fills the caches.
-async fn find_kueue(client: kube::Client, kueue: Arc<RwLock<Kueue>>, shutdown: Shutdown) {
+async fn find_kueue(
+    client: kube::Client,
+    kueue: Arc<RwLock<Kueue>>,
+    shutdown: Shutdown,
+    tasks: Tasks,
+) {
     loop {
         match installed(&client).await {
             Some(true) => break,
@@ -129,9 +140,15 @@ async fn find_kueue(client: kube::Client, kueue: Arc<RwLock<Kueue>>, shutdown: S
     let (local_queues, local_writer) = reflector::store();
     let (cluster_queues, cluster_writer) = reflector::store();
     let (checks, checks_writer) = reflector::store();
-    let (local_synced, _) = cache(Api::all(client.clone()), trim, local_writer, |_| {});
-    let (cluster_synced, _) = cache(Api::all(client.clone()), trim, cluster_writer, |_| {});
-    let (checks_synced, _) = cache(Api::all(client), trim, checks_writer, |_| {});
+    let local_synced = cache(Api::all(client.clone()), trim, local_writer, |_| {}, &tasks);
+    let cluster_synced = cache(
+        Api::all(client.clone()),
+        trim,
+        cluster_writer,
+        |_| {},
+        &tasks,
+    );
+    let checks_synced = cache(Api::all(client), trim, checks_writer, |_| {}, &tasks);
     let cached = Cached {
         local_queues,
         cluster_queues,

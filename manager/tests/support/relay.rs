@@ -13,8 +13,8 @@ use hyper_util::rt::TokioIo;
 use jobrelay_manager::clusters::agent_certificates::AgentCertificates;
 use jobrelay_manager::clusters::registry::Registry;
 use jobrelay_manager::clusters::worker_cluster::{WorkerCluster, WorkerClusterSpec};
+use jobrelay_manager::deletion_pace::DeletionPace;
 use jobrelay_manager::fleet::Fleet;
-use jobrelay_manager::pace::Pace;
 use jobrelay_manager::session::{RelayService, SessionLimits, Sessions};
 use jobrelay_manager::telemetry::events::Events;
 use jobrelay_manager::telemetry::metrics::Metrics;
@@ -48,7 +48,7 @@ pub struct Manager {
     /// The WorkerClusters the sessions read, and the mark they watch.
     clusters: std::sync::Mutex<reflector::store::Writer<WorkerCluster>>,
     cluster_changes: tokio::sync::watch::Sender<()>,
-    /// Kept, so the sessions never see a shutdown.
+    /// StatusText, so the sessions never see a shutdown.
     _shutdown: jobrelay_process::shutdown::Trigger,
 }
 
@@ -99,7 +99,7 @@ pub async fn manager_with(limits: SessionLimits) -> Manager {
     let (_synced_tx, synced) = tokio::sync::watch::channel(true);
     let metrics = Arc::new(Metrics::new(
         Arc::clone(&fleet),
-        Arc::new(Pace::per_second(1.0)),
+        Arc::new(DeletionPace::per_second(1.0)),
     ));
     let (shutdown_trigger, shutdown) = jobrelay_process::Shutdown::new();
     let sessions = Arc::new(Sessions {

@@ -14,9 +14,9 @@ use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Preconditions, Propag
 use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
-use super::{Held, Mirrors, agent_message, concurrently};
+use super::{Mirrors, Snapshot, agent_message, concurrently};
 use crate::namespaces::Verdict;
-use crate::teardown::{self, Deleted, Next, Progress, Seen};
+use crate::teardown::{self, Deleted, Leftover, Next, Progress};
 
 /// How long after a delete without effect it is sent again.
 const DELETE_RESEND: Duration = Duration::from_secs(5);
@@ -96,13 +96,17 @@ impl Mirrors {
 
     /// Runs one step of the deletion machine (`teardown::step`) for every
     /// mirror being deleted, then sends what the steps decided, 16 requests
-    /// at a time, drawing on the deletion budget.
-    pub(super) async fn drive_deletions(&mut self, held: &Held, out: &mut Vec<AgentMessage>) {
+    /// at a time, drawing on the deletion pace.
+    pub(super) async fn drive_deletions(
+        &mut self,
+        snapshot: &Snapshot,
+        out: &mut Vec<AgentMessage>,
+    ) {
         let now = Instant::now();
         let mut job_deletes = Vec::new();
         let mut pod_deletes = Vec::new();
         let mut gone = Vec::new();
-        let visited = held.visited(self.deleting.keys(), |uid| self.deleting.contains_key(uid));
+        let visited = snapshot.visited(self.deleting.keys(), |uid| self.deleting.contains_key(uid));
         for uid in &visited {
             // A create still out could land after "gone" was confirmed: its
             // answer brings the mirror back to the next pass.
@@ -112,8 +116,16 @@ impl Mirrors {
             let Some(deletion) = self.deleting.get_mut(uid) else {
                 continue;
             };
-            let jobs = held.jobs.get(uid).map(Vec::as_slice).unwrap_or_default();
-            let pods = held.pods.get(uid).map(Vec::as_slice).unwrap_or_default();
+            let jobs = snapshot
+                .jobs
+                .get(uid)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let pods = snapshot
+                .pods
+                .get(uid)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
             let (progress, next) = teardown::step(
                 deletion.progress,
                 &jobs.iter().map(|j| seen(j.as_ref())).collect::<Vec<_>>(),
@@ -129,7 +141,7 @@ impl Mirrors {
                     gone.push((deletion.namespace.clone(), uid.clone()));
                 }
                 // All of a Job's deletes or none, so none waits on a half.
-                Next::DeleteJobs(due) if self.budget.try_take_n(due.len()) => {
+                Next::DeleteJobs(due) if self.deletions.try_take_n(due.len()) => {
                     deletion.progress = progress;
                     job_deletes.extend(due.into_iter().map(|i| Arc::clone(&jobs[i])));
                 }
@@ -137,7 +149,7 @@ impl Mirrors {
                 Next::DeletePods(due) => {
                     deletion.progress = progress;
                     for i in due {
-                        if !self.budget.try_take_n(1) {
+                        if !self.deletions.try_take_n(1) {
                             break;
                         }
                         info!(%uid, pod = %pods[i].name_any(), "Pod outlived its Job; deleting it");
@@ -321,8 +333,8 @@ fn still_gone<'a>(
 }
 
 /// What the worker shows of a Job or Pod, for the deletion machine.
-fn seen<K: Resource>(object: &K) -> Seen {
-    Seen {
+fn seen<K: Resource>(object: &K) -> Leftover {
+    Leftover {
         terminating: object.meta().deletion_timestamp.is_some(),
     }
 }

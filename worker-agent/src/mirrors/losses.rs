@@ -11,7 +11,7 @@ use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
 use super::deletion::{Lost, delete_object};
-use super::{Held, Mirrors, Visit, concurrently};
+use super::{Mirrors, Snapshot, Visit, concurrently};
 use crate::lost::{JobSeen, PodSeen, Verdict, judge};
 use crate::teardown::Deleted;
 
@@ -19,7 +19,7 @@ impl Mirrors {
     /// Judges every desired mirror the agent is not deleting itself: a lost
     /// one is deleted Pods-first and reported; stray Pods that outlived the
     /// orphan grace are returned, for [`Mirrors::delete_strays`].
-    pub(super) fn notice_losses(&mut self, held: &Held) -> Vec<(String, Arc<Pod>)> {
+    pub(super) fn notice_losses(&mut self, snapshot: &Snapshot) -> Vec<(String, Arc<Pod>)> {
         let Some(desired) = &self.desired else {
             return Vec::new();
         };
@@ -28,19 +28,27 @@ impl Mirrors {
         let mut due = Vec::new();
         // Strays of the mirrors looked at are judged again (since when they
         // were first seen kept); others keep theirs.
-        let mut before: HashMap<String, HashMap<String, Instant>> = match &held.visit {
+        let mut before: HashMap<String, HashMap<String, Instant>> = match &snapshot.visit {
             Visit::Everything => std::mem::take(&mut self.strays),
             Visit::These(uids) => uids
                 .iter()
                 .filter_map(|uid| Some((uid.clone(), self.strays.remove(uid)?)))
                 .collect(),
         };
-        for uid in held.visited(desired.iter(), |uid| desired.contains(uid)) {
+        for uid in snapshot.visited(desired.iter(), |uid| desired.contains(uid)) {
             if self.deleting.contains_key(&uid) {
                 continue;
             }
-            let jobs = held.jobs.get(&uid).map(Vec::as_slice).unwrap_or_default();
-            let pods = held.pods.get(&uid).map(Vec::as_slice).unwrap_or_default();
+            let jobs = snapshot
+                .jobs
+                .get(&uid)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let pods = snapshot
+                .pods
+                .get(&uid)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
             let jobs_seen: Vec<JobSeen> = jobs
                 .iter()
                 .map(|j| JobSeen {
@@ -70,7 +78,7 @@ impl Mirrors {
                         let pod_uid = pod.uid().unwrap_or_default();
                         let since = *known.get(&pod_uid).unwrap_or(&now);
                         strays.insert(pod_uid, since);
-                        if now - since >= self.orphan_pod_grace && self.budget.try_take_n(1) {
+                        if now - since >= self.orphan_pod_grace && self.deletions.try_take_n(1) {
                             due.push((uid.clone(), Arc::clone(pod)));
                         }
                     }

@@ -19,7 +19,7 @@ mod write;
 pub use brake::BrakeSettings;
 use orphans::Sweep;
 pub use orphans::{HeldMirror, orphans};
-use status::Sent;
+use status::LastReport;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -35,7 +35,7 @@ use kube::{Resource, ResourceExt};
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{Semaphore, mpsc};
 
-use crate::budget::Budget;
+use crate::deletion_pace::DeletionPace;
 use crate::namespaces::NamespacePolicy;
 use crate::report::{phase_of, revision_of};
 pub use crate::watched::origin_uid;
@@ -59,7 +59,7 @@ pub struct Pacing {
     /// live one) before the agent deletes it.
     pub orphan_pod_grace: Duration,
     /// Every deletion draws on it (`--deletions-per-second`).
-    pub deletions: Budget,
+    pub deletions: DeletionPace,
     /// The longest wait between two tries of an apply the worker refused for
     /// a reason that can clear.
     pub apply_retry_max: Duration,
@@ -79,13 +79,13 @@ pub fn keep_pod_metadata(pod: &mut Pod) {
 
 /// The mirrors one pass looks at, and their Jobs and Pods by origin UID as
 /// the caches show them at its start.
-pub(crate) struct Held {
+pub(crate) struct Snapshot {
     visit: Visit,
     jobs: HashMap<String, Vec<Arc<Job>>>,
     pods: HashMap<String, Vec<Arc<Pod>>>,
 }
 
-impl Held {
+impl Snapshot {
     /// Of the keys of a map (`all`, tested by `has`), those this pass looks at.
     fn visited<'a>(
         &self,
@@ -100,8 +100,8 @@ impl Held {
 }
 
 /// What the first half of a pass found, for the second.
-pub struct Look {
-    held: Held,
+pub struct Findings {
+    snapshot: Snapshot,
     /// Stray Pods due for deletion.
     strays: Vec<(String, Arc<Pod>)>,
 }
@@ -136,14 +136,14 @@ pub struct Mirrors {
     /// Where the applies' answers come back.
     answers: mpsc::UnboundedSender<Applied>,
     answered: mpsc::UnboundedReceiver<Applied>,
-    sent: HashMap<String, Sent>,
+    sent: HashMap<String, LastReport>,
     /// UID of the live mirror Job last seen for each origin UID, so one that
     /// disappears is known to be lost.
     seen: HashMap<String, String>,
     /// Pods not owned by their live mirror, by origin UID, then Pod UID:
     /// since when.
     strays: HashMap<String, HashMap<String, Instant>>,
-    budget: Budget,
+    deletions: DeletionPace,
     apply_retry: ExponentialBuilder,
     apply_retry_max: Duration,
     /// Mirrors confirmed gone since start, and when progress was last logged.
@@ -186,7 +186,7 @@ impl Mirrors {
             sent: HashMap::new(),
             seen: HashMap::new(),
             strays: HashMap::new(),
-            budget: pacing.deletions,
+            deletions: pacing.deletions,
             apply_retry: ExponentialBuilder::default()
                 .with_min_delay(Duration::from_secs(1))
                 .with_max_delay(pacing.apply_retry_max)
@@ -301,7 +301,7 @@ impl Mirrors {
     /// sent before [`Mirrors::act`] waits on the API server: a status this
     /// pass found changed does not wait for the pass's deletes and
     /// confirmations.
-    pub fn look(&mut self, pass: Pass, out: &mut Vec<AgentMessage>) -> Look {
+    pub fn look(&mut self, pass: Pass, out: &mut Vec<AgentMessage>) -> Findings {
         let visit = visit::to_visit(
             pass,
             self.changes.take(),
@@ -309,31 +309,31 @@ impl Mirrors {
             std::mem::take(&mut self.everything_due),
             self.deleting.keys().chain(self.strays.keys()),
         );
-        let held = match &visit {
-            Visit::Everything => Held {
+        let snapshot = match &visit {
+            Visit::Everything => Snapshot {
                 jobs: by_origin_uid(self.jobs.state()),
                 pods: by_origin_uid(self.pods.state()),
                 visit,
             },
-            Visit::These(uids) => Held {
+            Visit::These(uids) => Snapshot {
                 jobs: self.jobs.of(uids),
                 pods: self.pods.of(uids),
                 visit,
             },
         };
-        let strays = self.notice_losses(&held);
+        let strays = self.notice_losses(&snapshot);
         out.extend(self.sweep.take_notice());
         self.report_lost(out);
-        self.report_status(&held, out);
-        Look { held, strays }
+        self.report_status(&snapshot, out);
+        Findings { snapshot, strays }
     }
 
     /// The second half: moves forward the deletions `look` found (and
     /// confirms them gone), and sends every waiting apply (without waiting
     /// for the answers). Messages for the manager go to `out`.
-    pub async fn act(&mut self, look: Look, out: &mut Vec<AgentMessage>) {
-        self.delete_strays(look.strays).await;
-        self.drive_deletions(&look.held, out).await;
+    pub async fn act(&mut self, findings: Findings, out: &mut Vec<AgentMessage>) {
+        self.delete_strays(findings.strays).await;
+        self.drive_deletions(&findings.snapshot, out).await;
         self.log_progress();
         self.deleting_gauge.set(self.deleting.len() as i64);
         self.apply_due();

@@ -5,13 +5,13 @@ use jobrelay_proto::v1::{AgentMessage, MirrorPhase, MirrorStatus, agent_message:
 use kube::Resource;
 use tracing::warn;
 
-use super::{Held, Mirrors, agent_message, origin_uid};
+use super::{Mirrors, Snapshot, agent_message, origin_uid};
 use crate::report::{phase_of, revision_of};
 
 /// The last status sent for a mirror, and the Job's resourceVersion it was
 /// read from (unchanged, nothing else can have).
 #[derive(Debug)]
-pub(super) struct Sent {
+pub(super) struct LastReport {
     resource_version: Option<String>,
     report: Report,
 }
@@ -25,10 +25,10 @@ struct Report {
 }
 
 impl Mirrors {
-    /// Reports, into `out`, the status of each mirror `held` whose Job
+    /// Reports, into `out`, the status of each mirror in `snapshot` whose Job
     /// changed since it was last sent.
-    pub(super) fn report_status(&mut self, held: &Held, out: &mut Vec<AgentMessage>) {
-        for job in held.jobs.values().flatten() {
+    pub(super) fn report_status(&mut self, snapshot: &Snapshot, out: &mut Vec<AgentMessage>) {
+        for job in snapshot.jobs.values().flatten() {
             let Some(uid) = origin_uid(job.meta()) else {
                 continue;
             };
@@ -62,7 +62,7 @@ impl Mirrors {
             let resource_version = job.metadata.resource_version.clone();
             self.sent.insert(
                 uid,
-                Sent {
+                LastReport {
                     resource_version,
                     report,
                 },

@@ -45,7 +45,7 @@ async fn the_first_half_of_a_pass_reports_status_without_a_request() {
     let nowhere = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
     let pacing = Pacing {
         orphan_pod_grace: Duration::from_secs(10),
-        deletions: Budget::per_second(100),
+        deletions: DeletionPace::per_second(100),
         apply_retry_max: Duration::from_secs(60),
         brake: super::BrakeSettings::default(),
     };

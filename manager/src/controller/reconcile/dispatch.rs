@@ -13,16 +13,17 @@ use crate::clusters::registry::Refusal;
 use crate::controller::superseded;
 use crate::controller::writes;
 use crate::job::life::AWAIT_CLUSTER;
-use crate::job::mirror::{Lifecycle, is_whole, lifecycle, mirror_job, revision};
+use crate::job::lifecycle::{Lifecycle, is_whole, lifecycle, revision};
+use crate::job::mirror::mirror_job;
 use crate::job::placement::{pinned_cluster, preferences};
 use crate::job::plan;
 use crate::kueue::worker_queue::queue_on_worker;
 use crate::kueue::{mirror_scheduling, scheduling};
 use crate::telemetry::events::Reason;
 
-use super::Subject;
+use super::Reconciling;
 
-impl Subject<'_> {
+impl Reconciling<'_> {
     /// Chooses the Job's cluster and holds the Job there; `Err` with when to
     /// look again if it cannot go anywhere now.
     pub(super) async fn place(&self) -> Result<Result<(Job, String), Action>, kube::Error> {

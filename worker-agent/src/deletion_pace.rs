@@ -9,13 +9,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use jobrelay_process::{RateLimit, TokenBucket};
 use tokio::time::Instant;
 
-/// At most one second's worth is saved up. Clones share the budget.
+/// At most one second's worth is saved up. Clones share the pace.
 #[derive(Clone, Debug)]
-pub struct Budget(Arc<Mutex<TokenBucket>>);
+pub struct DeletionPace(Arc<Mutex<TokenBucket>>);
 
-impl Budget {
+impl DeletionPace {
     pub fn per_second(per_second: u32) -> Self {
-        Budget::starting_at(per_second, Instant::now())
+        DeletionPace::starting_at(per_second, Instant::now())
     }
 
     fn starting_at(per_second: u32, now: Instant) -> Self {
@@ -24,10 +24,10 @@ impl Budget {
             qps: f64::from(per_second),
             burst: per_second,
         };
-        Budget(Arc::new(Mutex::new(TokenBucket::new(limit, now))))
+        DeletionPace(Arc::new(Mutex::new(TokenBucket::new(limit, now))))
     }
 
-    /// Takes `n` deletions from the budget if that many are left; else
+    /// Takes `n` deletions from the pace if that many are left; else
     /// takes none (the caller tries again on its next pass).
     pub fn try_take_n(&self, n: usize) -> bool {
         self.take_at(Instant::now(), n)
@@ -59,27 +59,27 @@ mod tests {
     #[test]
     fn a_burst_is_capped_at_one_seconds_worth_then_refills_with_time() {
         let start = Instant::now();
-        let budget = Budget::starting_at(10, start);
-        let taken = (0..100).filter(|_| budget.take_at(start, 1)).count();
+        let pace = DeletionPace::starting_at(10, start);
+        let taken = (0..100).filter(|_| pace.take_at(start, 1)).count();
         assert_eq!(taken, 10);
-        assert!(!budget.take_at(start + Duration::from_millis(50), 1));
+        assert!(!pace.take_at(start + Duration::from_millis(50), 1));
         let half_second = start + Duration::from_millis(550);
-        let taken = (0..100).filter(|_| budget.take_at(half_second, 1)).count();
+        let taken = (0..100).filter(|_| pace.take_at(half_second, 1)).count();
         assert_eq!(taken, 5);
         let much_later = half_second + Duration::from_secs(3600);
-        let taken = (0..100).filter(|_| budget.take_at(much_later, 1)).count();
+        let taken = (0..100).filter(|_| pace.take_at(much_later, 1)).count();
         assert_eq!(taken, 10, "idle time saves up no more than one second");
-        assert!(!budget.take_at(much_later, 1), "spent");
+        assert!(!pace.take_at(much_later, 1), "spent");
         let later = much_later + Duration::from_millis(300);
-        assert!(!budget.take_at(later, 4), "three saved up are not four");
-        assert!(budget.take_at(later, 3), "and refusing four took none");
+        assert!(!pace.take_at(later, 4), "three saved up are not four");
+        assert!(pace.take_at(later, 3), "and refusing four took none");
     }
 
     #[tokio::test(start_paused = true)]
     async fn clones_share_one_budget_and_a_waiter_waits_its_turn() {
-        let budget = Budget::per_second(2);
-        let other = budget.clone();
-        assert!(budget.try_take_n(2));
+        let pace = DeletionPace::per_second(2);
+        let other = pace.clone();
+        assert!(pace.try_take_n(2));
         assert!(!other.try_take_n(1), "the clone saw the same tokens go");
         let start = tokio::time::Instant::now();
         other.take().await;
