@@ -245,3 +245,6 @@ pub(crate) mod tests;
 
 #[cfg(test)]
 mod count_tests;
+
+#[cfg(test)]
+mod placement_tests;

@@ -5,21 +5,21 @@ use crate::fleet::views::{Apply, Cleanup, Rejection};
 use crate::job::status::StatusText;
 use jobrelay_proto::v1::{DeleteReason, RejectReason};
 
-fn fleet() -> (Fleet, mpsc::UnboundedReceiver<ObjectRef<Job>>) {
+pub(super) fn fleet() -> (Fleet, mpsc::UnboundedReceiver<ObjectRef<Job>>) {
     let (tx, rx) = mpsc::unbounded_channel();
     (Fleet::new(tx), rx)
 }
 
-fn key(name: &str) -> ObjectRef<Job> {
+pub(super) fn key(name: &str) -> ObjectRef<Job> {
     ObjectRef::new(name).within("ns")
 }
 
 /// An outbox with room for anything a test sends.
-fn outbox() -> (Outbox, mpsc::Receiver<ManagerMessage>) {
+pub(super) fn outbox() -> (Outbox, mpsc::Receiver<ManagerMessage>) {
     Outbox::new(1024)
 }
 
-fn kinds(rx: &mut mpsc::Receiver<ManagerMessage>) -> Vec<String> {
+pub(super) fn kinds(rx: &mut mpsc::Receiver<ManagerMessage>) -> Vec<String> {
     let mut out = Vec::new();
     while let Ok(m) = rx.try_recv() {
         out.push(match m.kind.unwrap() {
@@ -283,121 +283,4 @@ fn reports_about_mirrors_never_placed_on_the_cluster_are_dropped() {
         None,
         "nor for an unknown cluster"
     );
-}
-
-#[test]
-fn jobs_placed_together_spread_and_a_placement_is_stable() {
-    let (fleet, _) = fleet();
-    assert_eq!(
-        fleet.place("u0", &key("z"), None, |_| true),
-        None,
-        "no cluster connected"
-    );
-    let mut outboxes = Vec::new();
-    for cluster in ["w1", "w2"] {
-        let (tx, rx) = outbox();
-        outboxes.push(rx);
-        fleet.connect(cluster, "test", &[], vec![], vec![], tx);
-    }
-    let placed: Vec<String> = (0..4)
-        .map(|i| {
-            fleet
-                .place(&format!("u{i}"), &key("a"), None, |_| true)
-                .unwrap()
-        })
-        .collect();
-    assert_eq!(placed, ["w1", "w2", "w1", "w2"]);
-    assert_eq!(
-        fleet.place("u1", &key("a"), None, |_| true).as_deref(),
-        Some("w2")
-    );
-    assert_eq!(
-        fleet
-            .place("u9", &key("b"), Some("w7"), |_| true)
-            .as_deref(),
-        Some("w7")
-    );
-    assert_eq!(
-        fleet
-            .place("u5", &key("c"), None, |name| name == "w1")
-            .as_deref(),
-        Some("w1"),
-        "only eligible clusters are candidates"
-    );
-}
-
-#[test]
-fn only_a_disconnected_cluster_can_be_lost_and_a_session_ends_it() {
-    let (fleet, _) = fleet();
-    let (tx, _rx) = outbox();
-    let session = fleet.connect("w1", "0.1.0", &[], vec![], vec![], tx);
-    assert!(
-        !fleet.set_lost("w1", true),
-        "a connected cluster is not lost"
-    );
-    fleet.disconnect("w1", session);
-    let link = fleet.link("w1");
-    assert!(!link.connected && link.since.is_some() && link.agent_version == "0.1.0");
-    assert!(fleet.set_lost("w1", true));
-    assert!(fleet.is_lost("w1"));
-    let (tx, _rx) = outbox();
-    fleet.connect("w1", "0.1.0", &[], vec![], vec![], tx);
-    assert!(!fleet.is_lost("w1"));
-}
-
-#[test]
-fn a_cluster_owns_only_the_mirrors_placed_on_it() {
-    let (fleet, _) = fleet();
-    let (tx, _rx) = outbox();
-    fleet.connect("w1", "test", &[], vec![], vec![], tx);
-    assert!(!fleet.owns("w1", "u1"), "nothing placed yet");
-    assert_eq!(
-        fleet.place("u1", &key("a"), None, |_| true).as_deref(),
-        Some("w1")
-    );
-    assert!(fleet.owns("w1", "u1"));
-    assert!(
-        !fleet.owns("w2", "u1"),
-        "another cluster's report is not read"
-    );
-    fleet.forget("w1", "u1");
-    assert!(!fleet.owns("w1", "u1"), "a forgotten mirror is not read");
-}
-
-#[tokio::test]
-async fn a_session_whose_outbox_is_full_is_told_and_drops_the_message() {
-    let (fleet, _) = fleet();
-    let (tx, mut rx) = Outbox::new(1);
-    fleet.connect("w1", "test", &[], vec![], vec![], tx.clone());
-    fleet.place("u1", &key("a"), None, |_| true);
-    fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
-    assert_eq!(kinds(&mut rx), ["desired 0"], "the apply found no room");
-    let told = tokio::time::timeout(std::time::Duration::from_secs(5), tx.fell_behind()).await;
-    assert!(told.is_ok(), "the session learns it fell behind");
-}
-
-#[test]
-fn the_desired_set_after_a_lost_spell_says_so_and_carries_what_is_released() {
-    let (fleet, _triggers) = fleet();
-    let desired_set = |rx: &mut mpsc::Receiver<ManagerMessage>| match rx.try_recv().unwrap().kind {
-        Some(Kind::DesiredSet(set)) => set,
-        other => panic!("not a DesiredSet: {other:?}"),
-    };
-    let (tx, mut rx) = outbox();
-    let first = fleet.connect("w1", "test", &[], vec![], vec!["gone".into()], tx);
-    let set = desired_set(&mut rx);
-    assert_eq!(
-        (set.released, set.after_lost),
-        (vec!["gone".to_string()], false)
-    );
-    fleet.disconnect("w1", first);
-    assert!(fleet.set_lost("w1", true));
-    let (tx, mut rx) = outbox();
-    let back = fleet.connect("w1", "test", &[], vec![], vec![], tx);
-    assert!(desired_set(&mut rx).after_lost, "back from Lost");
-    assert!(!fleet.is_lost("w1"));
-    fleet.disconnect("w1", back);
-    let (tx, mut rx) = outbox();
-    fleet.connect("w1", "test", &[], vec![], vec![], tx);
-    assert!(!desired_set(&mut rx).after_lost, "an ordinary reconnect");
 }

@@ -6,16 +6,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jobrelay_proto::v1::{AgentMessage, DeleteMirror, MirrorGone, MirrorLost, agent_message::Kind};
-use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL};
+use jobrelay_proto::v1::{AgentMessage, DeleteMirror, MirrorLost, agent_message::Kind};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Preconditions, PropagationPolicy};
+use kube::api::{Api, DeleteParams, ObjectMeta, Preconditions, PropagationPolicy};
 use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
 use super::{Mirrors, Snapshot, agent_message, concurrently};
-use crate::namespaces::Verdict;
 use crate::teardown::{self, Deleted, Leftover, Next, Progress};
 
 /// How long after a delete without effect it is sent again.
@@ -31,7 +29,7 @@ pub(super) struct Deletion {
     pub namespace: String,
     pub name: String,
     progress: Progress,
-    pods_deleted: u32,
+    pub pods_deleted: u32,
     /// Set when the mirror was lost behind jobrelay's back, not deleted at
     /// the manager's request.
     pub lost: Option<Lost>,
@@ -44,6 +42,14 @@ pub(super) struct Lost {
     pub observed: String,
     /// Sent to the manager in the current session.
     pub reported: bool,
+}
+
+/// What one pass's deletion steps found due.
+struct Due {
+    job_deletes: Vec<Arc<Job>>,
+    pod_deletes: Vec<(String, Arc<Pod>)>,
+    /// Namespace and origin UID of the mirrors the caches show gone.
+    gone: Vec<(String, String)>,
 }
 
 impl Mirrors {
@@ -102,7 +108,14 @@ impl Mirrors {
         snapshot: &Snapshot,
         out: &mut Vec<AgentMessage>,
     ) {
-        let now = Instant::now();
+        let due = self.step_deletions(snapshot, Instant::now());
+        self.send_deletes(due.job_deletes, due.pod_deletes).await;
+        self.confirm_gone_and_report(due.gone, out).await;
+    }
+
+    /// The deletion machine's step for each mirror `snapshot` shows being
+    /// deleted: what to delete now, and what looks gone.
+    fn step_deletions(&mut self, snapshot: &Snapshot, now: Instant) -> Due {
         let mut job_deletes = Vec::new();
         let mut pod_deletes = Vec::new();
         let mut gone = Vec::new();
@@ -158,6 +171,19 @@ impl Mirrors {
                 }
             }
         }
+        Due {
+            job_deletes,
+            pod_deletes,
+            gone,
+        }
+    }
+
+    /// Deletes the Jobs and Pods due, counting each mirror's Pods deleted.
+    async fn send_deletes(
+        &mut self,
+        job_deletes: Vec<Arc<Job>>,
+        pod_deletes: Vec<(String, Arc<Pod>)>,
+    ) {
         let client = &self.client;
         concurrently(
             job_deletes
@@ -172,37 +198,6 @@ impl Mirrors {
         for uid in deleted_pods.into_iter().flatten() {
             if let Some(deletion) = self.deleting.get_mut(&uid) {
                 deletion.pods_deleted += 1;
-            }
-        }
-        // The caches said so; the API server must say so too.
-        let this = &*self;
-        let answers = concurrently(confirmation_batches(gone).into_iter().map(
-            |(namespace, uids)| async move {
-                let confirmed = this.confirm_gone(&namespace, &uids).await;
-                (uids, confirmed)
-            },
-        ))
-        .await;
-        for (uids, confirmed) in answers {
-            let confirmed = match confirmed {
-                Ok(confirmed) => confirmed,
-                Err(error) => {
-                    warn!(mirrors = uids.len(), %error, "could not confirm the mirrors gone");
-                    continue;
-                }
-            };
-            for uid in confirmed {
-                let Some(deletion) = self.deleting.remove(&uid) else {
-                    continue;
-                };
-                info!(%uid, namespace = %deletion.namespace, name = %deletion.name, pods_deleted = deletion.pods_deleted, "mirror and every Pod gone");
-                self.sent.remove(&uid);
-                self.seen.remove(&uid);
-                self.confirmed_gone += 1;
-                out.push(agent_message(Kind::MirrorGone(MirrorGone {
-                    origin_uid: uid,
-                    pods_deleted: deletion.pods_deleted,
-                })));
             }
         }
     }
@@ -222,114 +217,6 @@ impl Mirrors {
             "deletions: working off a backlog"
         );
     }
-
-    /// Which of `uids`, mirrors in `namespace`, the API server shows neither
-    /// a Job nor a Pod of: two requests for the lot (per namespace the
-    /// policy names, when the namespace is not known), each a consistent
-    /// read. Nothing of jobrelay's is in a namespace the policy refuses: no
-    /// mirror is ever written there.
-    async fn confirm_gone(
-        &self,
-        namespace: &str,
-        uids: &[String],
-    ) -> Result<Vec<String>, kube::Error> {
-        if !namespace.is_empty()
-            && matches!(self.policy.decide(namespace, None), Verdict::Refused(_))
-        {
-            return Ok(uids.to_vec());
-        }
-        let scopes = match (namespace, self.policy.watched()) {
-            ("", Some(names)) => names,
-            (namespace, _) => vec![namespace.to_string()],
-        };
-        let mut uids = uids.to_vec();
-        for scope in scopes {
-            if uids.is_empty() {
-                break;
-            }
-            uids = self.confirm_gone_in(&scope, &uids).await?;
-        }
-        Ok(uids)
-    }
-
-    async fn confirm_gone_in(
-        &self,
-        namespace: &str,
-        uids: &[String],
-    ) -> Result<Vec<String>, kube::Error> {
-        let selector = ListParams::default().labels(&selector_of(&self.origin, uids));
-        let jobs = within::<Job>(&self.client, namespace)
-            .list_metadata(&selector)
-            .await?;
-        let uids = still_gone(uids, jobs.items.iter().map(|j| &j.metadata));
-        if uids.is_empty() {
-            return Ok(uids);
-        }
-        let selector = ListParams::default().labels(&selector_of(&self.origin, &uids));
-        let pods = within::<Pod>(&self.client, namespace)
-            .list_metadata(&selector)
-            .await?;
-        Ok(still_gone(&uids, pods.items.iter().map(|p| &p.metadata)))
-    }
-}
-
-/// `K`s in `namespace`; in every namespace if none is known.
-fn within<K>(client: &kube::Client, namespace: &str) -> Api<K>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
-{
-    match namespace {
-        "" => Api::all(client.clone()),
-        namespace => Api::namespaced(client.clone(), namespace),
-    }
-}
-
-/// At most this many mirrors are confirmed gone by one pair of requests.
-const CONFIRM_AT_ONCE: usize = 50;
-
-/// Mirrors to confirm gone, as (namespace, origin UID), in batches of one
-/// namespace and at most [`CONFIRM_AT_ONCE`] each: a list with a label
-/// selector costs the API server a look at every object in its scope, so one
-/// list answers for many mirrors, and within their namespace only.
-fn confirmation_batches(
-    asked: impl IntoIterator<Item = (String, String)>,
-) -> Vec<(String, Vec<String>)> {
-    let mut by_namespace: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-    for (namespace, uid) in asked {
-        by_namespace.entry(namespace).or_default().push(uid);
-    }
-    by_namespace
-        .into_iter()
-        .flat_map(|(namespace, uids)| {
-            uids.chunks(CONFIRM_AT_ONCE)
-                .map(|chunk| (namespace.clone(), chunk.to_vec()))
-                .collect::<Vec<_>>()
-        })
-        .collect()
-}
-
-/// The label selector of the Jobs and Pods of the mirrors of `uids`.
-fn selector_of(origin: &str, uids: &[String]) -> String {
-    format!(
-        "{ORIGIN_LABEL}={origin},{ORIGIN_UID_LABEL} in ({})",
-        uids.join(",")
-    )
-}
-
-/// The `uids` no object of `listed` is labelled with.
-fn still_gone<'a>(
-    uids: &[String],
-    listed: impl IntoIterator<Item = &'a ObjectMeta>,
-) -> Vec<String> {
-    let standing: std::collections::HashSet<&str> = listed
-        .into_iter()
-        .filter_map(|meta| meta.labels.as_ref()?.get(ORIGIN_UID_LABEL))
-        .map(String::as_str)
-        .collect();
-    uids.iter()
-        .filter(|uid| !standing.contains(uid.as_str()))
-        .cloned()
-        .collect()
 }
 
 /// What the worker shows of a Job or Pod, for the deletion machine.
@@ -373,49 +260,4 @@ where
         warn!(%namespace, %name, ?code, "delete refused; will retry");
     }
     outcome
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn uids(n: usize) -> Vec<String> {
-        (0..n).map(|i| format!("uid-{i}")).collect()
-    }
-
-    #[test]
-    fn mirrors_are_confirmed_by_namespace_in_batches() {
-        let asked = uids(CONFIRM_AT_ONCE + 1)
-            .into_iter()
-            .map(|uid| ("ml".to_string(), uid))
-            .chain([("batch".to_string(), "uid-b".to_string())]);
-        let batches = confirmation_batches(asked);
-        let sizes: Vec<(&str, usize)> = batches
-            .iter()
-            .map(|(ns, uids)| (ns.as_str(), uids.len()))
-            .collect();
-        assert_eq!(sizes, [("batch", 1), ("ml", CONFIRM_AT_ONCE), ("ml", 1)]);
-        let all: Vec<&String> = batches.iter().flat_map(|(_, uids)| uids).collect();
-        assert_eq!(all.len(), CONFIRM_AT_ONCE + 2, "every mirror asked once");
-        assert!(confirmation_batches([]).is_empty());
-    }
-
-    #[test]
-    fn one_selector_names_every_mirror_of_the_batch_and_the_origin() {
-        assert_eq!(
-            selector_of("east", &uids(2)),
-            format!("{ORIGIN_LABEL}=east,{ORIGIN_UID_LABEL} in (uid-0,uid-1)")
-        );
-    }
-
-    #[test]
-    fn a_mirror_is_gone_only_while_nothing_listed_carries_its_uid() {
-        let labelled = |uid: &str| ObjectMeta {
-            labels: Some([(ORIGIN_UID_LABEL.to_string(), uid.to_string())].into()),
-            ..ObjectMeta::default()
-        };
-        let listed = [labelled("uid-1"), labelled("uid-1"), ObjectMeta::default()];
-        assert_eq!(still_gone(&uids(3), &listed), ["uid-0", "uid-2"]);
-        assert_eq!(still_gone(&uids(2), []), ["uid-0", "uid-1"]);
-    }
 }

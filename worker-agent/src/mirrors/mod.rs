@@ -9,6 +9,7 @@
 
 mod apply;
 mod brake;
+mod confirm;
 mod deletion;
 mod losses;
 mod orphans;

@@ -25,16 +25,70 @@ pub(super) async fn try_apply(
     policy: &NamespacePolicy,
     apply: &ApplyMirror,
 ) -> Result<(), ApplyFailure> {
-    let rejected = |reason, message: String| Err(ApplyFailure::Refused(reason, message));
+    let mut job = read_mirror(origin, instance, apply)?;
+    let (Some(namespace), name) = (job.namespace(), job.name_any()) else {
+        return refused(RejectReason::Invalid, "the Job has no namespace".into());
+    };
+    admitted(client, policy, &namespace).await?;
+    let api: Api<Job> = Api::namespaced(client.clone(), &namespace);
+    let Some(existing) = create_or_find(&api, &job).await? else {
+        info!(uid = %apply.origin_uid, %namespace, %name, revision = apply.revision, "mirror created");
+        return Ok(());
+    };
+    ours_to_update(&existing, origin, apply)?;
+    if revision_of(&existing) >= apply.revision {
+        return Ok(());
+    }
+    if finished(&existing) {
+        // Its spec is left as it ran: the worker's Job controller no
+        // longer acts on it, and a finished Job refuses what a suspension
+        // writes (its start time). The revision is recorded, so the
+        // manager knows the worker holds it, and the outcome stands.
+        let annotations = serde_json::json!({
+            "metadata": {"annotations": {REVISION_ANNOTATION: apply.revision.to_string()}}
+        });
+        api.patch(&name, &merge_params(), &Patch::Merge(&annotations))
+            .await
+            .map_err(|e| apply_failure(&e))?;
+        info!(uid = %apply.origin_uid, %namespace, %name, revision = apply.revision, "mirror already finished; revision recorded, its spec left as it ran");
+        return Ok(());
+    }
+    let queued_here = keep_what_the_workers_kueue_owns(&mut job, &existing);
+    if !queued_here {
+        prepare(&api, &name, before_update(&existing, &job)).await?;
+    }
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch(&name, &params, &Patch::Apply(&job))
+        .await
+        .map_err(|e| apply_failure(&e))?;
+    info!(uid = %apply.origin_uid, %namespace, %name, revision = apply.revision, "mirror updated");
+    Ok(())
+}
+
+fn refused<T>(reason: RejectReason, message: String) -> Result<T, ApplyFailure> {
+    Err(ApplyFailure::Refused(reason, message))
+}
+
+/// Merge patches recorded under the agent's field manager.
+fn merge_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    }
+}
+
+/// The Job `apply` carries, if it is this origin's mirror of the Job it
+/// names, labelled with the manager `instance` of the session.
+fn read_mirror(origin: &str, instance: &str, apply: &ApplyMirror) -> Result<Job, ApplyFailure> {
     let mut job: Job = match serde_json::from_slice(&apply.job) {
         Ok(job) => job,
-        Err(e) => return rejected(RejectReason::Invalid, format!("unreadable Job: {e}")),
+        Err(e) => return refused(RejectReason::Invalid, format!("unreadable Job: {e}")),
     };
     let labels = job.metadata.labels.clone().unwrap_or_default();
     if labels.get(ORIGIN_LABEL).map(String::as_str) != Some(origin)
         || labels.get(ORIGIN_UID_LABEL) != Some(&apply.origin_uid)
     {
-        return rejected(
+        return refused(
             RejectReason::Invalid,
             format!(
                 "the Job does not carry {ORIGIN_LABEL}={} and {ORIGIN_UID_LABEL}={}",
@@ -46,34 +100,41 @@ pub(super) async fn try_apply(
         job.labels_mut()
             .insert(MANAGER_INSTANCE_LABEL.into(), instance.into());
     }
-    let (Some(namespace), name) = (job.namespace(), job.name_any()) else {
-        return rejected(RejectReason::Invalid, "the Job has no namespace".into());
-    };
-    admitted(client, policy, &namespace).await?;
-    let api: Api<Job> = Api::namespaced(client.clone(), &namespace);
+    Ok(job)
+}
+
+/// Creates `job`; `None` once created, else the Job of that name already
+/// on the worker.
+async fn create_or_find(api: &Api<Job>, job: &Job) -> Result<Option<Job>, ApplyFailure> {
     let create = PostParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()
     };
-    let existing = match api.create(&create, &job).await {
-        Ok(_) => {
-            info!(uid = %apply.origin_uid, %namespace, %name, revision = apply.revision, "mirror created");
-            return Ok(());
-        }
-        Err(kube::Error::Api(s)) if s.is_already_exists() => match api.get_opt(&name).await {
-            Ok(Some(existing)) => existing,
-            Ok(None) => {
-                return Err(ApplyFailure::Wait(
+    match api.create(&create, job).await {
+        Ok(_) => Ok(None),
+        Err(kube::Error::Api(s)) if s.is_already_exists() => {
+            match api.get_opt(&job.name_any()).await {
+                Ok(Some(existing)) => Ok(Some(existing)),
+                Ok(None) => Err(ApplyFailure::Wait(
                     "the existing Job vanished; trying again".into(),
-                ));
+                )),
+                Err(e) => Err(apply_failure(&e)),
             }
-            Err(e) => return Err(apply_failure(&e)),
-        },
-        Err(e) => return Err(apply_failure(&e)),
-    };
+        }
+        Err(e) => Err(apply_failure(&e)),
+    }
+}
+
+/// Whether `existing` is this origin's mirror of the same manager Job, not
+/// being deleted: never another's Job, never an older mirror's.
+fn ours_to_update(existing: &Job, origin: &str, apply: &ApplyMirror) -> Result<(), ApplyFailure> {
+    let (namespace, name) = (
+        existing.namespace().unwrap_or_default(),
+        existing.name_any(),
+    );
     let existing_labels = existing.metadata.labels.clone().unwrap_or_default();
     if existing_labels.get(ORIGIN_LABEL).map(String::as_str) != Some(origin) {
-        return rejected(
+        return refused(
             RejectReason::Conflict,
             format!(
                 "Job {namespace}/{name} already exists on this cluster and was not created by jobrelay for origin {} (no matching {ORIGIN_LABEL} label); it is left untouched",
@@ -88,50 +149,24 @@ pub(super) async fn try_apply(
             "an older mirror of {namespace}/{name} is still being deleted"
         )));
     }
-    if revision_of(&existing) >= apply.revision {
-        return Ok(());
-    }
-    if finished(&existing) {
-        // Its spec is left as it ran: the worker's Job controller no
-        // longer acts on it, and a finished Job refuses what a suspension
-        // writes (its start time). The revision is recorded, so the
-        // manager knows the worker holds it, and the outcome stands.
-        let annotations = serde_json::json!({
-            "metadata": {"annotations": {REVISION_ANNOTATION: apply.revision.to_string()}}
-        });
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&annotations))
-            .await
-            .map_err(|e| apply_failure(&e))?;
-        info!(uid = %apply.origin_uid, %namespace, %name, revision = apply.revision, "mirror already finished; revision recorded, its spec left as it ran");
-        return Ok(());
-    }
-    let queued_here = keep_what_the_workers_kueue_owns(&mut job, &existing);
-    let steps = if queued_here {
-        Vec::new()
-    } else {
-        before_update(&existing, &job)
-    };
+    Ok(())
+}
+
+/// Writes what must come before a new revision of a running mirror.
+async fn prepare(api: &Api<Job>, name: &str, steps: Vec<Prepare>) -> Result<(), ApplyFailure> {
     for step in steps {
         let (patch, status) = match step {
             Prepare::Suspend => (serde_json::json!({"spec": {"suspend": true}}), false),
             Prepare::ClearStartTime => (serde_json::json!({"status": {"startTime": null}}), true),
         };
-        let params = PatchParams::default();
+        let params = merge_params();
         let patched = match status {
-            false => api.patch(&name, &params, &Patch::Merge(&patch)).await,
-            true => {
-                api.patch_status(&name, &params, &Patch::Merge(&patch))
-                    .await
-            }
+            false => api.patch(name, &params, &Patch::Merge(&patch)).await,
+            true => api.patch_status(name, &params, &Patch::Merge(&patch)).await,
         };
         patched.map_err(|e| apply_failure(&e))?;
-        debug!(uid = %apply.origin_uid, %namespace, %name, ?step, "mirror prepared for a suspended revision");
+        debug!(%name, ?step, "mirror prepared for a suspended revision");
     }
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    api.patch(&name, &params, &Patch::Apply(&job))
-        .await
-        .map_err(|e| apply_failure(&e))?;
-    info!(uid = %apply.origin_uid, %namespace, %name, revision = apply.revision, "mirror updated");
     Ok(())
 }
 

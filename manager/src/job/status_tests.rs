@@ -1,0 +1,191 @@
+use super::*;
+use serde_json::json;
+
+const WORKER: &str = r#"{
+    "active": 0, "ready": 0, "succeeded": 10, "failed": 1, "terminating": 0,
+    "startTime": "2026-11-22T10:00:00Z", "completionTime": "2026-11-22T10:05:00Z",
+    "uncountedTerminatedPods": {"succeeded": ["p1"]},
+    "conditions": [
+        {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": "2026-11-22T10:05:00Z"},
+        {"type": "Complete", "status": "True", "lastTransitionTime": "2026-11-22T10:05:00Z"}
+    ]
+}"#;
+
+fn condition_types(status: &Value) -> Vec<&str> {
+    let conditions = status["conditions"].as_array().unwrap();
+    conditions
+        .iter()
+        .map(|c| c["type"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_kept_status_reads_back_as_copied() {
+    let copied = copied(WORKER.as_bytes()).unwrap();
+    let kept = StatusText::new(&copied);
+    assert_eq!(kept.value(), copied);
+    assert!(kept.0.len() < WORKER.len(), "{kept:?}");
+}
+
+#[test]
+fn copies_counts_times_and_conditions_in_the_workers_order() {
+    let status = copied(WORKER.as_bytes()).unwrap();
+    assert_eq!(status["succeeded"], 10);
+    assert_eq!(status["completionTime"], "2026-11-22T10:05:00Z");
+    assert_eq!(condition_types(&status), ["SuccessCriteriaMet", "Complete"]);
+    assert!(status.get("uncountedTerminatedPods").is_none());
+}
+
+#[test]
+fn an_unchanged_status_is_not_written_again() {
+    let desired = copied(WORKER.as_bytes()).unwrap();
+    let current: JobStatus = serde_json::from_str(WORKER).unwrap();
+    assert!(!differs(Some(&current), &desired));
+    assert!(differs(None, &desired));
+    let running = copied(br#"{"active": 1, "startTime": "2026-11-22T10:00:00Z"}"#).unwrap();
+    assert!(differs(Some(&current), &running));
+}
+
+#[test]
+fn a_mirror_that_started_over_keeps_the_counts_and_start_time_already_shown() {
+    let shown: JobStatus = serde_json::from_value(json!({
+        "startTime": "2026-11-22T09:00:00Z", "succeeded": 3, "failed": 1, "active": 0
+    }))
+    .unwrap();
+    let restarted = json!({"active": 2, "succeeded": 1});
+    let status = reconciled(Some(&shown), &restarted, false);
+    assert_eq!(status["startTime"], "2026-11-22T09:00:00Z");
+    assert_eq!(
+        (status["succeeded"].as_i64(), status["failed"].as_i64()),
+        (Some(3), Some(1))
+    );
+    assert_eq!(status["active"], 2);
+    assert_eq!(reconciled(None, &restarted, false), restarted);
+}
+
+#[test]
+fn a_suspended_job_shows_no_start_time_and_its_terminating_pods_as_active() {
+    let shown: JobStatus = serde_json::from_value(json!({
+        "startTime": "2026-11-22T09:00:00Z", "active": 2
+    }))
+    .unwrap();
+    let stopping = json!({"active": 0, "terminating": 2, "startTime": "2026-11-22T09:00:00Z"});
+    let status = reconciled(Some(&shown), &stopping, true);
+    assert!(status.get("startTime").is_none(), "{status}");
+    assert_eq!(status["active"], 2, "Pods still on the worker count");
+    let stopped = json!({"active": 0, "terminating": 0, "succeeded": 1});
+    let status = reconciled(Some(&shown), &stopped, true);
+    assert_eq!(status["active"], 0, "every Pod is gone");
+    assert!(status.get("startTime").is_none());
+    assert_eq!(status["succeeded"], 1);
+    let refused = failed(
+        &json!({}),
+        "RemoteRejected",
+        "invalid",
+        "2026-11-22T11:00:00Z",
+    );
+    let status = reconciled(None, &refused, true);
+    assert_eq!(
+        status["startTime"], "2026-11-22T11:00:00Z",
+        "a finished Job keeps the start time the API server requires"
+    );
+}
+
+#[test]
+fn a_failed_status_follows_the_api_servers_rules_for_a_foreign_manager() {
+    let running = json!({
+        "active": 2, "ready": 1, "succeeded": 1, "startTime": "2026-11-22T10:00:00Z",
+        "conditions": [{"type": "Suspended", "status": "False"}],
+    });
+    let status = failed(
+        &running,
+        "RemoteJobLost",
+        "lost 3 times",
+        "2026-11-22T11:00:00Z",
+    );
+    assert_eq!(
+        (status["active"].as_i64(), status["ready"].as_i64()),
+        (Some(0), Some(0))
+    );
+    assert_eq!(
+        status["startTime"], "2026-11-22T10:00:00Z",
+        "a start time is kept"
+    );
+    assert_eq!(status["succeeded"], 1);
+    assert_eq!(
+        condition_types(&status),
+        ["Suspended", "FailureTarget", "Failed"]
+    );
+    assert_eq!(status["conditions"][2]["reason"], "RemoteJobLost");
+
+    let never_started = failed(
+        &json!({}),
+        "RemoteRejected",
+        "invalid",
+        "2026-11-22T11:00:00Z",
+    );
+    assert_eq!(never_started["startTime"], "2026-11-22T11:00:00Z");
+    assert!(never_started.get("completionTime").is_none());
+}
+
+#[test]
+fn a_finish_is_timed_once_when_it_first_reaches_the_manager() {
+    let finished = copied(WORKER.as_bytes()).unwrap();
+    assert_eq!(
+        newly_finished_at(None, &finished),
+        Some("2026-11-22T10:05:00Z".parse().unwrap())
+    );
+    let shown: JobStatus = serde_json::from_str(WORKER).unwrap();
+    assert_eq!(
+        newly_finished_at(Some(&shown), &finished),
+        None,
+        "already shown"
+    );
+    assert_eq!(
+        newly_finished_at(None, &json!({"active": 1})),
+        None,
+        "still running"
+    );
+}
+
+#[test]
+fn suspension_zeroes_what_runs_and_keeps_what_ran() {
+    let status = after_suspension(&json!({"active": 3, "ready": 2, "succeeded": 4}));
+    assert_eq!(
+        status,
+        json!({"active": 0, "ready": 0, "terminating": 0, "succeeded": 4})
+    );
+}
+
+#[test]
+fn the_patch_sets_the_copied_fields_and_removes_those_the_worker_dropped() {
+    let patch = patch_body(&json!({"active": 1, "conditions": [{"type": "Complete"}]}));
+    let status = &patch["status"];
+    assert_eq!(status["active"], 1);
+    assert_eq!(status["conditions"], json!([{"type": "Complete"}]));
+    for dropped in ["ready", "startTime", "completionTime", "failedIndexes"] {
+        assert!(
+            status.get(dropped).is_some_and(Value::is_null),
+            "{dropped} is removed"
+        );
+    }
+    assert_eq!(status.as_object().map(Map::len), Some(COPIED.len()));
+    assert_eq!(patch.as_object().map(Map::len), Some(1), "only the status");
+}
+
+#[test]
+fn a_patch_merged_onto_a_status_leaves_exactly_the_copied_fields_and_the_rest() {
+    let mut current = json!({"status": {
+        "active": 1, "ready": 1, "startTime": "2026-01-01T00:00:00Z",
+        "uncountedTerminatedPods": {"succeeded": ["a"]}
+    }});
+    let desired = json!({"succeeded": 1, "startTime": "2026-01-01T00:00:00Z"});
+    json_patch::merge(&mut current, &patch_body(&desired));
+    assert_eq!(
+        current,
+        json!({"status": {
+            "succeeded": 1, "startTime": "2026-01-01T00:00:00Z",
+            "uncountedTerminatedPods": {"succeeded": ["a"]}
+        }})
+    );
+}

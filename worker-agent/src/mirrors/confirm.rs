@@ -1,0 +1,169 @@
+//! Confirming a deleted mirror gone: the caches showed neither its Job nor
+//! a Pod of its origin UID, and the API server, asked with a consistent
+//! list per namespace for up to 50 mirrors at once, agrees. Only then is
+//! `MirrorGone` sent.
+
+use jobrelay_proto::v1::{AgentMessage, MirrorGone, agent_message::Kind};
+use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Resource;
+use kube::api::{Api, ListParams, ObjectMeta};
+use tracing::{info, warn};
+
+use super::{Mirrors, agent_message, concurrently};
+use crate::namespaces::Verdict;
+
+impl Mirrors {
+    /// Asks the API server whether the mirrors the caches show gone are;
+    /// reports `MirrorGone` for each it confirms.
+    pub(super) async fn confirm_gone_and_report(
+        &mut self,
+        gone: Vec<(String, String)>,
+        out: &mut Vec<AgentMessage>,
+    ) {
+        // The caches said so; the API server must say so too.
+        let this = &*self;
+        let answers = concurrently(confirmation_batches(gone).into_iter().map(
+            |(namespace, uids)| async move {
+                let confirmed = this.confirm_gone(&namespace, &uids).await;
+                (uids, confirmed)
+            },
+        ))
+        .await;
+        for (uids, confirmed) in answers {
+            let confirmed = match confirmed {
+                Ok(confirmed) => confirmed,
+                Err(error) => {
+                    warn!(mirrors = uids.len(), %error, "could not confirm the mirrors gone");
+                    continue;
+                }
+            };
+            for uid in confirmed {
+                let Some(deletion) = self.deleting.remove(&uid) else {
+                    continue;
+                };
+                info!(%uid, namespace = %deletion.namespace, name = %deletion.name, pods_deleted = deletion.pods_deleted, "mirror and every Pod gone");
+                self.sent.remove(&uid);
+                self.seen.remove(&uid);
+                self.confirmed_gone += 1;
+                out.push(agent_message(Kind::MirrorGone(MirrorGone {
+                    origin_uid: uid,
+                    pods_deleted: deletion.pods_deleted,
+                })));
+            }
+        }
+    }
+
+    /// Which of `uids`, mirrors in `namespace`, the API server shows neither
+    /// a Job nor a Pod of: two requests for the lot (per namespace the
+    /// policy names, when the namespace is not known), each a consistent
+    /// read. Nothing of jobrelay's is in a namespace the policy refuses: no
+    /// mirror is ever written there.
+    async fn confirm_gone(
+        &self,
+        namespace: &str,
+        uids: &[String],
+    ) -> Result<Vec<String>, kube::Error> {
+        if !namespace.is_empty()
+            && matches!(self.policy.decide(namespace, None), Verdict::Refused(_))
+        {
+            return Ok(uids.to_vec());
+        }
+        let scopes = match (namespace, self.policy.watched()) {
+            ("", Some(names)) => names,
+            (namespace, _) => vec![namespace.to_string()],
+        };
+        let mut uids = uids.to_vec();
+        for scope in scopes {
+            if uids.is_empty() {
+                break;
+            }
+            uids = self.confirm_gone_in(&scope, &uids).await?;
+        }
+        Ok(uids)
+    }
+
+    async fn confirm_gone_in(
+        &self,
+        namespace: &str,
+        uids: &[String],
+    ) -> Result<Vec<String>, kube::Error> {
+        let selector = ListParams::default().labels(&selector_of(&self.origin, uids));
+        let jobs = within::<Job>(&self.client, namespace)
+            .list_metadata(&selector)
+            .await?;
+        let uids = still_gone(uids, jobs.items.iter().map(|j| &j.metadata));
+        if uids.is_empty() {
+            return Ok(uids);
+        }
+        let selector = ListParams::default().labels(&selector_of(&self.origin, &uids));
+        let pods = within::<Pod>(&self.client, namespace)
+            .list_metadata(&selector)
+            .await?;
+        Ok(still_gone(&uids, pods.items.iter().map(|p| &p.metadata)))
+    }
+}
+
+/// `K`s in `namespace`; in every namespace if none is known.
+fn within<K>(client: &kube::Client, namespace: &str) -> Api<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    match namespace {
+        "" => Api::all(client.clone()),
+        namespace => Api::namespaced(client.clone(), namespace),
+    }
+}
+
+/// At most this many mirrors are confirmed gone by one pair of requests.
+const CONFIRM_AT_ONCE: usize = 50;
+
+/// Mirrors to confirm gone, as (namespace, origin UID), in batches of one
+/// namespace and at most [`CONFIRM_AT_ONCE`] each: a list with a label
+/// selector costs the API server a look at every object in its scope, so one
+/// list answers for many mirrors, and within their namespace only.
+fn confirmation_batches(
+    asked: impl IntoIterator<Item = (String, String)>,
+) -> Vec<(String, Vec<String>)> {
+    let mut by_namespace: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for (namespace, uid) in asked {
+        by_namespace.entry(namespace).or_default().push(uid);
+    }
+    by_namespace
+        .into_iter()
+        .flat_map(|(namespace, uids)| {
+            uids.chunks(CONFIRM_AT_ONCE)
+                .map(|chunk| (namespace.clone(), chunk.to_vec()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The label selector of the Jobs and Pods of the mirrors of `uids`.
+fn selector_of(origin: &str, uids: &[String]) -> String {
+    format!(
+        "{ORIGIN_LABEL}={origin},{ORIGIN_UID_LABEL} in ({})",
+        uids.join(",")
+    )
+}
+
+/// The `uids` no object of `listed` is labelled with.
+fn still_gone<'a>(
+    uids: &[String],
+    listed: impl IntoIterator<Item = &'a ObjectMeta>,
+) -> Vec<String> {
+    let standing: std::collections::HashSet<&str> = listed
+        .into_iter()
+        .filter_map(|meta| meta.labels.as_ref()?.get(ORIGIN_UID_LABEL))
+        .map(String::as_str)
+        .collect();
+    uids.iter()
+        .filter(|uid| !standing.contains(uid.as_str()))
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "confirm_tests.rs"]
+mod tests;
