@@ -16,6 +16,7 @@ pub mod job;
 pub mod kueue;
 pub mod leader;
 pub mod outbox;
+pub mod reason;
 pub mod session;
 pub mod startup;
 pub mod status_copy;

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use jobrelay_manager::fleet::views::Apply;
+use jobrelay_manager::job::views::Apply;
 use jobrelay_manager::session::SessionLimits;
 use jobrelay_proto::v1::relay_client::RelayClient;
 use jobrelay_proto::v1::{AgentMessage, MirrorPhase, MirrorStatus, agent_message, manager_message};

@@ -4,7 +4,7 @@
 //! fleet, a reconnect replays state instead of messages, and an unknown or
 //! malformed peer is refused with the right status code.
 
-use jobrelay_manager::fleet::views::{Apply, Cleanup};
+use jobrelay_manager::job::views::{Apply, Cleanup};
 use jobrelay_proto::v1::relay_client::RelayClient;
 use jobrelay_proto::v1::{
     DeleteReason, InventoryEntry, MirrorGone, MirrorPhase, MirrorStatus, agent_message,

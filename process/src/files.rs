@@ -60,7 +60,9 @@ impl PemFiles {
             path: self.ca.clone(),
             message,
         })?;
-        crate::metrics::certificates_read(&pem, self.ca_flag);
+        for (flag, certificate) in [("tls-cert", &pem.cert), (self.ca_flag, &pem.ca)] {
+            crate::metrics::certificate_read(flag, certificate);
+        }
         Ok(pem)
     }
 

@@ -16,8 +16,6 @@ use prometheus_client::registry::Registry;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 
-use crate::files::Pem;
-
 /// The revision the binaries were built from, when the build said
 /// (`JOBRELAY_REVISION` in the environment of `cargo build`).
 const REVISION: Option<&str> = option_env!("JOBRELAY_REVISION");
@@ -107,14 +105,6 @@ pub(crate) fn kube_api_request(request: KubeApiRequest, took: Duration) {
         .observe(took.as_secs_f64());
 }
 
-/// Notes when the certificates just read from their files expire;
-/// `ca_flag` names the CA file's flag.
-pub(crate) fn certificates_read(pem: &Pem, ca_flag: &str) {
-    for (file, certificate) in [("tls-cert", &pem.cert), (ca_flag, &pem.ca)] {
-        certificate_read(file, certificate);
-    }
-}
-
 /// Notes when the certificate just read from the file `flag` names expires.
 pub(crate) fn certificate_read(flag: &str, certificate: &[u8]) {
     if let Some(expiry) = earliest_expiry(certificate) {
@@ -170,12 +160,8 @@ mod tests {
 
     #[test]
     fn the_process_metrics_render_with_the_prefix() {
-        let pem = Pem {
-            cert: certificate("worker-a", 2030).into_bytes(),
-            key: Vec::new(),
-            ca: certificate("ca", 2031).into_bytes(),
-        };
-        certificates_read(&pem, "--manager-ca");
+        certificate_read("tls-cert", certificate("worker-a", 2030).as_bytes());
+        certificate_read("--manager-ca", certificate("ca", 2031).as_bytes());
         kube_api_request(
             KubeApiRequest {
                 verb: "list".into(),

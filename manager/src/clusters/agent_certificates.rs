@@ -18,9 +18,9 @@ use kube::ResourceExt;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
+use crate::clusters::ByCluster;
 use crate::clusters::certificate_pin;
 use crate::clusters::worker_cluster::{WorkerCluster, condition};
-use crate::telemetry::metrics::ByCluster;
 
 /// Condition type: the latest certificate the agent presented may speak
 /// for the cluster (`spec.certificate`).

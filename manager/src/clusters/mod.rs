@@ -10,3 +10,11 @@ pub mod registry;
 pub mod status_writer;
 pub mod worker_cluster;
 pub mod worker_cluster_set;
+
+use prometheus_client::encoding::EncodeLabelSet;
+
+/// The label of a per-cluster metric.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ByCluster {
+    pub cluster: String,
+}

@@ -26,7 +26,7 @@ use crate::clusters::worker_cluster::{
     CONNECTED, LOST, WorkerCluster, WorkerClusterStatus, condition,
 };
 use crate::fleet::Fleet;
-use crate::fleet::views::Link;
+use crate::fleet::link::Link;
 use crate::job::placement::assigned_cluster;
 
 /// How often links are looked at; the resolution of `lostAfter`.

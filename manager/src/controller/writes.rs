@@ -152,7 +152,7 @@ pub async fn unplace(
         None => {}
     }
     if not_admitted {
-        let value = crate::kueue::worker_queue::with_not_admitted_by(job, from);
+        let value = crate::job::withdrawal::with_not_admitted_by(job, from);
         ops.push(serde_json::json!({"op": "add", "path": annotation(NOT_ADMITTED_BY_ANNOTATION), "value": value}));
     }
     info!(

@@ -3,7 +3,7 @@
 //! loss, forgetting, reconnect.
 
 use super::*;
-use crate::fleet::views::Rejection;
+use crate::job::views::Rejection;
 use jobrelay_proto::v1::{DeleteReason, RejectReason};
 
 /// The counts as placement and the cluster's status once made them: a

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use crate::fleet::views::MirrorView;
+use crate::job::views::MirrorView;
 
 #[derive(Debug, Default)]
 pub(super) struct MirrorMap {

@@ -11,8 +11,8 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::reflector::ObjectRef;
 
 use super::{Cluster, Fleet, message};
-use crate::fleet::views::{Apply, Cleanup, LostMirror, MirrorView, Rejection};
 use crate::job::status::StatusText;
+use crate::job::views::{Apply, Cleanup, LostMirror, MirrorView, Rejection};
 
 impl Fleet {
     pub fn view(&self, cluster: &str, uid: &str) -> Option<MirrorView> {

@@ -19,7 +19,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
 
-use crate::fleet::views::Link;
+use crate::fleet::link::Link;
 use crate::job::placement::{Candidate, choose_cluster};
 use mirror_map::MirrorMap;
 
@@ -235,8 +235,8 @@ pub fn message(kind: Kind) -> ManagerMessage {
     ManagerMessage { kind: Some(kind) }
 }
 
+pub mod link;
 mod mirrors;
-pub mod views;
 
 mod mirror_map;
 

@@ -1,8 +1,8 @@
 //! The fleet's bookkeeping, session by session, without a cluster.
 
 use super::*;
-use crate::fleet::views::{Apply, Cleanup, Rejection};
 use crate::job::status::StatusText;
+use crate::job::views::{Apply, Cleanup, rejection};
 use jobrelay_proto::v1::{DeleteReason, RejectReason};
 
 pub(super) fn fleet() -> (Fleet, mpsc::UnboundedReceiver<ObjectRef<Job>>) {
@@ -181,15 +181,6 @@ fn a_rejected_revision_is_not_resent_and_least_loaded_counts_live_mirrors() {
 }
 
 /// A refusal of revision 1, for tests.
-pub(crate) fn rejection(reason: RejectReason) -> Rejection {
-    Rejection {
-        revision: 1,
-        reason,
-        message: "no".into(),
-        retry_in: None,
-    }
-}
-
 #[test]
 fn a_refusal_that_can_clear_waits_until_the_worker_holds_the_mirror() {
     let (fleet, _) = fleet();

@@ -31,10 +31,10 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::config::Config;
-use crate::fleet::views::{LostMirror, MirrorView};
 use crate::job::lifecycle::{Lifecycle, has_finalizer, is_relayed, lifecycle};
 use crate::job::placement::assigned_cluster;
 use crate::job::retention::{deactivated_at, finished_at, remaining, remote_retention};
+use crate::job::views::{LostMirror, MirrorView};
 
 /// How long to wait before looking again when an agent must act first.
 pub const AWAIT_AGENT: Duration = Duration::from_secs(30);

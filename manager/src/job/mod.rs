@@ -13,3 +13,5 @@ pub mod placement;
 pub mod plan;
 pub mod retention;
 pub mod status;
+pub mod views;
+pub mod withdrawal;

@@ -6,7 +6,7 @@ use jobrelay_proto::wire::{AVOID_UNTIL_ANNOTATION, CLUSTER_KEY, WITHDRAWN_FROM_A
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::kueue::worker_queue::not_admitted_by;
+use crate::job::withdrawal::not_admitted_by;
 
 /// A connected cluster and how many mirrors it holds now.
 #[derive(Debug, Clone, PartialEq, Eq)]

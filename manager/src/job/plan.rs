@@ -10,12 +10,12 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use super::life::{AWAIT_AGENT, AWAIT_CLUSTER, RESYNC};
-use crate::fleet::views::{Apply, Cleanup, LostMirror, Rejection};
 use crate::job::lifecycle::lifecycle;
 use crate::job::loss::{LostStep, lost_so_far, on_lost};
 use crate::job::status;
-use crate::kueue::Withdrawal;
-use crate::telemetry::events::Reason;
+use crate::job::views::{Apply, Cleanup, LostMirror, Rejection};
+use crate::job::withdrawal::Withdrawal;
+use crate::reason::Reason;
 
 /// One write or record the controller carries out, in order; a failed one
 /// ends the plan (the reconcile is retried).

@@ -2,8 +2,8 @@
 //! withdrawals — plan by plan.
 
 use super::*;
-use crate::fleet::tests::rejection;
-use crate::kueue::Withdrawal;
+use crate::job::views::rejection;
+use crate::job::withdrawal::Withdrawal;
 use jobrelay_proto::v1::RejectReason;
 use jobrelay_proto::wire::{LAST_LOST_MIRROR_ANNOTATION, MIRRORS_LOST_ANNOTATION};
 use serde_json::json;

@@ -15,7 +15,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, controller, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -23,14 +23,13 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, instrument, warn};
 
 use super::check::{self, CheckState, CheckStep};
-use super::types::{AdmissionCheck, ResourceFlavor, Workload};
+pub use super::context::Context;
+use super::types::{AdmissionCheck, Workload};
 pub use super::workload_view::is_queued;
 use super::workload_view::{View, allowed};
-use super::{CONTROLLER_NAME, Reservation, Reservations, Withdrawal};
-use crate::clusters::registry::Registry;
-use crate::clusters::worker_cluster_set::WorkerClusterSet;
-use crate::fleet::Fleet;
-use crate::telemetry::events::{Events, Reason};
+use super::{CONTROLLER_NAME, Reservation};
+use crate::job::withdrawal::Withdrawal;
+use crate::telemetry::events::Reason;
 
 /// How often an AdmissionCheck's `Active` condition is looked at again, so
 /// that it follows agents connecting and leaving.
@@ -46,24 +45,6 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-}
-
-pub struct Context {
-    pub client: kube::Client,
-    pub checks: Store<AdmissionCheck>,
-    pub flavors: Store<ResourceFlavor>,
-    pub sets: Store<WorkerClusterSet>,
-    pub jobs: Store<Job>,
-    pub registry: Registry,
-    pub fleet: Arc<Fleet>,
-    pub reservations: Arc<Reservations>,
-    /// Wakes the Job controller for a Job.
-    pub triggers: mpsc::UnboundedSender<ObjectRef<Job>>,
-    /// A rejection shows on the Job too.
-    pub events: Events,
-    /// How long placement avoids a cluster where a Job's Pods did not
-    /// become ready (`kueue.avoidAfterPodsNotReady`).
-    pub avoid_after_pods_not_ready: Duration,
 }
 
 /// Runs the Workload and AdmissionCheck controllers until shutdown;

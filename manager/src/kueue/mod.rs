@@ -12,6 +12,7 @@
 //! watches Kueue's objects and writes the check states.
 
 pub mod check;
+pub mod context;
 pub mod controller;
 pub mod discovery;
 pub mod mirror_scheduling;
@@ -26,4 +27,4 @@ mod workload_view;
 /// The `controllerName` of the AdmissionChecks jobrelay answers.
 pub const CONTROLLER_NAME: &str = jobrelay_proto::wire::MANAGED_BY;
 
-pub use reservations::{Reservation, Reservations, Withdrawal};
+pub use reservations::{Reservation, Reservations};

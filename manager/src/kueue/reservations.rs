@@ -5,6 +5,7 @@
 //! the withdrawals the admission check asks of the Job controller: mirrors
 //! of evicted Jobs, and of Jobs whose worker's own Kueue did not admit them.
 
+use crate::job::withdrawal::Withdrawal;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -25,19 +26,6 @@ pub struct Reservation {
     pub allowed: Allowed,
     /// The assigned flavors' constraints, for the suspended mirror.
     pub scheduling: Scheduling,
-}
-
-/// Why a Job's mirror must go, the Job to be placed afresh.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Withdrawal {
-    /// What asked for it, for the Job's Event.
-    pub why: String,
-    /// The worker's Kueue did not admit it in time: placement tries other
-    /// clusters first from then on.
-    pub not_admitted: bool,
-    /// The Job's Pods did not become ready there: placement avoids the
-    /// cluster for this long.
-    pub avoid_for: Option<Duration>,
 }
 
 #[derive(Debug, Default)]

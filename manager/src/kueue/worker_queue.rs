@@ -8,10 +8,8 @@
 //! by the manager's Kueue therefore cannot suspend such a mirror: it is
 //! withdrawn (deleted, Pods first) and the Job placed again when readmitted.
 
-use std::collections::BTreeSet;
-
 use jobrelay_proto::v1::MirrorPhase;
-use jobrelay_proto::wire::{NOT_ADMITTED_BY_ANNOTATION, QUEUE_NAME_LABEL};
+use jobrelay_proto::wire::QUEUE_NAME_LABEL;
 use k8s_openapi::api::batch::v1::Job;
 
 use crate::clusters::worker_cluster::WorkerQueue;
@@ -43,29 +41,6 @@ pub fn worker_admitted(phase: MirrorPhase) -> bool {
         phase,
         MirrorPhase::Pending | MirrorPhase::Running | MirrorPhase::Succeeded | MirrorPhase::Failed
     )
-}
-
-/// The clusters whose Kueue did not admit the Job's mirror in time.
-pub fn not_admitted_by(job: &Job) -> BTreeSet<String> {
-    job.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(NOT_ADMITTED_BY_ANNOTATION))
-        .map(|list| {
-            list.split(',')
-                .map(str::trim)
-                .filter(|c| !c.is_empty())
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The annotation's value once `cluster` is added to it.
-pub fn with_not_admitted_by(job: &Job, cluster: &str) -> String {
-    let mut clusters = not_admitted_by(job);
-    clusters.insert(cluster.to_string());
-    clusters.into_iter().collect::<Vec<_>>().join(",")
 }
 
 #[cfg(test)]
@@ -154,19 +129,5 @@ mod tests {
         ] {
             assert!(worker_admitted(phase), "{phase:?}");
         }
-    }
-
-    #[test]
-    fn clusters_that_did_not_admit_in_time_accumulate_in_one_annotation() {
-        let mut job = mirror(None);
-        assert!(not_admitted_by(&job).is_empty());
-        let value = with_not_admitted_by(&job, "w3");
-        assert_eq!(value, "w3");
-        job.metadata.annotations = Some(BTreeMap::from([(
-            NOT_ADMITTED_BY_ANNOTATION.to_string(),
-            value,
-        )]));
-        assert_eq!(with_not_admitted_by(&job, "w1"), "w1,w3");
-        assert_eq!(with_not_admitted_by(&job, "w3"), "w3");
     }
 }

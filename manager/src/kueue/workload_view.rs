@@ -11,7 +11,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::CONTROLLER_NAME;
 use super::check::{self, CheckState, Input, JobSide, WorkerKueueSide};
-use super::controller::Context;
+use super::context::Context;
 use super::owner::{self, Owner};
 use super::scheduling::{self, Scheduling};
 use super::types::{AdmissionCheck, Workload};

@@ -12,8 +12,8 @@ use kube::Resource;
 use tracing::{debug, warn};
 
 use super::{Ended, Sessions};
-use crate::fleet::views::Rejection;
 use crate::job::status;
+use crate::job::views::Rejection;
 use crate::telemetry::events::{Reason, job_reference};
 
 impl Sessions {

@@ -14,8 +14,7 @@ use kube::api::{Api, Patch};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
-mod reason;
-pub use reason::Reason;
+pub use crate::reason::Reason;
 
 /// Publishes Events (`events.k8s.io/v1`) as `jobrelay-manager`. The same
 /// reason on the same Job within [`SERIES_WINDOW`] of the last one becomes a

@@ -26,10 +26,7 @@ use crate::clusters::worker_cluster::WorkerCluster;
 use crate::deletion_pace::DeletionPace;
 use crate::fleet::Fleet;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ByCluster {
-    pub cluster: String,
-}
+pub use crate::clusters::ByCluster;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ByReason {

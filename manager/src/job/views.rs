@@ -1,25 +1,14 @@
-//! What the fleet answers: the state of a cluster's link, its view of one
-//! mirror, and what asking it to apply or clean up a mirror came to.
+//! What the fleet answers about one mirror: its view of it, and what asking
+//! it to apply or clean up the mirror came to. Plain data, read by the
+//! Job's life.
 
 use std::time::Instant;
 
 use jobrelay_proto::v1::{MirrorPhase, RejectReason};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::jiff::Timestamp;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::job::status::StatusText;
-
-/// The state of one cluster's link, for its WorkerCluster status.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Link {
-    pub connected: bool,
-    /// When the last session opened or closed; `None` if none did since start.
-    pub since: Option<Timestamp>,
-    pub agent_version: String,
-    pub last_heard: Option<Timestamp>,
-    pub active_mirrors: u32,
-}
 
 /// What the manager sent and heard about one mirror on one cluster.
 #[derive(Debug, Clone, Default)]
@@ -101,4 +90,15 @@ pub enum Cleanup {
     /// Sent in this session; waiting for MirrorGone.
     Waiting,
     Disconnected,
+}
+
+/// A refusal of revision 1, for tests.
+#[cfg(test)]
+pub(crate) fn rejection(reason: RejectReason) -> Rejection {
+    Rejection {
+        revision: 1,
+        reason,
+        message: "no".into(),
+        retry_in: None,
+    }
 }

@@ -1,0 +1,35 @@
+//! What the admission check's controllers work with: the client, the caches
+//! of AdmissionChecks, flavors, WorkerClusterSets and Jobs, the fleet, the
+//! reservations, and the Job controller's triggers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use kube::runtime::reflector::{ObjectRef, Store};
+use tokio::sync::mpsc;
+
+use super::Reservations;
+use super::types::{AdmissionCheck, ResourceFlavor};
+use crate::clusters::registry::Registry;
+use crate::clusters::worker_cluster_set::WorkerClusterSet;
+use crate::fleet::Fleet;
+use crate::telemetry::events::Events;
+
+pub struct Context {
+    pub client: kube::Client,
+    pub checks: Store<AdmissionCheck>,
+    pub flavors: Store<ResourceFlavor>,
+    pub sets: Store<WorkerClusterSet>,
+    pub jobs: Store<Job>,
+    pub registry: Registry,
+    pub fleet: Arc<Fleet>,
+    pub reservations: Arc<Reservations>,
+    /// Wakes the Job controller for a Job.
+    pub triggers: mpsc::UnboundedSender<ObjectRef<Job>>,
+    /// A rejection shows on the Job too.
+    pub events: Events,
+    /// How long placement avoids a cluster where a Job's Pods did not
+    /// become ready (`kueue.avoidAfterPodsNotReady`).
+    pub avoid_after_pods_not_ready: Duration,
+}
