@@ -99,39 +99,48 @@ mod tests {
     const GRACE: Duration = Duration::from_secs(5);
 
     /// Sets its flag when dropped: the task's future was let go.
-    struct Dropped(Arc<AtomicBool>);
+    struct Dropped(Arc<AtomicBool>, Option<tokio::sync::oneshot::Sender<()>>);
 
     impl Drop for Dropped {
         fn drop(&mut self) {
             self.0.store(true, Ordering::SeqCst);
+            if let Some(said) = self.1.take() {
+                let _ = said.send(());
+            }
         }
     }
 
-    #[tokio::test]
-    async fn the_shutdown_stops_a_task_that_runs_forever_and_the_drain_waits_for_it() {
-        let (trigger, shutdown) = Shutdown::new();
-        let tasks = Tasks::new(&shutdown);
+    /// A task that never ends by itself among `tasks`: its flag says it was
+    /// let go, and the receiver hears it.
+    fn spawn_forever(tasks: &Tasks) -> (Arc<AtomicBool>, tokio::sync::oneshot::Receiver<()>) {
         let dropped = Arc::new(AtomicBool::new(false));
-        let guard = Dropped(Arc::clone(&dropped));
+        let (said, heard) = tokio::sync::oneshot::channel();
+        let guard = Dropped(Arc::clone(&dropped), Some(said));
         tasks.spawn(async move {
             let _guard = guard;
             futures::future::pending::<()>().await;
         });
+        (dropped, heard)
+    }
+
+    #[tokio::test]
+    async fn the_shutdown_stops_a_task_that_runs_forever_before_any_drain() {
+        let (trigger, shutdown) = Shutdown::new();
+        let tasks = Tasks::new(&shutdown);
+        let (_, heard) = spawn_forever(&tasks);
         trigger.request();
+        tokio::time::timeout(GRACE, heard)
+            .await
+            .expect("the task stops at the shutdown")
+            .expect("its guard says so");
         tasks.drain(GRACE).await;
-        assert!(dropped.load(Ordering::SeqCst));
     }
 
     #[tokio::test]
     async fn a_drain_without_a_shutdown_stops_the_tasks_too() {
         let (_trigger, shutdown) = Shutdown::new();
         let tasks = Tasks::new(&shutdown);
-        let dropped = Arc::new(AtomicBool::new(false));
-        let guard = Dropped(Arc::clone(&dropped));
-        tasks.spawn(async move {
-            let _guard = guard;
-            futures::future::pending::<()>().await;
-        });
+        let (dropped, _) = spawn_forever(&tasks);
         tasks.drain(GRACE).await;
         assert!(dropped.load(Ordering::SeqCst));
     }
