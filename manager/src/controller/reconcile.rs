@@ -1,5 +1,5 @@
 //! The manager Job controller: one reconcile per manager Job, triggered by the
-//! Job's own changes and by what agents report (through the [`Fleet`]).
+//! Job's own changes and by what agents report (through the [`Fleet`](crate::fleet::Fleet)).
 //!
 //! It decides nothing itself: [`crate::job::life`] says what the next step is and
 //! what follows each answer of the fleet; this file does the fleet's part
@@ -22,7 +22,7 @@ pub use crate::controller::context::{Context, Error};
 use crate::controller::superseded;
 use crate::controller::writes::{self, Written, write_status};
 use crate::job::life::{self, Expiry, KueueAsks, Step};
-use crate::job::lifecycle::{Lifecycle, has_finalizer, is_relayed, lifecycle};
+use crate::job::life::{Lifecycle, has_finalizer, is_relayed, lifecycle};
 use crate::job::placement::assigned_cluster;
 use crate::job::plan::{self, Effect, Plan};
 use crate::job::retention::remote_retention;

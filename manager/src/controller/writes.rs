@@ -234,8 +234,7 @@ pub async fn write_status(
     job: &Job,
     worker: &serde_json::Value,
 ) -> Result<Written, kube::Error> {
-    let suspended =
-        crate::job::lifecycle::lifecycle(job) == crate::job::lifecycle::Lifecycle::Suspended;
+    let suspended = crate::job::life::lifecycle(job) == crate::job::life::Lifecycle::Suspended;
     let desired = crate::job::status::reconciled(job.status.as_ref(), worker, suspended);
     if !crate::job::status::differs(job.status.as_ref(), &desired) {
         return Ok(None);

@@ -1,4 +1,5 @@
-//! A manager Job's life, as pure decisions over plain data: the Job, what
+//! A manager Job's life, as pure decisions over plain data: where the Job
+//! stands ([`lifecycle`]: active, suspended, finished, being deleted), what
 //! the fleet knows of its mirror, the configuration and the clock. The
 //! controller in `reconcile.rs` asks [`next_step`] what to do, does the
 //! fleet's part (place, apply, delete), hands the fleet's answer to
@@ -27,14 +28,87 @@
 use std::time::Duration;
 
 use jobrelay_proto::v1::DeleteReason;
+use jobrelay_proto::wire::{MANAGED_BY, ends_job};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::config::Config;
-use crate::job::lifecycle::{Lifecycle, has_finalizer, is_relayed, lifecycle};
 use crate::job::placement::assigned_cluster;
 use crate::job::retention::{deactivated_at, finished_at, remaining, remote_retention};
 use crate::job::views::{LostMirror, MirrorView};
+
+/// Where a manager Job stands, as far as its mirror is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lifecycle {
+    /// Should run on a worker.
+    Active,
+    /// Suspended: its mirror, if it has one, is kept suspended (no Pods).
+    Suspended,
+    /// Complete or Failed: the mirror goes once its retention ran out.
+    Finished,
+    /// Being deleted: the mirror goes, then the finalizer.
+    Deleting,
+}
+
+/// Is this Job one jobrelay mirrors?
+pub fn is_relayed(job: &Job) -> bool {
+    job.spec.as_ref().and_then(|s| s.managed_by.as_deref()) == Some(MANAGED_BY)
+}
+
+pub fn lifecycle(job: &Job) -> Lifecycle {
+    if job.metadata.deletion_timestamp.is_some() {
+        Lifecycle::Deleting
+    } else if is_finished(job) {
+        Lifecycle::Finished
+    } else if job.spec.as_ref().and_then(|s| s.suspend) == Some(true) {
+        Lifecycle::Suspended
+    } else {
+        Lifecycle::Active
+    }
+}
+
+/// Held by jobrelay's remote-cleanup finalizer.
+pub fn has_finalizer(job: &Job) -> bool {
+    job.metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == jobrelay_proto::wire::REMOTE_CLEANUP_FINALIZER)
+}
+
+/// Complete or Failed.
+pub fn is_finished(job: &Job) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| ends_job(&c.type_, &c.status))
+}
+
+/// What the manager's Job cache keeps of a Job: what its readers use, without
+/// field ownership, the pod template (read from the API server when a mirror
+/// is sent, see [`is_whole`]) or the selector (never mirrored). At 10,000
+/// Jobs the templates were most of the manager's memory.
+pub fn for_cache(job: &mut Job) {
+    jobrelay_process::cache::trim(job);
+    if let Some(spec) = job.spec.as_mut() {
+        spec.template = Default::default();
+        spec.selector = None;
+    }
+}
+
+/// Whether `job` holds its pod template, as every Job the API server returns
+/// does; a cached copy does not.
+pub fn is_whole(job: &Job) -> bool {
+    job.spec.as_ref().is_some_and(|s| s.template.spec.is_some())
+}
+
+/// The revision a mirror is applied from: the manager Job's generation, which
+/// the API server bumps on every spec change.
+pub fn revision(job: &Job) -> u64 {
+    job.metadata.generation.unwrap_or(0).max(0) as u64
+}
 
 /// How long to wait before looking again when an agent must act first.
 pub const AWAIT_AGENT: Duration = Duration::from_secs(30);
@@ -56,9 +130,9 @@ pub enum Step {
     Hold { cluster: String },
     /// Have the mirror applied on its cluster.
     Apply { cluster: String },
-    /// Show a lost mirror on the Job (see [`show_loss`]).
+    /// Show a lost mirror on the Job (see [`super::plan::show_loss`]).
     ShowLoss { cluster: String, lost: LostMirror },
-    /// Have the mirror deleted (see [`after_cleanup`]).
+    /// Have the mirror deleted (see [`super::plan::after_cleanup`]).
     Cleanup {
         cluster: String,
         reason: DeleteReason,
@@ -76,7 +150,7 @@ pub enum Step {
     /// The Job is going and holds nothing: forget its mirror.
     Forget { cluster: String },
     /// Have the mirror withdrawn, then unplace the Job (see
-    /// [`after_withdrawal`]).
+    /// [`super::plan::after_withdrawal`]).
     Withdraw { cluster: String },
 }
 

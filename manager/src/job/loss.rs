@@ -10,7 +10,7 @@
 use jobrelay_proto::wire::{LAST_LOST_MIRROR_ANNOTATION, MIRRORS_LOST_ANNOTATION};
 use k8s_openapi::api::batch::v1::Job;
 
-use crate::job::lifecycle::Lifecycle;
+use crate::job::life::Lifecycle;
 
 /// The losses a manager Job shows in its annotations.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL, OWNER_ANNOTATION, REV
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::ObjectMeta;
 
-use crate::job::lifecycle::revision;
+use crate::job::life::revision;
 
 /// Pod-template labels the manager cluster's API server derived from the
 /// manager Job's UID; the worker's API server sets its own.
@@ -98,7 +98,7 @@ pub fn mirror_job(job: &Job, origin: &str) -> Result<Job, MirrorError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::lifecycle::*;
+    use crate::job::life::*;
 
     fn manager_job() -> Job {
         serde_json::from_value(serde_json::json!({

@@ -19,7 +19,7 @@ pub struct Candidate {
 /// Whether `job` is relayed, still to be placed, and not being deleted: it
 /// may be waiting for a cluster to connect.
 pub fn awaits_placement(job: &Job) -> bool {
-    crate::job::lifecycle::is_relayed(job)
+    crate::job::life::is_relayed(job)
         && assigned_cluster(job).is_none()
         && job.metadata.deletion_timestamp.is_none()
 }

@@ -8,7 +8,7 @@ use jobrelay_proto::wire::{DEACTIVATED_ANNOTATION, REMOTE_RETENTION_ANNOTATION, 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::job::lifecycle::{Lifecycle, has_finalizer, lifecycle};
+use crate::job::life::{Lifecycle, has_finalizer, lifecycle};
 
 /// When the Job finished: the transition time of its Complete or Failed condition.
 pub fn finished_at(job: &Job) -> Option<Timestamp> {

@@ -1,7 +1,7 @@
 //! Worker-side Kueue, as pure decisions: which mirrors are queued in a
 //! worker cluster's own Kueue ([`queue_on_worker`]), when that Kueue has
 //! admitted one ([`worker_admitted`]), and which clusters a Job's placement
-//! tries first after a worker did not admit it in time ([`not_admitted_by`]).
+//! tries first after a worker did not admit it in time ([`not_admitted_by`](crate::job::withdrawal::not_admitted_by)).
 //!
 //! A mirror queued on its worker is created suspended; from then on the
 //! worker's Kueue owns its `suspend` and pod template. A manager Job evicted

@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
-use crate::job::lifecycle::is_relayed;
+use crate::job::life::is_relayed;
 use crate::job::placement::assigned_cluster;
 use crate::job::retention::keeps_mirror;
 

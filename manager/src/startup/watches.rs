@@ -67,7 +67,7 @@ impl Watches {
         let published = events.clone();
         let jobs_synced = cache(
             Api::<Job>::all(client.clone()),
-            crate::job::lifecycle::for_cache,
+            crate::job::life::for_cache,
             job_writer,
             move |event| {
                 if let watcher::Event::Delete(job) = event

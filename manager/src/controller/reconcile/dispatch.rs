@@ -13,7 +13,7 @@ use crate::clusters::registry::Refusal;
 use crate::controller::superseded;
 use crate::controller::writes;
 use crate::job::life::AWAIT_CLUSTER;
-use crate::job::lifecycle::{Lifecycle, is_whole, lifecycle, revision};
+use crate::job::life::{Lifecycle, is_whole, lifecycle, revision};
 use crate::job::mirror::mirror_job;
 use crate::job::placement::{pinned_cluster, preferences};
 use crate::job::plan;
