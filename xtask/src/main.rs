@@ -11,6 +11,8 @@ mod bench;
 mod demo;
 mod image;
 mod test;
+#[cfg(test)]
+mod tree;
 
 use std::path::PathBuf;
 use std::process::Command;
