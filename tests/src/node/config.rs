@@ -105,9 +105,16 @@ impl Layout {
 /// The host folders a node's processes write into on their own; each is
 /// replaced, in the node's mount namespace, by a folder of the node's.
 /// containerd's shim sockets (`/run/containerd/s`), CNI's cache
-/// (`/var/lib/cni`) and the kubelet's log links (`/var/log/containers`).
-pub(crate) const PRIVATE_FOLDERS: [&str; 3] =
-    ["/run/containerd", "/var/lib/cni", "/var/log/containers"];
+/// (`/var/lib/cni`), the kubelet's log links (`/var/log/containers`) and
+/// its device-plugin socket, which it puts in `/var/lib/kubelet/device-plugins`
+/// whatever its `--root-dir` (two kubelets starting at once on the host's
+/// folder fail with "bind: address already in use").
+pub(crate) const PRIVATE_FOLDERS: [&str; 4] = [
+    "/run/containerd",
+    "/var/lib/cni",
+    "/var/log/containers",
+    "/var/lib/kubelet/device-plugins",
+];
 
 /// Host sysctls the kubelet sets when they differ from what it wants
 /// (`protectKernelDefaults: false`) or refuses to start over (`true`), and

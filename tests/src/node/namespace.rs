@@ -5,8 +5,8 @@
 //!   network namespaces, Pod volumes) lives only there, and the kernel tears
 //!   them down with the node's last process — nothing to unmount on the host;
 //! - host folders the node's programs write into unasked (shim sockets,
-//!   CNI's cache, the kubelet's log links) are covered by folders of the
-//!   node's;
+//!   CNI's cache, the kubelet's log links and device-plugin socket) are
+//!   covered by folders of the node's;
 //! - host sysctls the kubelet would set (`kernel.panic_on_oops`,
 //!   `vm.overcommit_memory`, …) and the bridge plugin's IPv4 forwarding read
 //!   as already set, from files of the node's.
