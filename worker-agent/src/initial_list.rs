@@ -42,8 +42,11 @@ pub fn refuses_streaming(error: &watcher::Error) -> bool {
 }
 
 /// The items of `first` until it yields an error `refused` says is for
-/// good; that error is passed on (the caller backs off as after any), then
-/// the items of `then`, for ever after.
+/// good; from then on, at once, the items of `then`. The refusal is not
+/// passed on: it is expected of a server without the feature, and the
+/// caller would back off after it as after any error — with a watch per
+/// namespace, once per namespace and kind, which kept an agent whose policy
+/// names seven namespaces out of its session for minutes.
 fn falling_back<T, E, F, P>(
     first: F,
     then: P,
@@ -58,11 +61,13 @@ where
     let state = (first.boxed(), Some(then.boxed()));
     stream::unfold(state, move |(mut current, mut then)| async move {
         let item = current.next().await?;
-        if let Err(error) = &item
-            && refused(error)
-            && let Some(then) = then.take()
-        {
+        let refusal = match &item {
+            Err(error) if refused(error) && then.is_some() => Some(error.to_string()),
+            _ => None,
+        };
+        if let (Some(error), Some(mut then)) = (refusal, then.take()) {
             warn!(%error, "the API server refused a streamed list; listing by pages from now on");
+            let item = then.next().await?;
             return Some((item, (then, None)));
         }
         Some((item, (current, then)))
@@ -110,8 +115,8 @@ mod tests {
         let then = stream::iter(vec![Ok(1), Err("refused".to_string()), Ok(2)]);
         assert_eq!(
             collect(falling_back(first, then, refused)),
-            [Err("refused".into()), Ok(1), Err("refused".into()), Ok(2)],
-            "the refusal is passed on once, the first stream is never read again, \
+            [Ok(1), Err("refused".into()), Ok(2)],
+            "the refusal is not passed on, the first stream is never read again, \
              and the second is never left"
         );
     }
