@@ -7,8 +7,8 @@
 
 use divan::{Bencher, black_box};
 use jobrelay_manager::fleet::Fleet;
-use jobrelay_manager::job::mirror::mirror_job;
 use jobrelay_manager::job::status::{copied, differs, patch_body, reconciled};
+use jobrelay_manager::kinds::RelayedKind;
 use jobrelay_manager::outbox::Outbox;
 use jobrelay_proto::v1::{DesiredMirror, InventoryEntry, MirrorPhase};
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
@@ -144,13 +144,13 @@ fn manager_job() -> Job {
 #[divan::bench]
 fn mirror_job_only(bencher: Bencher) {
     let job = manager_job();
-    bencher.bench_local(|| mirror_job(black_box(&job), black_box(ORIGIN)));
+    bencher.bench_local(|| black_box(&job).mirror(black_box(ORIGIN)));
 }
 
 /// Serialising the mirror into the ApplyMirror payload.
 #[divan::bench]
 fn mirror_to_vec_only(bencher: Bencher) {
-    let mirror = mirror_job(&manager_job(), ORIGIN).expect("mirrorable");
+    let mirror = manager_job().mirror(ORIGIN).expect("mirrorable");
     bencher.bench_local(|| serde_json::to_vec(black_box(&mirror)));
 }
 
@@ -159,7 +159,9 @@ fn mirror_to_vec_only(bencher: Bencher) {
 fn apply_mirror_payload(bencher: Bencher) {
     let job = manager_job();
     bencher.bench_local(|| {
-        let mirror = mirror_job(black_box(&job), black_box(ORIGIN)).expect("mirrorable");
+        let mirror = black_box(&job)
+            .mirror(black_box(ORIGIN))
+            .expect("mirrorable");
         serde_json::to_vec(&mirror).expect("a Job serialises")
     });
 }
@@ -282,6 +284,7 @@ fn inventory() -> Vec<InventoryEntry> {
             origin_uid: uid(i),
             revision: 1 + (i % 3) as u64,
             phase: MirrorPhase::Running as i32,
+            kind: None,
         })
         .collect()
 }

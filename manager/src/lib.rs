@@ -13,6 +13,7 @@ pub mod field_manager;
 pub mod fleet;
 pub mod instance;
 pub mod job;
+pub mod kinds;
 pub mod kueue;
 pub mod leader;
 pub mod outbox;

@@ -59,9 +59,10 @@ async fn a_session_is_welcomed_with_the_desired_set_and_carries_applies_status_a
         (
             apply.origin_uid.as_str(),
             apply.revision,
-            apply.job.as_slice()
+            apply.object.as_slice(),
+            apply.kind.as_ref().map(ToString::to_string).as_deref()
         ),
-        (UID, 1, &b"{}"[..])
+        (UID, 1, &b"{}"[..], Some("Job.batch/v1"))
     );
 
     while manager.triggers.try_recv().is_ok() {}
@@ -152,6 +153,7 @@ async fn a_reconnect_replays_state_not_messages() {
         origin_uid: UID.into(),
         revision: 1,
         phase: MirrorPhase::Running as i32,
+        kind: None,
     };
     let mut second = connect(&manager, hello("w1", vec![held]))
         .await

@@ -12,6 +12,7 @@ pub mod v1 {
 
 pub mod duration;
 pub mod instance;
+pub mod kinds;
 pub mod rejection;
 pub mod skew;
 pub mod wire;
@@ -40,9 +41,11 @@ mod tests {
                     origin_uid: "7d0c".into(),
                     revision: 3,
                     phase: MirrorPhase::Running as i32,
+                    kind: Some(crate::kinds::JOB.to_wire()),
                 }],
                 manager_instances: vec!["3f2a".into()],
                 adopted_manager_instance: String::new(),
+                kinds: vec![crate::kinds::JOB.to_wire(), crate::kinds::JOBSET.to_wire()],
             })),
         };
         assert_eq!(
@@ -54,7 +57,8 @@ mod tests {
             kind: Some(manager_message::Kind::ApplyMirror(ApplyMirror {
                 origin_uid: "7d0c".into(),
                 revision: 4,
-                job: br#"{"apiVersion":"batch/v1","kind":"Job"}"#.to_vec(),
+                object: br#"{"apiVersion":"batch/v1","kind":"Job"}"#.to_vec(),
+                kind: Some(crate::kinds::JOB.to_wire()),
             })),
         };
         assert_eq!(

@@ -23,7 +23,7 @@ mod tests {
 
     #[test]
     fn an_invalid_job_a_foreign_one_or_one_the_workers_policy_refuses_is_permanent() {
-        let permanent: Vec<RejectReason> = (0..=11)
+        let permanent: Vec<RejectReason> = (0..=12)
             .filter_map(|n| RejectReason::try_from(n).ok())
             .filter(|r| r.is_permanent())
             .collect();

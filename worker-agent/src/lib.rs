@@ -8,6 +8,7 @@ pub mod dial;
 pub mod epoch;
 pub mod error;
 pub mod initial_list;
+pub mod kinds;
 pub mod lost;
 pub mod metrics;
 pub mod mirrors;

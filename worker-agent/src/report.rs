@@ -1,53 +1,14 @@
 //! Pure translations between what the worker's API server says and what the
-//! agent reports: a mirror's phase, and why an apply was rejected.
+//! agent reports: a mirror's revision, and why an apply was rejected (a
+//! mirror's phase is its kind's, see [`crate::kinds`]).
 
-use jobrelay_proto::v1::{MirrorPhase, RejectReason};
+use jobrelay_proto::v1::RejectReason;
 use jobrelay_proto::wire::REVISION_ANNOTATION;
-use k8s_openapi::api::batch::v1::{Job, JobSpec};
 
-/// The phase of a mirror Job as the manager sees it.
-pub fn phase_of(job: &Job) -> MirrorPhase {
-    if job.metadata.deletion_timestamp.is_some() {
-        return MirrorPhase::Deleting;
-    }
-    let status = job.status.as_ref();
-    let condition = |type_: &str| {
-        status
-            .and_then(|s| s.conditions.as_ref())
-            .into_iter()
-            .flatten()
-            .any(|c| c.type_ == type_ && c.status == "True")
-    };
-    if condition("Complete") {
-        MirrorPhase::Succeeded
-    } else if condition("Failed") {
-        MirrorPhase::Failed
-    } else if condition("Suspended") || job.spec.as_ref().and_then(|s| s.suspend) == Some(true) {
-        // Asked to suspend, before the Job controller said so too.
-        MirrorPhase::Suspended
-    } else if status.and_then(|s| s.active).unwrap_or(0) > 0 {
-        MirrorPhase::Running
-    } else {
-        MirrorPhase::Pending
-    }
-}
-
-/// Drops from a cached mirror what no report reads: of its spec only
-/// `suspend` is kept (the pod template is most of a Job). Applies read the
-/// Job they update from the API server, not from the cache. For
-/// `WatchStreamExt::modify` before the agent's Job reflector.
-pub fn keep_what_is_reported(job: &mut Job) {
-    if let Some(spec) = job.spec.as_mut() {
-        *spec = JobSpec {
-            suspend: spec.suspend,
-            ..JobSpec::default()
-        };
-    }
-}
-
-/// The manager Job revision a mirror was applied from.
-pub fn revision_of(job: &Job) -> u64 {
-    job.metadata
+/// The manager revision a mirror was applied from.
+pub fn revision_of<K: kube::Resource>(mirror: &K) -> u64 {
+    mirror
+        .meta()
         .annotations
         .as_ref()
         .and_then(|a| a.get(REVISION_ANNOTATION))
@@ -188,70 +149,3 @@ pub fn refusal_reason(refusal: &Refusal) -> RejectReason {
 #[cfg(test)]
 #[path = "report_tests.rs"]
 mod refusal_tests;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn job(status: serde_json::Value) -> Job {
-        serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "j", "annotations": {REVISION_ANNOTATION: "7"}},
-            "status": status,
-        }))
-        .unwrap()
-    }
-
-    #[test]
-    fn phases_follow_the_workers_job_status() {
-        assert_eq!(phase_of(&job(serde_json::json!({}))), MirrorPhase::Pending);
-        assert_eq!(
-            phase_of(&job(serde_json::json!({"active": 2}))),
-            MirrorPhase::Running
-        );
-        let complete = serde_json::json!({"conditions": [
-            {"type": "SuccessCriteriaMet", "status": "True"}, {"type": "Complete", "status": "True"}]});
-        assert_eq!(phase_of(&job(complete)), MirrorPhase::Succeeded);
-        let failed =
-            serde_json::json!({"active": 1, "conditions": [{"type": "Failed", "status": "True"}]});
-        assert_eq!(phase_of(&job(failed)), MirrorPhase::Failed);
-        let mut asked_to_suspend = job(serde_json::json!({}));
-        asked_to_suspend.spec = Some(
-            serde_json::from_value(serde_json::json!({"suspend": true, "template": {}})).unwrap(),
-        );
-        assert_eq!(
-            phase_of(&asked_to_suspend),
-            MirrorPhase::Suspended,
-            "suspended before the Job controller wrote its condition"
-        );
-        assert_eq!(revision_of(&job(serde_json::json!({}))), 7);
-    }
-
-    #[test]
-    fn a_cached_mirror_keeps_what_its_report_reads_and_not_its_template() {
-        let mut cached: Job = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "j", "annotations": {REVISION_ANNOTATION: "7"}},
-            "spec": {"suspend": true, "parallelism": 4, "template": {"spec": {"containers": [
-                {"name": "train", "image": "trainer:1", "args": ["--epochs", "90"]}]}}},
-            "status": {"active": 1},
-        }))
-        .unwrap();
-        let before = (
-            phase_of(&cached),
-            revision_of(&cached),
-            cached.status.clone(),
-        );
-        keep_what_is_reported(&mut cached);
-        assert_eq!(
-            (
-                phase_of(&cached),
-                revision_of(&cached),
-                cached.status.clone()
-            ),
-            before
-        );
-        let spec = cached.spec.unwrap();
-        assert_eq!(spec.suspend, Some(true));
-        assert_eq!(spec.parallelism, None);
-        assert!(spec.template.spec.is_none(), "the pod template is dropped");
-    }
-}

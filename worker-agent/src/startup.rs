@@ -25,12 +25,13 @@ use crate::config::{Config, TerminatedPods};
 use crate::deletion_pace::DeletionPace;
 use crate::dial::Dial;
 use crate::error::Error;
+use crate::kinds::MirrorKind;
 use crate::metrics::Metrics;
 use crate::mirrors::{BrakeSettings, Mirrors, Pacing};
 use crate::namespaces::NamespacePolicy;
 use crate::session::Agent;
 use crate::watched::{Changes, Watched};
-use crate::{initial_list, mirrors, report, scoped_watch, terminated_pods};
+use crate::{initial_list, mirrors, scoped_watch, terminated_pods};
 
 /// How often the agent checks that its own API server answers.
 const API_PROBE_INTERVAL: Duration = Duration::from_secs(5);
@@ -146,7 +147,7 @@ pub(crate) fn watch_mirrors(
     let (jobs, job_watch) = Watched::new(
         watch_within::<Job>(client, scope.as_deref(), &selector)
             .modify(jobrelay_process::cache::trim)
-            .modify(report::keep_what_is_reported),
+            .modify(Job::keep_what_is_reported),
         Arc::clone(&changes),
     );
     let (pods, pod_watch) = Watched::new(

@@ -44,7 +44,7 @@ struct Reconciling<'a> {
 
 #[instrument(skip_all, fields(job = %ObjectRef::from_obj(job.as_ref())))]
 pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error> {
-    if !is_relayed(&job) {
+    if !is_relayed(&*job) {
         return Ok(Action::await_change());
     }
     let key = ObjectRef::from_obj(job.as_ref());

@@ -126,6 +126,7 @@ fn change(
                     origin_uid: format!("u{i}"),
                     revision: 1 + i % 2,
                     phase: MirrorPhase::Running as i32,
+                    kind: None,
                 })
                 .collect();
             let desired = (0..12)

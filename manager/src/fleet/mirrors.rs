@@ -8,6 +8,8 @@ use jobrelay_proto::v1::{
     ApplyMirror, DeleteMirror, DeleteReason, MirrorPhase, manager_message::Kind,
 };
 use k8s_openapi::api::batch::v1::Job;
+
+use crate::kinds::RelayedKind;
 use kube::runtime::reflector::ObjectRef;
 
 use super::{Cluster, Fleet, message};
@@ -63,7 +65,8 @@ impl Fleet {
                 let apply = ApplyMirror {
                     origin_uid: uid.to_string(),
                     revision,
-                    job: job(),
+                    object: job(),
+                    kind: Some(Job::NAME.to_wire()),
                 };
                 let _ = outbox.send(message(Kind::ApplyMirror(apply)));
                 view.apply_sent = Some((*session, revision));
@@ -101,6 +104,7 @@ impl Fleet {
                 namespace: key.namespace.clone().unwrap_or_default(),
                 name: key.name.clone(),
                 reason: reason as i32,
+                kind: Some(Job::NAME.to_wire()),
             };
             let _ = outbox.send(message(Kind::DeleteMirror(delete)));
             view.delete_sent = Some(*session);

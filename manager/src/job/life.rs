@@ -28,7 +28,7 @@
 use std::time::Duration;
 
 use jobrelay_proto::v1::DeleteReason;
-use jobrelay_proto::wire::{MANAGED_BY, ends_job};
+use jobrelay_proto::wire::MANAGED_BY;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
 
@@ -36,6 +36,7 @@ use crate::config::Config;
 use crate::job::placement::assigned_cluster;
 use crate::job::retention::{deactivated_at, finished_at, remaining, remote_retention};
 use crate::job::views::{LostMirror, MirrorView};
+use crate::kinds::RelayedKind;
 
 /// Where a manager Job stands, as far as its mirror is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,17 +51,17 @@ pub enum Lifecycle {
     Deleting,
 }
 
-/// Is this Job one jobrelay mirrors?
-pub fn is_relayed(job: &Job) -> bool {
-    job.spec.as_ref().and_then(|s| s.managed_by.as_deref()) == Some(MANAGED_BY)
+/// Is this object one jobrelay mirrors?
+pub fn is_relayed<K: RelayedKind>(object: &K) -> bool {
+    object.managed_by() == Some(MANAGED_BY)
 }
 
-pub fn lifecycle(job: &Job) -> Lifecycle {
-    if job.metadata.deletion_timestamp.is_some() {
+pub fn lifecycle<K: RelayedKind>(object: &K) -> Lifecycle {
+    if object.meta().deletion_timestamp.is_some() {
         Lifecycle::Deleting
-    } else if is_finished(job) {
+    } else if object.is_finished() {
         Lifecycle::Finished
-    } else if job.spec.as_ref().and_then(|s| s.suspend) == Some(true) {
+    } else if object.suspended() {
         Lifecycle::Suspended
     } else {
         Lifecycle::Active
@@ -68,46 +69,36 @@ pub fn lifecycle(job: &Job) -> Lifecycle {
 }
 
 /// Held by jobrelay's remote-cleanup finalizer.
-pub fn has_finalizer(job: &Job) -> bool {
-    job.metadata
+pub fn has_finalizer<K: kube::Resource>(object: &K) -> bool {
+    object
+        .meta()
         .finalizers
         .iter()
         .flatten()
         .any(|f| f == jobrelay_proto::wire::REMOTE_CLEANUP_FINALIZER)
 }
 
-/// Complete or Failed.
-pub fn is_finished(job: &Job) -> bool {
-    job.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| ends_job(&c.type_, &c.status))
+/// Finished for good (for a Job: `Complete` or `Failed`).
+pub fn is_finished<K: RelayedKind>(object: &K) -> bool {
+    object.is_finished()
 }
 
-/// What the manager's Job cache keeps of a Job: what its readers use, without
-/// field ownership, the pod template (read from the API server when a mirror
-/// is sent, see [`is_whole`]) or the selector (never mirrored). At 10,000
-/// Jobs the templates were most of the manager's memory.
-pub fn for_cache(job: &mut Job) {
-    jobrelay_process::cache::trim(job);
-    if let Some(spec) = job.spec.as_mut() {
-        spec.template = Default::default();
-        spec.selector = None;
-    }
+/// What the manager's cache keeps of an object: what its readers use (see
+/// [`RelayedKind::for_cache`]).
+pub fn for_cache<K: RelayedKind>(object: &mut K) {
+    object.for_cache();
 }
 
-/// Whether `job` holds its pod template, as every Job the API server returns
-/// does; a cached copy does not.
-pub fn is_whole(job: &Job) -> bool {
-    job.spec.as_ref().is_some_and(|s| s.template.spec.is_some())
+/// Whether `object` holds its pod templates, as every object the API
+/// server returns does; a cached copy does not.
+pub fn is_whole<K: RelayedKind>(object: &K) -> bool {
+    object.is_whole()
 }
 
-/// The revision a mirror is applied from: the manager Job's generation, which
-/// the API server bumps on every spec change.
-pub fn revision(job: &Job) -> u64 {
-    job.metadata.generation.unwrap_or(0).max(0) as u64
+/// The revision a mirror is applied from: the manager object's generation,
+/// which the API server bumps on every spec change.
+pub fn revision<K: kube::Resource>(object: &K) -> u64 {
+    object.meta().generation.unwrap_or(0).max(0) as u64
 }
 
 /// How long to wait before looking again when an agent must act first.

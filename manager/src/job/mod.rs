@@ -8,7 +8,6 @@
 
 pub mod life;
 pub mod loss;
-pub mod mirror;
 pub mod placement;
 pub mod plan;
 pub mod retention;

@@ -26,7 +26,7 @@ pub(super) fn desired_set(
     let now = Timestamp::now();
     jobs.iter()
         .filter(|job| {
-            is_relayed(job)
+            is_relayed(&***job)
                 && assigned_cluster(job) == Some(cluster)
                 && keeps_mirror(job, now, remote_retention)
         })

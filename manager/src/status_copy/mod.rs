@@ -174,9 +174,9 @@ impl Queue {
 /// something else; when to look at it again, if ever.
 #[instrument(skip_all, fields(job = %ObjectRef::from_obj(job.as_ref())))]
 pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Option<Duration>, Error> {
-    if !is_relayed(&job)
-        || !matches!(lifecycle(&job), Lifecycle::Active | Lifecycle::Suspended)
-        || !has_finalizer(&job)
+    if !is_relayed(&*job)
+        || !matches!(lifecycle(&*job), Lifecycle::Active | Lifecycle::Suspended)
+        || !has_finalizer(&*job)
         || deactivated_at(&job).is_some()
     {
         return Ok(None);

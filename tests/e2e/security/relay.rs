@@ -262,6 +262,7 @@ async fn a_peer_the_ca_vouches_for_gets_seconds_for_its_hello_and_no_more_than_a
             origin_uid: format!("00000000-0000-0000-0000-{i:012}"),
             revision: 1,
             phase: 0,
+            kind: None,
         })
         .collect();
     let hello = AgentMessage {

@@ -37,8 +37,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::deletion_pace::DeletionPace;
+use crate::kinds::MirrorKind;
 use crate::namespaces::NamespacePolicy;
-use crate::report::{phase_of, revision_of};
+use crate::report::revision_of;
 pub use crate::watched::origin_uid;
 use crate::watched::{Changes, Watched};
 pub use apply::Applied;
@@ -264,8 +265,9 @@ impl Mirrors {
                 uid.clone(),
                 InventoryEntry {
                     origin_uid: uid,
-                    revision: revision_of(&job),
+                    revision: revision_of(&*job),
                     phase: self.phase(&job) as i32,
+                    kind: Some(Job::NAME.to_wire()),
                 },
             );
         }
@@ -279,6 +281,7 @@ impl Mirrors {
                     origin_uid: uid,
                     revision: 0,
                     phase: MirrorPhase::Deleting as i32,
+                    kind: None,
                 });
         }
         entries.into_values().collect()
@@ -287,7 +290,7 @@ impl Mirrors {
     fn phase(&self, job: &Job) -> MirrorPhase {
         match origin_uid(job.meta()) {
             Some(uid) if self.deleting.contains_key(&uid) => MirrorPhase::Deleting,
-            _ => phase_of(job),
+            _ => job.phase(),
         }
     }
 

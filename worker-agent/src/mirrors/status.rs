@@ -6,7 +6,8 @@ use kube::Resource;
 use tracing::warn;
 
 use super::{Mirrors, Snapshot, agent_message, origin_uid};
-use crate::report::{phase_of, revision_of};
+use crate::kinds::MirrorKind;
+use crate::report::revision_of;
 
 /// The last status sent for a mirror, and the Job's resourceVersion it was
 /// read from (unchanged, nothing else can have).
@@ -39,16 +40,16 @@ impl Mirrors {
             if previous.is_some_and(|sent| sent.resource_version == job.metadata.resource_version) {
                 continue;
             }
-            let status = match job.status.as_ref().map(serde_json::to_vec).transpose() {
-                Ok(status) => status.unwrap_or_else(|| b"{}".to_vec()),
+            let status = match job.status_json() {
+                Ok(status) => status,
                 Err(error) => {
                     warn!(%uid, %error, "cannot serialise the mirror's status; not reported");
                     continue;
                 }
             };
             let report = Report {
-                revision: revision_of(job),
-                phase: phase_of(job),
+                revision: revision_of(&**job),
+                phase: job.phase(),
                 status,
             };
             if previous.is_none_or(|sent| sent.report != report) {

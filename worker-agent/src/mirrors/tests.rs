@@ -56,6 +56,7 @@ async fn the_first_half_of_a_pass_reports_status_without_a_request() {
         namespace: "ml".into(),
         name: "job-u2".into(),
         reason: DeleteReason::ManagerJobDeleted as i32,
+        kind: None,
     });
 
     let mut out = Vec::new();

@@ -14,9 +14,9 @@ use crate::controller::superseded;
 use crate::controller::writes;
 use crate::job::life::AWAIT_CLUSTER;
 use crate::job::life::{Lifecycle, is_whole, lifecycle, revision};
-use crate::job::mirror::mirror_job;
 use crate::job::placement::{pinned_cluster, preferences};
 use crate::job::plan;
+use crate::kinds::RelayedKind;
 use crate::kueue::worker_queue::queue_on_worker;
 use crate::kueue::{mirror_scheduling, scheduling};
 use crate::telemetry::events::Reason;
@@ -183,7 +183,7 @@ impl Reconciling<'_> {
         // Queued in the worker's own Kueue, the mirror gets that Kueue's
         // flavors when it admits it.
         let worker_queue = ctx.registry.worker_queue(cluster);
-        let mirror = mirror_job(whole, &ctx.origin).map(|mut mirror| {
+        let mirror = whole.mirror(&ctx.origin).map(|mut mirror| {
             let queued_on_worker = queue_on_worker(&mut mirror, worker_queue.as_ref());
             let reserved = reservation
                 .as_ref()

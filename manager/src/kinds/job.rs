@@ -1,0 +1,134 @@
+//! `batch/v1` Job, the first kind the manager relays.
+
+use std::collections::BTreeMap;
+
+use jobrelay_proto::kinds::{JOB, KindName};
+use jobrelay_proto::wire::{
+    ORIGIN_LABEL, ORIGIN_UID_LABEL, OWNER_ANNOTATION, REVISION_ANNOTATION, ends_job,
+};
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::ObjectMeta;
+
+use super::{MirrorError, RelayedKind};
+use crate::job::life::revision;
+
+/// Pod-template labels the manager cluster's API server derived from the
+/// manager Job's UID; the worker's API server sets its own.
+const CONTROLLER_LABELS: [&str; 4] = [
+    "controller-uid",
+    "batch.kubernetes.io/controller-uid",
+    "job-name",
+    "batch.kubernetes.io/job-name",
+];
+
+impl RelayedKind for Job {
+    const NAME: KindName = JOB;
+
+    fn managed_by(&self) -> Option<&str> {
+        self.spec.as_ref().and_then(|s| s.managed_by.as_deref())
+    }
+
+    fn suspended(&self) -> bool {
+        self.spec.as_ref().and_then(|s| s.suspend) == Some(true)
+    }
+
+    fn is_finished(&self) -> bool {
+        self.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .any(|c| ends_job(&c.type_, &c.status))
+    }
+
+    /// Without field ownership, the pod template or the selector (never
+    /// mirrored). At 10,000 Jobs the templates were most of the manager's
+    /// memory.
+    fn for_cache(&mut self) {
+        jobrelay_process::cache::trim(self);
+        if let Some(spec) = self.spec.as_mut() {
+            spec.template = Default::default();
+            spec.selector = None;
+        }
+    }
+
+    fn is_whole(&self) -> bool {
+        self.spec
+            .as_ref()
+            .is_some_and(|s| s.template.spec.is_some())
+    }
+
+    fn mirror(&self, origin: &str) -> Result<Job, MirrorError> {
+        mirror_job(self, origin)
+    }
+}
+
+/// The Job to apply on the worker: same namespace and name, the origin labels
+/// on the Job and its pod template, and nothing that must not cross clusters
+/// (owner references, UID, resource version, managed fields, status, selector,
+/// controller labels, `managedBy`, `ttlSecondsAfterFinished`). `suspend`
+/// follows the manager Job's, so a suspended Job's mirror runs no Pods.
+fn mirror_job(job: &Job, origin: &str) -> Result<Job, MirrorError> {
+    let name = job.metadata.name.clone().ok_or(missing("metadata.name"))?;
+    let namespace = job
+        .metadata
+        .namespace
+        .clone()
+        .ok_or(missing("metadata.namespace"))?;
+    let uid = job.metadata.uid.clone().ok_or(missing("metadata.uid"))?;
+    let mut spec = job.spec.clone().ok_or(missing("spec"))?;
+
+    let origin_labels = [(ORIGIN_LABEL, origin), (ORIGIN_UID_LABEL, uid.as_str())];
+    let mut labels = job.metadata.labels.clone().unwrap_or_default();
+    labels.extend(origin_labels.map(|(k, v)| (k.to_string(), v.to_string())));
+    let mut annotations = job.metadata.annotations.clone().unwrap_or_default();
+    annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    annotations.insert(REVISION_ANNOTATION.into(), revision(job).to_string());
+    if let Some(owner) = job
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+    {
+        annotations.insert(
+            OWNER_ANNOTATION.into(),
+            format!("{}/{}", owner.kind, owner.name),
+        );
+    }
+
+    spec.selector = None;
+    spec.manual_selector = None;
+    spec.managed_by = None;
+    spec.ttl_seconds_after_finished = None;
+    let template_meta = spec
+        .template
+        .metadata
+        .get_or_insert_with(ObjectMeta::default);
+    let template_labels: &mut BTreeMap<String, String> =
+        template_meta.labels.get_or_insert_with(BTreeMap::new);
+    for key in CONTROLLER_LABELS {
+        template_labels.remove(key);
+    }
+    template_labels.extend(origin_labels.map(|(k, v)| (k.to_string(), v.to_string())));
+
+    Ok(Job {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: Some(namespace),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            ..Default::default()
+        },
+        spec: Some(spec),
+        status: None,
+    })
+}
+
+fn missing(field: &'static str) -> MirrorError {
+    MirrorError::Missing { kind: "Job", field }
+}
+
+#[cfg(test)]
+#[path = "job_tests.rs"]
+mod tests;

@@ -1,0 +1,136 @@
+use super::*;
+use crate::job::life::*;
+
+fn manager_job() -> Job {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "train", "namespace": "ml", "uid": "uid-1", "resourceVersion": "42", "generation": 3,
+            "labels": {"team": "vision"},
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "note": "kept"},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": "cj", "controller": true}],
+            "managedFields": [{"manager": "kubectl"}],
+            "finalizers": ["jobrelay.dev/remote-cleanup"],
+        },
+        "spec": {
+            "managedBy": "jobrelay.dev/manager",
+            "suspend": false,
+            "ttlSecondsAfterFinished": 60,
+            "parallelism": 2,
+            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "uid-1"}},
+            "template": {
+                "metadata": {"labels": {
+                    "app": "trainer",
+                    "controller-uid": "uid-1", "batch.kubernetes.io/controller-uid": "uid-1",
+                    "job-name": "train", "batch.kubernetes.io/job-name": "train",
+                }},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "trainer:1"}]},
+            },
+        },
+        "status": {"active": 1},
+    }))
+    .unwrap()
+}
+
+#[test]
+fn strips_what_must_not_cross_clusters_and_labels_the_origin() {
+    let mirror = manager_job().mirror("hub-eu").unwrap();
+    let meta = &mirror.metadata;
+    assert_eq!(
+        (meta.name.as_deref(), meta.namespace.as_deref()),
+        (Some("train"), Some("ml"))
+    );
+    assert!(meta.uid.is_none() && meta.resource_version.is_none() && meta.generation.is_none());
+    assert!(
+        meta.owner_references.is_none()
+            && meta.managed_fields.is_none()
+            && meta.finalizers.is_none()
+    );
+    let labels = meta.labels.as_ref().unwrap();
+    assert_eq!(labels[ORIGIN_LABEL], "hub-eu");
+    assert_eq!(labels[ORIGIN_UID_LABEL], "uid-1");
+    assert_eq!(labels["team"], "vision");
+    let annotations = meta.annotations.as_ref().unwrap();
+    assert_eq!(annotations[REVISION_ANNOTATION], "3");
+    assert_eq!(annotations["note"], "kept");
+    assert_eq!(
+        annotations[OWNER_ANNOTATION], "CronJob/nightly",
+        "the owner is recorded, not referenced"
+    );
+    assert!(!annotations.contains_key("kubectl.kubernetes.io/last-applied-configuration"));
+
+    let spec = mirror.spec.as_ref().unwrap();
+    assert!(
+        spec.managed_by.is_none()
+            && spec.selector.is_none()
+            && spec.ttl_seconds_after_finished.is_none()
+    );
+    assert_eq!(
+        spec.suspend,
+        Some(false),
+        "suspend follows the manager Job's"
+    );
+    assert_eq!(spec.parallelism, Some(2));
+    let template_labels = spec
+        .template
+        .metadata
+        .as_ref()
+        .unwrap()
+        .labels
+        .as_ref()
+        .unwrap();
+    assert_eq!(template_labels.len(), 3, "{template_labels:?}");
+    assert_eq!(template_labels["app"], "trainer");
+    assert_eq!(template_labels[ORIGIN_UID_LABEL], "uid-1");
+    assert_eq!(template_labels[ORIGIN_LABEL], "hub-eu");
+    assert!(mirror.status.is_none());
+}
+
+#[test]
+fn the_cache_keeps_no_template_or_selector_and_a_cached_copy_is_not_whole() {
+    let job = manager_job();
+    assert!(is_whole(&job));
+    let mut cached = job.clone();
+    for_cache(&mut cached);
+    assert!(!is_whole(&cached));
+    let spec = cached.spec.as_ref().unwrap();
+    assert_eq!(spec.template, Default::default());
+    assert!(spec.selector.is_none());
+    assert!(cached.metadata.managed_fields.is_none());
+    // What the manager decides on is all still there.
+    assert!(is_relayed(&cached));
+    assert_eq!(lifecycle(&cached), lifecycle(&job));
+    assert_eq!(revision(&cached), revision(&job));
+    assert_eq!(spec.suspend, job.spec.as_ref().unwrap().suspend);
+    assert_eq!(cached.metadata.labels, job.metadata.labels);
+    assert_eq!(cached.status, job.status);
+}
+
+#[test]
+fn a_job_without_uid_cannot_be_mirrored() {
+    let mut job = manager_job();
+    job.metadata.uid = None;
+    assert_eq!(
+        job.mirror("hub").unwrap_err().to_string(),
+        "Job has no metadata.uid"
+    );
+}
+
+#[test]
+fn lifecycle_puts_deletion_before_finish_before_suspension() {
+    let mut job = manager_job();
+    assert!(is_relayed(&job));
+    assert_eq!(lifecycle(&job), Lifecycle::Active);
+    job.spec.as_mut().unwrap().suspend = Some(true);
+    assert_eq!(lifecycle(&job), Lifecycle::Suspended);
+    job.status = serde_json::from_value(serde_json::json!({"conditions": [
+        {"type": "FailureTarget", "status": "True"}, {"type": "Failed", "status": "True"}]}))
+    .unwrap();
+    assert_eq!(lifecycle(&job), Lifecycle::Finished);
+    job.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        "2026-01-01T00:00:00Z".parse().unwrap(),
+    ));
+    assert_eq!(lifecycle(&job), Lifecycle::Deleting);
+    assert_eq!(revision(&job), 3);
+}

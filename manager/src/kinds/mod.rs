@@ -1,0 +1,93 @@
+//! What the manager does differently for each kind it relays, behind one
+//! trait: [`RelayedKind`]. `batch/v1` Job ([`job`]) is the first kind.
+//!
+//! A kind tells the manager:
+//! - its name on the wire ([`RelayedKind::NAME`]): an ApplyMirror and a
+//!   DeleteMirror carry it, and an object is placed only on a cluster whose
+//!   agent named its kind in its Hello (see [`placeable`]);
+//! - whether an object is jobrelay's (`spec.managedBy`), suspended, or
+//!   finished;
+//! - what its cache may drop, and whether an object is whole;
+//! - how its mirror is built: what is stripped, which labels go on the
+//!   object and on every pod template in it.
+//!
+//! Placement, sessions, the deletion machine, the orphan sweep, retention
+//! and the Kueue check see an object through these only.
+
+pub mod job;
+
+use jobrelay_proto::kinds::{self, KindName};
+use jobrelay_proto::v1::ObjectKind;
+use kube::core::NamespaceResourceScope;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// Why an object cannot be mirrored.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MirrorError {
+    #[error("{kind} has no {field}")]
+    Missing {
+        kind: &'static str,
+        field: &'static str,
+    },
+}
+
+/// A kind of object the manager relays.
+pub trait RelayedKind:
+    kube::Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + std::fmt::Debug
+    + DeserializeOwned
+    + Serialize
+    + Send
+    + Sync
+    + 'static
+{
+    /// Its name on the wire.
+    const NAME: KindName;
+
+    /// `spec.managedBy`.
+    fn managed_by(&self) -> Option<&str>;
+
+    /// `spec.suspend`.
+    fn suspended(&self) -> bool;
+
+    /// Finished for good (for a Job: `Complete` or `Failed`).
+    fn is_finished(&self) -> bool;
+
+    /// Drops from a cached object what the manager's readers do not use;
+    /// the object is read whole from the API server when a mirror is sent.
+    fn for_cache(&mut self);
+
+    /// Whether it holds its pod templates, as every object the API server
+    /// returns does; a cached copy does not.
+    fn is_whole(&self) -> bool;
+
+    /// The object to apply on the worker, of the manager's `origin`: same
+    /// namespace and name, the origin labels on it and on every pod
+    /// template, nothing that must not cross clusters.
+    fn mirror(&self, origin: &str) -> Result<Self, MirrorError>;
+}
+
+/// Whether a cluster whose agent named `announced` in its Hello may be
+/// given an object of kind `K`.
+pub fn placeable<K: RelayedKind>(announced: &[ObjectKind]) -> bool {
+    kinds::mirrors(announced, K::NAME)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jobrelay_proto::kinds::{JOB, JOBSET};
+    use k8s_openapi::api::batch::v1::Job;
+
+    #[test]
+    fn a_job_goes_to_any_agent_that_names_it_or_names_nothing() {
+        assert!(
+            placeable::<Job>(&[]),
+            "an agent older than kinds mirrors Jobs"
+        );
+        assert!(placeable::<Job>(&[JOB.to_wire(), JOBSET.to_wire()]));
+        assert!(!placeable::<Job>(&[JOBSET.to_wire()]));
+    }
+}
