@@ -30,6 +30,7 @@ pub mod files;
 pub mod flags;
 pub mod health;
 pub mod heartbeat;
+pub mod jobset;
 pub mod kube_api_timing;
 pub mod kube_client;
 pub mod metrics;

@@ -19,4 +19,6 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    #[error("reading whether the worker serves jobset.x-k8s.io/v1alpha2 (API discovery): {0}")]
+    Discovery(#[source] kube::Error),
 }

@@ -53,7 +53,8 @@ pub async fn run(args: Args) -> Result<(), Error> {
             .await?;
     let deletions = DeletionPace::per_second(args.deletions_per_second);
     startup::clean_terminated_pods(&client, config, &args.origin, &deletions, &tasks).await?;
-    let (watched, watching) = startup::watch_mirrors(&client, &args.origin, policy);
+    let served = startup::served_kinds(&client).await?;
+    let (watched, watching) = startup::watch_mirrors(&client, &args.origin, policy, &served);
     let (connected, link_up) = watch::channel(false);
     startup::follow_link(&metrics, link_up, client.clone(), readiness, &tasks);
     let agent = startup::agent(&args, dial, connected, client, deletions, watched, &metrics);

@@ -4,11 +4,11 @@
 
 use jobrelay_proto::v1::RejectReason;
 use jobrelay_proto::wire::REVISION_ANNOTATION;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// The manager revision a mirror was applied from.
-pub fn revision_of<K: kube::Resource>(mirror: &K) -> u64 {
+pub fn revision_of(mirror: &ObjectMeta) -> u64 {
     mirror
-        .meta()
         .annotations
         .as_ref()
         .and_then(|a| a.get(REVISION_ANNOTATION))

@@ -109,7 +109,7 @@ impl Agent {
             inventory: self.mirrors.inventory(),
             manager_instances: self.mirrors.manager_instances(),
             adopted_manager_instance: self.adopted_instance.clone(),
-            kinds: crate::kinds::mirrored(),
+            kinds: self.mirrors.kinds(),
         };
         let inventory = hello.inventory.len();
         let _ = outbox.send(agent_message(agent_message::Kind::Hello(hello)));

@@ -11,7 +11,10 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use jobrelay_process::Tasks;
 use jobrelay_process::health::Readiness;
+use jobrelay_process::jobset::JobSet;
+use jobrelay_proto::kinds::KindName;
 use jobrelay_proto::wire::ORIGIN_LABEL;
+use k8s_openapi::Resource as _;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
@@ -26,6 +29,7 @@ use crate::deletion_pace::DeletionPace;
 use crate::dial::Dial;
 use crate::error::Error;
 use crate::kinds::MirrorKind;
+use crate::kinds::objects::Objects;
 use crate::metrics::Metrics;
 use crate::mirrors::{BrakeSettings, Mirrors, Pacing};
 use crate::namespaces::NamespacePolicy;
@@ -123,10 +127,10 @@ pub(crate) async fn clean_terminated_pods(
     Ok(())
 }
 
-/// The caches of this origin's mirror Jobs and their Pods, within the
-/// namespace policy.
+/// The caches of this origin's mirrors (of every kind the worker serves)
+/// and their Pods, within the namespace policy.
 pub(crate) struct WatchedMirrors {
-    jobs: Watched<Job>,
+    objects: Objects,
     pods: Watched<Pod>,
     changes: Arc<Changes>,
     policy: Arc<NamespacePolicy>,
@@ -138,6 +142,7 @@ pub(crate) fn watch_mirrors(
     client: &kube::Client,
     origin: &str,
     policy: Arc<NamespacePolicy>,
+    served: &[KindName],
 ) -> (WatchedMirrors, BoxFuture<'static, ()>) {
     let changes = Arc::new(Changes::default());
     let selector = watcher::Config::default()
@@ -156,16 +161,50 @@ pub(crate) fn watch_mirrors(
             .modify(mirrors::keep_pod_metadata),
         Arc::clone(&changes),
     );
+    let mut watches: Vec<BoxFuture<'static, ()>> = vec![Box::pin(job_watch), Box::pin(pod_watch)];
+    let jobsets = served.contains(&JobSet::NAME).then(|| {
+        let (jobsets, jobset_watch) = Watched::new(
+            watch_within::<JobSet>(client, scope.as_deref(), &selector)
+                .modify(jobrelay_process::cache::trim)
+                .modify(JobSet::keep_what_is_reported),
+            Arc::clone(&changes),
+        );
+        watches.push(Box::pin(jobset_watch));
+        jobsets
+    });
     let watching = Box::pin(async move {
-        futures::future::select(Box::pin(job_watch), Box::pin(pod_watch)).await;
+        futures::future::select_all(watches).await;
     });
     let watched = WatchedMirrors {
-        jobs,
+        objects: Objects::new(jobs, jobsets),
         pods,
         changes,
         policy,
     };
     (watched, watching)
+}
+
+/// The kinds besides Jobs the worker serves, so the agent mirrors them: a
+/// JobSet only where its CRD is installed. Read once at start; an agent
+/// started before the CRD was installed is restarted to mirror JobSets.
+pub(crate) async fn served_kinds(client: &kube::Client) -> Result<Vec<KindName>, Error> {
+    match client.list_api_group_resources(JobSet::API_VERSION).await {
+        Ok(list)
+            if list
+                .resources
+                .iter()
+                .any(|r| r.name == JobSet::URL_PATH_SEGMENT) =>
+        {
+            info!(kind = %JobSet::NAME, "the worker serves JobSets; mirroring them");
+            Ok(vec![JobSet::NAME])
+        }
+        Ok(_) => Ok(Vec::new()),
+        Err(kube::Error::Api(status)) if status.code == 404 => {
+            info!(kind = %JobSet::NAME, "the worker does not serve JobSets; not mirroring them");
+            Ok(Vec::new())
+        }
+        Err(error) => Err(Error::Discovery(error)),
+    }
 }
 
 /// Follows the session's link for the metrics, and reports the agent ready
@@ -208,7 +247,7 @@ pub(crate) fn agent(
         client,
         args.origin.clone(),
         pacing,
-        watched.jobs,
+        watched.objects,
         watched.pods,
         watched.changes,
     )

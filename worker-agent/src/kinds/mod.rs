@@ -13,13 +13,19 @@
 //! - its suspension: what to write before a running mirror is suspended,
 //!   and what a worker's own Kueue owns once it queued the mirror.
 //!
-//! Pods are found by the origin labels the manager puts on every pod
-//! template of a mirror, the same for every kind.
+//! Child objects (a JobSet's Jobs) and Pods are found by the origin labels
+//! the manager puts on every Job and pod template of a mirror, the same for
+//! every kind; [`Mirror`] is a mirror object of any kind, as the agent's
+//! passes see it, and [`objects::Objects`] holds the caches by kind.
 
 pub mod job;
+pub mod jobset;
+pub mod objects;
 
+use jobrelay_process::jobset::JOBSET_UID_LABEL;
 use jobrelay_proto::kinds::{JOB, KindName};
 use jobrelay_proto::v1::{MirrorPhase, ObjectKind, RejectReason};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::NamespaceResourceScope;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -78,15 +84,56 @@ pub enum Prepare {
     ClearStartTime,
 }
 
-/// The kinds this agent mirrors, as its Hello names them.
-pub fn mirrored() -> Vec<ObjectKind> {
-    vec![JOB.to_wire()]
+/// A mirror object of any kind, as the agent's passes see it: a mirror, or
+/// a child object of one (a JobSet's Job).
+pub trait Mirror: Send + Sync + std::fmt::Debug {
+    fn object_meta(&self) -> &ObjectMeta;
+    fn kind_name(&self) -> KindName;
+    fn mirror_phase(&self) -> MirrorPhase;
+    fn status_bytes(&self) -> serde_json::Result<Vec<u8>>;
+}
+
+impl<K: MirrorKind> Mirror for K {
+    fn object_meta(&self) -> &ObjectMeta {
+        self.meta()
+    }
+
+    fn kind_name(&self) -> KindName {
+        K::NAME
+    }
+
+    fn mirror_phase(&self) -> MirrorPhase {
+        self.phase()
+    }
+
+    fn status_bytes(&self) -> serde_json::Result<Vec<u8>> {
+        self.status_json()
+    }
+}
+
+/// The UID of the mirror `object` is a child of (a JobSet's Job names its
+/// JobSet in a label the JobSet controller sets), if any. Read from the
+/// label, not the owner reference, so a child left behind by an Orphan
+/// delete of its JobSet is still known for one.
+pub fn parent(object: &ObjectMeta) -> Option<&str> {
+    object
+        .labels
+        .as_ref()?
+        .get(JOBSET_UID_LABEL)
+        .map(String::as_str)
+}
+
+/// The kinds mirrored where the worker serves `served`: Jobs always.
+pub fn mirrored(served: &[KindName]) -> Vec<ObjectKind> {
+    let mut kinds = vec![JOB.to_wire()];
+    kinds.extend(served.iter().filter(|k| **k != JOB).map(|k| k.to_wire()));
+    kinds
 }
 
 /// The refusal of an apply of a kind this agent does not mirror.
-pub fn not_mirrored(kind: Option<&ObjectKind>) -> ApplyFailure {
+pub fn not_mirrored(kind: Option<&ObjectKind>, served: &[KindName]) -> ApplyFailure {
     let kind = kind.cloned().unwrap_or_default();
-    let known: Vec<String> = mirrored().iter().map(ToString::to_string).collect();
+    let known: Vec<String> = mirrored(served).iter().map(ToString::to_string).collect();
     ApplyFailure::Refused(
         RejectReason::KindNotMirrored,
         format!(
@@ -104,7 +151,8 @@ mod tests {
 
     #[test]
     fn a_kind_not_mirrored_is_refused_naming_it_and_what_is() {
-        let ApplyFailure::Refused(reason, message) = not_mirrored(Some(&JOBSET.to_wire())) else {
+        let ApplyFailure::Refused(reason, message) = not_mirrored(Some(&JOBSET.to_wire()), &[])
+        else {
             panic!("refused");
         };
         assert_eq!(reason, RejectReason::KindNotMirrored);
@@ -117,5 +165,23 @@ mod tests {
                 && message.contains("it mirrors Job.batch/v1"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn jobsets_are_mirrored_only_where_the_worker_serves_them() {
+        assert_eq!(mirrored(&[]), [JOB.to_wire()]);
+        assert_eq!(mirrored(&[JOBSET]), [JOB.to_wire(), JOBSET.to_wire()]);
+    }
+
+    #[test]
+    fn a_jobsets_job_names_the_jobset_as_its_parent_owned_or_orphaned() {
+        let child: ObjectMeta = serde_json::from_value(serde_json::json!({
+            "labels": {JOBSET_UID_LABEL: "p"}}))
+        .unwrap();
+        assert_eq!(parent(&child), Some("p"));
+        let job: ObjectMeta = serde_json::from_value(serde_json::json!({"ownerReferences": [
+            {"apiVersion": "batch/v1", "kind": "CronJob", "name": "n", "uid": "c", "controller": true}]}))
+        .unwrap();
+        assert_eq!(parent(&job), None);
     }
 }

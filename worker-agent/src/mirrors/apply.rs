@@ -108,11 +108,13 @@ impl Mirrors {
             let (client, origin) = (self.client.clone(), self.origin.clone());
             let instance = self.instance.clone();
             let policy = Arc::clone(&self.policy);
+            let served = self.objects.served();
             let (slots, answers) = (Arc::clone(&self.apply_slots), self.answers.clone());
             tokio::spawn(async move {
                 // `self.apply_slots` is never closed.
                 let _slot = slots.acquire().await;
-                let result = try_apply(&client, (&origin, &instance), &policy, &apply).await;
+                let result =
+                    try_apply(&client, (&origin, &instance), &policy, &served, &apply).await;
                 let _ = answers.send(Applied { apply, result });
             });
         }

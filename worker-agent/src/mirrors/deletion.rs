@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use jobrelay_process::jobset::JobSet;
 use jobrelay_proto::v1::{AgentMessage, DeleteMirror, MirrorLost, agent_message::Kind};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -14,6 +15,7 @@ use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
 use super::{Mirrors, Snapshot, agent_message, concurrently};
+use crate::kinds::{Mirror, MirrorKind};
 use crate::teardown::{self, Deleted, Leftover, Next, Progress};
 
 /// How long after a delete without effect it is sent again.
@@ -46,7 +48,7 @@ pub(super) struct Lost {
 
 /// What one pass's deletion steps found due.
 struct Due {
-    job_deletes: Vec<Arc<Job>>,
+    job_deletes: Vec<Arc<dyn Mirror>>,
     pod_deletes: Vec<(String, Arc<Pod>)>,
     /// Namespace and origin UID of the mirrors the caches show gone.
     gone: Vec<(String, String)>,
@@ -129,20 +131,16 @@ impl Mirrors {
             let Some(deletion) = self.deleting.get_mut(uid) else {
                 continue;
             };
-            let jobs = snapshot
-                .jobs
-                .get(uid)
-                .map(Vec::as_slice)
-                .unwrap_or_default();
-            let pods = snapshot
-                .pods
-                .get(uid)
-                .map(Vec::as_slice)
-                .unwrap_or_default();
+            // The mirror and its children (a JobSet's Jobs) go together.
+            let jobs = snapshot.objects(uid);
+            let pods = snapshot.pods(uid);
             let (progress, next) = teardown::step(
                 deletion.progress,
-                &jobs.iter().map(|j| seen(j.as_ref())).collect::<Vec<_>>(),
-                &pods.iter().map(|p| seen(p.as_ref())).collect::<Vec<_>>(),
+                &jobs
+                    .iter()
+                    .map(|j| seen(j.object_meta()))
+                    .collect::<Vec<_>>(),
+                &pods.iter().map(|p| seen(p.meta())).collect::<Vec<_>>(),
                 now,
                 self.orphan_pod_grace,
                 DELETE_RESEND,
@@ -181,14 +179,14 @@ impl Mirrors {
     /// Deletes the Jobs and Pods due, counting each mirror's Pods deleted.
     async fn send_deletes(
         &mut self,
-        job_deletes: Vec<Arc<Job>>,
+        job_deletes: Vec<Arc<dyn Mirror>>,
         pod_deletes: Vec<(String, Arc<Pod>)>,
     ) {
         let client = &self.client;
         concurrently(
             job_deletes
                 .iter()
-                .map(|job| delete_object::<Job>(client, job.meta())),
+                .map(|object| delete_mirror(client, object.as_ref())),
         )
         .await;
         let deleted_pods = concurrently(pod_deletes.into_iter().map(|(uid, pod)| async move {
@@ -219,10 +217,19 @@ impl Mirrors {
     }
 }
 
-/// What the worker shows of a Job or Pod, for the deletion machine.
-fn seen<K: Resource>(object: &K) -> Leftover {
+/// What the worker shows of an object or Pod, for the deletion machine.
+fn seen(object: &ObjectMeta) -> Leftover {
     Leftover {
-        terminating: object.meta().deletion_timestamp.is_some(),
+        terminating: object.deletion_timestamp.is_some(),
+    }
+}
+
+/// Deletes one mirror object of any kind, as [`delete_object`] does.
+pub(super) async fn delete_mirror(client: &kube::Client, object: &dyn Mirror) -> Deleted {
+    let meta = object.object_meta();
+    match object.kind_name() {
+        kind if kind == JobSet::NAME => delete_object::<JobSet>(client, meta).await,
+        _ => delete_object::<Job>(client, meta).await,
     }
 }
 

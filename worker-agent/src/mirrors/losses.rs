@@ -12,6 +12,7 @@ use tracing::{info, warn};
 
 use super::deletion::{Lost, delete_object};
 use super::{Mirrors, Snapshot, Visit, concurrently};
+use crate::kinds::{self, Mirror};
 use crate::lost::{JobSeen, PodSeen, Verdict, judge};
 use crate::teardown::Deleted;
 
@@ -39,24 +40,17 @@ impl Mirrors {
             if self.deleting.contains_key(&uid) {
                 continue;
             }
-            let jobs = snapshot
-                .jobs
-                .get(&uid)
-                .map(Vec::as_slice)
-                .unwrap_or_default();
-            let pods = snapshot
-                .pods
-                .get(&uid)
-                .map(Vec::as_slice)
-                .unwrap_or_default();
+            let jobs = snapshot.mirrors(&uid);
+            let pods = snapshot.pods(&uid);
             let jobs_seen: Vec<JobSeen> = jobs
                 .iter()
                 .map(|j| JobSeen {
-                    uid: j.uid().unwrap_or_default(),
-                    deleting: j.metadata.deletion_timestamp.is_some(),
+                    uid: j.object_meta().uid.clone().unwrap_or_default(),
+                    deleting: j.object_meta().deletion_timestamp.is_some(),
                 })
                 .collect();
-            let pods_seen: Vec<PodSeen> = pods.iter().map(|p| pod_seen(p)).collect();
+            let parents = parents(snapshot.objects(&uid));
+            let pods_seen: Vec<PodSeen> = pods.iter().map(|p| pod_seen(p, &parents)).collect();
             match judge(
                 &jobs_seen,
                 &pods_seen,
@@ -92,7 +86,11 @@ impl Mirrors {
                 } => {
                     let (namespace, name) = jobs
                         .first()
-                        .map(|j| (j.namespace().unwrap_or_default(), j.name_any()))
+                        .map(|j| {
+                            let meta = j.object_meta();
+                            let namespace = meta.namespace.clone().unwrap_or_default();
+                            (namespace, meta.name.clone().unwrap_or_default())
+                        })
                         .or_else(|| {
                             pods.first()
                                 .map(|p| (p.namespace().unwrap_or_default(), String::new()))
@@ -127,14 +125,29 @@ impl Mirrors {
     }
 }
 
-fn pod_seen(pod: &Pod) -> PodSeen {
+/// The mirror each child object (a JobSet's Job) belongs to, by the
+/// child's UID.
+fn parents(objects: &[Arc<dyn Mirror>]) -> HashMap<&str, &str> {
+    objects
+        .iter()
+        .filter_map(|o| {
+            let meta = o.object_meta();
+            Some((meta.uid.as_deref()?, kinds::parent(meta)?))
+        })
+        .collect()
+}
+
+/// A Pod as the judgement sees it: owned by the mirror whose Job controls
+/// it — that Job itself, or the mirror the Job is a child of.
+fn pod_seen(pod: &Pod, parents: &HashMap<&str, &str>) -> PodSeen {
+    let job = pod
+        .owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true) && o.kind == "Job")
+        .map(|o| o.uid.as_str());
     PodSeen {
         uid: pod.uid().unwrap_or_default(),
-        owner: pod
-            .owner_references()
-            .iter()
-            .find(|o| o.controller == Some(true) && o.kind == "Job")
-            .map(|o| o.uid.clone()),
+        owner: job.map(|job| parents.get(job).copied().unwrap_or(job).to_string()),
         deleting: pod.metadata.deletion_timestamp.is_some(),
     }
 }

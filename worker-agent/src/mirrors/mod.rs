@@ -28,16 +28,19 @@ use std::time::{Duration, Instant};
 
 use backon::ExponentialBuilder;
 use futures::StreamExt;
-use jobrelay_proto::v1::{AgentMessage, InventoryEntry, MirrorPhase, agent_message::Kind};
+use jobrelay_proto::v1::{
+    AgentMessage, InventoryEntry, MirrorPhase, ObjectKind, agent_message::Kind,
+};
 use jobrelay_proto::wire::MANAGER_INSTANCE_LABEL;
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::{Resource, ResourceExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::deletion_pace::DeletionPace;
-use crate::kinds::MirrorKind;
+use crate::kinds::objects::Objects;
+use crate::kinds::{self, Mirror};
 use crate::namespaces::NamespacePolicy;
 use crate::report::revision_of;
 pub use crate::watched::origin_uid;
@@ -79,15 +82,33 @@ pub fn keep_pod_metadata(pod: &mut Pod) {
     pod.status = None;
 }
 
-/// The mirrors one pass looks at, and their Jobs and Pods by origin UID as
-/// the caches show them at its start.
+/// The mirrors one pass looks at, and their objects (mirrors and their
+/// children, of every kind) and Pods by origin UID as the caches show them
+/// at its start.
 pub(crate) struct Snapshot {
     visit: Visit,
-    jobs: HashMap<String, Vec<Arc<Job>>>,
+    objects: HashMap<String, Vec<Arc<dyn Mirror>>>,
     pods: HashMap<String, Vec<Arc<Pod>>>,
 }
 
 impl Snapshot {
+    /// Every object of the origin UID: its mirrors and their children.
+    fn objects(&self, uid: &str) -> &[Arc<dyn Mirror>] {
+        self.objects.get(uid).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// The mirrors of the origin UID, without their children.
+    fn mirrors(&self, uid: &str) -> Vec<&Arc<dyn Mirror>> {
+        self.objects(uid)
+            .iter()
+            .filter(|o| kinds::parent(o.object_meta()).is_none())
+            .collect()
+    }
+
+    fn pods(&self, uid: &str) -> &[Arc<Pod>] {
+        self.pods.get(uid).map(Vec::as_slice).unwrap_or_default()
+    }
+
     /// Of the keys of a map (`all`, tested by `has`), those this pass looks at.
     fn visited<'a>(
         &self,
@@ -114,7 +135,7 @@ pub struct Mirrors {
     /// The manager instance of the session, put on every mirror created.
     instance: String,
     orphan_pod_grace: Duration,
-    jobs: Watched<Job>,
+    objects: Objects,
     pods: Watched<Pod>,
     /// What the watches saw change since the last pass.
     changes: Arc<Changes>,
@@ -162,7 +183,7 @@ impl Mirrors {
         client: kube::Client,
         origin: String,
         pacing: Pacing,
-        jobs: Watched<Job>,
+        objects: Objects,
         pods: Watched<Pod>,
         changes: Arc<Changes>,
     ) -> Self {
@@ -172,7 +193,7 @@ impl Mirrors {
             origin,
             instance: String::new(),
             orphan_pod_grace: pacing.orphan_pod_grace,
-            jobs,
+            objects,
             pods,
             changes,
             due: HashSet::new(),
@@ -222,22 +243,30 @@ impl Mirrors {
         self.instance = instance.to_string();
     }
 
-    /// The manager instances this origin's mirror Jobs name, each once.
+    /// The manager instances this origin's mirrors name, each once.
     pub fn manager_instances(&self) -> Vec<String> {
         let mut instances: Vec<String> = self
-            .jobs
+            .objects
             .state()
             .iter()
-            .filter_map(|job| job.labels().get(MANAGER_INSTANCE_LABEL).cloned())
+            .filter_map(|object| {
+                let labels = object.object_meta().labels.as_ref()?;
+                labels.get(MANAGER_INSTANCE_LABEL).cloned()
+            })
             .collect();
         instances.sort_unstable();
         instances.dedup();
         instances
     }
 
-    /// Waits until both watches have listed everything once.
+    /// The kinds this agent mirrors on its worker, as its Hello names them.
+    pub fn kinds(&self) -> Vec<ObjectKind> {
+        kinds::mirrored(&self.objects.served())
+    }
+
+    /// Waits until every watch has listed everything once.
     pub async fn wait_ready(&self) {
-        self.jobs.wait_until_ready().await;
+        self.objects.wait_until_ready().await;
         self.pods.wait_until_ready().await;
     }
 
@@ -253,28 +282,36 @@ impl Mirrors {
         }
     }
 
-    /// Every mirror found on the worker: Jobs of this origin, and origin UIDs
-    /// that only Pods still carry.
+    /// Every mirror found on the worker: mirrors of this origin (not their
+    /// children), and origin UIDs that only children or Pods still carry.
     pub fn inventory(&self) -> Vec<InventoryEntry> {
         let mut entries: HashMap<String, InventoryEntry> = HashMap::new();
-        for job in self.jobs.state() {
-            let Some(uid) = origin_uid(job.meta()) else {
+        let mut children = Vec::new();
+        for object in self.objects.state() {
+            let meta = object.object_meta();
+            let Some(uid) = origin_uid(meta) else {
                 continue;
             };
+            if kinds::parent(meta).is_some() {
+                children.push(uid);
+                continue;
+            }
             entries.insert(
                 uid.clone(),
                 InventoryEntry {
                     origin_uid: uid,
-                    revision: revision_of(&*job),
-                    phase: self.phase(&job) as i32,
-                    kind: Some(Job::NAME.to_wire()),
+                    revision: revision_of(meta),
+                    phase: self.phase(object.as_ref()) as i32,
+                    kind: Some(object.kind_name().to_wire()),
                 },
             );
         }
-        for pod in self.pods.state() {
-            let Some(uid) = origin_uid(pod.meta()) else {
-                continue;
-            };
+        let pod_uids = self
+            .pods
+            .state()
+            .into_iter()
+            .filter_map(|pod| origin_uid(pod.meta()));
+        for uid in children.into_iter().chain(pod_uids) {
             entries
                 .entry(uid.clone())
                 .or_insert_with(|| InventoryEntry {
@@ -287,10 +324,10 @@ impl Mirrors {
         entries.into_values().collect()
     }
 
-    fn phase(&self, job: &Job) -> MirrorPhase {
-        match origin_uid(job.meta()) {
+    fn phase(&self, mirror: &dyn Mirror) -> MirrorPhase {
+        match origin_uid(mirror.object_meta()) {
             Some(uid) if self.deleting.contains_key(&uid) => MirrorPhase::Deleting,
-            _ => job.phase(),
+            _ => mirror.mirror_phase(),
         }
     }
 
@@ -315,12 +352,12 @@ impl Mirrors {
         );
         let snapshot = match &visit {
             Visit::Everything => Snapshot {
-                jobs: by_origin_uid(self.jobs.state()),
-                pods: by_origin_uid(self.pods.state()),
+                objects: by_origin_uid(self.objects.state(), |o| o.object_meta()),
+                pods: by_origin_uid(self.pods.state(), |p| p.meta()),
                 visit,
             },
             Visit::These(uids) => Snapshot {
-                jobs: self.jobs.of(uids),
+                objects: self.objects.of(uids),
                 pods: self.pods.of(uids),
                 visit,
             },
@@ -359,12 +396,13 @@ pub fn agent_message(kind: Kind) -> AgentMessage {
     AgentMessage { kind: Some(kind) }
 }
 
-fn by_origin_uid<K: Resource>(
-    objects: Vec<std::sync::Arc<K>>,
-) -> HashMap<String, Vec<std::sync::Arc<K>>> {
-    let mut grouped: HashMap<String, Vec<std::sync::Arc<K>>> = HashMap::new();
+fn by_origin_uid<K: ?Sized>(
+    objects: Vec<Arc<K>>,
+    meta: impl Fn(&K) -> &ObjectMeta,
+) -> HashMap<String, Vec<Arc<K>>> {
+    let mut grouped: HashMap<String, Vec<Arc<K>>> = HashMap::new();
     for object in objects {
-        if let Some(uid) = origin_uid(object.meta()) {
+        if let Some(uid) = origin_uid(meta(&object)) {
             grouped.entry(uid).or_default().push(object);
         }
     }

@@ -14,6 +14,7 @@ use tracing::{debug, info, warn};
 
 use super::brake::{Brake, Verdict};
 use super::{Mirrors, agent_message, origin_uid};
+use crate::kinds;
 
 /// Orphans found in one sweep above which each is logged at debug only.
 const LOG_EACH_UP_TO: usize = 20;
@@ -48,16 +49,21 @@ impl Mirrors {
         self.sweep_orphans();
     }
 
-    /// Starts deleting every Job and Pod of this origin whose origin UID the
+    /// Starts deleting every mirror and Pod of this origin whose origin UID the
     /// manager does not want (nothing before the first DesiredSet of a
     /// session), holding back the unknown ones while the brake says so.
     pub fn sweep_orphans(&mut self) {
         let Some(desired) = &self.desired else { return };
-        let jobs = self.jobs.state().into_iter().filter_map(|job| {
+        // A child (a JobSet's Job) names no mirror, as a Pod does not.
+        let jobs = self.objects.state().into_iter().filter_map(|object| {
+            let meta = object.object_meta();
             Some(HeldMirror {
-                origin_uid: origin_uid(job.meta())?,
-                namespace: job.namespace().unwrap_or_default(),
-                name: job.name_any(),
+                origin_uid: origin_uid(meta)?,
+                namespace: meta.namespace.clone().unwrap_or_default(),
+                name: match kinds::parent(meta) {
+                    None => meta.name.clone().unwrap_or_default(),
+                    Some(_) => String::new(),
+                },
             })
         });
         let pods = self.pods.state().into_iter().filter_map(|pod| {

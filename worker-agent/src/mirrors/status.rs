@@ -2,11 +2,10 @@
 //! mirror Job's status, phase or revision differs from what was last sent.
 
 use jobrelay_proto::v1::{AgentMessage, MirrorPhase, MirrorStatus, agent_message::Kind};
-use kube::Resource;
 use tracing::warn;
 
 use super::{Mirrors, Snapshot, agent_message, origin_uid};
-use crate::kinds::MirrorKind;
+use crate::kinds;
 use crate::report::revision_of;
 
 /// The last status sent for a mirror, and the Job's resourceVersion it was
@@ -29,18 +28,24 @@ impl Mirrors {
     /// Reports, into `out`, the status of each mirror in `snapshot` whose Job
     /// changed since it was last sent.
     pub(super) fn report_status(&mut self, snapshot: &Snapshot, out: &mut Vec<AgentMessage>) {
-        for job in snapshot.jobs.values().flatten() {
-            let Some(uid) = origin_uid(job.meta()) else {
+        let mirrors = snapshot
+            .objects
+            .values()
+            .flatten()
+            .filter(|o| kinds::parent(o.object_meta()).is_none());
+        for job in mirrors {
+            let meta = job.object_meta();
+            let Some(uid) = origin_uid(meta) else {
                 continue;
             };
             if self.deleting.contains_key(&uid) {
                 continue;
             }
             let previous = self.sent.get(&uid);
-            if previous.is_some_and(|sent| sent.resource_version == job.metadata.resource_version) {
+            if previous.is_some_and(|sent| sent.resource_version == meta.resource_version) {
                 continue;
             }
-            let status = match job.status_json() {
+            let status = match job.status_bytes() {
                 Ok(status) => status,
                 Err(error) => {
                     warn!(%uid, %error, "cannot serialise the mirror's status; not reported");
@@ -48,8 +53,8 @@ impl Mirrors {
                 }
             };
             let report = Report {
-                revision: revision_of(&**job),
-                phase: job.phase(),
+                revision: revision_of(meta),
+                phase: job.mirror_phase(),
                 status,
             };
             if previous.is_none_or(|sent| sent.report != report) {
@@ -60,7 +65,7 @@ impl Mirrors {
                     status: report.status.clone(),
                 })));
             }
-            let resource_version = job.metadata.resource_version.clone();
+            let resource_version = meta.resource_version.clone();
             self.sent.insert(
                 uid,
                 LastReport {

@@ -3,6 +3,7 @@
 use super::*;
 use jobrelay_proto::v1::{DeleteMirror, DeleteReason};
 use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL, REVISION_ANNOTATION};
+use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::watcher::Event;
 
 /// A mirror of origin UID `uid`, finished or running.
@@ -50,7 +51,8 @@ async fn the_first_half_of_a_pass_reports_status_without_a_request() {
         brake: super::BrakeSettings::default(),
     };
     let client = kube::Client::try_from(nowhere).unwrap();
-    let mut mirrors = Mirrors::new(client, "test".into(), pacing, jobs, pods, changes);
+    let objects = crate::kinds::objects::Objects::new(jobs, None);
+    let mut mirrors = Mirrors::new(client, "test".into(), pacing, objects, pods, changes);
     mirrors.delete(DeleteMirror {
         origin_uid: "u2".into(),
         namespace: "ml".into(),

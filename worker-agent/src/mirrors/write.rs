@@ -2,6 +2,8 @@
 //! update this origin's mirror to its newer revision, never touching a
 //! same-named Job that is not this origin's.
 
+use jobrelay_process::jobset::JobSet;
+use jobrelay_proto::kinds::KindName;
 use jobrelay_proto::v1::{ApplyMirror, RejectReason};
 use jobrelay_proto::wire::{
     MANAGER_INSTANCE_LABEL, ORIGIN_LABEL, ORIGIN_UID_LABEL, QUEUE_NAME_LABEL, REVISION_ANNOTATION,
@@ -24,13 +26,16 @@ pub(super) async fn try_apply(
     client: &kube::Client,
     session: (&str, &str),
     policy: &NamespacePolicy,
+    served: &[KindName],
     apply: &ApplyMirror,
 ) -> Result<(), ApplyFailure> {
     let kind = apply.kind.as_ref();
     if Job::NAME.is(kind) {
         write::<Job>(client, session, policy, apply).await
+    } else if JobSet::NAME.is(kind) && served.contains(&JobSet::NAME) {
+        write::<JobSet>(client, session, policy, apply).await
     } else {
-        Err(kinds::not_mirrored(kind))
+        Err(kinds::not_mirrored(kind, served))
     }
 }
 
@@ -54,7 +59,7 @@ async fn write<K: MirrorKind>(
         return Ok(());
     };
     ours_to_update(&existing, origin, apply)?;
-    if revision_of(&existing) >= apply.revision {
+    if revision_of(existing.meta()) >= apply.revision {
         return Ok(());
     }
     if existing.is_finished() {
@@ -301,7 +306,7 @@ mod tests {
         let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
         let client = kube::Client::try_from(config).unwrap();
         let policy = NamespacePolicy::everywhere(None);
-        let refusal = try_apply(&client, ("hub", ""), &policy, &apply).await;
+        let refusal = try_apply(&client, ("hub", ""), &policy, &[], &apply).await;
         assert!(
             matches!(
                 &refusal,
