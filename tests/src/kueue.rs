@@ -22,11 +22,11 @@ use serde_json::{Value, json};
 
 use crate::certs::RelayCa;
 use crate::cluster::ClusterInfo;
-use crate::kueue_build;
 use crate::ports::free_port;
 use crate::registration::install_crd;
 use crate::relay::{http_get, start_logged};
 use crate::wait::{self, Seen};
+use crate::{jobset_build, kueue_build};
 
 /// The namespace Kueue runs in (its Events, its configuration's `namespace`).
 pub const NAMESPACE: &str = "kueue-system";
@@ -48,6 +48,18 @@ pub struct Settings {
     pub workloads_after_finished: Option<String>,
 }
 
+/// Kueue integrations a test turns on beside `batch/job`, passed to
+/// [`Kueue::start_with`].
+#[derive(Debug, Clone, Default)]
+pub struct Integrations {
+    /// `jobset.x-k8s.io/jobset`: JobSet's CRD (of the release
+    /// [`jobset_build`](crate::jobset_build) pins) is installed on the
+    /// cluster before Kueue starts, and Kueue's JobSet webhooks are
+    /// registered. No JobSet controller is started; see
+    /// [`crate::jobset::JobSetController`].
+    pub jobset: bool,
+}
+
 /// A running Kueue; it dies with the test process.
 pub struct Kueue {
     pub cluster: String,
@@ -61,6 +73,16 @@ impl Kueue {
         cluster: &ClusterInfo,
         state_dir: &Path,
         settings: &Settings,
+    ) -> anyhow::Result<Kueue> {
+        Self::start_with(cluster, state_dir, settings, &Integrations::default()).await
+    }
+
+    /// Like [`Kueue::start`], with the `integrations` turned on.
+    pub async fn start_with(
+        cluster: &ClusterInfo,
+        state_dir: &Path,
+        settings: &Settings,
+        integrations: &Integrations,
     ) -> anyhow::Result<Kueue> {
         let release = kueue_build::ensure_kueue_built(&mut |line| eprintln!("{line}"))?;
         let dir = state_dir.join(format!("kueue-{}", cluster.name));
@@ -76,12 +98,16 @@ impl Kueue {
         let base = format!("https://127.0.0.1:{webhook_port}");
         let ca_bundle = serde_json::to_value(ByteString(ca.ca_pem.clone().into_bytes()))?;
         install_crds(&client, &release.crds(), &base, &ca_bundle).await?;
+        if integrations.jobset {
+            let jobset = jobset_build::ensure_jobset_built(&mut |line| eprintln!("{line}"))?;
+            crate::jobset::install_crds(&client, &jobset).await?;
+        }
         ensure_namespace(&client, NAMESPACE).await?;
 
         let config = dir.join("config.yaml");
         std::fs::write(
             &config,
-            configuration(&dir, webhook_port, health_port, settings),
+            configuration(&dir, webhook_port, health_port, settings, integrations),
         )?;
         let mut command = Command::new(release.binary());
         command
@@ -115,7 +141,14 @@ impl Kueue {
             },
         )
         .await?;
-        install_webhooks(&client, &release.webhooks(), &base, &ca_bundle).await?;
+        install_webhooks(
+            &client,
+            &release.webhooks(),
+            &base,
+            &ca_bundle,
+            integrations,
+        )
+        .await?;
         Ok(kueue)
     }
 
@@ -129,7 +162,17 @@ impl Kueue {
 }
 
 /// Kueue's configuration file for a process on loopback.
-fn configuration(dir: &Path, webhook_port: u16, health_port: u16, settings: &Settings) -> String {
+fn configuration(
+    dir: &Path,
+    webhook_port: u16,
+    health_port: u16,
+    settings: &Settings,
+    integrations: &Integrations,
+) -> String {
+    let mut frameworks = vec!["\"batch/job\""];
+    if integrations.jobset {
+        frameworks.push("\"jobset.x-k8s.io/jobset\"");
+    }
     let mut config = format!(
         "apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
@@ -150,9 +193,10 @@ clientConnection:
   qps: 200
   burst: 400
 integrations:
-  frameworks: [\"batch/job\"]
+  frameworks: [{}]
 ",
-        dir.display()
+        dir.display(),
+        frameworks.join(", ")
     );
     if let Some(timeout) = &settings.wait_for_pods_ready {
         config.push_str(&format!(
@@ -250,10 +294,12 @@ async fn install_crds(
     Ok(())
 }
 
-/// The paths the process serves with only the `batch/job` integration on:
-/// Kueue's own kinds and batch/v1 Jobs.
-fn served(path: &str) -> bool {
-    path.contains("-kueue-x-k8s-io-") || path.ends_with("-batch-v1-job")
+/// The paths the process serves: Kueue's own kinds, batch/v1 Jobs, and
+/// JobSets when that integration is on.
+fn served(path: &str, integrations: &Integrations) -> bool {
+    path.contains("-kueue-x-k8s-io-")
+        || path.ends_with("-batch-v1-job")
+        || (integrations.jobset && path.ends_with("-jobset-x-k8s-io-v1alpha2-jobset"))
 }
 
 /// Registers the release's webhook configurations, keeping the webhooks of
@@ -263,6 +309,7 @@ async fn install_webhooks(
     file: &Path,
     base: &str,
     ca_bundle: &Value,
+    integrations: &Integrations,
 ) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(file)?;
     for document in serde_yaml_ng::Deserializer::from_str(&text) {
@@ -281,7 +328,7 @@ async fn install_webhooks(
                 let path = hook["clientConfig"]["service"]["path"]
                     .as_str()?
                     .to_string();
-                if !served(&path) {
+                if !served(&path, integrations) {
                     return None;
                 }
                 let mut hook = hook.clone();

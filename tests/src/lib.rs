@@ -1,8 +1,9 @@
 //! The jobrelay test kit: real Kubernetes control planes on loopback
 //! (built from the upstream Go modules and cached), a supervisor process that
 //! ties their lifetime to the test, wait helpers with deadlines, Job
-//! fixtures whose Pods kwok runs the way a test asks, and real nodes
-//! (kubelet, containerd, runc) where Pods must run as containers.
+//! fixtures whose Pods kwok runs the way a test asks, real nodes
+//! (kubelet, containerd, runc) where Pods must run as containers, and the
+//! Kueue and JobSet controllers built from their releases.
 
 pub mod audit;
 pub mod binaries;
@@ -18,6 +19,8 @@ pub mod fixtures;
 pub mod flood;
 pub mod helm;
 pub mod images;
+pub mod jobset;
+pub mod jobset_build;
 pub mod kit;
 pub mod kueue;
 pub mod kueue_build;
