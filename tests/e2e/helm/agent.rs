@@ -28,21 +28,23 @@ async fn agent_deployment_is_probed_over_grpc_and_mounts_its_certificates() {
 }
 
 #[tokio::test]
-async fn agent_may_touch_only_jobs_pods_and_events() {
+async fn agent_may_touch_only_jobs_jobsets_pods_and_events() {
     let objects = render("jobrelay-system", AGENT_VALUES, false).await.objects;
     let role: ClusterRole = object(&objects, "ClusterRole", "jobrelay-agent");
     let granted = grants(&role);
     let resources: BTreeSet<&str> = granted.iter().map(|(_, r)| r.as_str()).collect();
     // jobs/status: a mirror suspended after it started has its startTime
-    // cleared, or the worker's Job controller would not resume it.
+    // cleared, or the worker's Job controller would not resume it. JobSets:
+    // mirrored where the worker serves them.
     assert_eq!(
         resources,
-        BTreeSet::from(["jobs", "jobs/status", "pods", "events"]),
+        BTreeSet::from(["jobs", "jobs/status", "jobsets", "pods", "events"]),
         "agent grants: {granted:?}"
     );
     for (group, resource) in &granted {
         let expected = match resource.as_str() {
             "jobs" | "jobs/status" => "batch",
+            "jobsets" => "jobset.x-k8s.io",
             "pods" => "",
             _ => "events.k8s.io",
         };

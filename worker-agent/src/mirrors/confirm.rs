@@ -1,10 +1,11 @@
-//! Confirming a deleted mirror gone: the caches showed neither its Job nor
-//! a Pod of its origin UID, and the API server, asked with a consistent
-//! list per namespace for up to 50 mirrors at once, agrees. Only then is
-//! `MirrorGone` sent.
+//! Confirming a deleted mirror gone: the caches showed neither it, nor a
+//! child of it (a JobSet's Job), nor a Pod of its origin UID, and the API
+//! server, asked with a consistent list per kind and namespace for up to 50
+//! mirrors at once, agrees. Only then is `MirrorGone` sent.
 
 use jobrelay_proto::v1::{AgentMessage, MirrorGone, agent_message::Kind};
 use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL};
+use jobrelay_process::jobset::JobSet;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
@@ -12,6 +13,7 @@ use kube::api::{Api, ListParams, ObjectMeta};
 use tracing::{info, warn};
 
 use super::{Mirrors, agent_message, concurrently};
+use crate::kinds::MirrorKind;
 use crate::namespaces::Verdict;
 
 impl Mirrors {
@@ -89,11 +91,23 @@ impl Mirrors {
         namespace: &str,
         uids: &[String],
     ) -> Result<Vec<String>, kube::Error> {
-        let selector = ListParams::default().labels(&selector_of(&self.origin, uids));
+        let mut uids = uids.to_vec();
+        if self.objects.served().contains(&JobSet::NAME) {
+            let selector = ListParams::default().labels(&selector_of(&self.origin, &uids));
+            let jobsets = within::<JobSet>(&self.client, namespace)
+                .list_metadata(&selector)
+                .await?;
+            uids = still_gone(&uids, jobsets.items.iter().map(|j| &j.metadata));
+        }
+        if uids.is_empty() {
+            return Ok(uids);
+        }
+        // Jobs: the mirrors of Jobs, and the children of every other kind.
+        let selector = ListParams::default().labels(&selector_of(&self.origin, &uids));
         let jobs = within::<Job>(&self.client, namespace)
             .list_metadata(&selector)
             .await?;
-        let uids = still_gone(uids, jobs.items.iter().map(|j| &j.metadata));
+        let uids = still_gone(&uids, jobs.items.iter().map(|j| &j.metadata));
         if uids.is_empty() {
             return Ok(uids);
         }

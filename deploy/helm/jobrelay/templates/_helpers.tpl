@@ -147,10 +147,15 @@ downward API (`POD_IP`, which `jobrelay.podIPEnv` defines first).
 # record Events. It clears `status.startTime` of a mirror suspended after it
 # started (the Job controller refuses to resume one that keeps it). Mirror
 # Jobs' Pods are created by the worker's Job controller, so the agent never
-# creates Pods itself.
+# creates Pods itself. Where the worker serves JobSets, the agent mirrors them
+# the same way (their Jobs are the JobSet controller's, their Pods the Job
+# controller's); where it does not, the rule grants nothing.
 rules:
   - apiGroups: ["batch"]
     resources: ["jobs"]
+    verbs: ["get", "list", "watch", "create", "patch", "delete"]
+  - apiGroups: ["jobset.x-k8s.io"]
+    resources: ["jobsets"]
     verbs: ["get", "list", "watch", "create", "patch", "delete"]
   - apiGroups: ["batch"]
     resources: ["jobs/status"]
