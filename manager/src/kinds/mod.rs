@@ -15,6 +15,7 @@
 //! and the Kueue check see an object through these only.
 
 pub mod job;
+pub mod jobset;
 
 use jobrelay_proto::kinds::{self, KindName};
 use jobrelay_proto::v1::ObjectKind;

@@ -3,9 +3,9 @@
 //! server, asked with a consistent list per kind and namespace for up to 50
 //! mirrors at once, agrees. Only then is `MirrorGone` sent.
 
+use jobrelay_process::jobset::JobSet;
 use jobrelay_proto::v1::{AgentMessage, MirrorGone, agent_message::Kind};
 use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL};
-use jobrelay_process::jobset::JobSet;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;

@@ -1,0 +1,246 @@
+//! `jobset.x-k8s.io/v1alpha2` JobSet: a group of replicated Jobs, relayed
+//! as one.
+
+use std::collections::BTreeMap;
+
+use jobrelay_process::jobset::{JobSet, JobSetSpec};
+use jobrelay_proto::kinds::{JOBSET, KindName};
+use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL, OWNER_ANNOTATION, REVISION_ANNOTATION};
+use kube::api::ObjectMeta;
+
+use super::{MirrorError, RelayedKind};
+use crate::job::life::revision;
+
+impl RelayedKind for JobSet {
+    const NAME: KindName = JOBSET;
+
+    fn managed_by(&self) -> Option<&str> {
+        self.spec.as_ref().and_then(|s| s.managed_by.as_deref())
+    }
+
+    fn suspended(&self) -> bool {
+        JobSet::suspended(self)
+    }
+
+    fn is_finished(&self) -> bool {
+        JobSet::is_finished(self)
+    }
+
+    /// Without field ownership or its Job templates (read from the API
+    /// server when a mirror is sent).
+    fn for_cache(&mut self) {
+        jobrelay_process::cache::trim(self);
+        if let Some(spec) = self.spec.as_mut() {
+            for job in &mut spec.replicated_jobs {
+                job.template = Default::default();
+            }
+        }
+    }
+
+    fn is_whole(&self) -> bool {
+        self.spec.as_ref().is_some_and(|s| {
+            s.replicated_jobs
+                .iter()
+                .all(|job| job.template.spec.is_some())
+        })
+    }
+
+    /// Same namespace and name; the origin labels on the JobSet, on every
+    /// replicated Job's template (so its Jobs carry them) and on every pod
+    /// template; no `managedBy` (the worker's JobSet controller runs it) or
+    /// `ttlSecondsAfterFinished` (retention is jobrelay's).
+    fn mirror(&self, origin: &str) -> Result<JobSet, MirrorError> {
+        let missing = |field| MirrorError::Missing {
+            kind: "JobSet",
+            field,
+        };
+        let name = self.metadata.name.clone().ok_or(missing("metadata.name"))?;
+        let namespace = self
+            .metadata
+            .namespace
+            .clone()
+            .ok_or(missing("metadata.namespace"))?;
+        let uid = self.metadata.uid.clone().ok_or(missing("metadata.uid"))?;
+        let spec = self.spec.as_ref().ok_or(missing("spec"))?;
+        let origin_labels = [(ORIGIN_LABEL, origin), (ORIGIN_UID_LABEL, uid.as_str())]
+            .map(|(k, v)| (k.to_string(), v.to_string()));
+        let labelled = |labels: &mut Option<BTreeMap<String, String>>| {
+            labels
+                .get_or_insert_with(BTreeMap::new)
+                .extend(origin_labels.clone());
+        };
+
+        let mut labels = self.metadata.labels.clone();
+        labelled(&mut labels);
+        let mut annotations = self.metadata.annotations.clone().unwrap_or_default();
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+        annotations.insert(REVISION_ANNOTATION.into(), revision(self).to_string());
+        if let Some(owner) = self
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+        {
+            annotations.insert(
+                OWNER_ANNOTATION.into(),
+                format!("{}/{}", owner.kind, owner.name),
+            );
+        }
+        let mut replicated_jobs = spec.replicated_jobs.clone();
+        for job in &mut replicated_jobs {
+            labelled(
+                &mut job
+                    .template
+                    .metadata
+                    .get_or_insert_with(Default::default)
+                    .labels,
+            );
+            if let Some(job_spec) = job.template.spec.as_mut() {
+                labelled(
+                    &mut job_spec
+                        .template
+                        .metadata
+                        .get_or_insert_with(Default::default)
+                        .labels,
+                );
+            }
+        }
+        Ok(JobSet {
+            metadata: ObjectMeta {
+                name: Some(name),
+                namespace: Some(namespace),
+                labels,
+                annotations: Some(annotations),
+                ..Default::default()
+            },
+            spec: Some(JobSetSpec {
+                replicated_jobs,
+                suspend: spec.suspend,
+                managed_by: None,
+                ttl_seconds_after_finished: None,
+                rest: spec.rest.clone(),
+            }),
+            status: None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::life::*;
+
+    fn manager_jobset() -> JobSet {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "train", "namespace": "ml", "uid": "uid-1", "generation": 2,
+                "labels": {"team": "vision", "kueue.x-k8s.io/queue-name": "batch"},
+                "finalizers": ["jobrelay.dev/remote-cleanup"],
+                "managedFields": [{"manager": "kubectl"}],
+            },
+            "spec": {
+                "managedBy": "jobrelay.dev/manager",
+                "ttlSecondsAfterFinished": 60,
+                "suspend": true,
+                "failurePolicy": {"maxRestarts": 2},
+                "replicatedJobs": [
+                    {"name": "leader", "replicas": 1, "template": {"spec": {"template": {"spec": {
+                        "restartPolicy": "Never", "containers": [{"name": "c", "image": "t:1"}]}}}}},
+                    {"name": "workers", "replicas": 3, "template": {
+                        "metadata": {"labels": {"role": "worker"}},
+                        "spec": {"template": {"metadata": {"labels": {"app": "trainer"}}, "spec": {
+                        "restartPolicy": "Never", "containers": [{"name": "c", "image": "t:1"}]}}}}},
+                ],
+            },
+            "status": {"restarts": 0},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_origin_labels_reach_every_job_and_pod_template_and_nothing_else_crosses() {
+        let mirror = manager_jobset().mirror("hub").unwrap();
+        let labels = mirror.metadata.labels.as_ref().unwrap();
+        assert_eq!(
+            (
+                labels[ORIGIN_LABEL].as_str(),
+                labels[ORIGIN_UID_LABEL].as_str()
+            ),
+            ("hub", "uid-1")
+        );
+        assert_eq!(labels["kueue.x-k8s.io/queue-name"], "batch");
+        assert!(mirror.metadata.uid.is_none() && mirror.metadata.finalizers.is_none());
+        assert!(mirror.metadata.managed_fields.is_none());
+        assert_eq!(
+            mirror.metadata.annotations.as_ref().unwrap()[REVISION_ANNOTATION],
+            "2"
+        );
+        let spec = mirror.spec.as_ref().unwrap();
+        assert!(spec.managed_by.is_none() && spec.ttl_seconds_after_finished.is_none());
+        assert_eq!(spec.suspend, Some(true), "suspend follows the manager's");
+        assert_eq!(spec.rest["failurePolicy"]["maxRestarts"], 2);
+        for job in &spec.replicated_jobs {
+            let job_labels = job
+                .template
+                .metadata
+                .as_ref()
+                .unwrap()
+                .labels
+                .as_ref()
+                .unwrap();
+            assert_eq!(job_labels[ORIGIN_UID_LABEL], "uid-1", "{}", job.name);
+            let pod_labels = job
+                .template
+                .spec
+                .as_ref()
+                .unwrap()
+                .template
+                .metadata
+                .as_ref();
+            let pod_labels = pod_labels.unwrap().labels.as_ref().unwrap();
+            assert_eq!(pod_labels[ORIGIN_LABEL], "hub", "{}", job.name);
+            assert_eq!(pod_labels[ORIGIN_UID_LABEL], "uid-1", "{}", job.name);
+        }
+        let workers = &spec.replicated_jobs[1];
+        assert_eq!(workers.rest["replicas"], 3);
+        assert_eq!(
+            workers
+                .template
+                .metadata
+                .as_ref()
+                .unwrap()
+                .labels
+                .as_ref()
+                .unwrap()["role"],
+            "worker"
+        );
+        assert!(mirror.status.is_none());
+    }
+
+    #[test]
+    fn a_jobset_is_relayed_suspended_finished_and_cached_like_a_job() {
+        let mut jobset = manager_jobset();
+        assert!(is_relayed(&jobset));
+        assert_eq!(lifecycle(&jobset), Lifecycle::Suspended);
+        assert!(is_whole(&jobset));
+        let mut cached = jobset.clone();
+        for_cache(&mut cached);
+        assert!(!is_whole(&cached));
+        assert_eq!(cached.spec.as_ref().unwrap().replicated_jobs.len(), 2);
+        jobset.status = serde_json::from_value(serde_json::json!({"terminalState": "Failed",
+            "conditions": [{"type": "Failed", "status": "True", "reason": "r", "message": "m",
+            "lastTransitionTime": "2026-11-27T10:00:00Z"}]}))
+        .unwrap();
+        assert_eq!(lifecycle(&jobset), Lifecycle::Finished);
+        assert_eq!(
+            jobset.mirror("hub").map(|_| ()).map_err(|e| e.to_string()),
+            Ok(())
+        );
+        jobset.metadata.uid = None;
+        assert_eq!(
+            jobset.mirror("hub").unwrap_err().to_string(),
+            "JobSet has no metadata.uid"
+        );
+    }
+}
