@@ -9,6 +9,7 @@ use divan::{Bencher, black_box};
 use jobrelay_manager::fleet::Fleet;
 use jobrelay_manager::job::status::{copied, differs, patch_body, reconciled};
 use jobrelay_manager::kinds::RelayedKind;
+use jobrelay_manager::kinds::key::Key;
 use jobrelay_manager::outbox::Outbox;
 use jobrelay_proto::v1::{DesiredMirror, InventoryEntry, MirrorPhase};
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
@@ -289,12 +290,12 @@ fn inventory() -> Vec<InventoryEntry> {
         .collect()
 }
 
-fn desired() -> Vec<(DesiredMirror, ObjectRef<Job>)> {
+fn desired() -> Vec<(DesiredMirror, Key)> {
     (0..MIRRORS)
         .map(|i| {
             let namespace = format!("team-{}", i % 50);
             let name = format!("job-{i}");
-            let key = ObjectRef::new(&name).within(&namespace);
+            let key = Key::of(&ObjectRef::<Job>::new(&name).within(&namespace));
             let mirror = DesiredMirror { origin_uid: uid(i) };
             (mirror, key)
         })
@@ -305,10 +306,10 @@ fn desired() -> Vec<(DesiredMirror, ObjectRef<Job>)> {
 /// dropped) outside the measured part.
 struct Reconnect {
     fleet: Fleet,
-    _triggers: mpsc::UnboundedReceiver<ObjectRef<Job>>,
+    _triggers: mpsc::UnboundedReceiver<Key>,
     outbox: Outbox,
     _agent: mpsc::Receiver<jobrelay_proto::v1::ManagerMessage>,
-    desired: Vec<(DesiredMirror, ObjectRef<Job>)>,
+    desired: Vec<(DesiredMirror, Key)>,
 }
 
 /// Room for every message a bench queues: a full outbox would drop them
@@ -317,7 +318,7 @@ const BENCH_OUTBOX: usize = 1 << 20;
 
 fn reconnect_input(
     inventory: &[InventoryEntry],
-    desired: &[(DesiredMirror, ObjectRef<Job>)],
+    desired: &[(DesiredMirror, Key)],
     known: bool,
 ) -> Reconnect {
     let (triggers, mut triggered) = mpsc::unbounded_channel();
@@ -380,7 +381,7 @@ const CLUSTERS: usize = 100;
 /// agents' ends are kept so no session counts as ended.
 struct Placing {
     fleet: Fleet,
-    _triggers: mpsc::UnboundedReceiver<ObjectRef<Job>>,
+    _triggers: mpsc::UnboundedReceiver<Key>,
     _agents: Vec<mpsc::Receiver<jobrelay_proto::v1::ManagerMessage>>,
 }
 
@@ -406,7 +407,7 @@ fn placing_input() -> Placing {
 /// `Fleet::place` each; divide the time by 10,000 for one placement.
 #[divan::bench(sample_count = 10)]
 fn fleet_place_wave(bencher: Bencher) {
-    let jobs: Vec<(String, ObjectRef<Job>)> = desired()
+    let jobs: Vec<(String, Key)> = desired()
         .into_iter()
         .map(|(mirror, key)| (mirror.origin_uid, key))
         .collect();

@@ -13,8 +13,6 @@ use jobrelay_proto::v1::relay_server::Relay;
 use jobrelay_proto::v1::{
     AgentMessage, Heartbeat, Hello, ManagerMessage, Welcome, manager_message::Kind,
 };
-use k8s_openapi::api::batch::v1::Job;
-use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::{mpsc, oneshot, watch};
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{Instrument, info_span, warn};
@@ -23,6 +21,7 @@ use crate::clusters::agent_certificates::AgentCertificates;
 use crate::clusters::certificate_pin::PinRefusal;
 use crate::clusters::registry::Registry;
 use crate::fleet::{Fleet, message};
+use crate::kinds::stores::Stores;
 use crate::outbox::Outbox;
 use crate::telemetry::events::Events;
 use crate::telemetry::metrics::Metrics;
@@ -130,8 +129,8 @@ pub struct Sessions {
     pub tls: bool,
     pub metrics: Arc<Metrics>,
     pub fleet: Arc<Fleet>,
-    pub jobs: Store<Job>,
-    /// Turns true once `jobs` has listed every Job.
+    pub stores: Stores,
+    /// Turns true once the stores have listed everything.
     pub synced: tokio::sync::watch::Receiver<bool>,
     pub events: Events,
     pub origin: String,
@@ -277,10 +276,12 @@ impl Sessions {
             every,
             || message(Kind::Heartbeat(Heartbeat {})),
         ));
-        let jobs = self.jobs.state();
-        let desired = desired::desired_set(&jobs, &cluster, self.remote_retention);
-        let released = desired::released(&jobs, &hello.inventory, &desired);
-        drop(jobs);
+        let (desired, released) = desired::for_cluster(
+            &self.stores,
+            &cluster,
+            self.remote_retention,
+            &hello.inventory,
+        );
         tracing::info!(
             inventory = hello.inventory.len(),
             desired = desired.len(),
@@ -297,13 +298,8 @@ impl Sessions {
         );
         // Jobs that waited for a cluster are placed now, not at their next
         // requeue (a new leader's first sessions, a cluster back).
-        self.fleet.trigger_all(
-            self.jobs
-                .state()
-                .iter()
-                .filter(|job| crate::job::placement::awaits_placement(job))
-                .map(|job| ObjectRef::from_obj(&**job)),
-        );
+        self.fleet
+            .trigger_all(desired::awaiting_placement(&self.stores));
 
         let silence = self.heartbeat_interval * MISSED_HEARTBEATS;
         let mut certificate_ends =

@@ -140,7 +140,7 @@ mod tests {
     #[test]
     fn every_field_survives_a_read_and_a_write() {
         let jobset: JobSet = serde_json::from_value(example()).unwrap();
-        let mut written = serde_json::to_value(&jobset).unwrap();
+        let written = serde_json::to_value(&jobset).unwrap();
         // apiVersion and kind are added by the client, not kept in the type.
         let mut expected = example();
         let expected_object = expected.as_object_mut().unwrap();

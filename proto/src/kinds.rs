@@ -7,7 +7,7 @@ use std::fmt;
 use crate::v1::ObjectKind;
 
 /// A kind's name as the API server gives it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct KindName {
     pub group: &'static str,
     pub version: &'static str,

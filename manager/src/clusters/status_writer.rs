@@ -12,12 +12,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use kube::api::{Api, Patch};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::Store;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
@@ -28,6 +27,9 @@ use crate::clusters::worker_cluster::{
 use crate::fleet::Fleet;
 use crate::fleet::link::Link;
 use crate::job::placement::assigned_cluster;
+use crate::kinds::RelayedKind;
+use crate::kinds::key::Key;
+use crate::kinds::stores::Stores;
 
 /// How often links are looked at; the resolution of `lostAfter`.
 const TICK: Duration = Duration::from_secs(1);
@@ -36,8 +38,8 @@ pub struct StatusWriter {
     pub api: Api<WorkerCluster>,
     pub clusters: Store<WorkerCluster>,
     pub fleet: Arc<Fleet>,
-    pub jobs: Store<Job>,
-    pub triggers: mpsc::UnboundedSender<ObjectRef<Job>>,
+    pub stores: Stores,
+    pub triggers: mpsc::UnboundedSender<Key>,
     /// Least time between writes that only refresh heartbeat and counts.
     pub interval: Duration,
     /// What each agent's certificate was judged, shown as conditions.
@@ -96,9 +98,16 @@ impl StatusWriter {
     }
 
     fn reconcile_jobs_on(&self, cluster: &str) {
-        for job in self.jobs.state() {
-            if assigned_cluster(&job) == Some(cluster) {
-                let _ = self.triggers.send(ObjectRef::from_obj(job.as_ref()));
+        self.trigger_on(cluster, &self.stores.jobs);
+        if let Some(jobsets) = &self.stores.jobsets {
+            self.trigger_on(cluster, jobsets);
+        }
+    }
+
+    fn trigger_on<K: RelayedKind>(&self, cluster: &str, objects: &Store<K>) {
+        for object in objects.state() {
+            if assigned_cluster(object.as_ref()) == Some(cluster) {
+                let _ = self.triggers.send(Key::from_obj(object.as_ref()));
             }
         }
     }

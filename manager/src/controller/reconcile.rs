@@ -27,6 +27,7 @@ use crate::job::placement::assigned_cluster;
 use crate::job::plan::{self, Effect, Plan};
 use crate::job::retention::remote_retention;
 use crate::job::withdrawal::Withdrawal;
+use crate::kinds::key::Key;
 use crate::kueue::controller::is_queued;
 use crate::telemetry::events::Reason;
 use jobrelay_proto::v1::DeleteReason;
@@ -37,6 +38,8 @@ mod dispatch;
 struct Reconciling<'a> {
     job: &'a Job,
     key: ObjectRef<Job>,
+    /// The key the fleet knows the Job by.
+    fleet_key: Key,
     uid: String,
     jobs: Api<Job>,
     ctx: &'a Context,
@@ -67,6 +70,7 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error
     let subject = Reconciling {
         job: &job,
         key: key.clone(),
+        fleet_key: Key::of(&key),
         uid,
         jobs: Api::namespaced(ctx.client.clone(), &namespace),
         ctx: &ctx,
@@ -115,7 +119,9 @@ impl Reconciling<'_> {
                 self.execute(job, &cluster, plan).await
             }
             Step::Cleanup { cluster, reason } => {
-                let outcome = ctx.fleet.cleanup(&cluster, &self.uid, &self.key, reason);
+                let outcome = ctx
+                    .fleet
+                    .cleanup(&cluster, &self.uid, &self.fleet_key, reason);
                 let lost = ctx.fleet.is_lost(&cluster);
                 let plan = plan::after_cleanup(&cluster, outcome, lost);
                 self.execute(job, &cluster, plan).await
@@ -152,9 +158,12 @@ impl Reconciling<'_> {
                         ..Withdrawal::default()
                     }
                         });
-                let outcome =
-                    ctx.fleet
-                        .cleanup(&cluster, &self.uid, &self.key, DeleteReason::Withdrawn);
+                let outcome = ctx.fleet.cleanup(
+                    &cluster,
+                    &self.uid,
+                    &self.fleet_key,
+                    DeleteReason::Withdrawn,
+                );
                 let lost = ctx.fleet.is_lost(&cluster);
                 let plan = plan::after_withdrawal(job, &cluster, outcome, lost, &withdrawal, now);
                 self.execute(job, &cluster, plan).await

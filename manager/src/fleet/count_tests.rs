@@ -5,6 +5,8 @@
 use super::*;
 use crate::job::views::Rejection;
 use jobrelay_proto::v1::{DeleteReason, RejectReason};
+use k8s_openapi::api::batch::v1::Job;
+use kube::runtime::reflector::ObjectRef;
 
 /// The counts as placement and the cluster's status once made them: a
 /// pass over every view.
@@ -48,8 +50,8 @@ fn kept(fleet: &Fleet) -> (Vec<Candidate>, Vec<(String, u32)>) {
     (fleet.candidates(), held)
 }
 
-fn key(n: u64) -> ObjectRef<Job> {
-    ObjectRef::new(&format!("job-{n}")).within("ns")
+fn key(n: u64) -> Key {
+    Key::of(&ObjectRef::<Job>::new(&format!("job-{n}")).within("ns"))
 }
 
 const CLUSTERS: [&str; 3] = ["w1", "w2", "w3"];

@@ -7,14 +7,11 @@ use std::time::{Duration, Instant};
 use jobrelay_proto::v1::{
     ApplyMirror, DeleteMirror, DeleteReason, MirrorPhase, manager_message::Kind,
 };
-use k8s_openapi::api::batch::v1::Job;
-
-use crate::kinds::RelayedKind;
-use kube::runtime::reflector::ObjectRef;
 
 use super::{Cluster, Fleet, message};
 use crate::job::status::StatusText;
 use crate::job::views::{Apply, Cleanup, LostMirror, MirrorView, Rejection};
+use crate::kinds::key::Key;
 
 impl Fleet {
     pub fn view(&self, cluster: &str, uid: &str) -> Option<MirrorView> {
@@ -34,7 +31,7 @@ impl Fleet {
         &self,
         cluster: &str,
         uid: &str,
-        key: &ObjectRef<Job>,
+        key: &Key,
         revision: u64,
     ) -> Option<Apply> {
         let mut clusters = self.lock();
@@ -47,7 +44,7 @@ impl Fleet {
         &self,
         cluster: &str,
         uid: &str,
-        key: &ObjectRef<Job>,
+        key: &Key,
         revision: u64,
         job: impl FnOnce() -> Vec<u8>,
     ) -> Apply {
@@ -66,7 +63,7 @@ impl Fleet {
                     origin_uid: uid.to_string(),
                     revision,
                     object: job(),
-                    kind: Some(Job::NAME.to_wire()),
+                    kind: Some(key.kind.to_wire()),
                 };
                 let _ = outbox.send(message(Kind::ApplyMirror(apply)));
                 view.apply_sent = Some((*session, revision));
@@ -77,13 +74,7 @@ impl Fleet {
     }
 
     /// Makes sure the mirror is being deleted, and tells whether it is gone.
-    pub fn cleanup(
-        &self,
-        cluster: &str,
-        uid: &str,
-        key: &ObjectRef<Job>,
-        reason: DeleteReason,
-    ) -> Cleanup {
+    pub fn cleanup(&self, cluster: &str, uid: &str, key: &Key, reason: DeleteReason) -> Cleanup {
         let mut clusters = self.lock();
         let state = clusters.entry(cluster.to_string()).or_default();
         let session = &state.session;
@@ -101,10 +92,10 @@ impl Fleet {
             let first = view.delete_sent.is_none();
             let delete = DeleteMirror {
                 origin_uid: uid.to_string(),
-                namespace: key.namespace.clone().unwrap_or_default(),
+                namespace: key.namespace.clone(),
                 name: key.name.clone(),
                 reason: reason as i32,
-                kind: Some(Job::NAME.to_wire()),
+                kind: Some(key.kind.to_wire()),
             };
             let _ = outbox.send(message(Kind::DeleteMirror(delete)));
             view.delete_sent = Some(*session);
@@ -219,7 +210,7 @@ impl Fleet {
     }
 
     /// The manager Job a mirror belongs to, if known.
-    pub fn key_of(&self, cluster: &str, uid: &str) -> Option<ObjectRef<Job>> {
+    pub fn key_of(&self, cluster: &str, uid: &str) -> Option<Key> {
         self.lock().get(cluster)?.mirrors.get(uid)?.key.clone()
     }
 
@@ -252,12 +243,7 @@ impl Fleet {
 /// The answer for `revision` of the mirror of `uid` that needs no send, or
 /// `None` when an ApplyMirror is due. Records the mirror's key, and starts a
 /// new view if the last mirror was deleted.
-fn applied_already(
-    state: &mut Cluster,
-    uid: &str,
-    key: &ObjectRef<Job>,
-    revision: u64,
-) -> Option<Apply> {
+fn applied_already(state: &mut Cluster, uid: &str, key: &Key, revision: u64) -> Option<Apply> {
     let session = &state.session;
     state.mirrors.change(uid, |view| {
         view.key = Some(key.clone());

@@ -14,13 +14,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use jobrelay_proto::v1::{
     DesiredMirror, DesiredSet, InventoryEntry, ManagerMessage, MirrorPhase, manager_message::Kind,
 };
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
-use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
 
 use crate::fleet::link::Link;
 use crate::job::placement::{Candidate, choose_cluster};
+use crate::kinds::key::Key;
 use mirror_map::MirrorMap;
 
 pub use crate::outbox::Outbox;
@@ -39,13 +38,13 @@ struct Cluster {
 
 pub struct Fleet {
     clusters: Mutex<BTreeMap<String, Cluster>>,
-    triggers: mpsc::UnboundedSender<ObjectRef<Job>>,
+    triggers: mpsc::UnboundedSender<Key>,
     next_session: AtomicU64,
 }
 
 impl Fleet {
     /// A fleet that asks for reconciles through `triggers`.
-    pub fn new(triggers: mpsc::UnboundedSender<ObjectRef<Job>>) -> Self {
+    pub fn new(triggers: mpsc::UnboundedSender<Key>) -> Self {
         Fleet {
             clusters: Mutex::default(),
             triggers,
@@ -69,7 +68,7 @@ impl Fleet {
         cluster: &str,
         agent_version: &str,
         inventory: &[InventoryEntry],
-        desired: Vec<(DesiredMirror, ObjectRef<Job>)>,
+        desired: Vec<(DesiredMirror, Key)>,
         released: Vec<String>,
         outbox: Outbox,
     ) -> u64 {
@@ -93,7 +92,7 @@ impl Fleet {
                 view.phase = entry.phase();
             });
         }
-        let mut keys: Vec<ObjectRef<Job>> = Vec::new();
+        let mut keys: Vec<Key> = Vec::new();
         keys.extend(state.mirrors.values().filter_map(|v| v.key.clone()));
         let mirrors = desired.into_iter().map(|(m, _)| m).collect();
         // A cluster back from Lost had its mirrors released while away.
@@ -116,7 +115,7 @@ impl Fleet {
     }
 
     /// Asks for a reconcile of each of `keys`.
-    pub fn trigger_all(&self, keys: impl IntoIterator<Item = ObjectRef<Job>>) {
+    pub fn trigger_all(&self, keys: impl IntoIterator<Item = Key>) {
         for key in keys {
             let _ = self.triggers.send(key);
         }
@@ -178,7 +177,7 @@ impl Fleet {
     pub fn place(
         &self,
         uid: &str,
-        key: &ObjectRef<Job>,
+        key: &Key,
         pinned: Option<&str>,
         eligible: impl Fn(&str) -> bool,
     ) -> Option<String> {

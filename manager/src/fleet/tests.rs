@@ -3,15 +3,18 @@
 use super::*;
 use crate::job::status::StatusText;
 use crate::job::views::{Apply, Cleanup, rejection};
+use crate::kinds::key::Key;
 use jobrelay_proto::v1::{DeleteReason, RejectReason};
+use k8s_openapi::api::batch::v1::Job;
+use kube::runtime::reflector::ObjectRef;
 
-pub(super) fn fleet() -> (Fleet, mpsc::UnboundedReceiver<ObjectRef<Job>>) {
+pub(super) fn fleet() -> (Fleet, mpsc::UnboundedReceiver<Key>) {
     let (tx, rx) = mpsc::unbounded_channel();
     (Fleet::new(tx), rx)
 }
 
-pub(super) fn key(name: &str) -> ObjectRef<Job> {
-    ObjectRef::new(name).within("ns")
+pub(super) fn key(name: &str) -> Key {
+    Key::of(&ObjectRef::<Job>::new(name).within("ns"))
 }
 
 /// An outbox with room for anything a test sends.

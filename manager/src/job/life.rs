@@ -95,11 +95,7 @@ pub fn is_whole<K: RelayedKind>(object: &K) -> bool {
     object.is_whole()
 }
 
-/// The revision a mirror is applied from: the manager object's generation,
-/// which the API server bumps on every spec change.
-pub fn revision<K: kube::Resource>(object: &K) -> u64 {
-    object.meta().generation.unwrap_or(0).max(0) as u64
-}
+pub use crate::kinds::revision;
 
 /// How long to wait before looking again when an agent must act first.
 pub const AWAIT_AGENT: Duration = Duration::from_secs(30);

@@ -3,10 +3,10 @@
 use std::collections::BTreeSet;
 
 use jobrelay_proto::wire::{AVOID_UNTIL_ANNOTATION, CLUSTER_KEY, WITHDRAWN_FROM_ANNOTATION};
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::job::withdrawal::not_admitted_by;
+use crate::kinds::RelayedKind;
 
 /// A connected cluster and how many mirrors it holds now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,14 +18,14 @@ pub struct Candidate {
 /// The cluster a Job was already sent to (annotation), if any.
 /// Whether `job` is relayed, still to be placed, and not being deleted: it
 /// may be waiting for a cluster to connect.
-pub fn awaits_placement(job: &Job) -> bool {
+pub fn awaits_placement<K: RelayedKind>(job: &K) -> bool {
     crate::job::life::is_relayed(job)
         && assigned_cluster(job).is_none()
-        && job.metadata.deletion_timestamp.is_none()
+        && job.meta().deletion_timestamp.is_none()
 }
 
-pub fn assigned_cluster(job: &Job) -> Option<&str> {
-    job.metadata
+pub fn assigned_cluster<K: kube::Resource>(job: &K) -> Option<&str> {
+    job.meta()
         .annotations
         .as_ref()?
         .get(CLUSTER_KEY)
@@ -33,8 +33,8 @@ pub fn assigned_cluster(job: &Job) -> Option<&str> {
 }
 
 /// The cluster a user pinned the Job to (label), if any.
-pub fn pinned_cluster(job: &Job) -> Option<&str> {
-    job.metadata
+pub fn pinned_cluster<K: kube::Resource>(job: &K) -> Option<&str> {
+    job.meta()
         .labels
         .as_ref()?
         .get(CLUSTER_KEY)
@@ -81,8 +81,8 @@ impl Preferences {
 
 /// Reads the Job's [`Preferences`] from its annotations at `now`; an
 /// avoidance that ran out, or whose moment cannot be read, is none.
-pub fn preferences(job: &Job, now: Timestamp) -> Preferences {
-    let annotations = job.metadata.annotations.as_ref();
+pub fn preferences<K: kube::Resource>(job: &K, now: Timestamp) -> Preferences {
+    let annotations = job.meta().annotations.as_ref();
     let withdrawn_from = annotations.and_then(|a| a.get(WITHDRAWN_FROM_ANNOTATION));
     let until = annotations
         .and_then(|a| a.get(AVOID_UNTIL_ANNOTATION))
@@ -101,6 +101,7 @@ pub fn preferences(job: &Job, now: Timestamp) -> Preferences {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::batch::v1::Job;
 
     #[test]
     fn a_withdrawn_job_tries_its_old_cluster_last_and_avoids_it_while_told() {

@@ -4,27 +4,20 @@
 use std::time::Duration;
 
 use jobrelay_proto::duration;
-use jobrelay_proto::wire::{DEACTIVATED_ANNOTATION, REMOTE_RETENTION_ANNOTATION, ends_job};
-use k8s_openapi::api::batch::v1::Job;
+use jobrelay_proto::wire::{DEACTIVATED_ANNOTATION, REMOTE_RETENTION_ANNOTATION};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::job::life::{Lifecycle, has_finalizer, lifecycle};
+use crate::kinds::RelayedKind;
 
 /// When the Job finished: the transition time of its Complete or Failed condition.
-pub fn finished_at(job: &Job) -> Option<Timestamp> {
-    job.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .filter(|c| ends_job(&c.type_, &c.status))
-        .filter_map(|c| c.last_transition_time.as_ref().map(|t| t.0))
-        .max()
+pub fn finished_at<K: RelayedKind>(job: &K) -> Option<Timestamp> {
+    job.finished_at()
 }
 
 /// When jobrelay deactivated the Job, if it did.
-pub fn deactivated_at(job: &Job) -> Option<Timestamp> {
-    job.metadata
+pub fn deactivated_at<K: RelayedKind>(job: &K) -> Option<Timestamp> {
+    job.meta()
         .annotations
         .as_ref()?
         .get(DEACTIVATED_ANNOTATION)?
@@ -35,9 +28,9 @@ pub fn deactivated_at(job: &Job) -> Option<Timestamp> {
 /// How long the Job's mirror stays after it finished: its own annotation if
 /// it has a valid one, else `default`. An invalid annotation is reported (the
 /// default applies) so the user can be told on the Job.
-pub fn remote_retention(job: &Job, default: Duration) -> (Duration, Option<String>) {
+pub fn remote_retention<K: RelayedKind>(job: &K, default: Duration) -> (Duration, Option<String>) {
     let Some(value) = job
-        .metadata
+        .meta()
         .annotations
         .as_ref()
         .and_then(|a| a.get(REMOTE_RETENTION_ANNOTATION))
@@ -58,7 +51,7 @@ pub fn remote_retention(job: &Job, default: Duration) -> (Duration, Option<Strin
 /// Whether the worker should hold a mirror of this Job now: while it is
 /// active or suspended (the mirror is kept, suspended), and after it finished
 /// until its remote retention ran out.
-pub fn keeps_mirror(job: &Job, now: Timestamp, default: Duration) -> bool {
+pub fn keeps_mirror<K: RelayedKind>(job: &K, now: Timestamp, default: Duration) -> bool {
     match lifecycle(job) {
         Lifecycle::Active | Lifecycle::Suspended => true,
         Lifecycle::Finished if has_finalizer(job) => {
@@ -79,6 +72,7 @@ pub fn remaining(now: Timestamp, since: Timestamp, keep: Duration) -> Option<Dur
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::batch::v1::Job;
 
     fn job(annotations: serde_json::Value, conditions: serde_json::Value) -> Job {
         serde_json::from_value(serde_json::json!({

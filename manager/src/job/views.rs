@@ -5,15 +5,14 @@
 use std::time::Instant;
 
 use jobrelay_proto::v1::{MirrorPhase, RejectReason};
-use k8s_openapi::api::batch::v1::Job;
-use kube::runtime::reflector::ObjectRef;
 
 use crate::job::status::StatusText;
+use crate::kinds::key::Key;
 
 /// What the manager sent and heard about one mirror on one cluster.
 #[derive(Debug, Clone, Default)]
 pub struct MirrorView {
-    pub key: Option<ObjectRef<Job>>,
+    pub key: Option<Key>,
     /// The revision the worker reported holding; `None` when it holds none.
     pub held_revision: Option<u64>,
     /// (session, revision) of the last ApplyMirror sent.

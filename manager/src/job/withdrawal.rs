@@ -22,8 +22,8 @@ pub struct Withdrawal {
 }
 
 /// The clusters whose Kueue did not admit the Job's mirror in time.
-pub fn not_admitted_by(job: &Job) -> BTreeSet<String> {
-    job.metadata
+pub fn not_admitted_by<K: kube::Resource>(job: &K) -> BTreeSet<String> {
+    job.meta()
         .annotations
         .as_ref()
         .and_then(|a| a.get(NOT_ADMITTED_BY_ANNOTATION))

@@ -7,10 +7,11 @@ use jobrelay_proto::wire::{
     ORIGIN_LABEL, ORIGIN_UID_LABEL, OWNER_ANNOTATION, REVISION_ANNOTATION, ends_job,
 };
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
 
+use super::revision;
 use super::{MirrorError, RelayedKind};
-use crate::job::life::revision;
 
 /// Pod-template labels the manager cluster's API server derived from the
 /// manager Job's UID; the worker's API server sets its own.
@@ -39,6 +40,17 @@ impl RelayedKind for Job {
             .into_iter()
             .flatten()
             .any(|c| ends_job(&c.type_, &c.status))
+    }
+
+    fn finished_at(&self) -> Option<Timestamp> {
+        self.status
+            .as_ref()?
+            .conditions
+            .as_ref()?
+            .iter()
+            .filter(|c| ends_job(&c.type_, &c.status))
+            .filter_map(|c| c.last_transition_time.as_ref().map(|t| t.0))
+            .max()
     }
 
     /// Without field ownership, the pod template or the selector (never

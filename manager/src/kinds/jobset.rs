@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use jobrelay_process::jobset::{JobSet, JobSetSpec};
 use jobrelay_proto::kinds::{JOBSET, KindName};
 use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL, OWNER_ANNOTATION, REVISION_ANNOTATION};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
 
-use super::{MirrorError, RelayedKind};
-use crate::job::life::revision;
+use super::{MirrorError, RelayedKind, revision};
 
 impl RelayedKind for JobSet {
     const NAME: KindName = JOBSET;
@@ -24,6 +24,15 @@ impl RelayedKind for JobSet {
 
     fn is_finished(&self) -> bool {
         JobSet::is_finished(self)
+    }
+
+    fn finished_at(&self) -> Option<Timestamp> {
+        self.status
+            .iter()
+            .flat_map(|s| &s.conditions)
+            .filter(|c| (c.type_ == "Completed" || c.type_ == "Failed") && c.status == "True")
+            .map(|c| c.last_transition_time.0)
+            .max()
     }
 
     /// Without field ownership or its Job templates (read from the API

@@ -16,9 +16,12 @@
 
 pub mod job;
 pub mod jobset;
+pub mod key;
+pub mod stores;
 
 use jobrelay_proto::kinds::{self, KindName};
 use jobrelay_proto::v1::ObjectKind;
+use k8s_openapi::jiff::Timestamp;
 use kube::core::NamespaceResourceScope;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -56,6 +59,9 @@ pub trait RelayedKind:
     /// Finished for good (for a Job: `Complete` or `Failed`).
     fn is_finished(&self) -> bool;
 
+    /// When it finished: the transition time of the condition that ended it.
+    fn finished_at(&self) -> Option<Timestamp>;
+
     /// Drops from a cached object what the manager's readers do not use;
     /// the object is read whole from the API server when a mirror is sent.
     fn for_cache(&mut self);
@@ -68,6 +74,12 @@ pub trait RelayedKind:
     /// namespace and name, the origin labels on it and on every pod
     /// template, nothing that must not cross clusters.
     fn mirror(&self, origin: &str) -> Result<Self, MirrorError>;
+}
+
+/// The revision a mirror is applied from: the manager object's generation,
+/// which the API server bumps on every spec change.
+pub fn revision<K: kube::Resource>(object: &K) -> u64 {
+    object.meta().generation.unwrap_or(0).max(0) as u64
 }
 
 /// Whether a cluster whose agent named `announced` in its Hello may be

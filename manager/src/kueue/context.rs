@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::Store;
 use tokio::sync::mpsc;
 
 use super::Reservations;
@@ -14,6 +14,7 @@ use super::types::{AdmissionCheck, ResourceFlavor};
 use crate::clusters::registry::Registry;
 use crate::clusters::worker_cluster_set::WorkerClusterSet;
 use crate::fleet::Fleet;
+use crate::kinds::key::Key;
 use crate::telemetry::events::Events;
 
 pub struct Context {
@@ -26,7 +27,7 @@ pub struct Context {
     pub fleet: Arc<Fleet>,
     pub reservations: Arc<Reservations>,
     /// Wakes the Job controller for a Job.
-    pub triggers: mpsc::UnboundedSender<ObjectRef<Job>>,
+    pub triggers: mpsc::UnboundedSender<Key>,
     /// A rejection shows on the Job too.
     pub events: Events,
     /// How long placement avoids a cluster where a Job's Pods did not

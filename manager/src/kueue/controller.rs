@@ -29,6 +29,7 @@ pub use super::workload_view::is_queued;
 use super::workload_view::{View, allowed};
 use super::{CONTROLLER_NAME, Reservation};
 use crate::job::withdrawal::Withdrawal;
+use crate::kinds::key::Key;
 use crate::telemetry::events::Reason;
 
 /// How often an AdmissionCheck's `Active` condition is looked at again, so
@@ -198,7 +199,7 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
                     scheduling,
                 };
                 if ctx.reservations.hold(&job_uid, reservation) {
-                    let _ = ctx.triggers.send(ObjectRef::from_obj(job.as_ref()));
+                    let _ = ctx.triggers.send(Key::from_obj(job.as_ref()));
                 }
             }
             Ok(Action::requeue(after))
@@ -249,7 +250,7 @@ fn withdraw(job: &Option<Arc<Job>>, job_uid: &str, withdrawal: Withdrawal, ctx: 
     };
     info!(?withdrawal, "withdrawing the Job's mirror");
     if ctx.reservations.withdraw(job_uid, withdrawal) {
-        let _ = ctx.triggers.send(ObjectRef::from_obj(job.as_ref()));
+        let _ = ctx.triggers.send(Key::from_obj(job.as_ref()));
     }
 }
 

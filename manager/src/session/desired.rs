@@ -7,34 +7,80 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jobrelay_proto::v1::{DesiredMirror, InventoryEntry};
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::Store;
 
 use crate::job::life::is_relayed;
-use crate::job::placement::assigned_cluster;
+use crate::job::placement::{assigned_cluster, awaits_placement};
 use crate::job::retention::keeps_mirror;
+use crate::kinds::RelayedKind;
+use crate::kinds::key::Key;
+use crate::kinds::stores::Stores;
 
-/// The mirrors `cluster` should hold: its active Jobs, and finished ones
-/// whose remote retention has not run out.
-pub(super) fn desired_set(
-    jobs: &[Arc<Job>],
+/// What a session opens with: the DesiredSet of `cluster` over the objects
+/// of every kind, and what of the agent's `inventory` it releases.
+pub(super) fn for_cluster(
+    stores: &Stores,
     cluster: &str,
     remote_retention: Duration,
-) -> Vec<(DesiredMirror, ObjectRef<Job>)> {
+    inventory: &[InventoryEntry],
+) -> (Vec<(DesiredMirror, Key)>, Vec<String>) {
+    let jobs = stores.jobs.state();
+    let jobsets = stores
+        .jobsets
+        .as_ref()
+        .map(Store::state)
+        .unwrap_or_default();
+    let mut desired = desired_set(&jobs, cluster, remote_retention);
+    desired.extend(desired_set(&jobsets, cluster, remote_retention));
+    let known: HashSet<&str> = uids(&jobs).chain(uids(&jobsets)).collect();
+    let released = released(&known, inventory, &desired);
+    (desired, released)
+}
+
+/// The objects of every kind waiting for a cluster to connect.
+pub(super) fn awaiting_placement(stores: &Stores) -> Vec<Key> {
+    let mut keys = awaiting(&stores.jobs.state());
+    if let Some(jobsets) = &stores.jobsets {
+        keys.extend(awaiting(&jobsets.state()));
+    }
+    keys
+}
+
+fn awaiting<K: RelayedKind>(objects: &[Arc<K>]) -> Vec<Key> {
+    objects
+        .iter()
+        .filter(|object| awaits_placement(object.as_ref()))
+        .map(|object| Key::from_obj(object.as_ref()))
+        .collect()
+}
+
+fn uids<K: RelayedKind>(objects: &[Arc<K>]) -> impl Iterator<Item = &str> {
+    objects.iter().filter_map(|o| o.meta().uid.as_deref())
+}
+
+/// The mirrors `cluster` should hold: its active objects, and finished ones
+/// whose remote retention has not run out.
+fn desired_set<K: RelayedKind>(
+    objects: &[Arc<K>],
+    cluster: &str,
+    remote_retention: Duration,
+) -> Vec<(DesiredMirror, Key)> {
     let now = Timestamp::now();
-    jobs.iter()
-        .filter(|job| {
-            is_relayed(&***job)
-                && assigned_cluster(job) == Some(cluster)
-                && keeps_mirror(job, now, remote_retention)
+    objects
+        .iter()
+        .map(Arc::as_ref)
+        .filter(|object| {
+            is_relayed(*object)
+                && assigned_cluster(*object) == Some(cluster)
+                && keeps_mirror(*object, now, remote_retention)
         })
-        .filter_map(|job| {
+        .filter_map(|object| {
             let mirror = DesiredMirror {
-                origin_uid: job.uid()?,
+                origin_uid: object.uid()?,
             };
-            Some((mirror, ObjectRef::from_obj(job.as_ref())))
+            Some((mirror, Key::from_obj(object)))
         })
         .collect()
 }
@@ -43,16 +89,12 @@ pub(super) fn desired_set(
 /// Jobs this manager has: being deleted, finished past retention, placed
 /// elsewhere. Their deletion is ordinary; an origin UID this manager has
 /// no Job of is not released, and the agent's brake weighs it.
-pub(super) fn released(
-    jobs: &[Arc<Job>],
+fn released(
+    known: &HashSet<&str>,
     inventory: &[InventoryEntry],
-    desired: &[(DesiredMirror, ObjectRef<Job>)],
+    desired: &[(DesiredMirror, Key)],
 ) -> Vec<String> {
     let desired: HashSet<&str> = desired.iter().map(|(m, _)| m.origin_uid.as_str()).collect();
-    let known: HashSet<&str> = jobs
-        .iter()
-        .filter_map(|job| job.metadata.uid.as_deref())
-        .collect();
     let mut released: Vec<String> = inventory
         .iter()
         .map(|entry| entry.origin_uid.as_str())
@@ -69,6 +111,7 @@ mod tests {
     use kube::Resource;
 
     use super::*;
+    use k8s_openapi::api::batch::v1::Job;
 
     fn job(uid: &str) -> Arc<Job> {
         let mut job = Job::default();
@@ -92,11 +135,12 @@ mod tests {
             DesiredMirror {
                 origin_uid: "wanted".into(),
             },
-            ObjectRef::from_obj(jobs[0].as_ref()),
+            Key::from_obj(jobs[0].as_ref()),
         )];
         let inventory = [held("wanted"), held("elsewhere"), held("unknown")];
+        let known: HashSet<&str> = uids(&jobs).collect();
         assert_eq!(
-            released(&jobs, &inventory, &desired),
+            released(&known, &inventory, &desired),
             ["elsewhere"],
             "wanted stays, a UID without a Job here is unknown, not released"
         );
@@ -104,6 +148,6 @@ mod tests {
 
     #[test]
     fn a_manager_without_jobs_releases_nothing() {
-        assert!(released(&[], &[held("a"), held("b")], &[]).is_empty());
+        assert!(released(&HashSet::new(), &[held("a"), held("b")], &[]).is_empty());
     }
 }

@@ -14,7 +14,7 @@ use tracing::{debug, warn};
 use super::{Ended, Sessions};
 use crate::job::status;
 use crate::job::views::Rejection;
-use crate::telemetry::events::{Reason, job_reference};
+use crate::telemetry::events::{Reason, object_reference};
 
 impl Sessions {
     pub(super) async fn receive(
@@ -166,9 +166,8 @@ impl Sessions {
     /// write in the Events queue, so the session keeps reading meanwhile.
     fn publish(&self, cluster: &str, uid: &str, reason: Reason, note: String) {
         if let Some(key) = self.fleet.key_of(cluster, uid) {
-            let namespace = key.namespace.as_deref().unwrap_or_default();
-            let job = job_reference(namespace, &key.name, uid);
-            self.events.publish(&job, reason, note);
+            let object = object_reference(&key, uid);
+            self.events.publish(&object, reason, note);
         }
     }
 

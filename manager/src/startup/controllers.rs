@@ -12,13 +12,14 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use jobrelay_process::{Shutdown, Tasks};
 use k8s_openapi::api::batch::v1::Job;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::Store;
 use kube::runtime::{Controller, controller};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use crate::controller::context::Context;
 use crate::controller::reconcile;
+use crate::kinds::key::Key;
 use crate::{kueue, status_copy};
 
 /// Reconciles running at once.
@@ -33,9 +34,9 @@ pub(super) struct Inputs {
     pub mirror_changes: BoxStream<'static, Arc<Job>>,
     pub status_changes: BoxStream<'static, Arc<Job>>,
     /// What agents reported, by Job.
-    pub triggered: mpsc::UnboundedReceiver<ObjectRef<Job>>,
+    pub triggered: mpsc::UnboundedReceiver<Key>,
     /// Wakes the Job controller for a Job (the admission check's way).
-    pub triggers: mpsc::UnboundedSender<ObjectRef<Job>>,
+    pub triggers: mpsc::UnboundedSender<Key>,
 }
 
 /// Starts the admission check and the trigger fan-out among `tasks`;
@@ -75,6 +76,9 @@ pub(super) fn start(
     let mut triggered = inputs.triggered;
     tasks.spawn(async move {
         while let Some(key) = triggered.recv().await {
+            let Some(key) = key.typed::<Job>() else {
+                continue;
+            };
             if let Some(workload) = waiting.workload_of(&key) {
                 let _ = to_workloads.send(workload);
             }

@@ -14,9 +14,8 @@ mod watches;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::kinds::key::Key;
 use jobrelay_process::{Shutdown, Tasks};
-use k8s_openapi::api::batch::v1::Job;
-use kube::runtime::reflector::ObjectRef;
 use tokio::sync::{mpsc, watch};
 use tracing::info;
 
@@ -117,7 +116,7 @@ struct Core {
 }
 
 /// Wakes the Job controllers for a Job.
-type Triggers = mpsc::UnboundedSender<ObjectRef<Job>>;
+type Triggers = mpsc::UnboundedSender<Key>;
 
 impl Core {
     fn new(client: &kube::Client, checked: &Checked, triggers: Triggers) -> Core {
@@ -170,7 +169,7 @@ impl Core {
             metrics: Arc::clone(&self.metrics),
             synced: watches.synced.clone(),
             fleet: Arc::clone(&self.fleet),
-            jobs: watches.jobs.clone(),
+            stores: watches.stores(),
             events: self.events.clone(),
             origin: checked.origin.clone(),
             instance: instance.to_string(),
@@ -195,7 +194,7 @@ impl Core {
             api,
             clusters: watches.clusters.clone(),
             fleet: Arc::clone(&self.fleet),
-            jobs: watches.jobs.clone(),
+            stores: watches.stores(),
             triggers: self.triggers.clone(),
             interval: args.cluster_status_interval,
             certificates: Arc::clone(&self.certificates),

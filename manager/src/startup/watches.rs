@@ -19,6 +19,8 @@ use crate::caches::{all_synced, cache};
 use crate::clusters::registry::Registry;
 use crate::clusters::worker_cluster::WorkerCluster;
 use crate::controller::changes::{self, JobChanges};
+use crate::kinds::key::Key;
+use crate::kinds::stores::Stores;
 use crate::telemetry::events::Events;
 use jobrelay_process::cache::trim;
 
@@ -37,12 +39,20 @@ pub(super) struct Watches {
 }
 
 impl Watches {
+    /// The caches of relayed objects, by kind.
+    pub(super) fn stores(&self) -> Stores {
+        Stores {
+            jobs: self.jobs.clone(),
+            jobsets: None,
+        }
+    }
+
     /// What the controllers read of the watches (with the fleet's
     /// `triggered` Jobs and the `triggers` that wake them).
     pub(super) fn for_controllers(
         self,
-        triggered: mpsc::UnboundedReceiver<ObjectRef<Job>>,
-        triggers: mpsc::UnboundedSender<ObjectRef<Job>>,
+        triggered: mpsc::UnboundedReceiver<Key>,
+        triggers: mpsc::UnboundedSender<Key>,
     ) -> Inputs {
         Inputs {
             jobs: self.jobs,

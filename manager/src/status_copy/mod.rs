@@ -177,12 +177,12 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Option<Durati
     if !is_relayed(&*job)
         || !matches!(lifecycle(&*job), Lifecycle::Active | Lifecycle::Suspended)
         || !has_finalizer(&*job)
-        || deactivated_at(&job).is_some()
+        || deactivated_at(&*job).is_some()
     {
         return Ok(None);
     }
     let (Some(cluster), Some(uid), Some(namespace)) =
-        (assigned_cluster(&job), job.uid(), job.namespace())
+        (assigned_cluster(&*job), job.uid(), job.namespace())
     else {
         return Ok(None);
     };

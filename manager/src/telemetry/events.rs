@@ -12,6 +12,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch};
 use tokio::sync::mpsc;
+
+use crate::kinds::key::Key;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 pub use crate::reason::Reason;
@@ -246,11 +248,13 @@ fn within_window(last: Timestamp, now: Timestamp) -> bool {
         < SignedDuration::try_from(SERIES_WINDOW).unwrap_or(SignedDuration::MAX)
 }
 
-/// A reference to a manager Job from its key and UID.
-pub fn job_reference(namespace: &str, name: &str, uid: &str) -> ObjectReference {
+/// A reference to a relayed manager object from its key and UID.
+pub fn object_reference(key: &Key, uid: &str) -> ObjectReference {
+    let (kind, namespace, name) = (key.kind, &key.namespace, &key.name);
+    let api_version = format!("{}/{}", kind.group, kind.version);
     ObjectReference {
-        api_version: Some("batch/v1".into()),
-        kind: Some("Job".into()),
+        api_version: Some(api_version),
+        kind: Some(kind.kind.into()),
         namespace: Some(namespace.into()),
         name: Some(name.into()),
         uid: Some(uid.into()),

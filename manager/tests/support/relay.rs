@@ -15,6 +15,8 @@ use jobrelay_manager::clusters::registry::Registry;
 use jobrelay_manager::clusters::worker_cluster::{WorkerCluster, WorkerClusterSpec};
 use jobrelay_manager::deletion_pace::DeletionPace;
 use jobrelay_manager::fleet::Fleet;
+use jobrelay_manager::kinds::key::Key;
+use jobrelay_manager::kinds::stores::Stores;
 use jobrelay_manager::session::{RelayService, SessionLimits, Sessions};
 use jobrelay_manager::telemetry::events::Events;
 use jobrelay_manager::telemetry::metrics::Metrics;
@@ -43,7 +45,7 @@ pub const HEARTBEAT: Duration = Duration::from_secs(3600);
 pub struct Manager {
     pub fleet: Arc<Fleet>,
     pub metrics: Arc<Metrics>,
-    pub triggers: mpsc::UnboundedReceiver<ObjectRef<Job>>,
+    pub triggers: mpsc::UnboundedReceiver<Key>,
     pub channel: Channel,
     /// The WorkerClusters the sessions read, and the mark they watch.
     clusters: std::sync::Mutex<reflector::store::Writer<WorkerCluster>>,
@@ -52,8 +54,8 @@ pub struct Manager {
     _shutdown: jobrelay_process::shutdown::Trigger,
 }
 
-pub fn key() -> ObjectRef<Job> {
-    ObjectRef::new("train").within("ml")
+pub fn key() -> Key {
+    Key::of(&ObjectRef::<Job>::new("train").within("ml"))
 }
 
 /// A manager Job held on cluster w1.
@@ -110,7 +112,10 @@ pub async fn manager_with(limits: SessionLimits) -> Manager {
         tls: false,
         metrics: Arc::clone(&metrics),
         fleet: Arc::clone(&fleet),
-        jobs,
+        stores: Stores {
+            jobs,
+            jobsets: None,
+        },
         synced,
         events: Events::new(unreachable_api(), ORIGIN),
         origin: ORIGIN.into(),

@@ -50,8 +50,8 @@ impl Reconciling<'_> {
         let preferred = |cluster: &str| allowed(cluster) && !preferences.tries_last(cluster);
         let placed = ctx
             .fleet
-            .place(&self.uid, &self.key, pinned, preferred)
-            .or_else(|| ctx.fleet.place(&self.uid, &self.key, pinned, allowed));
+            .place(&self.uid, &self.fleet_key, pinned, preferred)
+            .or_else(|| ctx.fleet.place(&self.uid, &self.fleet_key, pinned, allowed));
         let Some(cluster) = placed else {
             debug!("no connected worker cluster admits the Job's namespace; waiting");
             return Ok(Err(Action::requeue(AWAIT_CLUSTER)));
@@ -131,13 +131,13 @@ impl Reconciling<'_> {
         let revision = revision(job);
         let outcome = match ctx
             .fleet
-            .apply_needed(cluster, &self.uid, &self.key, revision)
+            .apply_needed(cluster, &self.uid, &self.fleet_key, revision)
         {
             Some(outcome) => outcome,
             None => match self.mirror_payload(job, cluster).await? {
                 Ok(payload) => {
                     ctx.fleet
-                        .ensure_applied(cluster, &self.uid, &self.key, revision, || payload)
+                        .ensure_applied(cluster, &self.uid, &self.fleet_key, revision, || payload)
                 }
                 Err(wait) => return Ok(wait),
             },

@@ -1,0 +1,12 @@
+//! The manager's caches of relayed objects, one per kind it relays.
+
+use jobrelay_process::jobset::JobSet;
+use k8s_openapi::api::batch::v1::Job;
+use kube::runtime::reflector::Store;
+
+/// Jobs always; JobSets where the manager cluster serves them.
+#[derive(Clone)]
+pub struct Stores {
+    pub jobs: Store<Job>,
+    pub jobsets: Option<Store<JobSet>>,
+}
