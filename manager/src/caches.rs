@@ -56,9 +56,10 @@ where
 }
 
 /// True once every one of `each` is.
-pub(crate) fn all_synced<const N: usize>(
-    each: [watch::Receiver<bool>; N],
+pub(crate) fn all_synced(
+    each: impl IntoIterator<Item = watch::Receiver<bool>>,
 ) -> watch::Receiver<bool> {
+    let each: Vec<watch::Receiver<bool>> = each.into_iter().collect();
     let (all_tx, all) = watch::channel(false);
     tokio::spawn(async move {
         for mut synced in each {

@@ -13,6 +13,8 @@ pub enum Error {
         "the WorkerCluster CRD (workerclusters.jobrelay.dev) is not installed in this cluster; install it with `jobrelay-manager crd | kubectl apply -f -` or the Helm chart"
     )]
     NoCrd,
+    #[error("reading whether this cluster serves jobset.x-k8s.io/v1alpha2 (API discovery): {0}")]
+    Discovery(#[source] kube::Error),
     #[error("cannot list WorkerClusters: {0}")]
     WorkerClusters(#[source] kube::Error),
     #[error(

@@ -85,6 +85,20 @@ impl JobSet {
     }
 }
 
+/// Whether the cluster `client` talks to serves JobSets (their CRD is
+/// installed): a discovery read, which every authenticated client may make.
+pub async fn served(client: &kube::Client) -> Result<bool, kube::Error> {
+    use k8s_openapi::Resource as _;
+    match client.list_api_group_resources(JobSet::API_VERSION).await {
+        Ok(list) => Ok(list
+            .resources
+            .iter()
+            .any(|r| r.name == JobSet::URL_PATH_SEGMENT)),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(error) => Err(error),
+    }
+}
+
 impl k8s_openapi::Resource for JobSet {
     const API_VERSION: &'static str = "jobset.x-k8s.io/v1alpha2";
     const GROUP: &'static str = "jobset.x-k8s.io";

@@ -14,7 +14,6 @@ use jobrelay_process::health::Readiness;
 use jobrelay_process::jobset::JobSet;
 use jobrelay_proto::kinds::KindName;
 use jobrelay_proto::wire::ORIGIN_LABEL;
-use k8s_openapi::Resource as _;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
@@ -188,23 +187,15 @@ pub(crate) fn watch_mirrors(
 /// JobSet only where its CRD is installed. Read once at start; an agent
 /// started before the CRD was installed is restarted to mirror JobSets.
 pub(crate) async fn served_kinds(client: &kube::Client) -> Result<Vec<KindName>, Error> {
-    match client.list_api_group_resources(JobSet::API_VERSION).await {
-        Ok(list)
-            if list
-                .resources
-                .iter()
-                .any(|r| r.name == JobSet::URL_PATH_SEGMENT) =>
-        {
-            info!(kind = %JobSet::NAME, "the worker serves JobSets; mirroring them");
-            Ok(vec![JobSet::NAME])
-        }
-        Ok(_) => Ok(Vec::new()),
-        Err(kube::Error::Api(status)) if status.code == 404 => {
-            info!(kind = %JobSet::NAME, "the worker does not serve JobSets; not mirroring them");
-            Ok(Vec::new())
-        }
-        Err(error) => Err(Error::Discovery(error)),
+    let served = jobrelay_process::jobset::served(client)
+        .await
+        .map_err(Error::Discovery)?;
+    let kind = JobSet::NAME;
+    match served {
+        true => info!(%kind, "the worker serves JobSets; mirroring them"),
+        false => info!(%kind, "the worker does not serve JobSets; not mirroring them"),
     }
+    Ok(served.then_some(kind).into_iter().collect())
 }
 
 /// Follows the session's link for the metrics, and reports the agent ready

@@ -11,28 +11,41 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::Stream;
-use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::Event;
 use tokio::sync::Notify;
 
+/// What the sets hold: keys of one kind's relayed objects.
+pub trait Changing: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static {}
+
+impl<K: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static> Changing for K {}
+
 /// Keys of changed Jobs, in the order they first changed.
-#[derive(Debug, Default)]
-pub struct Pending {
-    order: VecDeque<ObjectRef<Job>>,
-    queued: HashSet<ObjectRef<Job>>,
+#[derive(Debug)]
+pub struct Pending<K: Changing> {
+    order: VecDeque<ObjectRef<K>>,
+    queued: HashSet<ObjectRef<K>>,
 }
 
-impl Pending {
+impl<K: Changing> Default for Pending<K> {
+    fn default() -> Self {
+        Pending {
+            order: VecDeque::new(),
+            queued: HashSet::new(),
+        }
+    }
+}
+
+impl<K: Changing> Pending<K> {
     /// Queues `key` unless it is queued already.
-    pub fn mark(&mut self, key: ObjectRef<Job>) {
+    pub fn mark(&mut self, key: ObjectRef<K>) {
         if self.queued.insert(key.clone()) {
             self.order.push_back(key);
         }
     }
 
     /// The Job that changed first.
-    pub fn take(&mut self) -> Option<ObjectRef<Job>> {
+    pub fn take(&mut self) -> Option<ObjectRef<K>> {
         // Keys removed meanwhile are skipped.
         while let Some(key) = self.order.pop_front() {
             if self.queued.remove(&key) {
@@ -43,11 +56,11 @@ impl Pending {
     }
 
     /// Unqueues `key`; whether it was queued.
-    pub fn remove(&mut self, key: &ObjectRef<Job>) -> bool {
+    pub fn remove(&mut self, key: &ObjectRef<K>) -> bool {
         self.queued.remove(key)
     }
 
-    pub fn contains(&self, key: &ObjectRef<Job>) -> bool {
+    pub fn contains(&self, key: &ObjectRef<K>) -> bool {
         self.queued.contains(key)
     }
 
@@ -62,10 +75,10 @@ impl Pending {
 
 /// The keys a watch event marks changed: the object it applied, or, at the
 /// end of a (re)list, every Job the cache holds.
-pub fn changed_keys(
-    event: &Event<Job>,
-    cached: impl FnOnce() -> Vec<ObjectRef<Job>>,
-) -> Vec<ObjectRef<Job>> {
+pub fn changed_keys<K: Changing>(
+    event: &Event<K>,
+    cached: impl FnOnce() -> Vec<ObjectRef<K>>,
+) -> Vec<ObjectRef<K>> {
     match event {
         Event::Apply(job) => vec![ObjectRef::from_obj(job)],
         Event::InitDone => cached(),
@@ -74,21 +87,29 @@ pub fn changed_keys(
 }
 
 /// One controller's set and what wakes it.
-#[derive(Debug, Default)]
-struct Subscriber {
-    pending: Mutex<Pending>,
+#[derive(Debug)]
+struct Subscriber<K: Changing> {
+    pending: Mutex<Pending<K>>,
     changed: Notify,
 }
 
-/// Every controller's set; the Job watch marks them all.
-#[derive(Debug, Clone, Default)]
-pub struct JobChanges {
-    subscribers: Arc<Mutex<Vec<Arc<Subscriber>>>>,
+/// Every controller's set; the watch of the kind marks them all.
+#[derive(Debug, Clone)]
+pub struct JobChanges<K: Changing> {
+    subscribers: Arc<Mutex<Vec<Arc<Subscriber<K>>>>>,
 }
 
-impl JobChanges {
+impl<K: Changing> Default for JobChanges<K> {
+    fn default() -> Self {
+        JobChanges {
+            subscribers: Arc::default(),
+        }
+    }
+}
+
+impl<K: Changing> JobChanges<K> {
     /// Marks `keys` changed for every subscriber.
-    pub fn mark(&self, keys: Vec<ObjectRef<Job>>) {
+    pub fn mark(&self, keys: Vec<ObjectRef<K>>) {
         if keys.is_empty() {
             return;
         }
@@ -112,8 +133,11 @@ impl JobChanges {
 
     /// A new set, marked from now on; its stream yields each changed Job that
     /// `jobs` still holds.
-    pub fn subscribe(&self, jobs: Store<Job>) -> impl Stream<Item = Arc<Job>> + Send + 'static {
-        let subscriber = Arc::new(Subscriber::default());
+    pub fn subscribe(&self, jobs: Store<K>) -> impl Stream<Item = Arc<K>> + Send + 'static {
+        let subscriber = Arc::new(Subscriber {
+            pending: Mutex::new(Pending::default()),
+            changed: Notify::new(),
+        });
         self.subscribers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -144,6 +168,7 @@ mod tests {
     use kube::runtime::reflector;
 
     use super::*;
+    use k8s_openapi::api::batch::v1::Job;
 
     fn job(name: &str) -> Job {
         let mut job = Job::default();

@@ -6,8 +6,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::batch::v1::Job;
-use kube::runtime::reflector::ObjectRef;
 use tracing::warn;
 
 use crate::clusters::registry::Registry;
@@ -16,6 +14,7 @@ use crate::controller::retries::{Backoffs, Retries};
 use crate::controller::superseded::Superseded;
 use crate::deletion_pace::DeletionPace;
 use crate::fleet::Fleet;
+use crate::kinds::key::Key;
 use crate::kueue::Reservations;
 use crate::kueue::mirror_scheduling::Flavors;
 use crate::telemetry::events::Events;
@@ -54,7 +53,7 @@ pub struct Context {
 
 /// When to retry a Job whose reconcile failed: its own backoff in `retries`
 /// (each controller keeps its own).
-pub fn retry_in(key: &ObjectRef<Job>, error: &Error, retries: &Retries) -> Duration {
+pub fn retry_in(key: &Key, error: &Error, retries: &Retries) -> Duration {
     let retry_in = retries.failed(key);
     warn!(%error, ?retry_in, "reconcile failed; retrying");
     retry_in

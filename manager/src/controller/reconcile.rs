@@ -9,12 +9,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Resource, ResourceExt};
 use tracing::{debug, info, instrument, warn};
 
 use crate::controller::context::retry_in;
@@ -34,19 +33,21 @@ use jobrelay_proto::v1::DeleteReason;
 
 mod dispatch;
 
+pub use dispatch::Dispatched;
+
 /// One manager Job and what a reconcile of it works with.
-struct Reconciling<'a> {
-    job: &'a Job,
-    key: ObjectRef<Job>,
+struct Reconciling<'a, K: Dispatched> {
+    job: &'a K,
+    key: ObjectRef<K>,
     /// The key the fleet knows the Job by.
     fleet_key: Key,
     uid: String,
-    jobs: Api<Job>,
+    jobs: Api<K>,
     ctx: &'a Context,
 }
 
 #[instrument(skip_all, fields(job = %ObjectRef::from_obj(job.as_ref())))]
-pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile<K: Dispatched>(job: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
     if !is_relayed(&*job) {
         return Ok(Action::await_change());
     }
@@ -57,18 +58,17 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error
     let namespace = job
         .namespace()
         .ok_or_else(|| Error::Incomplete(key.to_string(), "metadata.namespace"))?;
-    if ctx.superseded.is_stale(
-        &uid,
-        job.metadata.resource_version.as_deref(),
-        Instant::now(),
-    ) {
+    if ctx
+        .superseded
+        .is_stale(&uid, job.meta().resource_version.as_deref(), Instant::now())
+    {
         debug!(
             "the cache has not caught up with this replica's last write of the Job; waiting for it"
         );
         return Ok(Action::requeue(superseded::RECHECK));
     }
     let subject = Reconciling {
-        job: &job,
+        job: job.as_ref(),
         key: key.clone(),
         fleet_key: Key::of(&key),
         uid,
@@ -79,11 +79,11 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error
         job: key.to_string(),
         source,
     })?;
-    ctx.retries.mirrors.succeeded(&key);
+    ctx.retries.mirrors.succeeded(&Key::of(&key));
     Ok(action)
 }
 
-impl Reconciling<'_> {
+impl<K: Dispatched> Reconciling<'_, K> {
     async fn reconcile(&self) -> Result<Action, kube::Error> {
         let (job, ctx) = (self.job, self.ctx);
         let mirror = assigned_cluster(job).and_then(|c| ctx.fleet.view(c, &self.uid));
@@ -197,10 +197,10 @@ impl Reconciling<'_> {
 
     /// Records that a write replaced this copy of the Job: a reconcile handed
     /// it later waits for the cache to catch up.
-    fn wrote(&self, job: &Job, written: Written) {
+    fn wrote(&self, job: &K, written: Written) {
         self.ctx.superseded.wrote(
             &self.uid,
-            job.metadata.resource_version.as_deref(),
+            job.meta().resource_version.as_deref(),
             written.as_deref(),
             Instant::now(),
         );
@@ -233,7 +233,7 @@ impl Reconciling<'_> {
 
     /// Carries out a plan's effects in order (a failure ends it; the
     /// reconcile is retried), then says when to look again.
-    async fn execute(&self, job: &Job, cluster: &str, plan: Plan) -> Result<Action, kube::Error> {
+    async fn execute(&self, job: &K, cluster: &str, plan: Plan) -> Result<Action, kube::Error> {
         let (ctx, jobs) = (self.ctx, &self.jobs);
         for effect in plan.effects {
             let written = match effect {
@@ -284,7 +284,7 @@ impl Reconciling<'_> {
 }
 
 /// A failed reconcile is retried with the Job's own backoff.
-pub fn error_policy(job: Arc<Job>, error: &Error, ctx: Arc<Context>) -> Action {
-    let key = ObjectRef::from_obj(job.as_ref());
+pub fn error_policy<K: Dispatched>(job: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+    let key = Key::from_obj(job.as_ref());
     Action::requeue(retry_in(&key, error, &ctx.retries.mirrors))
 }

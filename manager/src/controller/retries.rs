@@ -6,9 +6,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::kinds::key::Key;
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
-use k8s_openapi::api::batch::v1::Job;
-use kube::runtime::reflector::ObjectRef;
 
 const FIRST: Duration = Duration::from_secs(1);
 const LONGEST: Duration = Duration::from_secs(300);
@@ -25,12 +24,12 @@ pub struct Backoffs {
 
 #[derive(Default)]
 pub struct Retries {
-    failing: Mutex<HashMap<ObjectRef<Job>, ExponentialBackoff>>,
+    failing: Mutex<HashMap<Key, ExponentialBackoff>>,
 }
 
 impl Retries {
     /// How long until the next try of a Job whose reconcile just failed.
-    pub fn failed(&self, key: &ObjectRef<Job>) -> Duration {
+    pub fn failed(&self, key: &Key) -> Duration {
         let mut failing = self.failing.lock().unwrap_or_else(|p| p.into_inner());
         failing
             .entry(key.clone())
@@ -47,7 +46,7 @@ impl Retries {
     }
 
     /// A Job reconciled fine: its next failure starts from the first delay.
-    pub fn succeeded(&self, key: &ObjectRef<Job>) {
+    pub fn succeeded(&self, key: &Key) {
         let mut failing = self.failing.lock().unwrap_or_else(|p| p.into_inner());
         if !failing.is_empty() {
             failing.remove(key);
@@ -58,14 +57,17 @@ impl Retries {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::batch::v1::Job;
+    use kube::runtime::reflector::ObjectRef;
+
+    fn key(name: &str) -> Key {
+        Key::of(&ObjectRef::<Job>::new(name).within("ns"))
+    }
 
     #[test]
     fn failures_back_off_per_job_and_a_success_starts_over() {
         let retries = Retries::default();
-        let (a, b) = (
-            ObjectRef::new("a").within("ns"),
-            ObjectRef::new("b").within("ns"),
-        );
+        let (a, b) = (key("a"), key("b"));
         let delays: Vec<Duration> = (0..12).map(|_| retries.failed(&a)).collect();
         assert!(delays[0] >= FIRST && delays[0] < FIRST * 2, "{delays:?}");
         assert!(delays[3] >= FIRST * 8, "doubling: {delays:?}");
@@ -84,7 +86,7 @@ mod tests {
     #[test]
     fn each_controller_keeps_its_own_backoff() {
         let backoffs = Backoffs::default();
-        let job = ObjectRef::new("a").within("ns");
+        let job = key("a");
         for _ in 0..4 {
             backoffs.status_copy.failed(&job);
         }

@@ -9,13 +9,13 @@ use jobrelay_proto::wire::{
     LAST_LOST_MIRROR_ANNOTATION, MIRRORS_LOST_ANNOTATION, NOT_ADMITTED_BY_ANNOTATION,
     REMOTE_CLEANUP_FINALIZER, WITHDRAWN_FROM_ANNOTATION,
 };
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, Preconditions, PropagationPolicy};
 use tracing::info;
 
 use crate::job::placement::assigned_cluster;
+use crate::kinds::RelayedKind;
 
 /// The resourceVersion a write left the Job at; `None`: nothing was written
 /// (it already read so), or the Job is gone.
@@ -25,12 +25,12 @@ pub type Written = Option<String>;
 /// reservation, the flavors' constraints (`Some`; `Some(None)` removes an
 /// old record) — in one write that fails if the Job changed meanwhile;
 /// returns the Job as written.
-pub async fn hold(
-    jobs: &Api<Job>,
-    job: &Job,
+pub async fn hold<K: RelayedKind>(
+    jobs: &Api<K>,
+    job: &K,
     cluster: &str,
     flavors: Option<Option<String>>,
-) -> Result<Job, kube::Error> {
+) -> Result<K, kube::Error> {
     let mut finalizers = job.finalizers().to_vec();
     if !finalizers.iter().any(|f| f == REMOTE_CLEANUP_FINALIZER) {
         finalizers.push(REMOTE_CLEANUP_FINALIZER.into());
@@ -52,9 +52,9 @@ pub async fn hold(
 
 /// Counts a lost mirror, if the Job is still the one the count was read
 /// from.
-pub async fn count_loss(
-    jobs: &Api<Job>,
-    job: &Job,
+pub async fn count_loss<K: RelayedKind>(
+    jobs: &Api<K>,
+    job: &K,
     lost: u32,
     mirror_uid: &str,
 ) -> Result<Written, kube::Error> {
@@ -71,9 +71,9 @@ pub async fn count_loss(
 }
 
 /// Sets (or, with `None`, removes) one annotation, unless it already reads so.
-pub async fn annotate(
-    jobs: &Api<Job>,
-    job: &Job,
+pub async fn annotate<K: RelayedKind>(
+    jobs: &Api<K>,
+    job: &K,
     key: &str,
     value: Option<&str>,
 ) -> Result<Written, kube::Error> {
@@ -88,11 +88,11 @@ pub async fn annotate(
 
 /// A merge patch of the Job's metadata (conditional when it carries a
 /// `resourceVersion`); returns the Job as written.
-async fn patch_metadata(
-    jobs: &Api<Job>,
-    job: &Job,
+async fn patch_metadata<K: RelayedKind>(
+    jobs: &Api<K>,
+    job: &K,
     metadata: serde_json::Value,
-) -> Result<Job, kube::Error> {
+) -> Result<K, kube::Error> {
     let patch = serde_json::json!({ "metadata": metadata });
     jobs.patch(
         &job.name_any(),
@@ -104,7 +104,11 @@ async fn patch_metadata(
 
 /// Marks a Job that cannot be dispatched any more (its pinned cluster is
 /// Lost): `retention.afterDeactivated` counts from now.
-pub async fn deactivate(jobs: &Api<Job>, job: &Job, why: &str) -> Result<Written, kube::Error> {
+pub async fn deactivate<K: RelayedKind>(
+    jobs: &Api<K>,
+    job: &K,
+    why: &str,
+) -> Result<Written, kube::Error> {
     let now = Timestamp::now().to_string();
     let written = annotate(jobs, job, DEACTIVATED_ANNOTATION, Some(&now)).await?;
     info!("deactivated: {why}");
@@ -113,7 +117,10 @@ pub async fn deactivate(jobs: &Api<Job>, job: &Job, why: &str) -> Result<Written
 
 /// Removes the finalizer by index, with a test so a concurrent change fails
 /// the patch instead of removing the wrong entry.
-pub async fn remove_finalizer(jobs: &Api<Job>, job: &Job) -> Result<Written, kube::Error> {
+pub async fn remove_finalizer<K: RelayedKind>(
+    jobs: &Api<K>,
+    job: &K,
+) -> Result<Written, kube::Error> {
     patch_without_finalizer(jobs, job, Vec::new()).await
 }
 
@@ -122,15 +129,15 @@ pub async fn remove_finalizer(jobs: &Api<Job>, job: &Job) -> Result<Written, kub
 /// the cluster it leaves `from`: tried last by the next placement, avoided
 /// until `avoid_until`, and added to `not-admitted-by` when its Kueue did
 /// not admit the mirror in time.
-pub async fn unplace(
-    jobs: &Api<Job>,
-    job: &Job,
+pub async fn unplace<K: RelayedKind>(
+    jobs: &Api<K>,
+    job: &K,
     from: &str,
     not_admitted: bool,
     avoid_until: Option<Timestamp>,
 ) -> Result<Written, kube::Error> {
     let annotation = |key: &str| format!("/metadata/annotations/{}", key.replace('/', "~1"));
-    let annotations = job.metadata.annotations.as_ref();
+    let annotations = job.meta().annotations.as_ref();
     let has = |key: &str| annotations.is_some_and(|a| a.contains_key(key));
     let mut ops = Vec::new();
     if annotations.is_none() {
@@ -167,9 +174,9 @@ pub async fn unplace(
 /// A JSON patch of `ops` that also removes the remote-cleanup finalizer if
 /// the Job holds it (tested at its index, so a concurrent change of the list
 /// fails it rather than removing another); a Job gone is no error.
-async fn patch_without_finalizer(
-    jobs: &Api<Job>,
-    job: &Job,
+async fn patch_without_finalizer<K: RelayedKind>(
+    jobs: &Api<K>,
+    job: &K,
     mut ops: Vec<serde_json::Value>,
 ) -> Result<Written, kube::Error> {
     if let Some(index) = job
@@ -203,9 +210,9 @@ async fn patch_without_finalizer(
 
 /// Deletes the manager Job itself (its retention ran out), Background, with
 /// a UID precondition; returns whether this call deleted it.
-pub async fn delete(
-    jobs: &Api<Job>,
-    job: &Job,
+pub async fn delete<K: RelayedKind>(
+    jobs: &Api<K>,
+    job: &K,
     what: &str,
     kept: Duration,
 ) -> Result<bool, kube::Error> {
@@ -229,23 +236,17 @@ pub async fn delete(
 
 /// Writes the part of `worker` the manager Job shows, if it shows something
 /// else now (a merge patch of the copied fields only).
-pub async fn write_status(
-    jobs: &Api<Job>,
-    job: &Job,
+pub async fn write_status<K: RelayedKind>(
+    jobs: &Api<K>,
+    job: &K,
     worker: &serde_json::Value,
 ) -> Result<Written, kube::Error> {
-    let suspended = crate::job::life::lifecycle(job) == crate::job::life::Lifecycle::Suspended;
-    let desired = crate::job::status::reconciled(job.status.as_ref(), worker, suspended);
-    if !crate::job::status::differs(job.status.as_ref(), &desired) {
+    let Some(patch) = job.status_patch(worker) else {
         return Ok(None);
-    }
+    };
     let params = crate::field_manager::patch();
     let written = jobs
-        .patch_status(
-            &job.name_any(),
-            &params,
-            &Patch::Merge(crate::job::status::patch_body(&desired)),
-        )
+        .patch_status(&job.name_any(), &params, &Patch::Merge(patch))
         .await?;
     Ok(written.resource_version())
 }

@@ -12,6 +12,7 @@ use super::{Cluster, Fleet, message};
 use crate::job::status::StatusText;
 use crate::job::views::{Apply, Cleanup, LostMirror, MirrorView, Rejection};
 use crate::kinds::key::Key;
+use jobrelay_proto::kinds::KindName;
 
 impl Fleet {
     pub fn view(&self, cluster: &str, uid: &str) -> Option<MirrorView> {
@@ -203,10 +204,15 @@ impl Fleet {
     /// Whether the mirror of `uid` is one this manager placed on `cluster`:
     /// only then is a report about it read.
     pub fn owns(&self, cluster: &str, uid: &str) -> bool {
-        self.lock()
-            .get(cluster)
-            .and_then(|c| c.mirrors.get(uid))
-            .is_some_and(|v| v.key.is_some())
+        self.kind_of(cluster, uid).is_some()
+    }
+
+    /// The kind of the mirror of `uid`, if this manager placed it on
+    /// `cluster`.
+    pub fn kind_of(&self, cluster: &str, uid: &str) -> Option<KindName> {
+        let clusters = self.lock();
+        let view = clusters.get(cluster)?.mirrors.get(uid)?;
+        view.key.as_ref().map(|key| key.kind)
     }
 
     /// The manager Job a mirror belongs to, if known.

@@ -29,7 +29,6 @@ use std::time::Duration;
 
 use jobrelay_proto::v1::DeleteReason;
 use jobrelay_proto::wire::MANAGED_BY;
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::config::Config;
@@ -157,8 +156,8 @@ pub enum KueueAsks {
 
 /// Decides the first thing to do for `job`, whose mirror the fleet knows as
 /// `mirror` (on the Job's recorded cluster).
-pub fn next_step(
-    job: &Job,
+pub fn next_step<K: RelayedKind>(
+    job: &K,
     mirror: Option<&MirrorView>,
     kueue: KueueAsks,
     config: &Config,
@@ -204,7 +203,13 @@ pub fn next_step(
         }
         (Lifecycle::Finished, forget) => Step::Expire {
             since: finished_at(job),
-            keep: config.retention.manager_after_finished,
+            keep: match (
+                job.ttl_on_manager(),
+                config.retention.manager_after_finished,
+            ) {
+                (Some(own), Some(configured)) => Some(own.min(configured)),
+                (own, configured) => own.or(configured),
+            },
             what: "finished",
             forget,
         },

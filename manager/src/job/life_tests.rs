@@ -4,6 +4,7 @@ use super::*;
 use jobrelay_proto::wire::{
     CLUSTER_KEY, DEACTIVATED_ANNOTATION, MANAGED_BY, REMOTE_CLEANUP_FINALIZER,
 };
+use k8s_openapi::api::batch::v1::Job;
 use serde_json::{Value, json};
 
 pub(crate) const NOW: &str = "2026-11-22T12:00:00Z";

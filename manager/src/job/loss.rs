@@ -8,7 +8,6 @@
 //! finished, is suspended or being deleted) only has the remains cleaned up.
 
 use jobrelay_proto::wire::{LAST_LOST_MIRROR_ANNOTATION, MIRRORS_LOST_ANNOTATION};
-use k8s_openapi::api::batch::v1::Job;
 
 use crate::job::life::Lifecycle;
 
@@ -22,8 +21,8 @@ pub struct LostSoFar {
 
 /// Reads the losses from the Job's annotations (an unreadable count reads as
 /// none, which can only allow one more attempt).
-pub fn lost_so_far(job: &Job) -> LostSoFar {
-    let annotations = job.metadata.annotations.as_ref();
+pub fn lost_so_far<K: kube::Resource>(job: &K) -> LostSoFar {
+    let annotations = job.meta().annotations.as_ref();
     let get = |key: &str| annotations.and_then(|a| a.get(key));
     LostSoFar {
         count: get(MIRRORS_LOST_ANNOTATION)
@@ -66,6 +65,7 @@ pub fn on_lost(lifecycle: Lifecycle, so_far: &LostSoFar, mirror_uid: &str, limit
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::batch::v1::Job;
 
     fn shown(count: u32, last: Option<&str>) -> LostSoFar {
         LostSoFar {

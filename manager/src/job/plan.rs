@@ -5,16 +5,15 @@
 use std::time::Duration;
 
 use jobrelay_proto::wire::{DISPATCH_WAITING_ANNOTATION, REMOTE_JOB_LOST, REMOTE_REJECTED};
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use super::life::{AWAIT_AGENT, AWAIT_CLUSTER, RESYNC};
 use crate::job::life::lifecycle;
 use crate::job::loss::{LostStep, lost_so_far, on_lost};
-use crate::job::status;
 use crate::job::views::{Apply, Cleanup, LostMirror, Rejection};
 use crate::job::withdrawal::Withdrawal;
+use crate::kinds::RelayedKind;
 use crate::reason::Reason;
 
 /// One write or record the controller carries out, in order; a failed one
@@ -71,8 +70,8 @@ impl Plan {
 
 /// What follows the fleet's answer to an apply of `job`'s mirror on
 /// `cluster`; `held` says whether the worker reported holding it.
-pub fn after_apply(
-    job: &Job,
+pub fn after_apply<K: RelayedKind>(
+    job: &K,
     cluster: &str,
     revision: u64,
     outcome: Apply,
@@ -80,7 +79,7 @@ pub fn after_apply(
     now: Timestamp,
 ) -> Plan {
     let waiting = job
-        .metadata
+        .meta()
         .annotations
         .as_ref()
         .and_then(|a| a.get(DISPATCH_WAITING_ANNOTATION));
@@ -95,8 +94,8 @@ pub fn after_apply(
         }
         Apply::Rejected(rejection) => {
             let message = refusal_text(cluster, &rejection);
-            let shown = status::shown(job.status.as_ref());
-            let failed = status::failed(&shown, REMOTE_REJECTED, &message, &now.to_string());
+            let shown = job.shown();
+            let failed = K::failed(&shown, REMOTE_REJECTED, &message, &now.to_string());
             Plan::then(None).with(Effect::WriteStatus(failed))
         }
         Apply::Waiting(rejection) => {
@@ -161,8 +160,8 @@ pub fn after_cleanup(cluster: &str, outcome: Cleanup, cluster_lost: bool) -> Pla
 /// `cluster`: once it and its Pods are gone (or the cluster is Lost), the
 /// Job shows nothing running and is unplaced, so Kueue releases its quota
 /// and a later admission places it afresh.
-pub fn after_withdrawal(
-    job: &Job,
+pub fn after_withdrawal<K: RelayedKind>(
+    job: &K,
     cluster: &str,
     outcome: Cleanup,
     cluster_lost: bool,
@@ -209,9 +208,9 @@ pub fn after_withdrawal(
         ),
         None => "; the Job is placed again when Kueue admits it".to_string(),
     };
-    let shown = status::shown(job.status.as_ref());
+    let shown = job.shown();
     Plan::then(None)
-        .with(Effect::WriteStatus(status::after_suspension(&shown)))
+        .with(Effect::WriteStatus(K::after_suspension(&shown)))
         .with(Effect::Unplace {
             from: cluster.to_string(),
             not_admitted: withdrawal.not_admitted,
@@ -224,7 +223,13 @@ pub fn after_withdrawal(
 /// How a lost mirror is shown on its Job: the loss counted in its
 /// annotations (once per lost mirror, whatever the reports), a status with
 /// no Pods running — or, at `limit`, `Failed` — and a warning Event.
-pub fn show_loss(job: &Job, cluster: &str, lost: &LostMirror, limit: u32, now: Timestamp) -> Plan {
+pub fn show_loss<K: RelayedKind>(
+    job: &K,
+    cluster: &str,
+    lost: &LostMirror,
+    limit: u32,
+    now: Timestamp,
+) -> Plan {
     let step = on_lost(lifecycle(job), &lost_so_far(job), &lost.mirror_uid, limit);
     let count = match step {
         LostStep::AlreadyShown | LostStep::CleanUpOnly => {
@@ -232,7 +237,7 @@ pub fn show_loss(job: &Job, cluster: &str, lost: &LostMirror, limit: u32, now: T
         }
         LostStep::RunAgain { lost } | LostStep::Fail { lost } => lost,
     };
-    let shown = status::shown(job.status.as_ref());
+    let shown = job.shown();
     let what = format!(
         "the mirror on cluster {cluster} was lost: {}",
         lost.observed
@@ -241,14 +246,14 @@ pub fn show_loss(job: &Job, cluster: &str, lost: &LostMirror, limit: u32, now: T
         let message = format!(
             "{what}; that is {count} lost of {limit} allowed (mirrorLostLimit), so the Job is not run again"
         );
-        let failed = status::failed(&shown, REMOTE_JOB_LOST, &message, &now.to_string());
+        let failed = K::failed(&shown, REMOTE_JOB_LOST, &message, &now.to_string());
         (failed, message)
     } else {
         let note = format!(
             "{what}; it runs again as attempt {} of {limit} once the worker shows none of its Pods",
             count + 1
         );
-        (status::after_suspension(&shown), note)
+        (K::after_suspension(&shown), note)
     };
     Plan::then(Some(AWAIT_AGENT))
         .with(Effect::CountLoss {

@@ -6,7 +6,6 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use jobrelay_proto::wire::NOT_ADMITTED_BY_ANNOTATION;
-use k8s_openapi::api::batch::v1::Job;
 
 /// Why a Job's mirror must go, the Job to be placed afresh.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -38,7 +37,7 @@ pub fn not_admitted_by<K: kube::Resource>(job: &K) -> BTreeSet<String> {
 }
 
 /// The annotation's value once `cluster` is added to it.
-pub fn with_not_admitted_by(job: &Job, cluster: &str) -> String {
+pub fn with_not_admitted_by<K: kube::Resource>(job: &K, cluster: &str) -> String {
     let mut clusters = not_admitted_by(job);
     clusters.insert(cluster.to_string());
     clusters.into_iter().collect::<Vec<_>>().join(",")
@@ -47,6 +46,7 @@ pub fn with_not_admitted_by(job: &Job, cluster: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::batch::v1::Job;
     use std::collections::BTreeMap;
 
     #[test]

@@ -9,9 +9,9 @@ use jobrelay_proto::wire::{
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
+use serde_json::Value;
 
-use super::revision;
-use super::{MirrorError, RelayedKind};
+use super::{MirrorError, RelayedKind, job_status, revision};
 
 /// Pod-template labels the manager cluster's API server derived from the
 /// manager Job's UID; the worker's API server sets its own.
@@ -68,6 +68,34 @@ impl RelayedKind for Job {
         self.spec
             .as_ref()
             .is_some_and(|s| s.template.spec.is_some())
+    }
+
+    fn copied(worker_status: &[u8]) -> serde_json::Result<Value> {
+        job_status::copied(worker_status)
+    }
+
+    fn finish_time(copied: &Value) -> Option<Timestamp> {
+        job_status::newly_finished_at(None, copied)
+    }
+
+    fn shown(&self) -> Value {
+        job_status::shown(self.status.as_ref())
+    }
+
+    /// The copied status, reconciled with what the Job shows (see
+    /// [`job_status::reconciled`]).
+    fn status_patch(&self, copied: &Value) -> Option<Value> {
+        let desired = job_status::reconciled(self.status.as_ref(), copied, self.suspended());
+        job_status::differs(self.status.as_ref(), &desired)
+            .then(|| job_status::patch_body(&desired))
+    }
+
+    fn after_suspension(last: &Value) -> Value {
+        job_status::after_suspension(last)
+    }
+
+    fn failed(shown: &Value, reason: &str, message: &str, now: &str) -> Value {
+        job_status::failed(shown, reason, message, now)
     }
 
     fn mirror(&self, origin: &str) -> Result<Job, MirrorError> {

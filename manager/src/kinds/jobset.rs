@@ -8,8 +8,9 @@ use jobrelay_proto::kinds::{JOBSET, KindName};
 use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL, OWNER_ANNOTATION, REVISION_ANNOTATION};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
+use serde_json::Value;
 
-use super::{MirrorError, RelayedKind, revision};
+use super::{MirrorError, RelayedKind, jobset_status, revision};
 
 impl RelayedKind for JobSet {
     const NAME: KindName = JOBSET;
@@ -35,6 +36,13 @@ impl RelayedKind for JobSet {
             .max()
     }
 
+    /// The JobSet controller deletes a finished JobSet after its
+    /// `ttlSecondsAfterFinished`, but none runs one that jobrelay manages.
+    fn ttl_on_manager(&self) -> Option<std::time::Duration> {
+        let ttl = self.spec.as_ref()?.ttl_seconds_after_finished?;
+        Some(std::time::Duration::from_secs(u64::try_from(ttl).ok()?))
+    }
+
     /// Without field ownership or its Job templates (read from the API
     /// server when a mirror is sent).
     fn for_cache(&mut self) {
@@ -52,6 +60,36 @@ impl RelayedKind for JobSet {
                 .iter()
                 .all(|job| job.template.spec.is_some())
         })
+    }
+
+    fn copied(worker_status: &[u8]) -> serde_json::Result<Value> {
+        jobset_status::copied(worker_status)
+    }
+
+    fn finish_time(copied: &Value) -> Option<Timestamp> {
+        jobset_status::finish_time(copied)
+    }
+
+    fn shown(&self) -> Value {
+        self.status
+            .as_ref()
+            .and_then(|s| serde_json::to_value(s).ok())
+            .map_or_else(
+                || Value::Object(Default::default()),
+                |s| jobset_status::pick(&s),
+            )
+    }
+
+    fn status_patch(&self, copied: &Value) -> Option<Value> {
+        (self.shown() != *copied).then(|| jobset_status::patch_body(copied))
+    }
+
+    fn after_suspension(last: &Value) -> Value {
+        jobset_status::after_suspension(last)
+    }
+
+    fn failed(shown: &Value, reason: &str, message: &str, now: &str) -> Value {
+        jobset_status::failed(shown, reason, message, now)
     }
 
     /// Same namespace and name; the origin labels on the JobSet, on every
@@ -242,6 +280,20 @@ mod tests {
             "lastTransitionTime": "2026-11-27T10:00:00Z"}]}))
         .unwrap();
         assert_eq!(lifecycle(&jobset), Lifecycle::Finished);
+        assert_eq!(
+            jobset.ttl_on_manager(),
+            Some(std::time::Duration::from_secs(60)),
+            "no JobSet controller on the manager deletes it"
+        );
+        let config = crate::config::Config::default();
+        let mut released = jobset.clone();
+        released.metadata.finalizers = None;
+        let now = Timestamp::now();
+        let step = next_step(&released, None, KueueAsks::Nothing, &config, now);
+        let Step::Expire { keep, .. } = step else {
+            panic!("a finished JobSet expires: {step:?}");
+        };
+        assert_eq!(keep, Some(std::time::Duration::from_secs(60)));
         assert_eq!(
             jobset.mirror("hub").map(|_| ()).map_err(|e| e.to_string()),
             Ok(())

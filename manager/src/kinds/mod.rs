@@ -15,7 +15,9 @@
 //! and the Kueue check see an object through these only.
 
 pub mod job;
+pub mod job_status;
 pub mod jobset;
+pub mod jobset_status;
 pub mod key;
 pub mod stores;
 
@@ -25,6 +27,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::core::NamespaceResourceScope;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 /// Why an object cannot be mirrored.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -62,6 +65,13 @@ pub trait RelayedKind:
     /// When it finished: the transition time of the condition that ended it.
     fn finished_at(&self) -> Option<Timestamp>;
 
+    /// How long after it finished the manager object is deleted by its own
+    /// `ttlSecondsAfterFinished`, where no controller on the manager cluster
+    /// does that for jobrelay (a Job's is the cluster's TTL controller's).
+    fn ttl_on_manager(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     /// Drops from a cached object what the manager's readers do not use;
     /// the object is read whole from the API server when a mirror is sent.
     fn for_cache(&mut self);
@@ -70,10 +80,50 @@ pub trait RelayedKind:
     /// returns does; a cached copy does not.
     fn is_whole(&self) -> bool;
 
+    /// The part of a worker's status (its JSON, as the agent sent it) the
+    /// manager object shows.
+    fn copied(worker_status: &[u8]) -> serde_json::Result<Value>;
+
+    /// When the worker's object finished, if `copied` shows it finished.
+    fn finish_time(copied: &Value) -> Option<Timestamp>;
+
+    /// The copied part of the status the manager object shows now.
+    fn shown(&self) -> Value;
+
+    /// The merge patch of the status subresource that makes the object show
+    /// `copied`; `None` when it shows that already.
+    fn status_patch(&self, copied: &Value) -> Option<Value>;
+
+    /// A copied status whose mirror runs nothing any more: the counts of
+    /// what ran stay.
+    fn after_suspension(last: &Value) -> Value;
+
+    /// The status that ends the object `Failed` for `reason`, from what it
+    /// shows (no mirror runs any more).
+    fn failed(shown: &Value, reason: &str, message: &str, now: &str) -> Value;
+
     /// The object to apply on the worker, of the manager's `origin`: same
     /// namespace and name, the origin labels on it and on every pod
     /// template, nothing that must not cross clusters.
     fn mirror(&self, origin: &str) -> Result<Self, MirrorError>;
+}
+
+/// What [`RelayedKind::copied`] and [`RelayedKind::finish_time`] say for a
+/// status report of a mirror of `kind`.
+pub fn copied_status(
+    kind: KindName,
+    worker_status: &[u8],
+) -> serde_json::Result<(Value, Option<Timestamp>)> {
+    fn of<K: RelayedKind>(status: &[u8]) -> serde_json::Result<(Value, Option<Timestamp>)> {
+        let copied = K::copied(status)?;
+        let finished = K::finish_time(&copied);
+        Ok((copied, finished))
+    }
+    if kind == kinds::JOBSET {
+        of::<jobrelay_process::jobset::JobSet>(worker_status)
+    } else {
+        of::<k8s_openapi::api::batch::v1::Job>(worker_status)
+    }
 }
 
 /// The revision a mirror is applied from: the manager object's generation,

@@ -11,15 +11,28 @@
 use jobrelay_proto::v1::MirrorPhase;
 use jobrelay_proto::wire::QUEUE_NAME_LABEL;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::clusters::worker_cluster::WorkerQueue;
+pub use crate::clusters::worker_cluster::WorkerQueue;
 
 /// Prepares the mirror for its worker: queued in the worker's Kueue (its
 /// LocalQueue mapped, created suspended) when the worker runs one and the
 /// Job names a queue; otherwise without a queue name, so a Kueue on the
 /// worker leaves it to jobrelay. True when the mirror is queued there.
 pub fn queue_on_worker(mirror: &mut Job, worker: Option<&WorkerQueue>) -> bool {
-    let labels = mirror.metadata.labels.get_or_insert_with(Default::default);
+    let queued = map_queue_label(&mut mirror.metadata, worker);
+    if queued && let Some(spec) = mirror.spec.as_mut() {
+        spec.suspend = Some(true);
+    }
+    queued
+}
+
+/// The label part of [`queue_on_worker`], for a mirror of any kind: its
+/// queue name mapped to the worker's LocalQueue, or removed where the
+/// worker runs no Kueue. True when the mirror is queued there (and is then
+/// to be created suspended).
+pub fn map_queue_label(mirror: &mut ObjectMeta, worker: Option<&WorkerQueue>) -> bool {
+    let labels = mirror.labels.get_or_insert_with(Default::default);
     let Some(queue) = labels.remove(QUEUE_NAME_LABEL) else {
         return false;
     };
@@ -28,9 +41,6 @@ pub fn queue_on_worker(mirror: &mut Job, worker: Option<&WorkerQueue>) -> bool {
     };
     let mapped = worker.local_queues.get(&queue).cloned().unwrap_or(queue);
     labels.insert(QUEUE_NAME_LABEL.into(), mapped);
-    if let Some(spec) = mirror.spec.as_mut() {
-        spec.suspend = Some(true);
-    }
     true
 }
 

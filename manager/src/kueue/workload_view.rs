@@ -189,8 +189,8 @@ fn job_side(job: &Job, uid: &str, scheduling: Option<&Scheduling>, ctx: &Context
 }
 
 /// The Job names a Kueue LocalQueue.
-pub fn is_queued(job: &Job) -> bool {
-    job.metadata
+pub fn is_queued<K: kube::Resource>(job: &K) -> bool {
+    job.meta()
         .labels
         .as_ref()
         .is_some_and(|l| l.contains_key(jobrelay_proto::wire::QUEUE_NAME_LABEL))

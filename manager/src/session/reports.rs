@@ -14,6 +14,7 @@ use tracing::{debug, warn};
 use super::{Ended, Sessions};
 use crate::job::status;
 use crate::job::views::Rejection;
+use crate::kinds;
 use crate::telemetry::events::{Reason, object_reference};
 
 impl Sessions {
@@ -40,22 +41,19 @@ impl Sessions {
     fn mirror_status(&self, cluster: &str, report: MirrorStatus) {
         // Ownership first: the status of a mirror not placed on this
         // cluster is dropped unread.
-        if !self.fleet.owns(cluster, &report.origin_uid) {
+        let Some(kind) = self.fleet.kind_of(cluster, &report.origin_uid) else {
             debug!(uid = %report.origin_uid, "status of a mirror not placed here; dropped");
             self.metrics.report_dropped(cluster);
             return;
-        }
-        let copied = match status::copied(&report.status) {
-            Ok(copied) => Some(copied),
+        };
+        let (copied, finished_at) = match kinds::copied_status(kind, &report.status) {
+            Ok((copied, finished_at)) => (Some(copied), finished_at),
             Err(error) => {
-                warn!(uid = %report.origin_uid, %error, "unreadable JobStatus from agent");
-                None
+                warn!(uid = %report.origin_uid, %kind, %error, "unreadable status from agent");
+                (None, None)
             }
         };
         let phase = report.phase();
-        let finished_at = copied
-            .as_ref()
-            .and_then(|c| status::newly_finished_at(None, c));
         let Some((before, held_after)) = self.fleet.record_status(
             cluster,
             &report.origin_uid,

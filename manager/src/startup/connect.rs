@@ -9,8 +9,11 @@ use crate::Error;
 use crate::cli::Args;
 use crate::clusters::worker_cluster::WorkerCluster;
 use crate::config::Config;
+use crate::kinds::RelayedKind;
 use crate::leader::decide::Settings;
 use crate::leader::pod_label::PodLabel;
+use jobrelay_process::jobset::JobSet;
+use jobrelay_proto::kinds::KindName;
 
 /// What the command line and the configuration file say, checked.
 pub(super) struct Checked {
@@ -107,4 +110,15 @@ pub(super) async fn worker_clusters(client: &kube::Client) -> Result<Api<WorkerC
         Err(kube::Error::Api(status)) if status.code == 404 => Err(Error::NoCrd),
         Err(error) => Err(Error::WorkerClusters(error)),
     }
+}
+
+/// The kinds besides Jobs this cluster serves, so the manager relays them:
+/// JobSets where their CRD is installed. Read once at start; a manager
+/// started before the CRD was installed is restarted to relay JobSets.
+pub(super) async fn served_kinds(client: &kube::Client) -> Result<Vec<KindName>, Error> {
+    let served = jobrelay_process::jobset::served(client)
+        .await
+        .map_err(Error::Discovery)?;
+    tracing::info!(kind = %JobSet::NAME, served, "relaying JobSets only where this cluster serves them");
+    Ok(served.then_some(JobSet::NAME).into_iter().collect())
 }

@@ -17,10 +17,13 @@ use kube::runtime::{Controller, controller};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
+use super::watches::KindWatch;
 use crate::controller::context::Context;
-use crate::controller::reconcile;
+use crate::controller::reconcile::{self, Dispatched};
 use crate::kinds::key::Key;
 use crate::{kueue, status_copy};
+use jobrelay_process::jobset::JobSet;
+use kube::runtime::reflector::ObjectRef;
 
 /// Reconciles running at once.
 const CONCURRENCY: u16 = 32;
@@ -34,6 +37,7 @@ pub(super) struct Inputs {
     pub mirror_changes: BoxStream<'static, Arc<Job>>,
     pub status_changes: BoxStream<'static, Arc<Job>>,
     /// What agents reported, by Job.
+    pub jobsets: Option<KindWatch<JobSet>>,
     pub triggered: mpsc::UnboundedReceiver<Key>,
     /// Wakes the Job controller for a Job (the admission check's way).
     pub triggers: mpsc::UnboundedSender<Key>,
@@ -70,41 +74,89 @@ pub(super) fn start(
         for_workloads,
         tasks.clone(),
     ));
-    let (to_mirrors, for_mirrors) = mpsc::unbounded_channel();
-    let (to_status, for_status) = mpsc::unbounded_channel();
+    let (to_jobs, for_jobs) = mpsc::unbounded_channel();
+    let (to_jobsets, for_jobsets) = mpsc::unbounded_channel();
     let waiting = Arc::clone(&ctx.reservations);
     let mut triggered = inputs.triggered;
     tasks.spawn(async move {
         while let Some(key) = triggered.recv().await {
-            let Some(key) = key.typed::<Job>() else {
-                continue;
-            };
-            if let Some(workload) = waiting.workload_of(&key) {
-                let _ = to_workloads.send(workload);
+            if let Some(job) = key.typed::<Job>() {
+                if let Some(workload) = waiting.workload_of(&job) {
+                    let _ = to_workloads.send(workload);
+                }
+                let _ = to_jobs.send(job);
+            } else if let Some(jobset) = key.typed::<JobSet>() {
+                let _ = to_jobsets.send(jobset);
             }
-            let _ = to_status.send(key.clone());
-            let _ = to_mirrors.send(key);
         }
     });
-    let mirrors = Controller::for_shared_stream(inputs.mirror_changes, inputs.jobs.clone())
-        .with_config(controller::Config::default().concurrency(CONCURRENCY))
-        .reconcile_on(UnboundedReceiverStream::new(for_mirrors))
-        .graceful_shutdown_on(shutdown.clone().requested())
-        .run(
-            reconcile::reconcile,
-            reconcile::error_policy,
-            Arc::clone(&ctx),
-        )
-        .for_each(|_| futures::future::ready(()));
-    let status = status_copy::run(
-        ctx,
-        inputs.jobs,
-        inputs.status_changes,
-        for_status,
-        STATUS_CONCURRENCY,
-        shutdown.clone(),
-    );
+    let jobs = Pair {
+        objects: inputs.jobs,
+        mirror_changes: inputs.mirror_changes,
+        status_changes: inputs.status_changes,
+        triggered: for_jobs,
+    };
+    let mut running = vec![jobs.start(&ctx, shutdown, tasks)];
+    if let Some(watch) = inputs.jobsets {
+        let jobsets = Pair {
+            objects: watch.objects,
+            mirror_changes: watch.mirror_changes,
+            status_changes: watch.status_changes,
+            triggered: for_jobsets,
+        };
+        running.push(jobsets.start(&ctx, shutdown, tasks));
+    }
     Box::pin(async move {
-        futures::future::join(mirrors, status).await;
+        futures::future::join_all(running).await;
     })
+}
+
+/// One kind's two controllers and what feeds them: the mirror controller
+/// ([`reconcile`]) and the status copy ([`status_copy`]), each woken by the
+/// kind's changes and by what agents report of its mirrors.
+struct Pair<K: Dispatched> {
+    objects: Store<K>,
+    mirror_changes: BoxStream<'static, Arc<K>>,
+    status_changes: BoxStream<'static, Arc<K>>,
+    triggered: mpsc::UnboundedReceiver<ObjectRef<K>>,
+}
+
+impl<K: Dispatched> Pair<K> {
+    fn start(
+        self,
+        ctx: &Arc<Context>,
+        shutdown: &Shutdown,
+        tasks: &Tasks,
+    ) -> BoxFuture<'static, ()> {
+        let (to_mirrors, for_mirrors) = mpsc::unbounded_channel();
+        let (to_status, for_status) = mpsc::unbounded_channel();
+        let mut triggered = self.triggered;
+        tasks.spawn(async move {
+            while let Some(key) = triggered.recv().await {
+                let _ = to_status.send(key.clone());
+                let _ = to_mirrors.send(key);
+            }
+        });
+        let mirrors = Controller::for_shared_stream(self.mirror_changes, self.objects.clone())
+            .with_config(controller::Config::default().concurrency(CONCURRENCY))
+            .reconcile_on(UnboundedReceiverStream::new(for_mirrors))
+            .graceful_shutdown_on(shutdown.clone().requested())
+            .run(
+                reconcile::reconcile::<K>,
+                reconcile::error_policy::<K>,
+                Arc::clone(ctx),
+            )
+            .for_each(|_| futures::future::ready(()));
+        let status = status_copy::run(
+            Arc::clone(ctx),
+            self.objects,
+            self.status_changes,
+            for_status,
+            STATUS_CONCURRENCY,
+            shutdown.clone(),
+        );
+        Box::pin(async move {
+            futures::future::join(mirrors, status).await;
+        })
+    }
 }

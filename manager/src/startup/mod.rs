@@ -54,7 +54,14 @@ pub async fn run(args: Args) -> Result<(), Error> {
     webhook::start(&args, client.clone(), shutdown.clone(), &tasks).await?;
     let (triggers, triggered) = mpsc::unbounded_channel();
     let core = Core::new(&client, &checked, triggers.clone());
-    let watches = Watches::start(&client, worker_clusters.clone(), &core.events, &tasks);
+    let served = connect::served_kinds(&client).await?;
+    let watches = Watches::start(
+        &client,
+        worker_clusters.clone(),
+        &served,
+        &core.events,
+        &tasks,
+    );
     let mut metrics_server = core.serve_metrics(&args, &watches, &shutdown, &tasks);
     ready_once_synced(watches.synced.clone(), readiness.clone());
     let mut leadership = Leadership::start(&args, &clients, &checked, &core).await?;

@@ -1,6 +1,7 @@
-//! The manager's watches: Jobs (feeding the two Job controllers' change
-//! sets, and ending a Job's Event series when it goes), WorkerClusters and
-//! Namespaces, each a cache fed by a task of its own.
+//! The manager's watches: Jobs, and JobSets where the manager cluster
+//! serves them (each feeding its two controllers' change sets, and ending an
+//! object's Event series when it goes), WorkerClusters and Namespaces, each
+//! a cache fed by a task of its own.
 
 use std::sync::Arc;
 
@@ -19,10 +20,13 @@ use crate::caches::{all_synced, cache};
 use crate::clusters::registry::Registry;
 use crate::clusters::worker_cluster::WorkerCluster;
 use crate::controller::changes::{self, JobChanges};
+use crate::kinds::RelayedKind;
 use crate::kinds::key::Key;
 use crate::kinds::stores::Stores;
 use crate::telemetry::events::Events;
 use jobrelay_process::cache::trim;
+use jobrelay_process::jobset::JobSet;
+use jobrelay_proto::kinds::KindName;
 
 pub(super) struct Watches {
     pub jobs: Store<Job>,
@@ -30,6 +34,8 @@ pub(super) struct Watches {
     /// (one key per Job, kept while this replica follows).
     pub mirror_changes: BoxStream<'static, Arc<Job>>,
     pub status_changes: BoxStream<'static, Arc<Job>>,
+    /// JobSets, where the manager cluster serves them.
+    pub jobsets: Option<KindWatch<JobSet>>,
     pub clusters: Store<WorkerCluster>,
     /// Ticks whenever a WorkerCluster changes.
     pub clusters_changed: watch::Receiver<()>,
@@ -43,7 +49,7 @@ impl Watches {
     pub(super) fn stores(&self) -> Stores {
         Stores {
             jobs: self.jobs.clone(),
-            jobsets: None,
+            jobsets: self.jobsets.as_ref().map(|w| w.objects.clone()),
         }
     }
 
@@ -58,6 +64,7 @@ impl Watches {
             jobs: self.jobs,
             mirror_changes: self.mirror_changes,
             status_changes: self.status_changes,
+            jobsets: self.jobsets,
             triggered,
             triggers,
         }
@@ -66,6 +73,7 @@ impl Watches {
     pub(super) fn start(
         client: &kube::Client,
         worker_clusters: Api<WorkerCluster>,
+        served: &[KindName],
         events: &Events,
         tasks: &Tasks,
     ) -> Watches {
@@ -112,7 +120,13 @@ impl Watches {
             |_| {},
             tasks,
         );
+        let jobsets = served
+            .contains(&JobSet::NAME)
+            .then(|| KindWatch::<JobSet>::start(client, events, tasks));
+        let mut synced = vec![jobs_synced, clusters_synced, namespaces_synced];
+        synced.extend(jobsets.as_ref().map(|w| w.synced.clone()));
         Watches {
+            jobsets,
             registry: Registry {
                 clusters: clusters.clone(),
                 namespaces,
@@ -122,7 +136,53 @@ impl Watches {
             status_changes,
             clusters,
             clusters_changed,
-            synced: all_synced([jobs_synced, clusters_synced, namespaces_synced]),
+            synced: all_synced(synced),
+        }
+    }
+}
+
+/// The watch of one more kind's relayed objects: its cache, and the changes
+/// each of its two controllers reads.
+pub(super) struct KindWatch<K: RelayedKind> {
+    pub objects: Store<K>,
+    pub mirror_changes: BoxStream<'static, Arc<K>>,
+    pub status_changes: BoxStream<'static, Arc<K>>,
+    synced: watch::Receiver<bool>,
+}
+
+impl<K: RelayedKind> KindWatch<K> {
+    fn start(client: &kube::Client, events: &Events, tasks: &Tasks) -> KindWatch<K> {
+        let (objects, writer) = reflector::store::<K>();
+        let changes = JobChanges::default();
+        let [mirror_changes, status_changes] =
+            [(); 2].map(|()| changes.subscribe(objects.clone()).boxed());
+        let marked = objects.clone();
+        let published = events.clone();
+        let synced = cache(
+            Api::<K>::all(client.clone()),
+            K::for_cache,
+            writer,
+            move |event| {
+                if let watcher::Event::Delete(object) = event
+                    && let Some(uid) = &object.meta().uid
+                {
+                    published.forget(uid);
+                }
+                changes.mark(changes::changed_keys(event, || {
+                    marked
+                        .state()
+                        .iter()
+                        .map(|object| ObjectRef::from_obj(&**object))
+                        .collect()
+                }));
+            },
+            tasks,
+        );
+        KindWatch {
+            objects,
+            mirror_changes,
+            status_changes,
+            synced,
         }
     }
 }

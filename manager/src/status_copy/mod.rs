@@ -23,7 +23,6 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use k8s_openapi::jiff::Timestamp;
 
 use jobrelay_proto::v1::MirrorPhase;
-use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
@@ -35,7 +34,8 @@ use crate::job::life::RESYNC;
 use crate::job::life::{Lifecycle, has_finalizer, is_relayed, lifecycle};
 use crate::job::placement::assigned_cluster;
 use crate::job::retention::deactivated_at;
-use crate::job::status;
+use crate::kinds::RelayedKind;
+use crate::kinds::key::Key;
 use crate::status_copy::queue::{Lane, StatusQueue};
 
 /// The status copy: `workers` copies at once, at most half of them for Jobs
@@ -43,11 +43,11 @@ use crate::status_copy::queue::{Lane, StatusQueue};
 /// finish). Looks at a Job when `changed` yields it (its watch), when
 /// `triggered` names it (what its agent reported), and when its last copy
 /// asked to be looked at again.
-pub async fn run(
+pub async fn run<K: RelayedKind>(
     ctx: Arc<Context>,
-    jobs: Store<Job>,
-    changed: impl Stream<Item = Arc<Job>> + Send + 'static,
-    triggered: mpsc::UnboundedReceiver<ObjectRef<Job>>,
+    jobs: Store<K>,
+    changed: impl Stream<Item = Arc<K>> + Send + 'static,
+    triggered: mpsc::UnboundedReceiver<ObjectRef<K>>,
     workers: usize,
     shutdown: Shutdown,
 ) {
@@ -100,7 +100,7 @@ pub async fn run(
 }
 
 /// The lane of a Job: finished if its mirror's last report says so.
-fn lane(job: Option<&Job>, ctx: &Context) -> Lane {
+fn lane<K: RelayedKind>(job: Option<&K>, ctx: &Context) -> Lane {
     let finished = job
         .and_then(|job| ctx.fleet.phase(assigned_cluster(job)?, &job.uid()?))
         .is_some_and(|phase| matches!(phase, MirrorPhase::Succeeded | MirrorPhase::Failed));
@@ -112,8 +112,8 @@ fn lane(job: Option<&Job>, ctx: &Context) -> Lane {
 }
 
 /// One copy of a Job's status; when to look at it again, if ever.
-async fn copy(job: Arc<Job>, ctx: &Arc<Context>) -> Option<Duration> {
-    let key = ObjectRef::from_obj(job.as_ref());
+async fn copy<K: RelayedKind>(job: Arc<K>, ctx: &Arc<Context>) -> Option<Duration> {
+    let key = Key::from_obj(job.as_ref());
     match reconcile(job, Arc::clone(ctx)).await {
         Ok(after) => {
             ctx.retries.status_copy.succeeded(&key);
@@ -124,12 +124,12 @@ async fn copy(job: Arc<Job>, ctx: &Arc<Context>) -> Option<Duration> {
 }
 
 /// The [`StatusQueue`] and what wakes a worker waiting on it.
-struct Queue {
-    queue: Mutex<StatusQueue>,
+struct Queue<K: RelayedKind> {
+    queue: Mutex<StatusQueue<K>>,
     ready: Notify,
 }
 
-impl Queue {
+impl<K: RelayedKind> Queue<K> {
     fn new(progress_limit: usize) -> Self {
         Self {
             queue: Mutex::new(StatusQueue::new(progress_limit)),
@@ -137,22 +137,22 @@ impl Queue {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, StatusQueue> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, StatusQueue<K>> {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn mark(&self, key: ObjectRef<Job>, lane: Lane) {
+    fn mark(&self, key: ObjectRef<K>, lane: Lane) {
         self.lock().mark(key, lane);
         self.ready.notify_one();
     }
 
-    fn done(&self, key: &ObjectRef<Job>) {
+    fn done(&self, key: &ObjectRef<K>) {
         self.lock().done(key);
         self.ready.notify_one();
     }
 
     /// The next Job to work, once there is one.
-    async fn next(&self) -> ObjectRef<Job> {
+    async fn next(&self) -> ObjectRef<K> {
         loop {
             let (next, more) = {
                 let mut queue = self.lock();
@@ -173,7 +173,10 @@ impl Queue {
 /// Copies the status the Job's agent last reported onto it, if it shows
 /// something else; when to look at it again, if ever.
 #[instrument(skip_all, fields(job = %ObjectRef::from_obj(job.as_ref())))]
-pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Option<Duration>, Error> {
+pub async fn reconcile<K: RelayedKind>(
+    job: Arc<K>,
+    ctx: Arc<Context>,
+) -> Result<Option<Duration>, Error> {
     if !is_relayed(&*job)
         || !matches!(lifecycle(&*job), Lifecycle::Active | Lifecycle::Suspended)
         || !has_finalizer(&*job)
@@ -200,8 +203,10 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Option<Durati
         && let Some(kept) = &view.status
     {
         let worker_status = &kept.value();
-        let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
-        let finished_at = status::newly_finished_at(job.status.as_ref(), worker_status);
+        let jobs: Api<K> = Api::namespaced(ctx.client.clone(), &namespace);
+        let finished_at = (!job.is_finished())
+            .then(|| K::finish_time(worker_status))
+            .flatten();
         let writing = std::time::Instant::now();
         let written = writes::write_status(&jobs, &job, worker_status)
             .await

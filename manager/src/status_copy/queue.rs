@@ -18,12 +18,9 @@
 
 use std::collections::HashMap;
 
-use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::reflector::ObjectRef;
 
-use crate::controller::changes::Pending;
-
-type Key = ObjectRef<Job>;
+use crate::controller::changes::{Changing, Pending};
 
 /// How soon a Job's status is copied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -35,11 +32,11 @@ pub enum Lane {
 }
 
 #[derive(Debug)]
-pub struct StatusQueue {
-    finished: Pending,
-    progress: Pending,
+pub struct StatusQueue<K: Changing> {
+    finished: Pending<K>,
+    progress: Pending<K>,
     /// Jobs being worked (as many as there are workers).
-    working: HashMap<Key, Working>,
+    working: HashMap<ObjectRef<K>, Working>,
     progress_limit: usize,
 }
 
@@ -51,7 +48,7 @@ struct Working {
     again: Option<Lane>,
 }
 
-impl StatusQueue {
+impl<K: Changing> StatusQueue<K> {
     /// A queue that hands out at most `progress_limit` Jobs of the progress
     /// lane at once (at least one).
     pub fn new(progress_limit: usize) -> Self {
@@ -65,7 +62,7 @@ impl StatusQueue {
 
     /// Queues `key` in `lane` (a Job queued in the progress lane moves to
     /// the finished one); a Job being worked is queued once its work is done.
-    pub fn mark(&mut self, key: Key, lane: Lane) {
+    pub fn mark(&mut self, key: ObjectRef<K>, lane: Lane) {
         if let Some(working) = self.working.get_mut(&key) {
             working.again = working.again.max(Some(lane));
             return;
@@ -82,7 +79,7 @@ impl StatusQueue {
 
     /// The next Job to work, now counted as being worked: a finished one,
     /// else one of the progress lane while fewer than its limit are worked.
-    pub fn take(&mut self) -> Option<Key> {
+    pub fn take(&mut self) -> Option<ObjectRef<K>> {
         let (key, from) = match self.finished.take() {
             Some(key) => (key, Lane::Finished),
             None if self.progress_has_room() => (self.progress.take()?, Lane::Progress),
@@ -94,7 +91,7 @@ impl StatusQueue {
     }
 
     /// The work on `key` is done; it is queued again if it changed meanwhile.
-    pub fn done(&mut self, key: &Key) {
+    pub fn done(&mut self, key: &ObjectRef<K>) {
         if let Some(Working {
             again: Some(lane), ..
         }) = self.working.remove(key)
@@ -127,12 +124,15 @@ impl StatusQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::batch::v1::Job;
+
+    type Key = ObjectRef<Job>;
 
     fn key(name: &str) -> Key {
         ObjectRef::new(name).within("ns")
     }
 
-    fn drain(queue: &mut StatusQueue) -> Vec<String> {
+    fn drain(queue: &mut StatusQueue<Job>) -> Vec<String> {
         let mut taken = Vec::new();
         while let Some(k) = queue.take() {
             queue.done(&k);

@@ -2,6 +2,7 @@
 //! the Job there, then having its mirror applied — built from a whole Job,
 //! since the cache holds no pod templates.
 
+use jobrelay_process::jobset::JobSet;
 use jobrelay_proto::wire::FLAVORS_ANNOTATION;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
@@ -17,16 +18,75 @@ use crate::job::life::{Lifecycle, is_whole, lifecycle, revision};
 use crate::job::placement::{pinned_cluster, preferences};
 use crate::job::plan;
 use crate::kinds::RelayedKind;
-use crate::kueue::worker_queue::queue_on_worker;
-use crate::kueue::{mirror_scheduling, scheduling};
+use crate::kueue::mirror_scheduling::{self, Flavors};
+use crate::kueue::scheduling::{self, Scheduling};
+use crate::kueue::worker_queue::{WorkerQueue, map_queue_label, queue_on_worker};
 use crate::telemetry::events::Reason;
 
 use super::Reconciling;
 
-impl Reconciling<'_> {
+/// What the controller does with a kind beyond [`RelayedKind`]: what
+/// Kueue's flavors and a worker's own Kueue do to its mirror.
+pub trait Dispatched: RelayedKind {
+    /// What of a Kueue reservation's `scheduling` to record on the object
+    /// (see [`scheduling::to_record`]); `None`: nothing to write.
+    fn flavors_record(&self, scheduling: &Scheduling) -> Option<Option<String>>;
+
+    /// Readies `mirror` (of `whole`) for `cluster`: queued in the worker's
+    /// own Kueue, or given the flavors of the reservation it runs under.
+    fn for_worker(
+        mirror: &mut Self,
+        whole: &Self,
+        worker_queue: Option<&WorkerQueue>,
+        flavors: Flavors,
+        reserved: Option<&Scheduling>,
+    );
+}
+
+impl Dispatched for Job {
+    fn flavors_record(&self, scheduling: &Scheduling) -> Option<Option<String>> {
+        scheduling::to_record(self, scheduling)
+    }
+
+    fn for_worker(
+        mirror: &mut Job,
+        whole: &Job,
+        worker_queue: Option<&WorkerQueue>,
+        flavors: Flavors,
+        reserved: Option<&Scheduling>,
+    ) {
+        let queued_on_worker = queue_on_worker(mirror, worker_queue);
+        let reserved = reserved.filter(|_| !queued_on_worker);
+        mirror_scheduling::for_worker(mirror, whole, flavors, reserved);
+    }
+}
+
+/// A JobSet behind Kueue on the manager is not relayed with its flavors
+/// yet; one queued on the worker keeps its queue name there.
+impl Dispatched for JobSet {
+    fn flavors_record(&self, _scheduling: &Scheduling) -> Option<Option<String>> {
+        None
+    }
+
+    fn for_worker(
+        mirror: &mut JobSet,
+        _whole: &JobSet,
+        worker_queue: Option<&WorkerQueue>,
+        _flavors: Flavors,
+        _reserved: Option<&Scheduling>,
+    ) {
+        if map_queue_label(&mut mirror.metadata, worker_queue)
+            && let Some(spec) = mirror.spec.as_mut()
+        {
+            spec.suspend = Some(true);
+        }
+    }
+}
+
+impl<K: Dispatched> Reconciling<'_, K> {
     /// Chooses the Job's cluster and holds the Job there; `Err` with when to
     /// look again if it cannot go anywhere now.
-    pub(super) async fn place(&self) -> Result<Result<(Job, String), Action>, kube::Error> {
+    pub(super) async fn place(&self) -> Result<Result<(K, String), Action>, kube::Error> {
         let (job, ctx) = (self.job, self.ctx);
         let namespace = job.namespace().unwrap_or_default();
         let pinned = pinned_cluster(job);
@@ -64,14 +124,14 @@ impl Reconciling<'_> {
 
     /// Holds the Job for its mirror on `cluster`, recording the flavors of
     /// the Kueue reservation it is placed under; returns it as written.
-    pub(super) async fn hold(&self, cluster: &str) -> Result<Job, kube::Error> {
+    pub(super) async fn hold(&self, cluster: &str) -> Result<K, kube::Error> {
         let flavors = self
             .ctx
             .reservations
             .get(&self.uid)
-            .and_then(|r| scheduling::to_record(self.job, &r.scheduling));
+            .and_then(|r| self.job.flavors_record(&r.scheduling));
         let held = writes::hold(&self.jobs, self.job, cluster, flavors).await?;
-        self.wrote(self.job, held.metadata.resource_version.clone());
+        self.wrote(self.job, held.meta().resource_version.clone());
         Ok(held)
     }
 
@@ -83,7 +143,7 @@ impl Reconciling<'_> {
         let Some(reservation) = self.ctx.reservations.get(&self.uid) else {
             return Ok(None);
         };
-        let Some(record) = scheduling::to_record(self.job, &reservation.scheduling) else {
+        let Some(record) = self.job.flavors_record(&reservation.scheduling) else {
             return Ok(None);
         };
         debug!("recording the flavors of Kueue's reservation on the Job");
@@ -126,7 +186,7 @@ impl Reconciling<'_> {
     }
 
     /// Has the mirror of `job` (as held) applied on `cluster`.
-    pub(super) async fn apply(&self, job: &Job, cluster: &str) -> Result<Action, kube::Error> {
+    pub(super) async fn apply(&self, job: &K, cluster: &str) -> Result<Action, kube::Error> {
         let ctx = self.ctx;
         let revision = revision(job);
         let outcome = match ctx
@@ -157,7 +217,7 @@ impl Reconciling<'_> {
     /// the cache has it, and a Job that cannot be mirrored is left alone.
     async fn mirror_payload(
         &self,
-        job: &Job,
+        job: &K,
         cluster: &str,
     ) -> Result<Result<Vec<u8>, Action>, kube::Error> {
         let ctx = self.ctx;
@@ -184,12 +244,14 @@ impl Reconciling<'_> {
         // flavors when it admits it.
         let worker_queue = ctx.registry.worker_queue(cluster);
         let mirror = whole.mirror(&ctx.origin).map(|mut mirror| {
-            let queued_on_worker = queue_on_worker(&mut mirror, worker_queue.as_ref());
-            let reserved = reservation
-                .as_ref()
-                .filter(|_| !queued_on_worker)
-                .map(|r| &r.scheduling);
-            mirror_scheduling::for_worker(&mut mirror, whole, ctx.flavors, reserved);
+            let reserved = reservation.as_ref().map(|r| &r.scheduling);
+            K::for_worker(
+                &mut mirror,
+                whole,
+                worker_queue.as_ref(),
+                ctx.flavors,
+                reserved,
+            );
             mirror
         });
         Ok(match mirror.map(|m| serde_json::to_vec(&m)) {

@@ -20,14 +20,6 @@ fn condition_types(status: &Value) -> Vec<&str> {
 }
 
 #[test]
-fn a_kept_status_reads_back_as_copied() {
-    let copied = copied(WORKER.as_bytes()).unwrap();
-    let kept = StatusText::new(&copied);
-    assert_eq!(kept.value(), copied);
-    assert!(kept.0.len() < WORKER.len(), "{kept:?}");
-}
-
-#[test]
 fn copies_counts_times_and_conditions_in_the_workers_order() {
     let status = copied(WORKER.as_bytes()).unwrap();
     assert_eq!(status["succeeded"], 10);
