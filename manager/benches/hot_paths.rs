@@ -7,8 +7,8 @@
 
 use divan::{Bencher, black_box};
 use jobrelay_manager::fleet::Fleet;
-use jobrelay_manager::kinds::job_status::{copied, differs, patch_body, reconciled};
 use jobrelay_manager::kinds::RelayedKind;
+use jobrelay_manager::kinds::job_status::{copied, differs, patch_body, reconciled};
 use jobrelay_manager::kinds::key::Key;
 use jobrelay_manager::outbox::Outbox;
 use jobrelay_proto::v1::{DesiredMirror, InventoryEntry, MirrorPhase};

@@ -296,6 +296,7 @@ impl Sessions {
             released,
             outbox.clone(),
         );
+        self.fleet.set_kinds(&cluster, &hello.kinds);
         // Jobs that waited for a cluster are placed now, not at their next
         // requeue (a new leader's first sessions, a cluster back).
         self.fleet

@@ -12,7 +12,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use jobrelay_proto::v1::{
-    DesiredMirror, DesiredSet, InventoryEntry, ManagerMessage, MirrorPhase, manager_message::Kind,
+    DesiredMirror, DesiredSet, InventoryEntry, ManagerMessage, MirrorPhase, ObjectKind,
+    manager_message::Kind,
 };
 use k8s_openapi::jiff::Timestamp;
 use tokio::sync::mpsc;
@@ -34,6 +35,8 @@ struct Cluster {
     last_heard: Option<Timestamp>,
     /// Disconnected for longer than its `lostAfter`.
     lost: bool,
+    /// The kinds its agent mirrors, as its last Hello named them.
+    kinds: Vec<ObjectKind>,
 }
 
 pub struct Fleet {
@@ -186,7 +189,12 @@ impl Fleet {
             return Some(name.clone());
         }
         let mut candidates = candidates(&clusters);
-        candidates.retain(|c| eligible(&c.name));
+        // Only an agent that mirrors the kind is given one.
+        let mirrors_kind = |name: &str| {
+            let kinds = clusters.get(name).map(|c| c.kinds.as_slice());
+            jobrelay_proto::kinds::mirrors(kinds.unwrap_or_default(), key.kind)
+        };
+        candidates.retain(|c| eligible(&c.name) && mirrors_kind(&c.name));
         let choice = choose_cluster(pinned, &candidates)?;
         clusters
             .entry(choice.clone())
@@ -194,6 +202,12 @@ impl Fleet {
             .mirrors
             .change(uid, |view| view.key = Some(key.clone()));
         Some(choice)
+    }
+
+    /// Records the kinds the agent of `cluster` mirrors (its Hello's).
+    pub fn set_kinds(&self, cluster: &str, kinds: &[ObjectKind]) {
+        let mut clusters = self.lock();
+        clusters.entry(cluster.to_string()).or_default().kinds = kinds.to_vec();
     }
 
     /// Connected clusters with the number of mirrors each holds or is being sent.

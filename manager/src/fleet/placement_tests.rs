@@ -4,6 +4,7 @@
 
 use super::tests::{fleet, key, kinds, outbox};
 use super::*;
+use crate::kinds::key::Key;
 
 #[test]
 fn jobs_placed_together_spread_and_a_placement_is_stable() {
@@ -120,4 +121,38 @@ fn the_desired_set_after_a_lost_spell_says_so_and_carries_what_is_released() {
     let (tx, mut rx) = outbox();
     fleet.connect("w1", "test", &[], vec![], vec![], tx);
     assert!(!desired_set(&mut rx).after_lost, "an ordinary reconnect");
+}
+
+#[test]
+fn a_jobset_goes_only_where_the_agent_mirrors_jobsets_and_a_job_anywhere() {
+    use jobrelay_proto::kinds::{JOB, JOBSET};
+    let (fleet, _) = fleet();
+    let mut outboxes = Vec::new();
+    for cluster in ["w1", "w2"] {
+        let (tx, rx) = outbox();
+        outboxes.push(rx);
+        fleet.connect(cluster, "test", &[], vec![], vec![], tx);
+    }
+    // w1's agent names no kind (older than kinds): Jobs only.
+    fleet.set_kinds("w2", &[JOB.to_wire(), JOBSET.to_wire()]);
+    let jobset = Key {
+        kind: JOBSET,
+        ..key("train")
+    };
+    for i in 0..3 {
+        assert_eq!(
+            fleet
+                .place(&format!("s{i}"), &jobset, None, |_| true)
+                .as_deref(),
+            Some("w2"),
+            "JobSet {i}"
+        );
+    }
+    assert_eq!(
+        fleet.place("j0", &key("a"), None, |_| true).as_deref(),
+        Some("w1"),
+        "a Job goes to the emptier cluster, whatever it mirrors besides"
+    );
+    fleet.set_kinds("w2", &[JOB.to_wire()]);
+    assert_eq!(fleet.place("s9", &jobset, None, |_| true), None);
 }
