@@ -1,10 +1,12 @@
 //! The leak check every relay scenario ends with: on every worker, nothing of
-//! the origin is left in the scenario's namespace — no Job, no Pod carrying
-//! the origin label — and no Pod whose owning Job is gone.
+//! the origin is left in the scenario's namespace — no JobSet (where the
+//! worker serves them), no Job, no Pod carrying the origin label — and no
+//! Pod whose owning Job is gone.
 
 use std::collections::HashSet;
 use std::fmt;
 
+use jobrelay_process::jobset::JobSet;
 use jobrelay_proto::wire::ORIGIN_LABEL;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -17,7 +19,7 @@ use crate::cluster::ClusterSet;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Leak {
     pub cluster: String,
-    /// `Job` or `Pod`.
+    /// `JobSet`, `Job` or `Pod`.
     pub kind: &'static str,
     pub namespace: String,
     pub name: String,
@@ -45,7 +47,7 @@ pub async fn leaks(
     for worker in clusters.workers() {
         let client = worker.client().await?;
         let jobs: Api<Job> = Api::namespaced(client.clone(), namespace);
-        let pods: Api<Pod> = Api::namespaced(client, namespace);
+        let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
         let leak = |kind, name: String, why: String| Leak {
             cluster: worker.name.clone(),
             kind,
@@ -53,6 +55,21 @@ pub async fn leaks(
             name,
             why,
         };
+        let jobsets: Api<JobSet> = Api::namespaced(client, namespace);
+        match jobsets.list(&labelled).await {
+            Ok(list) => {
+                for jobset in list {
+                    found.push(leak(
+                        "JobSet",
+                        jobset.name_any(),
+                        format!("origin {origin}"),
+                    ));
+                }
+            }
+            // The worker does not serve JobSets.
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => return Err(error.into()),
+        }
         for job in jobs.list(&labelled).await? {
             found.push(leak("Job", job.name_any(), format!("origin {origin}")));
         }
