@@ -12,8 +12,9 @@ use serde_json::{Map, Value};
 /// Pod of a JobSet: the JobSet's UID.
 pub const JOBSET_UID_LABEL: &str = "jobset.sigs.k8s.io/jobset-uid";
 
-/// A JobSet: a group of replicated Jobs run as one.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// A JobSet: a group of replicated Jobs run as one. It is written with its
+/// `apiVersion` and `kind`, as the API server needs them.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct JobSet {
     #[serde(default)]
     pub metadata: ObjectMeta,
@@ -63,6 +64,31 @@ pub struct JobSetStatus {
     /// Every other field (replicatedJobsStatus, restarts, …).
     #[serde(flatten)]
     pub rest: Map<String, Value>,
+}
+
+impl Serialize for JobSet {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use k8s_openapi::Resource as _;
+        #[derive(Serialize)]
+        struct Typed<'a> {
+            #[serde(rename = "apiVersion")]
+            api_version: &'static str,
+            kind: &'static str,
+            metadata: &'a ObjectMeta,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            spec: &'a Option<JobSetSpec>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            status: &'a Option<JobSetStatus>,
+        }
+        Typed {
+            api_version: JobSet::API_VERSION,
+            kind: JobSet::KIND,
+            metadata: &self.metadata,
+            spec: &self.spec,
+            status: &self.status,
+        }
+        .serialize(serializer)
+    }
 }
 
 impl JobSet {
@@ -155,12 +181,7 @@ mod tests {
     fn every_field_survives_a_read_and_a_write() {
         let jobset: JobSet = serde_json::from_value(example()).unwrap();
         let written = serde_json::to_value(&jobset).unwrap();
-        // apiVersion and kind are added by the client, not kept in the type.
-        let mut expected = example();
-        let expected_object = expected.as_object_mut().unwrap();
-        expected_object.remove("apiVersion");
-        expected_object.remove("kind");
-        assert_eq!(written, expected);
+        assert_eq!(written, example(), "apiVersion and kind included");
         let spec = jobset.spec.as_ref().unwrap();
         assert_eq!(spec.replicated_jobs.len(), 2);
         assert_eq!(spec.replicated_jobs[1].rest["replicas"], 3);

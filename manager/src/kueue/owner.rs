@@ -1,5 +1,6 @@
 //! Whether a Workload in a jobrelay check is one jobrelay can relay: owned by
-//! a `batch/v1` Job whose `spec.managedBy` is jobrelay's. Anything else can
+//! a `batch/v1` Job whose `spec.managedBy` is jobrelay's (a JobSet is relayed
+//! too, but not behind the check yet). Anything else can
 //! never pass the check; it is rejected saying what to change, rather than
 //! holding its quota while nothing happens.
 
@@ -44,6 +45,11 @@ pub fn not_ours(owner: &Owner) -> Option<String> {
                  in a LocalQueue whose ClusterQueue has no jobrelay admission check"
             ))
         }
+        Owner::Other { kind, name, .. } if kind == "JobSet" => Some(format!(
+            "the Workload belongs to JobSet {name}; jobrelay relays JobSets, but its admission check \
+             takes the Workloads of batch/v1 Jobs only so far. Queue the JobSet in a LocalQueue whose \
+             ClusterQueue has no jobrelay admission check: Kueue admits it, then jobrelay relays it"
+        )),
         Owner::Other {
             api_version,
             kind,
@@ -97,9 +103,17 @@ mod tests {
         })
         .unwrap();
         assert!(
-            jobset.contains("JobSet llm (jobset.x-k8s.io/v1alpha2)"),
+            jobset.contains("JobSet llm; jobrelay relays JobSets, but its admission check")
+                && jobset.contains("no jobrelay admission check"),
             "{jobset}"
         );
+        let ray = not_ours(&Owner::Other {
+            api_version: "ray.io/v1".into(),
+            kind: "RayJob".into(),
+            name: "tune".into(),
+        })
+        .unwrap();
+        assert!(ray.contains("RayJob tune (ray.io/v1)"), "{ray}");
         assert!(not_ours(&Owner::None).unwrap().contains("no owner"));
     }
 }
