@@ -35,6 +35,7 @@ pub mod kube_api_timing;
 pub mod kube_client;
 pub mod metrics;
 pub mod metrics_server;
+pub mod object;
 pub mod peer_certificate;
 pub mod rate;
 pub mod server;

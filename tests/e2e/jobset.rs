@@ -155,7 +155,7 @@ async fn a_jobset_runs_where_jobsets_are_served_completes_and_leaves_nothing_beh
     .await;
     let status = done.status.expect("status");
     assert_eq!(status.terminal_state.as_deref(), Some("Completed"));
-    let succeeded: Vec<(String, i64)> = status.rest["replicatedJobsStatus"]
+    let succeeded: std::collections::BTreeMap<String, i64> = status.rest["replicatedJobsStatus"]
         .as_array()
         .expect("replicatedJobsStatus")
         .iter()
@@ -166,7 +166,7 @@ async fn a_jobset_runs_where_jobsets_are_served_completes_and_leaves_nothing_beh
         .collect();
     assert_eq!(
         succeeded,
-        [("leader".to_string(), 1), ("workers".to_string(), 1)],
+        [("leader".to_string(), 1), ("workers".to_string(), 1)].into(),
         "the worker's counts, per replicated Job"
     );
 

@@ -3,15 +3,13 @@
 use std::collections::BTreeMap;
 
 use jobrelay_proto::kinds::{JOB, KindName};
-use jobrelay_proto::wire::{
-    ORIGIN_LABEL, ORIGIN_UID_LABEL, OWNER_ANNOTATION, REVISION_ANNOTATION, ends_job,
-};
+use jobrelay_proto::wire::ends_job;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
 use serde_json::Value;
 
-use super::{MirrorError, RelayedKind, job_status, revision};
+use super::{MirrorError, RelayedKind, job_status, mirror_metadata};
 
 /// Pod-template labels the manager cluster's API server derived from the
 /// manager Job's UID; the worker's API server sets its own.
@@ -34,12 +32,7 @@ impl RelayedKind for Job {
     }
 
     fn is_finished(&self) -> bool {
-        self.status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .into_iter()
-            .flatten()
-            .any(|c| ends_job(&c.type_, &c.status))
+        jobrelay_process::object::job_finished(self)
     }
 
     fn finished_at(&self) -> Option<Timestamp> {
@@ -109,34 +102,11 @@ impl RelayedKind for Job {
 /// controller labels, `managedBy`, `ttlSecondsAfterFinished`). `suspend`
 /// follows the manager Job's, so a suspended Job's mirror runs no Pods.
 fn mirror_job(job: &Job, origin: &str) -> Result<Job, MirrorError> {
-    let name = job.metadata.name.clone().ok_or(missing("metadata.name"))?;
-    let namespace = job
-        .metadata
-        .namespace
-        .clone()
-        .ok_or(missing("metadata.namespace"))?;
-    let uid = job.metadata.uid.clone().ok_or(missing("metadata.uid"))?;
-    let mut spec = job.spec.clone().ok_or(missing("spec"))?;
-
-    let origin_labels = [(ORIGIN_LABEL, origin), (ORIGIN_UID_LABEL, uid.as_str())];
-    let mut labels = job.metadata.labels.clone().unwrap_or_default();
-    labels.extend(origin_labels.map(|(k, v)| (k.to_string(), v.to_string())));
-    let mut annotations = job.metadata.annotations.clone().unwrap_or_default();
-    annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
-    annotations.insert(REVISION_ANNOTATION.into(), revision(job).to_string());
-    if let Some(owner) = job
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true))
-    {
-        annotations.insert(
-            OWNER_ANNOTATION.into(),
-            format!("{}/{}", owner.kind, owner.name),
-        );
-    }
-
+    let (metadata, origin_labels) = mirror_metadata(job, origin)?;
+    let mut spec = job.spec.clone().ok_or(MirrorError::Missing {
+        kind: "Job",
+        field: "spec",
+    })?;
     spec.selector = None;
     spec.manual_selector = None;
     spec.managed_by = None;
@@ -150,23 +120,12 @@ fn mirror_job(job: &Job, origin: &str) -> Result<Job, MirrorError> {
     for key in CONTROLLER_LABELS {
         template_labels.remove(key);
     }
-    template_labels.extend(origin_labels.map(|(k, v)| (k.to_string(), v.to_string())));
-
+    template_labels.extend(origin_labels);
     Ok(Job {
-        metadata: ObjectMeta {
-            name: Some(name),
-            namespace: Some(namespace),
-            labels: Some(labels),
-            annotations: Some(annotations),
-            ..Default::default()
-        },
+        metadata,
         spec: Some(spec),
         status: None,
     })
-}
-
-fn missing(field: &'static str) -> MirrorError {
-    MirrorError::Missing { kind: "Job", field }
 }
 
 #[cfg(test)]

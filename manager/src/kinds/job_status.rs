@@ -178,22 +178,11 @@ pub fn differs(current: Option<&JobStatus>, desired: &Value) -> bool {
 /// too. A merge patch costs the API server less than a server-side apply of
 /// the same fields (no applied configuration to convert and merge).
 pub fn patch_body(status: &Value) -> Value {
-    let mut patch = Map::new();
-    for field in COPIED {
-        let value = status.get(field).cloned().unwrap_or(Value::Null);
-        patch.insert(field.into(), value);
-    }
-    serde_json::json!({ "status": patch })
+    super::patch_naming(&COPIED, status)
 }
 
 fn pick(status: &Value) -> Value {
-    let mut picked = Map::new();
-    for field in COPIED {
-        if let Some(value) = status.get(field).filter(|v| !v.is_null()) {
-            picked.insert(field.into(), value.clone());
-        }
-    }
-    Value::Object(picked)
+    super::pick(&COPIED, status)
 }
 
 /// Zero counts and absent counts mean the same to the API server.

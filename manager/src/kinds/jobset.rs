@@ -5,12 +5,10 @@ use std::collections::BTreeMap;
 
 use jobrelay_process::jobset::{JobSet, JobSetSpec};
 use jobrelay_proto::kinds::{JOBSET, KindName};
-use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL, OWNER_ANNOTATION, REVISION_ANNOTATION};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::ObjectMeta;
 use serde_json::Value;
 
-use super::{MirrorError, RelayedKind, jobset_status, revision};
+use super::{MirrorError, RelayedKind, jobset_status, mirror_metadata};
 
 impl RelayedKind for JobSet {
     const NAME: KindName = JOBSET;
@@ -97,70 +95,30 @@ impl RelayedKind for JobSet {
     /// template; no `managedBy` (the worker's JobSet controller runs it) or
     /// `ttlSecondsAfterFinished` (retention is jobrelay's).
     fn mirror(&self, origin: &str) -> Result<JobSet, MirrorError> {
-        let missing = |field| MirrorError::Missing {
+        let (metadata, origin_labels) = mirror_metadata(self, origin)?;
+        let spec = self.spec.as_ref().ok_or(MirrorError::Missing {
             kind: "JobSet",
-            field,
-        };
-        let name = self.metadata.name.clone().ok_or(missing("metadata.name"))?;
-        let namespace = self
-            .metadata
-            .namespace
-            .clone()
-            .ok_or(missing("metadata.namespace"))?;
-        let uid = self.metadata.uid.clone().ok_or(missing("metadata.uid"))?;
-        let spec = self.spec.as_ref().ok_or(missing("spec"))?;
-        let origin_labels = [(ORIGIN_LABEL, origin), (ORIGIN_UID_LABEL, uid.as_str())]
-            .map(|(k, v)| (k.to_string(), v.to_string()));
+            field: "spec",
+        })?;
         let labelled = |labels: &mut Option<BTreeMap<String, String>>| {
             labels
                 .get_or_insert_with(BTreeMap::new)
                 .extend(origin_labels.clone());
         };
-
-        let mut labels = self.metadata.labels.clone();
-        labelled(&mut labels);
-        let mut annotations = self.metadata.annotations.clone().unwrap_or_default();
-        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
-        annotations.insert(REVISION_ANNOTATION.into(), revision(self).to_string());
-        if let Some(owner) = self
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|o| o.controller == Some(true))
-        {
-            annotations.insert(
-                OWNER_ANNOTATION.into(),
-                format!("{}/{}", owner.kind, owner.name),
-            );
-        }
         let mut replicated_jobs = spec.replicated_jobs.clone();
         for job in &mut replicated_jobs {
-            labelled(
-                &mut job
+            let job_meta = job.template.metadata.get_or_insert_with(Default::default);
+            labelled(&mut job_meta.labels);
+            if let Some(job_spec) = job.template.spec.as_mut() {
+                let pod_meta = job_spec
                     .template
                     .metadata
-                    .get_or_insert_with(Default::default)
-                    .labels,
-            );
-            if let Some(job_spec) = job.template.spec.as_mut() {
-                labelled(
-                    &mut job_spec
-                        .template
-                        .metadata
-                        .get_or_insert_with(Default::default)
-                        .labels,
-                );
+                    .get_or_insert_with(Default::default);
+                labelled(&mut pod_meta.labels);
             }
         }
         Ok(JobSet {
-            metadata: ObjectMeta {
-                name: Some(name),
-                namespace: Some(namespace),
-                labels,
-                annotations: Some(annotations),
-                ..Default::default()
-            },
+            metadata,
             spec: Some(JobSetSpec {
                 replicated_jobs,
                 suspend: spec.suspend,
@@ -177,6 +135,7 @@ impl RelayedKind for JobSet {
 mod tests {
     use super::*;
     use crate::job::life::*;
+    use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL, REVISION_ANNOTATION};
 
     fn manager_jobset() -> JobSet {
         serde_json::from_value(serde_json::json!({

@@ -6,7 +6,7 @@
 //! null.
 
 use k8s_openapi::jiff::Timestamp;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// The JobSetStatus fields that mirror what happens on the worker.
 const COPIED: [&str; 5] = [
@@ -25,13 +25,7 @@ pub fn copied(worker_status: &[u8]) -> serde_json::Result<Value> {
 
 /// The copied part of a status.
 pub fn pick(status: &Value) -> Value {
-    let mut picked = Map::new();
-    for field in COPIED {
-        if let Some(value) = status.get(field).filter(|v| !v.is_null()) {
-            picked.insert(field.into(), value.clone());
-        }
-    }
-    Value::Object(picked)
+    super::pick(&COPIED, status)
 }
 
 /// When the JobSet finished: its `Completed` or `Failed` condition's
@@ -54,12 +48,7 @@ fn ending(condition: &Value) -> bool {
 
 /// The merge patch that makes the copied fields `status`.
 pub fn patch_body(status: &Value) -> Value {
-    let mut patch = Map::new();
-    for field in COPIED {
-        let value = status.get(field).cloned().unwrap_or(Value::Null);
-        patch.insert(field.into(), value);
-    }
-    serde_json::json!({ "status": patch })
+    super::patch_naming(&COPIED, status)
 }
 
 /// Nothing runs any more: each replicated Job's active, ready and

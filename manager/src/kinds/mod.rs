@@ -21,12 +21,14 @@ pub mod jobset_status;
 pub mod key;
 pub mod stores;
 
+use std::collections::BTreeMap;
+
+use jobrelay_process::object::Object;
 use jobrelay_proto::kinds::{self, KindName};
 use jobrelay_proto::v1::ObjectKind;
+use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL, OWNER_ANNOTATION, REVISION_ANNOTATION};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
-use kube::core::NamespaceResourceScope;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 /// Why an object cannot be mirrored.
@@ -40,16 +42,7 @@ pub enum MirrorError {
 }
 
 /// A kind of object the manager relays.
-pub trait RelayedKind:
-    kube::Resource<DynamicType = (), Scope = NamespaceResourceScope>
-    + Clone
-    + std::fmt::Debug
-    + DeserializeOwned
-    + Serialize
-    + Send
-    + Sync
-    + 'static
-{
+pub trait RelayedKind: Object {
     /// Its name on the wire.
     const NAME: KindName;
 
@@ -106,6 +99,78 @@ pub trait RelayedKind:
     /// namespace and name, the origin labels on it and on every pod
     /// template, nothing that must not cross clusters.
     fn mirror(&self, origin: &str) -> Result<Self, MirrorError>;
+}
+
+/// What every mirror carries, of any kind: the object's namespace and name,
+/// its labels and the origin labels, its annotations with the revision and
+/// its controlling owner recorded (not referenced); nothing else of its
+/// metadata crosses clusters. Also the origin labels, for its templates.
+pub fn mirror_metadata<K: RelayedKind>(
+    object: &K,
+    origin: &str,
+) -> Result<(ObjectMeta, BTreeMap<String, String>), MirrorError> {
+    let missing = |field| MirrorError::Missing {
+        kind: K::NAME.kind,
+        field,
+    };
+    let meta = object.meta();
+    let name = meta.name.clone().ok_or(missing("metadata.name"))?;
+    let namespace = meta
+        .namespace
+        .clone()
+        .ok_or(missing("metadata.namespace"))?;
+    let uid = meta.uid.clone().ok_or(missing("metadata.uid"))?;
+    let origin_labels = BTreeMap::from([
+        (ORIGIN_LABEL.to_string(), origin.to_string()),
+        (ORIGIN_UID_LABEL.to_string(), uid),
+    ]);
+    let mut labels = meta.labels.clone().unwrap_or_default();
+    labels.extend(origin_labels.clone());
+    let mut annotations = meta.annotations.clone().unwrap_or_default();
+    annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    annotations.insert(REVISION_ANNOTATION.into(), revision(object).to_string());
+    if let Some(owner) = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+    {
+        annotations.insert(
+            OWNER_ANNOTATION.into(),
+            format!("{}/{}", owner.kind, owner.name),
+        );
+    }
+    let metadata = ObjectMeta {
+        name: Some(name),
+        namespace: Some(namespace),
+        labels: Some(labels),
+        annotations: Some(annotations),
+        ..Default::default()
+    };
+    Ok((metadata, origin_labels))
+}
+
+/// The `fields` of `status` that are set.
+fn pick(fields: &[&str], status: &Value) -> Value {
+    let mut picked = serde_json::Map::new();
+    for field in fields {
+        if let Some(value) = status.get(*field).filter(|v| !v.is_null()) {
+            picked.insert((*field).into(), value.clone());
+        }
+    }
+    Value::Object(picked)
+}
+
+/// The merge patch of the status subresource that makes `fields` read as
+/// in `status`: each it lacks is removed (null), whatever the manager's
+/// cache shows, so a write that cache has not seen yet is undone too.
+fn patch_naming(fields: &[&str], status: &Value) -> Value {
+    let mut patch = serde_json::Map::new();
+    for field in fields {
+        let value = status.get(*field).cloned().unwrap_or(Value::Null);
+        patch.insert((*field).into(), value);
+    }
+    serde_json::json!({ "status": patch })
 }
 
 /// What [`RelayedKind::copied`] and [`RelayedKind::finish_time`] say for a

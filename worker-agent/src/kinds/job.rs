@@ -2,7 +2,6 @@
 
 use jobrelay_proto::kinds::{JOB, KindName};
 use jobrelay_proto::v1::MirrorPhase;
-use jobrelay_proto::wire::ends_job;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 
 use super::{MirrorKind, Prepare};
@@ -41,12 +40,7 @@ impl MirrorKind for Job {
     /// succeeded as it was suspended (its start time cleared) can complete
     /// only once a resume gives it a start time again.
     fn is_finished(&self) -> bool {
-        self.status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .into_iter()
-            .flatten()
-            .any(|c| ends_job(&c.type_, &c.status))
+        jobrelay_process::object::job_finished(self)
     }
 
     /// Of its spec only `suspend` is kept: the pod template is most of a Job.

@@ -23,26 +23,15 @@ pub mod jobset;
 pub mod objects;
 
 use jobrelay_process::jobset::JOBSET_UID_LABEL;
+use jobrelay_process::object::Object;
 use jobrelay_proto::kinds::{JOB, KindName};
 use jobrelay_proto::v1::{MirrorPhase, ObjectKind, RejectReason};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::NamespaceResourceScope;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 
 use crate::report::ApplyFailure;
 
 /// A kind of object the agent mirrors.
-pub trait MirrorKind:
-    kube::Resource<DynamicType = (), Scope = NamespaceResourceScope>
-    + Clone
-    + std::fmt::Debug
-    + DeserializeOwned
-    + Serialize
-    + Send
-    + Sync
-    + 'static
-{
+pub trait MirrorKind: Object {
     /// Its name on the wire.
     const NAME: KindName;
 
