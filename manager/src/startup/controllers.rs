@@ -9,10 +9,8 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use futures::stream::BoxStream;
 use jobrelay_process::{Shutdown, Tasks};
 use k8s_openapi::api::batch::v1::Job;
-use kube::runtime::reflector::Store;
 use kube::runtime::{Controller, controller};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -33,11 +31,10 @@ const STATUS_CONCURRENCY: usize = 16;
 
 /// What the controllers read besides their [`Context`].
 pub(super) struct Inputs {
-    pub jobs: Store<Job>,
-    pub mirror_changes: BoxStream<'static, Arc<Job>>,
-    pub status_changes: BoxStream<'static, Arc<Job>>,
-    /// What agents reported, by Job.
+    pub jobs: KindWatch<Job>,
+    /// JobSets, where the manager cluster serves them.
     pub jobsets: Option<KindWatch<JobSet>>,
+    /// What agents reported, by object.
     pub triggered: mpsc::UnboundedReceiver<Key>,
     /// Wakes the Job controller for a Job (the admission check's way).
     pub triggers: mpsc::UnboundedSender<Key>,
@@ -59,7 +56,7 @@ pub(super) fn start(
         checks: stores.checks,
         flavors: stores.flavors,
         sets: stores.sets,
-        jobs: inputs.jobs.clone(),
+        jobs: inputs.jobs.objects.clone(),
         registry: ctx.registry.clone(),
         fleet: Arc::clone(&ctx.fleet),
         reservations: Arc::clone(&ctx.reservations),
@@ -90,73 +87,52 @@ pub(super) fn start(
             }
         }
     });
-    let jobs = Pair {
-        objects: inputs.jobs,
-        mirror_changes: inputs.mirror_changes,
-        status_changes: inputs.status_changes,
-        triggered: for_jobs,
-    };
-    let mut running = vec![jobs.start(&ctx, shutdown, tasks)];
+    let mut running = vec![pair(inputs.jobs, for_jobs, &ctx, shutdown, tasks)];
     if let Some(watch) = inputs.jobsets {
-        let jobsets = Pair {
-            objects: watch.objects,
-            mirror_changes: watch.mirror_changes,
-            status_changes: watch.status_changes,
-            triggered: for_jobsets,
-        };
-        running.push(jobsets.start(&ctx, shutdown, tasks));
+        running.push(pair(watch, for_jobsets, &ctx, shutdown, tasks));
     }
     Box::pin(async move {
         futures::future::join_all(running).await;
     })
 }
 
-/// One kind's two controllers and what feeds them: the mirror controller
-/// ([`reconcile`]) and the status copy ([`status_copy`]), each woken by the
-/// kind's changes and by what agents report of its mirrors.
-struct Pair<K: Dispatched> {
-    objects: Store<K>,
-    mirror_changes: BoxStream<'static, Arc<K>>,
-    status_changes: BoxStream<'static, Arc<K>>,
-    triggered: mpsc::UnboundedReceiver<ObjectRef<K>>,
-}
-
-impl<K: Dispatched> Pair<K> {
-    fn start(
-        self,
-        ctx: &Arc<Context>,
-        shutdown: &Shutdown,
-        tasks: &Tasks,
-    ) -> BoxFuture<'static, ()> {
-        let (to_mirrors, for_mirrors) = mpsc::unbounded_channel();
-        let (to_status, for_status) = mpsc::unbounded_channel();
-        let mut triggered = self.triggered;
-        tasks.spawn(async move {
-            while let Some(key) = triggered.recv().await {
-                let _ = to_status.send(key.clone());
-                let _ = to_mirrors.send(key);
-            }
-        });
-        let mirrors = Controller::for_shared_stream(self.mirror_changes, self.objects.clone())
-            .with_config(controller::Config::default().concurrency(CONCURRENCY))
-            .reconcile_on(UnboundedReceiverStream::new(for_mirrors))
-            .graceful_shutdown_on(shutdown.clone().requested())
-            .run(
-                reconcile::reconcile::<K>,
-                reconcile::error_policy::<K>,
-                Arc::clone(ctx),
-            )
-            .for_each(|_| futures::future::ready(()));
-        let status = status_copy::run(
+/// One kind's two controllers: the mirror controller ([`reconcile`]) and
+/// the status copy ([`status_copy`]), each woken by the kind's changes and
+/// by what agents report of its mirrors (`triggered`).
+fn pair<K: Dispatched>(
+    watch: KindWatch<K>,
+    mut triggered: mpsc::UnboundedReceiver<ObjectRef<K>>,
+    ctx: &Arc<Context>,
+    shutdown: &Shutdown,
+    tasks: &Tasks,
+) -> BoxFuture<'static, ()> {
+    let (to_mirrors, for_mirrors) = mpsc::unbounded_channel();
+    let (to_status, for_status) = mpsc::unbounded_channel();
+    tasks.spawn(async move {
+        while let Some(key) = triggered.recv().await {
+            let _ = to_status.send(key.clone());
+            let _ = to_mirrors.send(key);
+        }
+    });
+    let mirrors = Controller::for_shared_stream(watch.mirror_changes, watch.objects.clone())
+        .with_config(controller::Config::default().concurrency(CONCURRENCY))
+        .reconcile_on(UnboundedReceiverStream::new(for_mirrors))
+        .graceful_shutdown_on(shutdown.clone().requested())
+        .run(
+            reconcile::reconcile::<K>,
+            reconcile::error_policy::<K>,
             Arc::clone(ctx),
-            self.objects,
-            self.status_changes,
-            for_status,
-            STATUS_CONCURRENCY,
-            shutdown.clone(),
-        );
-        Box::pin(async move {
-            futures::future::join(mirrors, status).await;
-        })
-    }
+        )
+        .for_each(|_| futures::future::ready(()));
+    let status = status_copy::run(
+        Arc::clone(ctx),
+        watch.objects,
+        watch.status_changes,
+        for_status,
+        STATUS_CONCURRENCY,
+        shutdown.clone(),
+    );
+    Box::pin(async move {
+        futures::future::join(mirrors, status).await;
+    })
 }

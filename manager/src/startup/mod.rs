@@ -152,7 +152,7 @@ impl Core {
         tasks: &Tasks,
     ) -> tokio::task::JoinHandle<std::io::Result<()>> {
         self.metrics
-            .read_caches(watches.jobs.clone(), watches.clusters.clone());
+            .read_caches(watches.jobs.objects.clone(), watches.clusters.clone());
         let metrics = Arc::clone(&self.metrics);
         tasks.spawn_to_end(metrics::serve(
             args.metrics_listen,

@@ -29,11 +29,9 @@ use jobrelay_process::jobset::JobSet;
 use jobrelay_proto::kinds::KindName;
 
 pub(super) struct Watches {
-    pub jobs: Store<Job>,
-    /// The Jobs that changed, for the Job controller and the status copy
+    /// Jobs: their cache and the changes of each of their two controllers
     /// (one key per Job, kept while this replica follows).
-    pub mirror_changes: BoxStream<'static, Arc<Job>>,
-    pub status_changes: BoxStream<'static, Arc<Job>>,
+    pub jobs: KindWatch<Job>,
     /// JobSets, where the manager cluster serves them.
     pub jobsets: Option<KindWatch<JobSet>>,
     pub clusters: Store<WorkerCluster>,
@@ -48,7 +46,7 @@ impl Watches {
     /// The caches of relayed objects, by kind.
     pub(super) fn stores(&self) -> Stores {
         Stores {
-            jobs: self.jobs.clone(),
+            jobs: self.jobs.objects.clone(),
             jobsets: self.jobsets.as_ref().map(|w| w.objects.clone()),
         }
     }
@@ -62,8 +60,6 @@ impl Watches {
     ) -> Inputs {
         Inputs {
             jobs: self.jobs,
-            mirror_changes: self.mirror_changes,
-            status_changes: self.status_changes,
             jobsets: self.jobsets,
             triggered,
             triggers,
@@ -77,32 +73,7 @@ impl Watches {
         events: &Events,
         tasks: &Tasks,
     ) -> Watches {
-        let (jobs, job_writer) = reflector::store::<Job>();
-        let job_changes = JobChanges::default();
-        let [mirror_changes, status_changes] =
-            [(); 2].map(|()| job_changes.subscribe(jobs.clone()).boxed());
-        let marked = jobs.clone();
-        let published = events.clone();
-        let jobs_synced = cache(
-            Api::<Job>::all(client.clone()),
-            crate::job::life::for_cache,
-            job_writer,
-            move |event| {
-                if let watcher::Event::Delete(job) = event
-                    && let Some(uid) = &job.metadata.uid
-                {
-                    published.forget(uid);
-                }
-                job_changes.mark(changes::changed_keys(event, || {
-                    marked
-                        .state()
-                        .iter()
-                        .map(|job| ObjectRef::from_obj(&**job))
-                        .collect()
-                }));
-            },
-            tasks,
-        );
+        let jobs = KindWatch::<Job>::start(client, events, tasks);
         let (clusters, cluster_writer) = reflector::store();
         let (cluster_changes, clusters_changed) = watch::channel(());
         let clusters_synced = cache(
@@ -123,7 +94,7 @@ impl Watches {
         let jobsets = served
             .contains(&JobSet::NAME)
             .then(|| KindWatch::<JobSet>::start(client, events, tasks));
-        let mut synced = vec![jobs_synced, clusters_synced, namespaces_synced];
+        let mut synced = vec![jobs.synced.clone(), clusters_synced, namespaces_synced];
         synced.extend(jobsets.as_ref().map(|w| w.synced.clone()));
         Watches {
             jobsets,
@@ -132,8 +103,6 @@ impl Watches {
                 namespaces,
             },
             jobs,
-            mirror_changes,
-            status_changes,
             clusters,
             clusters_changed,
             synced: all_synced(synced),
@@ -141,8 +110,8 @@ impl Watches {
     }
 }
 
-/// The watch of one more kind's relayed objects: its cache, and the changes
-/// each of its two controllers reads.
+/// The watch of one kind's relayed objects: its cache, and the changes each
+/// of its two controllers reads.
 pub(super) struct KindWatch<K: RelayedKind> {
     pub objects: Store<K>,
     pub mirror_changes: BoxStream<'static, Arc<K>>,
