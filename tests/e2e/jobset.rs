@@ -1,15 +1,17 @@
-//! JobSets relayed end to end: the JobSet CRD on the manager cluster, the
-//! real JobSet controller (v0.11.1) on worker-1 only, and jobrelay's manager
-//! and two agents as their real binaries. The agent of worker-2, whose
-//! cluster serves no JobSets, does not name the kind, so every JobSet goes
-//! to worker-1. Every scenario ends with the leak check, JobSets included.
+//! JobSets relayed end to end: on the manager cluster the JobSet CRD and
+//! Kueue with its JobSet integration, the real JobSet controller (v0.11.1)
+//! on worker-1 only, and jobrelay's manager and two agents as their real
+//! binaries. The agent of worker-2, whose cluster serves no JobSets, does
+//! not name the kind, so every JobSet goes to worker-1. Every scenario ends
+//! with the leak check, JobSets included.
 
 use std::time::Duration;
 
 use jobrelay_e2e::fixtures::{RUN_FOR, pod_spec};
-use jobrelay_e2e::jobset::{JOBSET_NAME_LABEL, JobSetController, install_crds};
-use jobrelay_e2e::jobset_build::ensure_jobset_built;
+use jobrelay_e2e::jobset::{JOBSET_NAME_LABEL, JobSetController};
 use jobrelay_e2e::kit::{self, Clusters};
+use jobrelay_e2e::kueue::{Integrations, Kueue};
+use jobrelay_e2e::kueue_objects::{self, live_worker_pods};
 use jobrelay_e2e::leaks::{assert_no_leaks, leaks};
 use jobrelay_e2e::relay::Relay;
 use jobrelay_e2e::scenario::{Scenario, WAIT};
@@ -26,20 +28,30 @@ use tokio::sync::OnceCell;
 /// The worker that runs the JobSet controller.
 const JOBSET_WORKER: &str = "worker-1";
 
-static SETUP: OnceCell<(JobSetController, &'static Relay)> = OnceCell::const_new();
+/// The AdmissionCheck answered by jobrelay.
+const CHECK: &str = "jobrelay";
+/// Label Kueue reads a JobSet's LocalQueue from.
+const QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
+
+static SETUP: OnceCell<(JobSetController, Kueue, &'static Relay)> = OnceCell::const_new();
 
 /// The clusters with JobSets served where this file says, then jobrelay
 /// (which reads what each cluster serves when it starts).
 async fn relayed(prefix: &str) -> (Scenario, Api<JobSet>) {
     let clusters: &'static Clusters = kit::clusters(2);
-    let (_, relay) = SETUP
+    let (_, _, relay) = SETUP
         .get_or_init(|| async {
-            let release = ensure_jobset_built(&mut |line| eprintln!("{line}"))
-                .unwrap_or_else(|e| panic!("building JobSet: {e}"));
-            let manager = kit::client(clusters.manager()).await;
-            install_crds(&manager, &release)
-                .await
-                .unwrap_or_else(|e| panic!("JobSet CRDs on the manager: {e:#}"));
+            // Kueue's JobSet integration installs the JobSet CRD first.
+            let integrations = Integrations { jobset: true };
+            let state_dir = &clusters.set().state_dir;
+            let kueue = Kueue::start_with(
+                clusters.manager(),
+                state_dir,
+                &Default::default(),
+                &integrations,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("starting Kueue on the manager: {e:#}"));
             let worker = clusters
                 .workers()
                 .iter()
@@ -49,7 +61,11 @@ async fn relayed(prefix: &str) -> (Scenario, Api<JobSet>) {
                 .await
                 .unwrap_or_else(|e| panic!("starting JobSet on {JOBSET_WORKER}: {e:#}"));
             let (_, relay) = kit::relay_with(2, Default::default()).await;
-            (controller, relay)
+            let manager = kit::client(clusters.manager()).await;
+            kueue_objects::admission_check(&manager, CHECK, None)
+                .await
+                .unwrap_or_else(|e| panic!("AdmissionCheck: {e:#}"));
+            (controller, kueue, relay)
         })
         .await;
     let s = Scenario::new(clusters, relay, prefix).await;
@@ -60,7 +76,8 @@ async fn relayed(prefix: &str) -> (Scenario, Api<JobSet>) {
 /// A JobSet for jobrelay: a one-Pod "leader" and a three-Pod "workers"
 /// replicated Job, whose Pods kwok runs for `run_for`.
 fn leader_and_workers(name: &str, run_for: &str) -> JobSet {
-    let pod = serde_json::to_value(pod_spec()).expect("pod spec");
+    let mut pod = serde_json::to_value(pod_spec()).expect("pod spec");
+    pod["containers"][0]["resources"] = json!({"requests": {"cpu": "500m"}});
     let replicated = |job: &str, pods: u32| {
         json!({"name": job, "replicas": 1, "template": {"spec": {
             "parallelism": pods, "completions": pods, "backoffLimit": 0,
@@ -264,6 +281,59 @@ async fn a_child_job_orphaned_behind_jobrelays_back_leaves_no_pod_running() {
         },
     )
     .await;
+    finish(&s, &jobsets).await;
+}
+
+#[tokio::test]
+async fn two_jobsets_queued_with_quota_for_one_never_run_at_once_and_both_complete() {
+    let (s, jobsets) = relayed("jobset-kueue").await;
+    let manager = s.jobs.clone().into_client();
+    // 2 CPUs: one JobSet of four 500m Pods at a time.
+    kueue_objects::queue(&manager, &s.ns, &s.ns, 2, CHECK)
+        .await
+        .expect("ClusterQueue");
+    let mut uids = Vec::new();
+    for name in ["first", "second"] {
+        let mut jobset = leader_and_workers(name, "4s");
+        jobset
+            .labels_mut()
+            .insert(QUEUE_NAME.into(), kueue_objects::LOCAL_QUEUE.into());
+        let created = jobsets
+            .create(&PostParams::default(), &jobset)
+            .await
+            .expect("create JobSet");
+        uids.push(created.uid().expect("uid"));
+    }
+    let most = std::cell::Cell::new(0);
+    wait::until(
+        "both JobSets Completed, one at a time",
+        Duration::from_secs(150),
+        || async {
+            let live = live_worker_pods(&s).await;
+            let running = uids.iter().filter(|uid| live.contains_key(*uid)).count();
+            assert!(
+                running <= 1,
+                "quota for one JobSet, Pods of {running} run: {live:?}"
+            );
+            most.set(most.get().max(running));
+            let mut done = 0;
+            for name in ["first", "second"] {
+                if jobsets
+                    .get(name)
+                    .await
+                    .is_ok_and(|set| set.condition("Completed"))
+                {
+                    done += 1;
+                }
+            }
+            match done {
+                2 => Seen::Ready(()),
+                n => Seen::Waiting(format!("{n} Completed; live Pods {live:?}")),
+            }
+        },
+    )
+    .await;
+    assert_eq!(most.get(), 1, "each ran");
     finish(&s, &jobsets).await;
 }
 

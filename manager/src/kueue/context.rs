@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::reflector::Store;
 use tokio::sync::mpsc;
 
@@ -15,6 +14,7 @@ use crate::clusters::registry::Registry;
 use crate::clusters::worker_cluster_set::WorkerClusterSet;
 use crate::fleet::Fleet;
 use crate::kinds::key::Key;
+use crate::kinds::stores::Stores;
 use crate::telemetry::events::Events;
 
 pub struct Context {
@@ -22,7 +22,8 @@ pub struct Context {
     pub checks: Store<AdmissionCheck>,
     pub flavors: Store<ResourceFlavor>,
     pub sets: Store<WorkerClusterSet>,
-    pub jobs: Store<Job>,
+    /// The relayed objects Workloads may belong to.
+    pub stores: Stores,
     pub registry: Registry,
     pub fleet: Arc<Fleet>,
     pub reservations: Arc<Reservations>,

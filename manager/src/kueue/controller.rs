@@ -11,13 +11,12 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use jobrelay_process::Shutdown;
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, controller, watcher};
-use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tracing::{debug, info, instrument, warn};
@@ -26,10 +25,9 @@ use super::check::{self, CheckState, CheckStep};
 pub use super::context::Context;
 use super::types::{AdmissionCheck, Workload};
 pub use super::workload_view::is_queued;
-use super::workload_view::{View, allowed};
+use super::workload_view::{Owned, View, allowed};
 use super::{CONTROLLER_NAME, Reservation};
 use crate::job::withdrawal::Withdrawal;
-use crate::kinds::key::Key;
 use crate::telemetry::events::Reason;
 
 /// How often an AdmissionCheck's `Active` condition is looked at again, so
@@ -60,9 +58,14 @@ pub(super) async fn run(
     let listed = futures::future::try_join3(
         ctx.checks.wait_until_ready(),
         ctx.flavors.wait_until_ready(),
-        ctx.jobs.wait_until_ready(),
+        ctx.stores.jobs.wait_until_ready(),
     );
     if listed.await.is_err() {
+        return;
+    }
+    if let Some(jobsets) = &ctx.stores.jobsets
+        && jobsets.wait_until_ready().await.is_err()
+    {
         return;
     }
     let ctx = Arc::new(ctx);
@@ -193,13 +196,13 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
                 && let Ok(allowed) = input.allowed
             {
                 let reservation = Reservation {
-                    job: ObjectRef::from_obj(job.as_ref()),
+                    job: job.key.clone(),
                     workload: ObjectRef::from_obj(workload.as_ref()),
                     allowed,
                     scheduling,
                 };
                 if ctx.reservations.hold(&job_uid, reservation) {
-                    let _ = ctx.triggers.send(Key::from_obj(job.as_ref()));
+                    let _ = ctx.triggers.send(job.key.clone());
                 }
             }
             Ok(Action::requeue(after))
@@ -212,7 +215,7 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
         CheckStep::Rejected(message) => {
             ctx.reservations.release(&job_uid);
             if let Some(job) = &job {
-                let regarding = job.object_ref(&());
+                let regarding = job.reference.clone();
                 let note = format!("admission check {}: {message}", names.join(", "));
                 ctx.events
                     .publish(&regarding, Reason::AdmissionCheckRejected, note);
@@ -244,13 +247,13 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
 }
 
 /// Asks the Job controller to withdraw the Job's mirror, and wakes it.
-fn withdraw(job: &Option<Arc<Job>>, job_uid: &str, withdrawal: Withdrawal, ctx: &Context) {
+fn withdraw(job: &Option<Owned>, job_uid: &str, withdrawal: Withdrawal, ctx: &Context) {
     let Some(job) = job else {
         return;
     };
     info!(?withdrawal, "withdrawing the Job's mirror");
     if ctx.reservations.withdraw(job_uid, withdrawal) {
-        let _ = ctx.triggers.send(Key::from_obj(job.as_ref()));
+        let _ = ctx.triggers.send(job.key.clone());
     }
 }
 

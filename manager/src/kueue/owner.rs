@@ -1,6 +1,5 @@
 //! Whether a Workload in a jobrelay check is one jobrelay can relay: owned by
-//! a `batch/v1` Job whose `spec.managedBy` is jobrelay's (a JobSet is relayed
-//! too, but not behind the check yet). Anything else can
+//! a `batch/v1` Job or a JobSet whose `spec.managedBy` is jobrelay's. Anything else can
 //! never pass the check; it is rejected saying what to change, rather than
 //! holding its quota while nothing happens.
 
@@ -9,9 +8,11 @@ use jobrelay_proto::wire::MANAGED_BY;
 /// What owns a Workload, as jobrelay's check sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Owner {
-    /// A `batch/v1` Job; `cached` is false while the manager's cache has not
-    /// seen it, and `managed_by` is its `spec.managedBy`.
-    Job {
+    /// A kind jobrelay relays (a `batch/v1` Job, a JobSet); `cached` is
+    /// false while the manager's cache has not seen it, and `managed_by` is
+    /// its `spec.managedBy`.
+    Relayed {
+        kind: &'static str,
         name: String,
         cached: bool,
         managed_by: Option<String>,
@@ -30,36 +31,35 @@ pub enum Owner {
 /// (or the cache has not seen its Job yet).
 pub fn not_ours(owner: &Owner) -> Option<String> {
     match owner {
-        Owner::Job { cached: false, .. } => None,
-        Owner::Job { managed_by, .. } if managed_by.as_deref() == Some(MANAGED_BY) => None,
-        Owner::Job {
-            name, managed_by, ..
+        Owner::Relayed { cached: false, .. } => None,
+        Owner::Relayed { managed_by, .. } if managed_by.as_deref() == Some(MANAGED_BY) => None,
+        Owner::Relayed {
+            kind,
+            name,
+            managed_by,
+            ..
         } => {
             let has = match managed_by {
                 Some(other) => format!("spec.managedBy {other:?}"),
                 None => "no spec.managedBy".to_string(),
             };
             Some(format!(
-                "Job {name} has {has}: jobrelay relays only Jobs with spec.managedBy: {MANAGED_BY}. \
-                 The field cannot be changed on an existing Job; create the Job again with it, or queue it \
+                "{kind} {name} has {has}: jobrelay relays only {kind}s with spec.managedBy: {MANAGED_BY}. \
+                 The field cannot be changed on an existing {kind}; create the {kind} again with it, or queue it \
                  in a LocalQueue whose ClusterQueue has no jobrelay admission check"
             ))
         }
-        Owner::Other { kind, name, .. } if kind == "JobSet" => Some(format!(
-            "the Workload belongs to JobSet {name}; jobrelay relays JobSets, but its admission check \
-             takes the Workloads of batch/v1 Jobs only so far. Queue the JobSet in a LocalQueue whose \
-             ClusterQueue has no jobrelay admission check: Kueue admits it, then jobrelay relays it"
-        )),
         Owner::Other {
             api_version,
             kind,
             name,
         } => Some(format!(
-            "the Workload belongs to {kind} {name} ({api_version}); jobrelay relays batch/v1 Jobs only. \
-             Queue it in a LocalQueue whose ClusterQueue has no jobrelay admission check"
+            "the Workload belongs to {kind} {name} ({api_version}); jobrelay relays batch/v1 Jobs \
+             and jobset.x-k8s.io/v1alpha2 JobSets only. Queue it in a LocalQueue whose ClusterQueue \
+             has no jobrelay admission check"
         )),
         Owner::None => Some(
-            "the Workload has no owner; jobrelay relays the Workloads of batch/v1 Jobs only".into(),
+            "the Workload has no owner; jobrelay relays the Workloads of batch/v1 Jobs and JobSets only".into(),
         ),
     }
 }
@@ -69,7 +69,8 @@ mod tests {
     use super::*;
 
     fn job(cached: bool, managed_by: Option<&str>) -> Owner {
-        Owner::Job {
+        Owner::Relayed {
+            kind: "Job",
             name: "train".into(),
             cached,
             managed_by: managed_by.map(str::to_string),
@@ -95,25 +96,26 @@ mod tests {
     }
 
     #[test]
-    fn another_kind_or_no_owner_is_not_ours() {
-        let jobset = not_ours(&Owner::Other {
-            api_version: "jobset.x-k8s.io/v1alpha2".into(),
-            kind: "JobSet".into(),
+    fn a_jobset_is_told_the_same_and_another_kind_or_no_owner_is_not_ours() {
+        let jobset = Owner::Relayed {
+            kind: "JobSet",
             name: "llm".into(),
-        })
-        .unwrap();
-        assert!(
-            jobset.contains("JobSet llm; jobrelay relays JobSets, but its admission check")
-                && jobset.contains("no jobrelay admission check"),
-            "{jobset}"
-        );
+            cached: true,
+            managed_by: None,
+        };
+        let told = not_ours(&jobset).unwrap();
+        assert!(told.contains("JobSet llm has no spec.managedBy"), "{told}");
+        assert!(told.contains("create the JobSet again"), "{told}");
         let ray = not_ours(&Owner::Other {
             api_version: "ray.io/v1".into(),
             kind: "RayJob".into(),
             name: "tune".into(),
         })
         .unwrap();
-        assert!(ray.contains("RayJob tune (ray.io/v1)"), "{ray}");
+        assert!(
+            ray.contains("RayJob tune (ray.io/v1)") && ray.contains("JobSets only"),
+            "{ray}"
+        );
         assert!(not_ours(&Owner::None).unwrap().contains("no owner"));
     }
 }

@@ -10,17 +10,18 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::reflector::ObjectRef;
 
 use super::check::Allowed;
 use super::scheduling::Scheduling;
 use super::types::Workload;
+use crate::kinds::key::Key;
 
 /// What placing a reserved Job must respect.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reservation {
-    pub job: ObjectRef<Job>,
+    /// The relayed object (a Job, a JobSet) the Workload is of.
+    pub job: Key,
     pub workload: ObjectRef<Workload>,
     /// The clusters the check allows.
     pub allowed: Allowed,
@@ -108,7 +109,7 @@ impl Reservations {
 
     /// The Workload waiting on `job`, if it holds a reservation: what a
     /// change of the Job or its mirror should wake.
-    pub fn workload_of(&self, job: &ObjectRef<Job>) -> Option<ObjectRef<Workload>> {
+    pub fn workload_of(&self, job: &Key) -> Option<ObjectRef<Workload>> {
         let by_job = self.by_job.lock().unwrap_or_else(|p| p.into_inner());
         by_job
             .values()
@@ -120,11 +121,16 @@ impl Reservations {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::batch::v1::Job;
 
-    fn reservation(job: &str, allowed: Allowed) -> Reservation {
+    fn job(name: &str) -> Key {
+        Key::of(&ObjectRef::<Job>::new(name).within("ns"))
+    }
+
+    fn reservation(name: &str, allowed: Allowed) -> Reservation {
         Reservation {
-            job: ObjectRef::new(job).within("ns"),
-            workload: ObjectRef::new(&format!("job-{job}")).within("ns"),
+            job: job(name),
+            workload: ObjectRef::new(&format!("job-{name}")).within("ns"),
             allowed,
             scheduling: Scheduling::default(),
         }
@@ -138,19 +144,13 @@ mod tests {
         let only = Allowed::Only(["w1".to_string()].into());
         assert!(reservations.hold("u1", reservation("a", only)));
         assert_eq!(
-            reservations.workload_of(&ObjectRef::new("a").within("ns")),
+            reservations.workload_of(&job("a")),
             Some(ObjectRef::new("job-a").within("ns"))
         );
-        assert_eq!(
-            reservations.workload_of(&ObjectRef::new("b").within("ns")),
-            None
-        );
+        assert_eq!(reservations.workload_of(&job("b")), None);
         reservations.release("u1");
         assert!(reservations.get("u1").is_none());
-        assert_eq!(
-            reservations.workload_of(&ObjectRef::new("a").within("ns")),
-            None
-        );
+        assert_eq!(reservations.workload_of(&job("a")), None);
     }
 
     #[test]

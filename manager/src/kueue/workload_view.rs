@@ -2,9 +2,11 @@
 //! caches: the [`Input`] of the check's decision, and what answering it
 //! takes besides (the checks' names, the owning Job, the flavors).
 
-use std::sync::Arc;
-
+use jobrelay_process::jobset::JobSet;
+use jobrelay_proto::kinds::KindName;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -17,14 +19,16 @@ use super::scheduling::{self, Scheduling};
 use super::types::{AdmissionCheck, Workload};
 use super::worker_queue::worker_admitted;
 use crate::clusters::worker_cluster_set::WorkerClusterSet;
-use crate::job::placement::{assigned_cluster, pinned_cluster, preferences};
+use crate::job::placement::{Preferences, assigned_cluster, pinned_cluster, preferences};
+use crate::kinds::RelayedKind;
+use crate::kinds::key::Key;
 
 pub(super) struct View {
     /// jobrelay's checks on the Workload.
     pub names: Vec<String>,
     pub input: Input,
-    /// The owning Job, if it is a cached batch/v1 Job.
-    pub job: Option<Arc<Job>>,
+    /// The owning Job or JobSet, if the manager's cache holds it.
+    pub job: Option<Owned>,
     pub job_uid: String,
     /// What the assigned flavors add to the Job's template on admission,
     /// or why that cannot be known yet.
@@ -42,15 +46,7 @@ impl View {
         let names: Vec<String> = checks.iter().map(|(name, _)| name.clone()).collect();
         let allowed = check::all_allowed(checks.into_iter().map(|(_, allowed)| allowed));
         let namespace = workload.namespace().unwrap_or_default();
-        let job = workload.owner_job().and_then(|(name, uid)| {
-            ctx.jobs
-                .get(&ObjectRef::new(name).within(&namespace))
-                .filter(|job| job.metadata.uid.as_deref() == Some(uid))
-        });
-        let job_uid = workload
-            .owner_job()
-            .map(|(_, uid)| uid.to_string())
-            .unwrap_or_default();
+        let job_uid = workload.owner().map(|o| o.uid.clone()).unwrap_or_default();
         // What the assigned flavors add to the Job's template on admission.
         let scheduling = workload
             .status
@@ -67,24 +63,28 @@ impl View {
                 })
             })
             .unwrap_or_else(|| Ok(Scheduling::default()));
-        let owner = match workload.owner() {
-            None => Owner::None,
-            Some(o) if o.kind == "Job" && o.api_version == "batch/v1" => Owner::Job {
+        let found = Found::of(workload, &namespace, scheduling.as_ref().ok(), ctx);
+        let owner = match (workload.owner(), &found) {
+            (None, _) => Owner::None,
+            (Some(o), Found::Relayed { kind, object }) => Owner::Relayed {
+                kind,
                 name: o.name.clone(),
-                cached: job.is_some(),
-                managed_by: job
-                    .as_ref()
-                    .and_then(|j| j.spec.as_ref()?.managed_by.clone()),
+                cached: object.is_some(),
+                managed_by: object.as_ref().and_then(|o| o.managed_by.clone()),
             },
-            Some(o) => Owner::Other {
+            (Some(o), Found::Other) => Owner::Other {
                 api_version: o.api_version.clone(),
                 kind: o.kind.clone(),
                 name: o.name.clone(),
             },
         };
+        let job = match found {
+            Found::Relayed { object, .. } => object.map(|owned| *owned),
+            Found::Other => None,
+        };
         let preferences = job
-            .as_deref()
-            .map(|job| preferences(job, Timestamp::now()))
+            .as_ref()
+            .map(|job| job.preferences.clone())
             .unwrap_or_default();
         let input = Input {
             not_ours: owner::not_ours(&owner),
@@ -100,9 +100,7 @@ impl View {
                     .check(name)
                     .and_then(|c| CheckState::parse(&c.state))
             })),
-            job: job
-                .as_deref()
-                .map(|job| job_side(job, &job_uid, scheduling.as_ref().ok(), ctx)),
+            job: job.as_ref().map(|job| job.side(&job_uid, ctx)),
             placeable: ctx.fleet.candidates().iter().any(|c| {
                 allowed.as_ref().is_ok_and(|a| a.allows(&c.name))
                     && ctx.registry.admits(&c.name, &namespace).is_ok()
@@ -155,36 +153,120 @@ pub(super) fn allowed(
     })
 }
 
-/// Where `job` stands; `scheduling`: what its Workload's flavors add, if
-/// the flavor cache knows them all.
-fn job_side(job: &Job, uid: &str, scheduling: Option<&Scheduling>, ctx: &Context) -> JobSide {
-    let cluster = assigned_cluster(job).map(str::to_string);
-    let view = cluster.as_deref().and_then(|c| ctx.fleet.view(c, uid));
-    let mirror_held = view
-        .as_ref()
-        .is_some_and(|v| v.held_revision.is_some() && v.gone.is_none() && v.lost.is_none());
-    let queued = is_queued(job);
-    let worker_kueue = cluster
-        .as_deref()
-        .filter(|_| queued)
-        .and_then(|c| ctx.registry.worker_queue(c))
-        .map(|worker| WorkerKueueSide {
-            admitted: mirror_held && view.as_ref().is_some_and(|v| worker_admitted(v.phase)),
-            admit_within: worker.admit_within,
-        });
-    let pinned = pinned_cluster(job);
-    JobSide {
-        pinned: pinned.map(str::to_string),
-        pinned_connected: pinned.is_some_and(|c| ctx.fleet.is_connected(c)),
-        mirror_held,
-        cluster_connected: cluster
+/// The relayed object that owns a Workload, as the check reads it.
+pub(super) struct Owned {
+    pub key: Key,
+    /// Where its Events go.
+    pub reference: ObjectReference,
+    managed_by: Option<String>,
+    preferences: Preferences,
+    cluster: Option<String>,
+    pinned: Option<String>,
+    queued: bool,
+    /// Whether the reservation's flavors are still to be recorded on it
+    /// (a Job's are; a JobSet's go to its mirror as Kueue writes them), or
+    /// not known yet.
+    flavors_to_record: bool,
+}
+
+/// What the caches hold of a Workload's owner.
+enum Found {
+    /// A kind jobrelay relays; `None` while the cache lacks it.
+    Relayed {
+        kind: &'static str,
+        object: Option<Box<Owned>>,
+    },
+    Other,
+}
+
+impl Found {
+    fn of(
+        workload: &Workload,
+        namespace: &str,
+        scheduling: Option<&Scheduling>,
+        ctx: &Context,
+    ) -> Found {
+        let Some(owner) = workload.owner() else {
+            return Found::Other;
+        };
+        let api_version = |kind: KindName| format!("{}/{}", kind.group, kind.version);
+        let kind = (owner.kind.as_str(), owner.api_version.as_str());
+        if kind == (Job::NAME.kind, api_version(Job::NAME).as_str()) {
+            let object = owned(&ctx.stores.jobs, namespace, owner, |job| {
+                scheduling.is_none_or(|s| scheduling::to_record(job, s).is_some())
+            });
+            Found::Relayed {
+                kind: Job::NAME.kind,
+                object,
+            }
+        } else if kind == (JobSet::NAME.kind, api_version(JobSet::NAME).as_str()) {
+            let object = ctx
+                .stores
+                .jobsets
+                .as_ref()
+                .and_then(|store| owned(store, namespace, owner, |_| false));
+            Found::Relayed {
+                kind: JobSet::NAME.kind,
+                object,
+            }
+        } else {
+            Found::Other
+        }
+    }
+}
+
+/// The cached `K` that `owner` names, if it is the one of that UID.
+fn owned<K: RelayedKind>(
+    store: &Store<K>,
+    namespace: &str,
+    owner: &OwnerReference,
+    to_record: impl Fn(&K) -> bool,
+) -> Option<Box<Owned>> {
+    let object = store
+        .get(&ObjectRef::new(&owner.name).within(namespace))
+        .filter(|o| o.meta().uid.as_deref() == Some(owner.uid.as_str()))?;
+    Some(Box::new(Owned {
+        key: Key::from_obj(object.as_ref()),
+        reference: object.object_ref(&()),
+        managed_by: object.managed_by().map(str::to_string),
+        preferences: preferences(object.as_ref(), Timestamp::now()),
+        cluster: assigned_cluster(object.as_ref()).map(str::to_string),
+        pinned: pinned_cluster(object.as_ref()).map(str::to_string),
+        queued: is_queued(object.as_ref()),
+        flavors_to_record: to_record(object.as_ref()),
+    }))
+}
+
+impl Owned {
+    /// Where it stands.
+    fn side(&self, uid: &str, ctx: &Context) -> JobSide {
+        let cluster = self.cluster.clone();
+        let view = cluster.as_deref().and_then(|c| ctx.fleet.view(c, uid));
+        let mirror_held = view
+            .as_ref()
+            .is_some_and(|v| v.held_revision.is_some() && v.gone.is_none() && v.lost.is_none());
+        let worker_kueue = cluster
             .as_deref()
-            .is_some_and(|c| ctx.fleet.is_connected(c)),
-        cluster_lost: cluster.as_deref().is_some_and(|c| ctx.fleet.is_lost(c)),
-        worker_kueue,
-        withdrawing: ctx.reservations.withdrawal(uid).is_some(),
-        flavors_to_record: scheduling.is_none_or(|s| scheduling::to_record(job, s).is_some()),
-        cluster,
+            .filter(|_| self.queued)
+            .and_then(|c| ctx.registry.worker_queue(c))
+            .map(|worker| WorkerKueueSide {
+                admitted: mirror_held && view.as_ref().is_some_and(|v| worker_admitted(v.phase)),
+                admit_within: worker.admit_within,
+            });
+        let pinned = self.pinned.clone();
+        JobSide {
+            pinned_connected: pinned.as_deref().is_some_and(|c| ctx.fleet.is_connected(c)),
+            pinned,
+            mirror_held,
+            cluster_connected: cluster
+                .as_deref()
+                .is_some_and(|c| ctx.fleet.is_connected(c)),
+            cluster_lost: cluster.as_deref().is_some_and(|c| ctx.fleet.is_lost(c)),
+            worker_kueue,
+            withdrawing: ctx.reservations.withdrawal(uid).is_some(),
+            flavors_to_record: self.flavors_to_record,
+            cluster,
+        }
     }
 }
 

@@ -19,6 +19,7 @@ use super::watches::KindWatch;
 use crate::controller::context::Context;
 use crate::controller::reconcile::{self, Dispatched};
 use crate::kinds::key::Key;
+use crate::kinds::stores::Stores;
 use crate::{kueue, status_copy};
 use jobrelay_process::jobset::JobSet;
 use kube::runtime::reflector::ObjectRef;
@@ -56,7 +57,10 @@ pub(super) fn start(
         checks: stores.checks,
         flavors: stores.flavors,
         sets: stores.sets,
-        jobs: inputs.jobs.objects.clone(),
+        stores: Stores {
+            jobs: inputs.jobs.objects.clone(),
+            jobsets: inputs.jobsets.as_ref().map(|w| w.objects.clone()),
+        },
         registry: ctx.registry.clone(),
         fleet: Arc::clone(&ctx.fleet),
         reservations: Arc::clone(&ctx.reservations),
@@ -77,10 +81,10 @@ pub(super) fn start(
     let mut triggered = inputs.triggered;
     tasks.spawn(async move {
         while let Some(key) = triggered.recv().await {
+            if let Some(workload) = waiting.workload_of(&key) {
+                let _ = to_workloads.send(workload);
+            }
             if let Some(job) = key.typed::<Job>() {
-                if let Some(workload) = waiting.workload_of(&job) {
-                    let _ = to_workloads.send(workload);
-                }
                 let _ = to_jobs.send(job);
             } else if let Some(jobset) = key.typed::<JobSet>() {
                 let _ = to_jobsets.send(jobset);
