@@ -285,6 +285,44 @@ async fn a_child_job_orphaned_behind_jobrelays_back_leaves_no_pod_running() {
 }
 
 #[tokio::test]
+async fn a_jobset_mirror_deleted_behind_jobrelays_back_is_run_again_and_completes() {
+    let (s, jobsets) = relayed("jobset-lost").await;
+    jobsets
+        .create(&PostParams::default(), &leader_and_workers("lost", "6s"))
+        .await
+        .expect("create JobSet");
+    let mirrors: Api<JobSet> = s.worker_api(JOBSET_WORKER).await;
+    let first = wait::until("the mirror's 4 Pods on worker-1", WAIT, || async {
+        let pods: Vec<Pod> = on_worker(&s, "lost").await;
+        match (pods.len(), mirrors.get_opt("lost").await) {
+            (4, Ok(Some(mirror))) => Seen::Ready(mirror.uid().unwrap_or_default()),
+            (n, _) => Seen::Waiting(format!("{n} Pods")),
+        }
+    })
+    .await;
+    mirrors
+        .delete("lost", &DeleteParams::background())
+        .await
+        .expect("delete the mirror on the worker");
+
+    let note = s.wait_event("lost", "RemoteJobLost").await;
+    assert!(note.contains("attempt 2"), "{note}");
+    let again = wait::until("a new mirror on worker-1", WAIT, || async {
+        match mirrors.get_opt("lost").await {
+            Ok(Some(mirror)) if mirror.uid().as_ref() != Some(&first) => Seen::Ready(()),
+            Ok(_) => Seen::Waiting("the lost one, or none".into()),
+            Err(e) => Seen::Waiting(e.to_string()),
+        }
+    });
+    again.await;
+    wait_manager(&jobsets, ("lost", "Completed"), |set| {
+        set.condition("Completed")
+    })
+    .await;
+    finish(&s, &jobsets).await;
+}
+
+#[tokio::test]
 async fn two_jobsets_queued_with_quota_for_one_never_run_at_once_and_both_complete() {
     let (s, jobsets) = relayed("jobset-kueue").await;
     let manager = s.jobs.clone().into_client();
