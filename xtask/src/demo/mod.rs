@@ -1,25 +1,30 @@
 //! `cargo xtask demo`: the main job on local clusters. One manager and two
-//! worker control planes, Kueue on the manager, `jobrelay-manager` and an
-//! agent per worker, and a handful of Jobs — short, long, parallel, failing,
-//! one deleted while it runs, and three queued in Kueue with quota for two —
+//! worker control planes, Kueue on the manager, the JobSet controller on
+//! worker-1, `jobrelay-manager` and an agent per worker, and a handful of
+//! Jobs — short, long, parallel, failing, one deleted while it runs, and
+//! three queued in Kueue with quota for two — and one JobSet among them,
 //! shown live, then a leak report counted on every worker.
+
+mod jobset;
+mod workers;
+
+use workers::Workers;
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-use jobrelay_e2e::cluster::{ClusterInfo, ClusterSet};
 use jobrelay_e2e::controlplane::{self, seconds};
 use jobrelay_e2e::fixtures::TestJob;
 use jobrelay_e2e::kit;
-use jobrelay_e2e::kueue::Kueue;
+use jobrelay_e2e::kueue::{Integrations, Kueue};
 use jobrelay_e2e::kueue_objects;
 use jobrelay_e2e::leaks::leaks;
 use jobrelay_e2e::relay::Relay;
 use jobrelay_e2e::supervisor::Supervisor;
-use jobrelay_proto::wire::{CLUSTER_KEY, MANAGED_BY, ORIGIN_UID_LABEL, REMOTE_CLEANUP_FINALIZER};
+use jobrelay_process::jobset::JobSet;
+use jobrelay_proto::wire::{CLUSTER_KEY, MANAGED_BY, REMOTE_CLEANUP_FINALIZER};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
@@ -92,8 +97,22 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     ));
     let set = supervisor.set().clone();
     // Kueue first: the manager answers its AdmissionChecks when it finds it.
-    let kueue = Kueue::start(set.manager(), &set.state_dir, &Default::default()).await?;
+    // With its JobSet integration it installs the JobSet CRD, which the
+    // manager looks for when it starts; so does each agent on its worker.
+    let integrations = Integrations { jobset: true };
+    let kueue = Kueue::start_with(
+        set.manager(),
+        &set.state_dir,
+        &Default::default(),
+        &integrations,
+    )
+    .await?;
     log("Kueue ready on the manager cluster");
+    let jobset_controller = jobset::start_controller(&set).await?;
+    log(&format!(
+        "the JobSet controller ready on {}",
+        jobset::WORKER
+    ));
     let relay = Relay::start(&set).await?;
     log(&format!(
         "jobrelay-manager and 2 agents connected; logs in {}/logs",
@@ -108,6 +127,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     kueue_objects::queue(&manager, NAMESPACE, NAMESPACE, 2, CHECK).await?;
     log("ClusterQueue demo: 2 CPUs, behind AdmissionCheck jobrelay");
     let jobs: Api<Job> = Api::namespaced(manager.clone(), NAMESPACE);
+    let jobsets: Api<JobSet> = Api::namespaced(manager.clone(), NAMESPACE);
+    jobsets
+        .create(&PostParams::default(), &jobset::jobset()?)
+        .await?;
     let mut deletions = BTreeMap::new();
     for (job, delete_after) in workload() {
         let created = jobs.create(&PostParams::default(), &job.build()).await?;
@@ -132,7 +155,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
         }
         let queues = kueue_objects::workload_states(&manager, NAMESPACE).await?;
-        let rows = table(&jobs, &workers, &queues).await?;
+        let mut rows = table(&jobs, &workers, &queues).await?;
+        rows.push(jobset::row(&jobsets, &workers).await?);
         draw(&rows, shown.elapsed());
         if rows.iter().all(|r| r.settled) || shown.elapsed() > DEADLINE {
             break;
@@ -140,19 +164,34 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
 
     println!();
-    println!("Deleting the finished manager Jobs, then counting what is left on the workers…");
+    println!(
+        "Deleting the finished manager Jobs and JobSet, then counting what is left on the workers…"
+    );
     for job in jobs.list(&ListParams::default()).await? {
         jobs.delete(&job.name_any(), &DeleteParams::default())
             .await?;
     }
+    if jobsets.get_opt(jobset::NAME).await?.is_some() {
+        jobsets
+            .delete(jobset::NAME, &DeleteParams::default())
+            .await?;
+    }
     jobrelay_e2e::wait::try_until(
-        "every demo Job gone from the manager",
+        "every demo Job and the JobSet gone from the manager",
         Duration::from_secs(60),
         || async {
-            match jobs.list(&ListParams::default()).await {
-                Ok(list) if list.items.is_empty() => jobrelay_e2e::wait::Seen::Ready(()),
-                Ok(list) => jobrelay_e2e::wait::Seen::Waiting(format!("{} left", list.items.len())),
-                Err(e) => jobrelay_e2e::wait::Seen::Waiting(e.to_string()),
+            let left = match (
+                jobs.list(&ListParams::default()).await,
+                jobsets.get_opt(jobset::NAME).await,
+            ) {
+                (Ok(list), Ok(jobset)) => list.items.len() + usize::from(jobset.is_some()),
+                (Err(e), _) | (_, Err(e)) => {
+                    return jobrelay_e2e::wait::Seen::Waiting(e.to_string());
+                }
+            };
+            match left {
+                0 => jobrelay_e2e::wait::Seen::Ready(()),
+                n => jobrelay_e2e::wait::Seen::Waiting(format!("{n} left")),
             }
         },
     )
@@ -160,8 +199,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let found = leaks(&set, &relay.origin, NAMESPACE).await?;
     let leaked = |kind| found.iter().filter(|l| l.kind == kind).count();
     println!(
-        "Leak report over {} workers: {} leaked Jobs, {} leaked Pods",
+        "Leak report over {} workers: {} leaked JobSets, {} leaked Jobs, {} leaked Pods",
         set.workers().len(),
+        leaked("JobSet"),
         leaked("Job"),
         leaked("Pod")
     );
@@ -174,6 +214,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         tokio::signal::ctrl_c().await?;
     }
     drop(relay);
+    jobset_controller.kill();
     kueue.kill();
     supervisor.stop()?;
     anyhow::ensure!(
@@ -182,52 +223,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         found.len()
     );
     Ok(())
-}
-
-struct Workers {
-    clusters: Vec<(ClusterInfo, Api<Job>, Api<Pod>)>,
-}
-
-impl Workers {
-    async fn connect(set: &ClusterSet) -> anyhow::Result<Self> {
-        let mut clusters = Vec::new();
-        for worker in set.workers() {
-            let client = worker.client().await?;
-            clusters.push((
-                worker.clone(),
-                Api::namespaced(client.clone(), NAMESPACE),
-                Api::namespaced(client, NAMESPACE),
-            ));
-        }
-        Ok(Workers { clusters })
-    }
-
-    /// The worker Job's state and the number of Pods of `uid` on `cluster`.
-    async fn remote(
-        &self,
-        cluster: &str,
-        name: &str,
-        uid: &str,
-    ) -> anyhow::Result<(String, String)> {
-        let Some((_, jobs, pods)) = self.clusters.iter().find(|(c, _, _)| c.name == cluster) else {
-            return Ok(("unknown cluster".into(), "-".into()));
-        };
-        let selector = ListParams::default().labels(&format!("{ORIGIN_UID_LABEL}={uid}"));
-        let pods = pods.list(&selector).await?.items;
-        let terminating = pods
-            .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_some())
-            .count();
-        let pods = match terminating {
-            0 => pods.len().to_string(),
-            n => format!("{} ({n} terminating)", pods.len()),
-        };
-        let state = match jobs.get_opt(name).await? {
-            None => "Job gone".to_string(),
-            Some(job) => describe(&job),
-        };
-        Ok((state, pods))
-    }
 }
 
 struct Row {
@@ -241,6 +236,22 @@ struct Row {
     settled: bool,
 }
 
+impl Row {
+    /// The row of an object deleted from the manager.
+    fn deleted(name: String) -> Row {
+        Row {
+            name,
+            queue: "-".into(),
+            cluster: "-".into(),
+            remote: "-".into(),
+            pods: "-".into(),
+            manager: "deleted".into(),
+            held: false,
+            settled: true,
+        }
+    }
+}
+
 async fn table(
     jobs: &Api<Job>,
     workers: &Workers,
@@ -252,14 +263,8 @@ async fn table(
         let queue = queues.get(&name).copied().unwrap_or("-").to_string();
         let Some(manager_job) = jobs.get_opt(&name).await? else {
             rows.push(Row {
-                name,
                 queue,
-                cluster: "-".into(),
-                remote: "-".into(),
-                pods: "-".into(),
-                manager: "deleted".into(),
-                held: false,
-                settled: true,
+                ..Row::deleted(name)
             });
             continue;
         };
@@ -350,4 +355,5 @@ fn draw(rows: &[Row], elapsed: Duration) {
             r.name, r.queue, r.cluster, r.remote, r.pods, r.manager, finalizer
         );
     }
+    println!("(* a JobSet: one leader and three worker Pods, relayed as one)");
 }
