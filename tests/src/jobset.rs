@@ -6,25 +6,20 @@
 //! by URL at the process on loopback, with a serving certificate of a CA made
 //! for it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use k8s_openapi::ByteString;
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, GroupVersionKind, Patch, PatchParams};
+use kube::api::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
 use crate::certs::RelayCa;
 use crate::cluster::ClusterInfo;
+use crate::go_release::manifests::{self, WebhookServer};
 use crate::jobset_build::{self, JobSetRelease};
 use crate::ports::free_port;
-use crate::registration::install_crd;
 use crate::relay::{http_get, start_logged};
 use crate::wait::{self, Seen};
 
@@ -102,9 +97,16 @@ impl JobSetController {
             },
         )
         .await?;
-        let base = format!("https://127.0.0.1:{webhook_port}");
-        let ca_bundle = serde_json::to_value(ByteString(ca.ca_pem.clone().into_bytes()))?;
-        install_webhooks(&client, &release.webhooks(), &base, &ca_bundle).await?;
+        let server = WebhookServer::on_loopback(webhook_port, &ca)?;
+        manifests::register_webhooks(
+            &client,
+            &release.webhooks(),
+            "jobset-",
+            FIELD_MANAGER,
+            &server,
+            scope_pod_webhooks,
+        )
+        .await?;
         Ok(controller)
     }
 
@@ -150,30 +152,11 @@ clientConnection:
 /// left out. Kueue's jobset integration needs them too, so
 /// [`crate::kueue`] calls this on its cluster.
 pub async fn install_crds(client: &kube::Client, release: &JobSetRelease) -> anyhow::Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let dir = release.crds();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .with_context(|| dir.display().to_string())?
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    files.sort();
-    for file in files {
-        let text = std::fs::read_to_string(&file)?;
-        let crd: Value =
-            serde_yaml_ng::from_str(&text).with_context(|| file.display().to_string())?;
-        let name = crd["metadata"]["name"]
-            .as_str()
-            .context("CRD without a name")?
-            .to_string();
-        install_crd(&crds, &name, &crd)
-            .await
-            .with_context(|| format!("installing CRD {name}"))?;
-    }
-    Ok(())
+    manifests::install_crds(client, &release.crds(), |_| {}).await
 }
 
-/// One webhook of the release, rewritten to reach the process at `base`.
+/// One webhook of the release, already reaching the process by URL, as it
+/// is registered.
 ///
 /// The Pod webhooks (`/mutate--v1-pod`, `/validate--v1-pod`) are listed for
 /// every Pod create with `failurePolicy: Fail`, and act only on Pods that
@@ -182,10 +165,7 @@ pub async fn install_crds(client: &kube::Client, release: &JobSetRelease) -> any
 /// scopes them — the cluster's other Pods (those of plain Jobs and of
 /// jobrelay's mirrors) never wait on this process, and are not refused if it
 /// dies.
-fn served_webhook(hook: &Value, base: &str, ca_bundle: &Value) -> Option<Value> {
-    let path = hook["clientConfig"]["service"]["path"].as_str()?;
-    let mut hook = hook.clone();
-    hook["clientConfig"] = json!({"url": format!("{base}{path}"), "caBundle": ca_bundle});
+fn scope_pod_webhooks(path: &str, mut hook: Value) -> Option<Value> {
     if path.ends_with("--v1-pod") {
         hook["objectSelector"] = json!({"matchExpressions": [
             {"key": JOBSET_NAME_LABEL, "operator": "Exists"},
@@ -194,59 +174,28 @@ fn served_webhook(hook: &Value, base: &str, ca_bundle: &Value) -> Option<Value> 
     Some(hook)
 }
 
-/// Registers the release's webhook configurations under names prefixed
-/// `jobset-`, each webhook by URL on loopback.
-async fn install_webhooks(
-    client: &kube::Client,
-    file: &Path,
-    base: &str,
-    ca_bundle: &Value,
-) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(file)?;
-    for document in serde_yaml_ng::Deserializer::from_str(&text) {
-        let mut config: Value = serde::Deserialize::deserialize(document)?;
-        let kind = config["kind"].as_str().unwrap_or_default().to_string();
-        let name = format!(
-            "jobset-{}",
-            config["metadata"]["name"].as_str().unwrap_or_default()
-        );
-        config["metadata"]["name"] = json!(name);
-        let webhooks: Vec<Value> = config["webhooks"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|hook| served_webhook(hook, base, ca_bundle))
-            .collect();
-        config["webhooks"] = Value::Array(webhooks);
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        match kind.as_str() {
-            "MutatingWebhookConfiguration" => {
-                let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-                api.patch(&name, &params, &Patch::Apply(&config)).await?;
-            }
-            "ValidatingWebhookConfiguration" => {
-                let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-                api.patch(&name, &params, &Patch::Apply(&config)).await?;
-            }
-            other => anyhow::bail!("unexpected {other} in {}", file.display()),
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::go_release::manifests::{registration, tests::server};
 
     #[test]
     fn pod_webhooks_are_scoped_to_jobset_pods_and_others_are_not() {
-        let base = "https://127.0.0.1:1";
-        let bundle = json!("Q0E=");
-        let pod = json!({"clientConfig": {"service": {"path": "/mutate--v1-pod"}}});
-        let jobset = json!({"clientConfig": {"service": {
-            "path": "/validate-jobset-x-k8s-io-v1alpha2-jobset",
-        }}});
-        let pod = served_webhook(&pod, base, &bundle).expect("pod webhook");
+        let config = json!({
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "mutating-webhook-configuration"},
+            "webhooks": [
+                {"clientConfig": {"service": {"path": "/mutate--v1-pod"}}},
+                {"clientConfig": {"service": {
+                    "path": "/validate-jobset-x-k8s-io-v1alpha2-jobset",
+                }}},
+            ],
+        });
+        let (_, name, config) = registration(config, "jobset-", &server(), scope_pod_webhooks);
+        assert_eq!(name, "jobset-mutating-webhook-configuration");
+        let [pod, jobset] = config["webhooks"].as_array().expect("webhooks").as_slice() else {
+            panic!("two webhooks in {config}");
+        };
         assert_eq!(
             pod["objectSelector"]["matchExpressions"][0]["key"],
             JOBSET_NAME_LABEL
@@ -255,8 +204,7 @@ mod tests {
             pod["clientConfig"]["url"],
             "https://127.0.0.1:1/mutate--v1-pod"
         );
-        let jobset = served_webhook(&jobset, base, &bundle).expect("jobset webhook");
         assert!(jobset.get("objectSelector").is_none());
-        assert_eq!(jobset["clientConfig"]["caBundle"], bundle);
+        assert_eq!(jobset["clientConfig"]["caBundle"], "Q0E=");
     }
 }

@@ -11,19 +11,14 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use k8s_openapi::ByteString;
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
 use crate::certs::RelayCa;
 use crate::cluster::ClusterInfo;
+use crate::go_release::manifests::{self, WebhookServer};
 use crate::ports::free_port;
-use crate::registration::install_crd;
 use crate::relay::{http_get, start_logged};
 use crate::wait::{self, Seen};
 use crate::{jobset_build, kueue_build};
@@ -95,9 +90,11 @@ impl Kueue {
         let client = cluster.client().await?;
         let webhook_port = free_port()?;
         let health_port = free_port()?;
-        let base = format!("https://127.0.0.1:{webhook_port}");
-        let ca_bundle = serde_json::to_value(ByteString(ca.ca_pem.clone().into_bytes()))?;
-        install_crds(&client, &release.crds(), &base, &ca_bundle).await?;
+        let server = WebhookServer::on_loopback(webhook_port, &ca)?;
+        manifests::install_crds(&client, &release.crds(), |crd| {
+            with_conversion(crd, &server)
+        })
+        .await?;
         if integrations.jobset {
             let jobset = jobset_build::ensure_jobset_built(&mut |line| eprintln!("{line}"))?;
             crate::jobset::install_crds(&client, &jobset).await?;
@@ -141,12 +138,13 @@ impl Kueue {
             },
         )
         .await?;
-        install_webhooks(
+        manifests::register_webhooks(
             &client,
             &release.webhooks(),
-            &base,
-            &ca_bundle,
-            integrations,
+            "kueue-",
+            FIELD_MANAGER,
+            &server,
+            |path, hook| served(path, integrations).then_some(hook),
         )
         .await?;
         Ok(kueue)
@@ -255,43 +253,19 @@ const CONVERTED: [&str; 5] = [
     "multikueueclusters",
 ];
 
-/// Applies every CRD of the release server-side, those Kueue converts with
-/// their conversion webhook.
-async fn install_crds(
-    client: &kube::Client,
-    dir: &Path,
-    base: &str,
-    ca_bundle: &Value,
-) -> anyhow::Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    files.sort();
-    for file in files {
-        let text = std::fs::read_to_string(&file)?;
-        let mut crd: Value =
-            serde_yaml_ng::from_str(&text).with_context(|| file.display().to_string())?;
-        let plural = crd["spec"]["names"]["plural"].as_str().unwrap_or_default();
-        if CONVERTED.contains(&plural) {
-            crd["spec"]["conversion"] = json!({
-                "strategy": "Webhook",
-                "webhook": {
-                    "clientConfig": {"url": format!("{base}/convert"), "caBundle": ca_bundle},
-                    "conversionReviewVersions": ["v1"],
-                },
-            });
-        }
-        let name = crd["metadata"]["name"]
-            .as_str()
-            .context("CRD without a name")?
-            .to_string();
-        install_crd(&crds, &name, &crd)
-            .await
-            .with_context(|| format!("installing CRD {name}"))?;
+/// Gives a CRD Kueue converts its conversion webhook (`/convert` on
+/// `server`).
+fn with_conversion(crd: &mut Value, server: &WebhookServer) {
+    let plural = crd["spec"]["names"]["plural"].as_str().unwrap_or_default();
+    if CONVERTED.contains(&plural) {
+        crd["spec"]["conversion"] = json!({
+            "strategy": "Webhook",
+            "webhook": {
+                "clientConfig": server.client_config("/convert"),
+                "conversionReviewVersions": ["v1"],
+            },
+        });
     }
-    Ok(())
 }
 
 /// The paths the process serves: Kueue's own kinds, batch/v1 Jobs, and
@@ -302,54 +276,31 @@ fn served(path: &str, integrations: &Integrations) -> bool {
         || (integrations.jobset && path.ends_with("-jobset-x-k8s-io-v1alpha2-jobset"))
 }
 
-/// Registers the release's webhook configurations, keeping the webhooks of
-/// the paths the process serves, each by URL on loopback.
-async fn install_webhooks(
-    client: &kube::Client,
-    file: &Path,
-    base: &str,
-    ca_bundle: &Value,
-    integrations: &Integrations,
-) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(file)?;
-    for document in serde_yaml_ng::Deserializer::from_str(&text) {
-        let mut config: Value = serde::Deserialize::deserialize(document)?;
-        let kind = config["kind"].as_str().unwrap_or_default().to_string();
-        let name = format!(
-            "kueue-{}",
-            config["metadata"]["name"].as_str().unwrap_or_default()
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::go_release::manifests::tests::server;
+
+    #[test]
+    fn only_the_crds_kueue_converts_get_its_conversion_webhook() {
+        let mut workloads = json!({"spec": {"names": {"plural": "workloads"}}});
+        let mut flavors = json!({"spec": {"names": {"plural": "resourceflavors"}}});
+        with_conversion(&mut workloads, &server());
+        with_conversion(&mut flavors, &server());
+        assert_eq!(
+            workloads["spec"]["conversion"]["webhook"]["clientConfig"]["url"],
+            "https://127.0.0.1:1/convert"
         );
-        config["metadata"]["name"] = json!(name);
-        let webhooks: Vec<Value> = config["webhooks"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|hook| {
-                let path = hook["clientConfig"]["service"]["path"]
-                    .as_str()?
-                    .to_string();
-                if !served(&path, integrations) {
-                    return None;
-                }
-                let mut hook = hook.clone();
-                hook["clientConfig"] =
-                    json!({"url": format!("{base}{path}"), "caBundle": ca_bundle});
-                Some(hook)
-            })
-            .collect();
-        config["webhooks"] = Value::Array(webhooks);
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        match kind.as_str() {
-            "MutatingWebhookConfiguration" => {
-                let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-                api.patch(&name, &params, &Patch::Apply(&config)).await?;
-            }
-            "ValidatingWebhookConfiguration" => {
-                let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-                api.patch(&name, &params, &Patch::Apply(&config)).await?;
-            }
-            other => anyhow::bail!("unexpected {other} in {}", file.display()),
-        }
+        assert!(flavors["spec"].get("conversion").is_none());
     }
-    Ok(())
+
+    #[test]
+    fn jobset_webhooks_are_served_only_with_that_integration() {
+        let jobset = "/mutate-jobset-x-k8s-io-v1alpha2-jobset";
+        let on = Integrations { jobset: true };
+        assert!(served(jobset, &on));
+        assert!(!served(jobset, &Integrations::default()));
+        assert!(served("/mutate-batch-v1-job", &Integrations::default()));
+        assert!(!served("/mutate--v1-pod", &on));
+    }
 }

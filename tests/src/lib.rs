@@ -17,6 +17,7 @@ pub mod deployed;
 pub mod election;
 pub mod fixtures;
 pub mod flood;
+pub mod go_release;
 pub mod helm;
 pub mod images;
 pub mod jobset;
