@@ -307,14 +307,14 @@ async fn a_jobset_mirror_deleted_behind_jobrelays_back_is_run_again_and_complete
 
     let note = s.wait_event("lost", "RemoteJobLost").await;
     assert!(note.contains("attempt 2"), "{note}");
-    let again = wait::until("a new mirror on worker-1", WAIT, || async {
+    wait::until("a new mirror on worker-1", WAIT, || async {
         match mirrors.get_opt("lost").await {
             Ok(Some(mirror)) if mirror.uid().as_ref() != Some(&first) => Seen::Ready(()),
             Ok(_) => Seen::Waiting("the lost one, or none".into()),
             Err(e) => Seen::Waiting(e.to_string()),
         }
-    });
-    again.await;
+    })
+    .await;
     wait_manager(&jobsets, ("lost", "Completed"), |set| {
         set.condition("Completed")
     })

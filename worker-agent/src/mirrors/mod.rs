@@ -11,6 +11,7 @@ mod apply;
 mod brake;
 mod confirm;
 mod deletion;
+mod inventory;
 mod losses;
 mod orphans;
 mod status;
@@ -28,10 +29,7 @@ use std::time::{Duration, Instant};
 
 use backon::ExponentialBuilder;
 use futures::StreamExt;
-use jobrelay_proto::v1::{
-    AgentMessage, InventoryEntry, MirrorPhase, ObjectKind, agent_message::Kind,
-};
-use jobrelay_proto::wire::MANAGER_INSTANCE_LABEL;
+use jobrelay_proto::v1::{AgentMessage, ObjectKind, agent_message::Kind};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
@@ -42,7 +40,6 @@ use crate::deletion_pace::DeletionPace;
 use crate::kinds::objects::Objects;
 use crate::kinds::{self, Mirror};
 use crate::namespaces::NamespacePolicy;
-use crate::report::revision_of;
 pub use crate::watched::origin_uid;
 use crate::watched::{Changes, Watched};
 pub use apply::Applied;
@@ -243,22 +240,6 @@ impl Mirrors {
         self.instance = instance.to_string();
     }
 
-    /// The manager instances this origin's mirrors name, each once.
-    pub fn manager_instances(&self) -> Vec<String> {
-        let mut instances: Vec<String> = self
-            .objects
-            .state()
-            .iter()
-            .filter_map(|object| {
-                let labels = object.object_meta().labels.as_ref()?;
-                labels.get(MANAGER_INSTANCE_LABEL).cloned()
-            })
-            .collect();
-        instances.sort_unstable();
-        instances.dedup();
-        instances
-    }
-
     /// The kinds this agent mirrors on its worker, as its Hello names them.
     pub fn kinds(&self) -> Vec<ObjectKind> {
         kinds::mirrored(&self.objects.served())
@@ -279,55 +260,6 @@ impl Mirrors {
         self.everything_due = true;
         for lost in self.deleting.values_mut().filter_map(|d| d.lost.as_mut()) {
             lost.reported = false;
-        }
-    }
-
-    /// Every mirror found on the worker: mirrors of this origin (not their
-    /// children), and origin UIDs that only children or Pods still carry.
-    pub fn inventory(&self) -> Vec<InventoryEntry> {
-        let mut entries: HashMap<String, InventoryEntry> = HashMap::new();
-        let mut children = Vec::new();
-        for object in self.objects.state() {
-            let meta = object.object_meta();
-            let Some(uid) = origin_uid(meta) else {
-                continue;
-            };
-            if kinds::parent(meta).is_some() {
-                children.push(uid);
-                continue;
-            }
-            entries.insert(
-                uid.clone(),
-                InventoryEntry {
-                    origin_uid: uid,
-                    revision: revision_of(meta),
-                    phase: self.phase(object.as_ref()) as i32,
-                    kind: Some(object.kind_name().to_wire()),
-                },
-            );
-        }
-        let pod_uids = self
-            .pods
-            .state()
-            .into_iter()
-            .filter_map(|pod| origin_uid(pod.meta()));
-        for uid in children.into_iter().chain(pod_uids) {
-            entries
-                .entry(uid.clone())
-                .or_insert_with(|| InventoryEntry {
-                    origin_uid: uid,
-                    revision: 0,
-                    phase: MirrorPhase::Deleting as i32,
-                    kind: None,
-                });
-        }
-        entries.into_values().collect()
-    }
-
-    fn phase(&self, mirror: &dyn Mirror) -> MirrorPhase {
-        match origin_uid(mirror.object_meta()) {
-            Some(uid) if self.deleting.contains_key(&uid) => MirrorPhase::Deleting,
-            _ => mirror.mirror_phase(),
         }
     }
 

@@ -1,7 +1,7 @@
 //! Unit tests of the mirrors' passes: what a pass sees and reports.
 
 use super::*;
-use jobrelay_proto::v1::{DeleteMirror, DeleteReason};
+use jobrelay_proto::v1::{DeleteMirror, DeleteReason, MirrorPhase};
 use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL, REVISION_ANNOTATION};
 use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::watcher::Event;

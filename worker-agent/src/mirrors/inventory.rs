@@ -1,0 +1,79 @@
+//! What the agent's Hello says of the worker: every mirror found there (its
+//! inventory), and the manager instances the mirrors name.
+
+use std::collections::HashMap;
+
+use jobrelay_proto::v1::{InventoryEntry, MirrorPhase};
+use jobrelay_proto::wire::MANAGER_INSTANCE_LABEL;
+use kube::Resource;
+
+use super::{Mirrors, origin_uid};
+use crate::kinds::{self, Mirror};
+use crate::report::revision_of;
+
+impl Mirrors {
+    /// The manager instances this origin's mirrors name, each once.
+    pub fn manager_instances(&self) -> Vec<String> {
+        let mut instances: Vec<String> = self
+            .objects
+            .state()
+            .iter()
+            .filter_map(|object| {
+                let labels = object.object_meta().labels.as_ref()?;
+                labels.get(MANAGER_INSTANCE_LABEL).cloned()
+            })
+            .collect();
+        instances.sort_unstable();
+        instances.dedup();
+        instances
+    }
+
+    /// Every mirror found on the worker: mirrors of this origin (not their
+    /// children), and origin UIDs that only children or Pods still carry.
+    pub fn inventory(&self) -> Vec<InventoryEntry> {
+        let mut entries: HashMap<String, InventoryEntry> = HashMap::new();
+        let mut children = Vec::new();
+        for object in self.objects.state() {
+            let meta = object.object_meta();
+            let Some(uid) = origin_uid(meta) else {
+                continue;
+            };
+            if kinds::parent(meta).is_some() {
+                children.push(uid);
+                continue;
+            }
+            entries.insert(
+                uid.clone(),
+                InventoryEntry {
+                    origin_uid: uid,
+                    revision: revision_of(meta),
+                    phase: self.phase(object.as_ref()) as i32,
+                    kind: Some(object.kind_name().to_wire()),
+                },
+            );
+        }
+        let pod_uids = self
+            .pods
+            .state()
+            .into_iter()
+            .filter_map(|pod| origin_uid(pod.meta()));
+        for uid in children.into_iter().chain(pod_uids) {
+            entries
+                .entry(uid.clone())
+                .or_insert_with(|| InventoryEntry {
+                    origin_uid: uid,
+                    revision: 0,
+                    phase: MirrorPhase::Deleting as i32,
+                    kind: None,
+                });
+        }
+        entries.into_values().collect()
+    }
+
+    fn phase(&self, mirror: &dyn Mirror) -> MirrorPhase {
+        match origin_uid(mirror.object_meta()) {
+            Some(uid) if self.deleting.contains_key(&uid) => MirrorPhase::Deleting,
+            _ => mirror.mirror_phase(),
+        }
+    }
+}
