@@ -40,6 +40,7 @@ mod chart;
 mod figures;
 mod histogram;
 mod jobs;
+mod jobsets;
 mod load;
 mod machine;
 mod measure;
@@ -110,6 +111,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         manager_surge: 1,
         ..release_options()
     };
+    let jobset_controller = jobsets::prepare(&set).await?;
     let relay = Relay::start_with(&set, options).await?;
     let mut sizes = args.jobs.clone();
     if args.with_10k {
@@ -124,7 +126,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
         log(&format!("wrote {}", path.display()));
     }
+    // A tenth as many JobSets of four Pods as the first size's Jobs.
+    let sets = (args.jobs.first().copied().unwrap_or(1000) / 10).max(10);
+    let report = jobsets::bench(&set, sets).await?;
+    jobsets::print(&report);
+    let path = out.join(format!("bench-jobsets-{sets}.json"));
+    std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
+    log(&format!("wrote {}", path.display()));
     drop(relay);
+    jobset_controller.kill();
     supervisor.stop()
 }
 
