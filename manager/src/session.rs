@@ -288,6 +288,8 @@ impl Sessions {
             released = released.len(),
             "agent connected"
         );
+        // The kinds first: the cluster takes objects once it is connected.
+        self.fleet.set_kinds(&cluster, &hello.kinds);
         let session = self.fleet.connect(
             &cluster,
             &hello.agent_version,
@@ -296,7 +298,6 @@ impl Sessions {
             released,
             outbox.clone(),
         );
-        self.fleet.set_kinds(&cluster, &hello.kinds);
         // Jobs that waited for a cluster are placed now, not at their next
         // requeue (a new leader's first sessions, a cluster back).
         self.fleet

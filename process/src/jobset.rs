@@ -1,7 +1,7 @@
 //! `jobset.x-k8s.io/v1alpha2` JobSet, as both sides of jobrelay read and
 //! write it: the fields jobrelay acts on are typed, every other field is
-//! kept as the API server gave it, so a mirror carries the whole spec and a
-//! status is copied whole.
+//! kept as the API server gave it, so a mirror carries the whole spec and
+//! the agent reports the whole status.
 
 use k8s_openapi::api::batch::v1::JobTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};

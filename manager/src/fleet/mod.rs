@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 use crate::fleet::link::Link;
 use crate::job::placement::{Candidate, choose_cluster};
 use crate::kinds::key::Key;
+use jobrelay_proto::kinds::{self, KindName};
 use mirror_map::MirrorMap;
 
 pub use crate::outbox::Outbox;
@@ -192,7 +193,7 @@ impl Fleet {
         // Only an agent that mirrors the kind is given one.
         let mirrors_kind = |name: &str| {
             let kinds = clusters.get(name).map(|c| c.kinds.as_slice());
-            jobrelay_proto::kinds::mirrors(kinds.unwrap_or_default(), key.kind)
+            kinds::mirrors(kinds.unwrap_or_default(), key.kind)
         };
         candidates.retain(|c| eligible(&c.name) && mirrors_kind(&c.name));
         let choice = choose_cluster(pinned, &candidates)?;
@@ -202,6 +203,13 @@ impl Fleet {
             .mirrors
             .change(uid, |view| view.key = Some(key.clone()));
         Some(choice)
+    }
+
+    /// Whether the agent of `cluster` mirrors `kind`, as its last Hello said.
+    pub fn takes(&self, cluster: &str, kind: KindName) -> bool {
+        let clusters = self.lock();
+        let kinds = clusters.get(cluster).map(|c| c.kinds.as_slice());
+        kinds::mirrors(kinds.unwrap_or_default(), kind)
     }
 
     /// Records the kinds the agent of `cluster` mirrors (its Hello's).

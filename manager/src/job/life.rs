@@ -77,17 +77,6 @@ pub fn has_finalizer<K: kube::Resource>(object: &K) -> bool {
         .any(|f| f == jobrelay_proto::wire::REMOTE_CLEANUP_FINALIZER)
 }
 
-/// Finished for good (for a Job: `Complete` or `Failed`).
-pub fn is_finished<K: RelayedKind>(object: &K) -> bool {
-    object.is_finished()
-}
-
-/// What the manager's cache keeps of an object: what its readers use (see
-/// [`RelayedKind::for_cache`]).
-pub fn for_cache<K: RelayedKind>(object: &mut K) {
-    object.for_cache();
-}
-
 /// Whether `object` holds its pod templates, as every object the API
 /// server returns does; a cached copy does not.
 pub fn is_whole<K: RelayedKind>(object: &K) -> bool {

@@ -93,7 +93,7 @@ fn the_cache_keeps_no_template_or_selector_and_a_cached_copy_is_not_whole() {
     let job = manager_job();
     assert!(is_whole(&job));
     let mut cached = job.clone();
-    for_cache(&mut cached);
+    cached.for_cache();
     assert!(!is_whole(&cached));
     let spec = cached.spec.as_ref().unwrap();
     assert_eq!(spec.template, Default::default());

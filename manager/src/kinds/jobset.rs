@@ -231,7 +231,7 @@ mod tests {
         assert_eq!(lifecycle(&jobset), Lifecycle::Suspended);
         assert!(is_whole(&jobset));
         let mut cached = jobset.clone();
-        for_cache(&mut cached);
+        cached.for_cache();
         assert!(!is_whole(&cached));
         assert_eq!(cached.spec.as_ref().unwrap().replicated_jobs.len(), 2);
         jobset.status = serde_json::from_value(serde_json::json!({"terminalState": "Failed",

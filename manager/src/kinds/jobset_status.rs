@@ -1,9 +1,8 @@
 //! Copying a worker JobSet's status onto its manager JobSet (the status
-//! part of [`RelayedKind`](super::RelayedKind) for JobSet). Its status is
-//! the worker JobSet controller's, copied whole but for nothing: conditions,
-//! `terminalState`, `restarts` and each replicated Job's counts. It is
-//! written with a merge patch naming every copied field, a dropped one as
-//! null.
+//! part of [`RelayedKind`](super::RelayedKind) for JobSet): the worker
+//! JobSet controller's conditions, `terminalState`, restart counts and each
+//! replicated Job's counts, written with a merge patch naming every copied
+//! field, a dropped one as null.
 
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;

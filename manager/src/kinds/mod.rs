@@ -23,6 +23,7 @@ pub mod stores;
 
 use std::collections::BTreeMap;
 
+use jobrelay_process::jobset::JOBSET_UID_LABEL;
 use jobrelay_process::object::Object;
 use jobrelay_proto::kinds::{self, KindName};
 use jobrelay_proto::v1::ObjectKind;
@@ -102,9 +103,10 @@ pub trait RelayedKind: Object {
 }
 
 /// What every mirror carries, of any kind: the object's namespace and name,
-/// its labels and the origin labels, its annotations with the revision and
-/// its controlling owner recorded (not referenced); nothing else of its
-/// metadata crosses clusters. Also the origin labels, for its templates.
+/// its labels (but a JobSet's UID label, which would make the mirror read as
+/// a JobSet's child on the worker) and the origin labels, its annotations
+/// with the revision and its controlling owner recorded (not referenced);
+/// nothing else of its metadata crosses clusters. Also the origin labels, for its templates.
 pub fn mirror_metadata<K: RelayedKind>(
     object: &K,
     origin: &str,
@@ -125,6 +127,8 @@ pub fn mirror_metadata<K: RelayedKind>(
         (ORIGIN_UID_LABEL.to_string(), uid),
     ]);
     let mut labels = meta.labels.clone().unwrap_or_default();
+    // A worker's agent reads this label as "a child of that JobSet".
+    labels.remove(JOBSET_UID_LABEL);
     labels.extend(origin_labels.clone());
     let mut annotations = meta.annotations.clone().unwrap_or_default();
     annotations.remove("kubectl.kubernetes.io/last-applied-configuration");

@@ -117,8 +117,8 @@ pub struct Input {
     pub job: Option<JobSide>,
     /// What the check's parameters allow, or what is wrong with them.
     pub allowed: Result<Allowed, String>,
-    /// Some allowed cluster is connected and admits the Job's namespace
-    /// (the one the Job is avoiding aside).
+    /// Some allowed cluster is connected, mirrors the Job's kind and admits
+    /// its namespace (the one the Job is avoiding aside).
     pub placeable: bool,
     /// The cluster the Job avoids after its Pods did not become ready
     /// there, and until when.
@@ -300,7 +300,7 @@ fn to_place(input: &Input, job: &JobSide, allowed: &Allowed) -> CheckStep {
     }
     if !input.placeable {
         let mut message = format!(
-            "no connected worker cluster ({}) admits the Job's namespace",
+            "no connected worker cluster ({}) admits the Job's namespace and mirrors its kind",
             allowed.describe()
         );
         if let Some((avoided, until)) = &input.avoiding {

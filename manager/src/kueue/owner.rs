@@ -17,6 +17,9 @@ pub enum Owner {
         cached: bool,
         managed_by: Option<String>,
     },
+    /// A kind jobrelay relays but this manager does not watch: its cluster
+    /// did not serve it when the manager started.
+    Unwatched { kind: &'static str, name: String },
     /// Another kind: what owns it.
     Other {
         api_version: String,
@@ -49,6 +52,10 @@ pub fn not_ours(owner: &Owner) -> Option<String> {
                  in a LocalQueue whose ClusterQueue has no jobrelay admission check"
             ))
         }
+        Owner::Unwatched { kind, name } => Some(format!(
+            "the Workload belongs to {kind} {name}, and this manager does not watch {kind}s: \
+             their CRD was not installed when it started. Restart the manager"
+        )),
         Owner::Other {
             api_version,
             kind,
@@ -117,5 +124,11 @@ mod tests {
             "{ray}"
         );
         assert!(not_ours(&Owner::None).unwrap().contains("no owner"));
+        let unwatched = not_ours(&Owner::Unwatched {
+            kind: "JobSet",
+            name: "llm".into(),
+        })
+        .unwrap();
+        assert!(unwatched.contains("Restart the manager"), "{unwatched}");
     }
 }

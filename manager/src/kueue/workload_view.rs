@@ -72,6 +72,10 @@ impl View {
                 cached: object.is_some(),
                 managed_by: object.as_ref().and_then(|o| o.managed_by.clone()),
             },
+            (Some(o), Found::Unwatched(kind)) => Owner::Unwatched {
+                kind,
+                name: o.name.clone(),
+            },
             (Some(o), Found::Other) => Owner::Other {
                 api_version: o.api_version.clone(),
                 kind: o.kind.clone(),
@@ -80,7 +84,7 @@ impl View {
         };
         let job = match found {
             Found::Relayed { object, .. } => object.map(|owned| *owned),
-            Found::Other => None,
+            Found::Unwatched(_) | Found::Other => None,
         };
         let preferences = job
             .as_ref()
@@ -105,6 +109,9 @@ impl View {
                 allowed.as_ref().is_ok_and(|a| a.allows(&c.name))
                     && ctx.registry.admits(&c.name, &namespace).is_ok()
                     && !preferences.avoids(&c.name)
+                    && job
+                        .as_ref()
+                        .is_none_or(|j| ctx.fleet.takes(&c.name, j.key.kind))
             }),
             avoiding: preferences
                 .avoiding
@@ -176,6 +183,8 @@ enum Found {
         kind: &'static str,
         object: Option<Box<Owned>>,
     },
+    /// A kind jobrelay relays that this manager does not watch.
+    Unwatched(&'static str),
     Other,
 }
 
@@ -200,14 +209,12 @@ impl Found {
                 object,
             }
         } else if kind == (JobSet::NAME.kind, api_version(JobSet::NAME).as_str()) {
-            let object = ctx
-                .stores
-                .jobsets
-                .as_ref()
-                .and_then(|store| owned(store, namespace, owner, |_| false));
+            let Some(store) = &ctx.stores.jobsets else {
+                return Found::Unwatched(JobSet::NAME.kind);
+            };
             Found::Relayed {
                 kind: JobSet::NAME.kind,
-                object,
+                object: owned(store, namespace, owner, |_| false),
             }
         } else {
             Found::Other

@@ -1,7 +1,8 @@
-//! Deleting a mirror: its Job with Background propagation and a UID
-//! precondition, then any Pod that outlived its Job past the orphan grace,
-//! and `MirrorGone` only once the API server shows neither the Job nor a Pod
-//! of its origin UID — Terminating ones count as existing.
+//! Deleting a mirror: the mirror and its children (a JobSet's Jobs) with
+//! Background propagation and a UID precondition, then any Pod that
+//! outlived them past the orphan grace, and `MirrorGone` only once the API
+//! server shows none of them and no Pod of its origin UID — Terminating
+//! ones count as existing.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -61,8 +61,9 @@ impl Dispatched for Job {
     }
 }
 
-/// A JobSet behind Kueue on the manager is not relayed with its flavors
-/// yet; one queued on the worker keeps its queue name there.
+/// A JobSet's flavors are not recorded on it: its mirror carries what Kueue
+/// writes into its pod templates at admission. Queued on its worker, its
+/// queue name is mapped and it is created suspended, as a Job is.
 impl Dispatched for JobSet {
     fn flavors_record(&self, _scheduling: &Scheduling) -> Option<Option<String>> {
         None
@@ -113,7 +114,9 @@ impl<K: Dispatched> Reconciling<'_, K> {
             .place(&self.uid, &self.fleet_key, pinned, preferred)
             .or_else(|| ctx.fleet.place(&self.uid, &self.fleet_key, pinned, allowed));
         let Some(cluster) = placed else {
-            debug!("no connected worker cluster admits the Job's namespace; waiting");
+            debug!(
+                "no connected worker cluster admits the namespace and mirrors the kind; waiting"
+            );
             return Ok(Err(Action::requeue(AWAIT_CLUSTER)));
         };
         // The cluster and the finalizer are recorded before anything is
