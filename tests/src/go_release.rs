@@ -79,8 +79,12 @@ impl GoRelease {
         Ok(dir.join(STAMP).is_file().then(|| self.at(dir)))
     }
 
-    /// Returns the cached build, building it first when it is missing.
+    /// Returns the cached build, building it first when it is missing. One
+    /// build at a time in a process: tests that start together wait for the
+    /// first one's build rather than racing it into the same folder.
     pub fn ensure_built(&self, log: &mut dyn FnMut(&str)) -> Result<BuiltRelease, Error> {
+        static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one_at_a_time = BUILDING.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(release) = self.cached()? {
             log(&format!(
                 "{} {} cached in {}",

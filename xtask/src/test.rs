@@ -44,6 +44,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     controlplane::ensure_built(&mut log)?;
     jobrelay_e2e::node::ensure_node_runtime_built(&mut log)?;
+    jobrelay_e2e::kueue_build::ensure_kueue_built(&mut log)?;
+    jobrelay_e2e::jobset_build::ensure_jobset_built(&mut log)?;
     controlplane::trim_go_build_cache(&mut log)?;
     // The deploy test runs the images users run, built once here.
     let images = crate::image::build_images(&crate::image::Options::default())?;

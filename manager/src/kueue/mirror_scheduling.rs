@@ -44,20 +44,38 @@ pub fn for_worker(
     flavors: Flavors,
     reserved: Option<&Scheduling>,
 ) {
-    match (flavors, reserved) {
-        (Flavors::OnMirrors, Some(reserved)) => scheduling::apply(mirror, reserved),
-        (Flavors::OnMirrors, None) => {}
-        (Flavors::Quota, _) => strip(mirror, &scheduling::recorded(manager_job)),
+    for_worker_pods(pod_spec(mirror), manager_job, flavors, reserved);
+}
+
+/// [`for_worker`] over every pod template of a mirror of any kind (a
+/// JobSet's: each replicated Job's), the flavors recorded on
+/// `manager_object`.
+pub fn for_worker_pods<'a, K: kube::Resource>(
+    pods: impl IntoIterator<Item = &'a mut PodSpec>,
+    manager_object: &K,
+    flavors: Flavors,
+    reserved: Option<&Scheduling>,
+) {
+    let recorded = scheduling::recorded(manager_object);
+    for pod in pods {
+        match (flavors, reserved) {
+            (Flavors::OnMirrors, Some(reserved)) => scheduling::apply_to(pod, reserved),
+            (Flavors::OnMirrors, None) => {}
+            (Flavors::Quota, _) => strip_pod(pod, &recorded),
+        }
+        lift_gate(pod);
     }
-    lift_topology_gate(mirror);
 }
 
 /// Takes out of the pod template exactly what `flavors` added: a node
 /// selector entry of the same key and value, an equal toleration.
 pub fn strip(job: &mut Job, flavors: &Scheduling) {
-    let Some(pod) = pod_spec(job) else {
-        return;
-    };
+    if let Some(pod) = pod_spec(job) {
+        strip_pod(pod, flavors);
+    }
+}
+
+fn strip_pod(pod: &mut PodSpec, flavors: &Scheduling) {
     if let Some(selector) = pod.node_selector.as_mut() {
         selector.retain(|key, value| flavors.node_selector.get(key) != Some(value));
         if selector.is_empty() {
@@ -74,9 +92,12 @@ pub fn strip(job: &mut Job, flavors: &Scheduling) {
 
 /// Removes Kueue's topology scheduling gate; other gates stay.
 pub fn lift_topology_gate(job: &mut Job) {
-    let Some(pod) = pod_spec(job) else {
-        return;
-    };
+    if let Some(pod) = pod_spec(job) {
+        lift_gate(pod);
+    }
+}
+
+fn lift_gate(pod: &mut PodSpec) {
     if let Some(gates) = pod.scheduling_gates.as_mut() {
         gates.retain(|g| g.name != TOPOLOGY_SCHEDULING_GATE);
         if gates.is_empty() {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use jobrelay_proto::wire::FLAVORS_ANNOTATION;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Toleration;
+use k8s_openapi::api::core::v1::{PodSpec, Toleration};
 use serde::{Deserialize, Serialize};
 
 use super::types::{Admission, PodSet, ResourceFlavorSpec};
@@ -79,8 +79,8 @@ pub fn from_admission<'a>(
 
 /// The flavors' constraints recorded on the Job when it was placed; none if
 /// it carries no (readable) record.
-pub fn recorded(job: &Job) -> Scheduling {
-    job.metadata
+pub fn recorded<K: kube::Resource>(job: &K) -> Scheduling {
+    job.meta()
         .annotations
         .as_ref()
         .and_then(|a| a.get(FLAVORS_ANNOTATION))
@@ -90,9 +90,9 @@ pub fn recorded(job: &Job) -> Scheduling {
 
 /// The value the Job's record of its flavors must be set to (`None`:
 /// removed) for it to read `scheduling`; nothing if it already does.
-pub fn to_record(job: &Job, scheduling: &Scheduling) -> Option<Option<String>> {
+pub fn to_record<K: kube::Resource>(job: &K, scheduling: &Scheduling) -> Option<Option<String>> {
     let has_record = job
-        .metadata
+        .meta()
         .annotations
         .as_ref()
         .is_some_and(|a| a.contains_key(FLAVORS_ANNOTATION));
@@ -105,9 +105,13 @@ pub fn to_record(job: &Job, scheduling: &Scheduling) -> Option<Option<String>> {
 /// Adds `scheduling` to the Job's pod template (what the Job already says
 /// wins for a node-selector key; a toleration is not repeated).
 pub fn apply(job: &mut Job, scheduling: &Scheduling) {
-    let Some(pod) = job.spec.as_mut().and_then(|s| s.template.spec.as_mut()) else {
-        return;
-    };
+    if let Some(pod) = job.spec.as_mut().and_then(|s| s.template.spec.as_mut()) {
+        apply_to(pod, scheduling);
+    }
+}
+
+/// Adds `scheduling` to one pod template (see [`apply`]).
+pub fn apply_to(pod: &mut PodSpec, scheduling: &Scheduling) {
     if !scheduling.node_selector.is_empty() {
         let selector = pod.node_selector.get_or_insert_with(BTreeMap::new);
         for (key, value) in &scheduling.node_selector {

@@ -170,8 +170,7 @@ pub(super) struct Owned {
     cluster: Option<String>,
     pinned: Option<String>,
     queued: bool,
-    /// Whether the reservation's flavors are still to be recorded on it
-    /// (a Job's are; a JobSet's go to its mirror as Kueue writes them), or
+    /// Whether the reservation's flavors are still to be recorded on it, or
     /// not known yet.
     flavors_to_record: bool,
 }
@@ -214,7 +213,9 @@ impl Found {
             };
             Found::Relayed {
                 kind: JobSet::NAME.kind,
-                object: owned(store, namespace, owner, |_| false),
+                object: owned(store, namespace, owner, |jobset| {
+                    scheduling.is_none_or(|s| scheduling::to_record(jobset, s).is_some())
+                }),
             }
         } else {
             Found::Other

@@ -61,26 +61,34 @@ impl Dispatched for Job {
     }
 }
 
-/// A JobSet's flavors are not recorded on it: its mirror carries what Kueue
-/// writes into its pod templates at admission. Queued on its worker, its
+/// A JobSet's flavors are recorded and kept out of its mirror as a Job's,
+/// from every replicated Job's pod template; queued on its worker, its
 /// queue name is mapped and it is created suspended, as a Job is.
 impl Dispatched for JobSet {
-    fn flavors_record(&self, _scheduling: &Scheduling) -> Option<Option<String>> {
-        None
+    fn flavors_record(&self, scheduling: &Scheduling) -> Option<Option<String>> {
+        scheduling::to_record(self, scheduling)
     }
 
     fn for_worker(
         mirror: &mut JobSet,
-        _whole: &JobSet,
+        whole: &JobSet,
         worker_queue: Option<&WorkerQueue>,
-        _flavors: Flavors,
-        _reserved: Option<&Scheduling>,
+        flavors: Flavors,
+        reserved: Option<&Scheduling>,
     ) {
-        if map_queue_label(&mut mirror.metadata, worker_queue)
-            && let Some(spec) = mirror.spec.as_mut()
-        {
+        let queued_on_worker = map_queue_label(&mut mirror.metadata, worker_queue);
+        let reserved = reserved.filter(|_| !queued_on_worker);
+        let Some(spec) = mirror.spec.as_mut() else {
+            return;
+        };
+        if queued_on_worker {
             spec.suspend = Some(true);
         }
+        let pods = spec
+            .replicated_jobs
+            .iter_mut()
+            .filter_map(|job| job.template.spec.as_mut()?.template.spec.as_mut());
+        mirror_scheduling::for_worker_pods(pods, whole, flavors, reserved);
     }
 }
 
