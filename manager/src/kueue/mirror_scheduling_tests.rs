@@ -124,3 +124,38 @@ fn a_job_placed_without_a_reservation_loses_nothing() {
     assert_eq!(pod.node_selector.unwrap()["pool"], "spot");
     assert_eq!(pod.tolerations.unwrap().len(), 1);
 }
+
+#[test]
+fn every_pod_template_of_a_mirror_is_fitted_the_same_way() {
+    // Two pod templates, as a JobSet's replicated Jobs have: both admitted
+    // with the flavor, one also asking for a pool of its own.
+    let admitted = job(flavor());
+    let mut own = admitted.spec.clone().unwrap().template.spec.unwrap();
+    own.node_selector
+        .get_or_insert_with(Default::default)
+        .insert("gpu".into(), "a100".into());
+    let mut pods = [admitted.spec.clone().unwrap().template.spec.unwrap(), own];
+    for_worker_pods(pods.iter_mut(), &admitted, Flavors::Quota, None);
+    assert_eq!(
+        (pods[0].node_selector.clone(), pods[0].tolerations.clone()),
+        (None, None)
+    );
+    assert_eq!(
+        pods[1].node_selector,
+        Some([("gpu".to_string(), "a100".to_string())].into()),
+        "what the template asked for itself stays"
+    );
+
+    let mut pods = [PodSpec::default(), PodSpec::default()];
+    let reserved = flavor_scheduling();
+    for_worker_pods(
+        pods.iter_mut(),
+        &admitted,
+        Flavors::OnMirrors,
+        Some(&reserved),
+    );
+    assert!(
+        pods.iter()
+            .all(|p| p.node_selector == Some(reserved.node_selector.clone()))
+    );
+}
