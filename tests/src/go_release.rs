@@ -8,6 +8,7 @@
 //! test cluster.
 
 pub mod manifests;
+pub mod process;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;

@@ -7,21 +7,18 @@
 //! for it.
 
 use std::path::Path;
-use std::process::{Child, Command};
-use std::sync::Mutex;
+use std::process::Command;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use kube::api::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
 use crate::certs::RelayCa;
-use crate::cluster::ClusterInfo;
+use crate::cluster::{ClusterInfo, ClusterSet};
 use crate::go_release::manifests::{self, WebhookServer};
+use crate::go_release::process::ControllerProcess;
 use crate::jobset_build::{self, JobSetRelease};
 use crate::ports::free_port;
-use crate::relay::{http_get, start_logged};
-use crate::wait::{self, Seen};
 
 /// Label (and annotation) JobSet puts on every Pod of a JobSet, naming it.
 pub const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
@@ -42,7 +39,7 @@ pub fn jobset_resource() -> ApiResource {
 /// A running JobSet controller; it dies with the test process.
 pub struct JobSetController {
     pub cluster: String,
-    child: Mutex<Option<Child>>,
+    process: ControllerProcess,
 }
 
 impl JobSetController {
@@ -70,33 +67,20 @@ impl JobSetController {
         let mut command = Command::new(release.binary());
         command
             .arg(format!("--config={}", config.display()))
-            .arg("--zap-log-level=info")
-            .env("KUBECONFIG", &cluster.kubeconfig);
-        let log = state_dir
-            .join("logs")
-            .join(format!("jobset-{}.log", cluster.name));
-        std::fs::create_dir_all(log.parent().context("logs folder")?)?;
-        let child = start_logged(command, &log, "")?;
-        let controller = JobSetController {
-            cluster: cluster.name.clone(),
-            child: Mutex::new(Some(child)),
-        };
-        wait::try_until(
-            format!(
-                "JobSet ready on {} (http://127.0.0.1:{health_port}/readyz; log {})",
-                cluster.name,
-                log.display()
-            ),
+            .arg("--zap-log-level=info");
+        let process = ControllerProcess::start(
+            ("JobSet", "jobset"),
+            cluster,
+            state_dir,
+            command,
+            health_port,
             START_TIMEOUT,
-            || async {
-                match http_get(&format!("127.0.0.1:{health_port}"), "/readyz").await {
-                    Ok((200, _)) => Seen::Ready(()),
-                    Ok((code, body)) => Seen::Waiting(format!("HTTP {code}: {body}")),
-                    Err(e) => Seen::Waiting(e.to_string()),
-                }
-            },
         )
         .await?;
+        let controller = JobSetController {
+            cluster: cluster.name.clone(),
+            process,
+        };
         let server = WebhookServer::on_loopback(webhook_port, &ca)?;
         manifests::register_webhooks(
             &client,
@@ -110,12 +94,19 @@ impl JobSetController {
         Ok(controller)
     }
 
+    /// Starts the controller on the worker of `set` named `worker`.
+    pub async fn start_on(set: &ClusterSet, worker: &str) -> anyhow::Result<JobSetController> {
+        let cluster = set
+            .workers()
+            .iter()
+            .find(|w| w.name == worker)
+            .ok_or_else(|| anyhow::anyhow!("the cluster set has no worker {worker}"))?;
+        JobSetController::start(cluster, &set.state_dir).await
+    }
+
     /// Kills the JobSet process.
     pub fn kill(&self) {
-        if let Some(mut child) = self.child.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.process.kill();
     }
 }
 

@@ -6,8 +6,7 @@
 //! loopback, with a serving certificate of a CA made for it.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
-use std::sync::Mutex;
+use std::process::Command;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -18,9 +17,8 @@ use serde_json::{Value, json};
 use crate::certs::RelayCa;
 use crate::cluster::ClusterInfo;
 use crate::go_release::manifests::{self, WebhookServer};
+use crate::go_release::process::ControllerProcess;
 use crate::ports::free_port;
-use crate::relay::{http_get, start_logged};
-use crate::wait::{self, Seen};
 use crate::{jobset_build, kueue_build};
 
 /// The namespace Kueue runs in (its Events, its configuration's `namespace`).
@@ -58,7 +56,7 @@ pub struct Integrations {
 /// A running Kueue; it dies with the test process.
 pub struct Kueue {
     pub cluster: String,
-    child: Mutex<Option<Child>>,
+    process: ControllerProcess,
 }
 
 impl Kueue {
@@ -110,34 +108,20 @@ impl Kueue {
         command
             .arg(format!("--config={}", config.display()))
             .arg("--feature-gates=VisibilityOnDemand=false")
-            .arg("--zap-log-level=info")
-            .env("KUBECONFIG", &cluster.kubeconfig);
-        let log = state_dir
-            .join("logs")
-            .join(format!("kueue-{}.log", cluster.name));
-        std::fs::create_dir_all(log.parent().expect("logs folder"))?;
-        let child = start_logged(command, &log, "")?;
-        let kueue = Kueue {
-            cluster: cluster.name.clone(),
-            child: Mutex::new(Some(child)),
-        };
-        let ready = format!("http://127.0.0.1:{health_port}/readyz");
-        wait::try_until(
-            format!(
-                "Kueue ready on {} ({ready}; log {})",
-                cluster.name,
-                log.display()
-            ),
+            .arg("--zap-log-level=info");
+        let process = ControllerProcess::start(
+            ("Kueue", "kueue"),
+            cluster,
+            state_dir,
+            command,
+            health_port,
             START_TIMEOUT,
-            || async {
-                match http_get(&format!("127.0.0.1:{health_port}"), "/readyz").await {
-                    Ok((200, _)) => Seen::Ready(()),
-                    Ok((code, body)) => Seen::Waiting(format!("HTTP {code}: {body}")),
-                    Err(e) => Seen::Waiting(e.to_string()),
-                }
-            },
         )
         .await?;
+        let kueue = Kueue {
+            cluster: cluster.name.clone(),
+            process,
+        };
         manifests::register_webhooks(
             &client,
             &release.webhooks(),
@@ -152,10 +136,7 @@ impl Kueue {
 
     /// Kills the Kueue process.
     pub fn kill(&self) {
-        if let Some(mut child) = self.child.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.process.kill();
     }
 }
 

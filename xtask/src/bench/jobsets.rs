@@ -52,12 +52,7 @@ pub(super) struct Report {
 pub(super) async fn prepare(set: &ClusterSet) -> anyhow::Result<JobSetController> {
     let release = ensure_jobset_built(&mut log)?;
     install_crds(&set.manager().client().await?, &release).await?;
-    let worker = set
-        .workers()
-        .iter()
-        .find(|w| w.name == WORKER)
-        .ok_or_else(|| anyhow::anyhow!("no {WORKER}"))?;
-    JobSetController::start(worker, &set.state_dir).await
+    JobSetController::start_on(set, WORKER).await
 }
 
 pub(super) async fn bench(set: &ClusterSet, n: usize) -> anyhow::Result<Report> {

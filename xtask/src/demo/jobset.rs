@@ -20,12 +20,7 @@ pub const WORKER: &str = "worker-1";
 
 /// Starts the JobSet controller on [`WORKER`].
 pub async fn start_controller(set: &ClusterSet) -> anyhow::Result<JobSetController> {
-    let worker = set
-        .workers()
-        .iter()
-        .find(|w| w.name == WORKER)
-        .ok_or_else(|| anyhow::anyhow!("no {WORKER}"))?;
-    JobSetController::start(worker, &set.state_dir).await
+    JobSetController::start_on(set, WORKER).await
 }
 
 /// The JobSet: a leader and three workers whose Pods run for 8 seconds.
