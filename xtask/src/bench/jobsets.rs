@@ -22,6 +22,7 @@ use serde_json::json;
 
 use super::figures::{Figures, ratio};
 use super::measure::{self, Timestamps, at_once, wait_all};
+use super::table::row;
 use crate::log;
 
 /// The worker that runs the JobSet controller.
@@ -220,12 +221,6 @@ pub(super) fn print(r: &Report) {
         "JobSets: {} of {} Pods each, on {WORKER} (its JobSet controller)",
         r.jobsets, r.pods_each
     );
-    let row = |what: &str, f: &Figures| {
-        println!(
-            "{what:<44} {:>9.1} {:>8} {:>8} {:>8} {:>8}",
-            f.jobs_per_second, f.p50_ms, f.p95_ms, f.p99_ms, f.max_ms
-        );
-    };
     println!(
         "{:<44} {:>9} {:>8} {:>8} {:>8} {:>8}",
         "measure", "sets/s", "p50 ms", "p95 ms", "p99 ms", "max ms"

@@ -4,6 +4,14 @@ use super::Report;
 use super::figures::Figures;
 use super::{ceiling, histogram};
 
+/// One measure's line: its rate and latencies.
+pub(super) fn row(what: &str, f: &Figures) {
+    println!(
+        "{what:<44} {:>9.1} {:>8} {:>8} {:>8} {:>8}",
+        f.jobs_per_second, f.p50_ms, f.p95_ms, f.p99_ms, f.max_ms
+    );
+}
+
 pub(super) fn print_table(r: &Report) {
     println!();
     println!(
@@ -17,12 +25,6 @@ pub(super) fn print_table(r: &Report) {
         "{:<44} {:>9} {:>8} {:>8} {:>8} {:>8}",
         "measure", "Jobs/s", "p50 ms", "p95 ms", "p99 ms", "max ms"
     );
-    let row = |what: &str, f: &Figures| {
-        println!(
-            "{what:<44} {:>9.1} {:>8} {:>8} {:>8} {:>8}",
-            f.jobs_per_second, f.p50_ms, f.p95_ms, f.p99_ms, f.max_ms
-        );
-    };
     println!(
         "{:<44} {:>9.1}",
         "raw create, one worker API server", r.raw_create_worker_jobs_per_second
