@@ -95,19 +95,19 @@ struct Subscriber<K: Changing> {
 
 /// Every controller's set; the watch of the kind marks them all.
 #[derive(Debug, Clone)]
-pub struct JobChanges<K: Changing> {
+pub struct Changes<K: Changing> {
     subscribers: Arc<Mutex<Vec<Arc<Subscriber<K>>>>>,
 }
 
-impl<K: Changing> Default for JobChanges<K> {
+impl<K: Changing> Default for Changes<K> {
     fn default() -> Self {
-        JobChanges {
+        Changes {
             subscribers: Arc::default(),
         }
     }
 }
 
-impl<K: Changing> JobChanges<K> {
+impl<K: Changing> Changes<K> {
     /// Marks `keys` changed for every subscriber.
     pub fn mark(&self, keys: Vec<ObjectRef<K>>) {
         if keys.is_empty() {
@@ -226,7 +226,7 @@ mod tests {
     #[tokio::test]
     async fn a_job_deleted_before_its_turn_is_skipped_not_waited_on() {
         let (reader, mut writer) = reflector::store::<Job>();
-        let changes = JobChanges::default();
+        let changes = Changes::default();
         let mut stream = Box::pin(changes.subscribe(reader));
         writer.apply_watcher_event(&Event::Apply(job("kept")));
         changes.mark(vec![
