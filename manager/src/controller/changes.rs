@@ -1,11 +1,11 @@
-//! Which Jobs changed since a controller last looked, one set per
-//! controller, fed from the Job watch.
+//! Which relayed objects of one kind changed since a controller last
+//! looked, one set per controller, fed from the kind's watch.
 //!
-//! Each set holds a Job's key at most once, so a replica that is not leading
-//! (its controllers idle) remembers at most one key per Job however long it
-//! follows, and a Job deleted meanwhile is skipped when its turn comes. The
-//! stream a controller reads yields each changed Job as the cache holds it
-//! now.
+//! Each set holds an object's key at most once, so a replica that is not
+//! leading (its controllers idle) remembers at most one key per object
+//! however long it follows, and an object deleted meanwhile is skipped when
+//! its turn comes. The stream a controller reads yields each changed object
+//! as the cache holds it now.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
