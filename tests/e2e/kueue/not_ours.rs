@@ -121,7 +121,8 @@ async fn a_workload_another_kind_owns_is_rejected_naming_the_kind() {
     let message = rejected(&s, "foreign", false).await;
     println!("check {CHECK}: Rejected: {message}");
     assert!(
-        message.contains("ConfigMap owner (v1)") && message.contains("batch/v1 Jobs only"),
+        message.contains("ConfigMap owner (v1)")
+            && message.contains("batch/v1 Jobs and jobset.x-k8s.io/v1alpha2 JobSets only"),
         "{message}"
     );
     s.finish(WAIT).await;
