@@ -45,6 +45,12 @@ pub struct Args {
     )]
     pub metrics_listen: SocketAddr,
 
+    /// Keep the latency histograms (dispatch, status, cleanup) by cluster:
+    /// 27 series per histogram and cluster. Off, they are fleet-wide and a
+    /// cluster costs a dozen series or fewer.
+    #[arg(long, env = "JOBRELAY_METRICS_PER_CLUSTER_LATENCIES", value_parser = clap::builder::BoolishValueParser::new())]
+    pub metrics_per_cluster_latencies: bool,
+
     /// This manager's identity, written into the `jobrelay.dev/origin` label of every mirror.
     #[arg(long, env = "JOBRELAY_ORIGIN", required = true)]
     pub origin: Option<String>,
@@ -64,6 +70,13 @@ pub struct Args {
     /// written at once.
     #[arg(long, env = "JOBRELAY_CLUSTER_STATUS_INTERVAL", default_value = "30s", value_parser = jobrelay_proto::duration::parse)]
     pub cluster_status_interval: Duration,
+
+    /// WorkerCluster status writes per second, across the fleet, that only
+    /// refresh `lastHeartbeatTime` or `activeMirrors` (a large fleet then
+    /// refreshes each cluster less often than the interval); 0 for no
+    /// limit. A change of condition is written at once regardless.
+    #[arg(long, env = "JOBRELAY_CLUSTER_STATUS_WRITES_PER_SECOND", default_value = "10", value_parser = writes_per_second)]
+    pub cluster_status_writes_per_second: f64,
 
     /// Put the node labels and tolerations of a Job's Kueue ResourceFlavors
     /// on its mirror too (created suspended with them before admission), for
@@ -256,6 +269,14 @@ impl ElectionFlags {
     }
 }
 
+/// A budget of writes per second: a number, 0 or more.
+fn writes_per_second(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(rate) if rate >= 0.0 && rate.is_finite() => Ok(rate),
+        _ => Err(format!("{text:?} is not a number of writes per second (0 or more)")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser;
@@ -370,5 +391,24 @@ mod tests {
         ])
         .expect_err("not a duration");
         assert!(error.to_string().contains("--retry-period"), "{error}");
+    }
+
+    #[test]
+    fn a_negative_status_write_budget_is_refused_by_flag() {
+        let args = parse(&["--cluster-status-writes-per-second", "2.5"]);
+        assert_eq!(args.cluster_status_writes_per_second, 2.5);
+        assert_eq!(parse(&[]).cluster_status_writes_per_second, 10.0);
+        let error = Cli::try_parse_from([
+            "jobrelay-manager",
+            "--origin",
+            "o",
+            "--insecure-plaintext",
+            "--cluster-status-writes-per-second=-1",
+        ])
+        .expect_err("negative");
+        assert!(
+            error.to_string().contains("--cluster-status-writes-per-second"),
+            "{error}"
+        );
     }
 }

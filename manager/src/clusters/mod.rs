@@ -10,6 +10,7 @@ pub mod registry;
 pub mod status_writer;
 pub mod worker_cluster;
 pub mod worker_cluster_set;
+pub mod write_budget;
 
 use prometheus_client::encoding::EncodeLabelSet;
 

@@ -1,8 +1,10 @@
 //! Keeps every WorkerCluster's status in step with its link: `Connected` and
 //! `Lost` conditions are written as soon as they change; `lastHeartbeatTime`,
 //! `activeMirrors` and `agentVersion` at most once per status interval per
-//! cluster, so a thousand clusters heartbeating every few seconds cost the
-//! API server a few writes a second, not hundreds.
+//! cluster and within a fleet-wide budget of writes per second
+//! ([`write_budget`](crate::clusters::write_budget)), so a thousand clusters
+//! heartbeating every few seconds cost the API server a few writes a second,
+//! not hundreds.
 //!
 //! A cluster disconnected for its `spec.lostAfter` becomes Lost here; every
 //! Job placed there is then reconciled, so Jobs being deleted are released.
@@ -12,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use kube::api::{Api, Patch};
@@ -21,6 +23,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use crate::clusters::agent_certificates::{self, AgentCertificates};
+use crate::clusters::write_budget::{Due, due, refresh_interval, refreshes_per_tick};
 use crate::clusters::worker_cluster::{
     CONNECTED, LOST, WorkerCluster, WorkerClusterStatus, condition,
 };
@@ -42,6 +45,9 @@ pub struct StatusWriter {
     pub triggers: mpsc::UnboundedSender<Key>,
     /// Least time between writes that only refresh heartbeat and counts.
     pub interval: Duration,
+    /// Writes per second that only refresh heartbeat and counts, across
+    /// the fleet (0: no limit but `interval`).
+    pub refreshes_per_second: f64,
     /// What each agent's certificate was judged, shown as conditions.
     pub certificates: Arc<AgentCertificates>,
 }
@@ -59,6 +65,8 @@ impl StatusWriter {
                 () = shutdown.clone().requested() => return,
             }
             let clusters = self.clusters.state();
+            let interval = refresh_interval(self.interval, clusters.len(), self.refreshes_per_second);
+            let mut refreshes = refreshes_per_tick(self.refreshes_per_second, TICK);
             let registered: HashSet<String> = clusters.iter().map(|c| c.name_any()).collect();
             self.certificates.retain(|name| registered.contains(name));
             for cluster in clusters {
@@ -82,8 +90,10 @@ impl StatusWriter {
                     self.reconcile_jobs_on(&name);
                 }
                 let previous = last_write.get(&name).map(Instant::elapsed);
-                if !due(cluster.status.as_ref(), &desired, previous, self.interval) {
-                    continue;
+                match due(cluster.status.as_ref(), &desired, previous, interval) {
+                    Due::Now => {}
+                    Due::Refresh if refreshes > 0 => refreshes -= 1,
+                    Due::Refresh | Due::No => continue,
                 }
                 match self.write(&name, &desired).await {
                     Ok(()) => {
@@ -215,29 +225,6 @@ fn condition_is(status: &WorkerClusterStatus, kind: &str, value: &str) -> bool {
         .any(|c| c.type_ == kind && c.status == value)
 }
 
-/// Is a write due? At once when a condition changed; otherwise only when
-/// something else changed and the last write is `interval` old.
-pub fn due(
-    current: Option<&WorkerClusterStatus>,
-    desired: &WorkerClusterStatus,
-    since_last_write: Option<Duration>,
-    interval: Duration,
-) -> bool {
-    let Some(current) = current else {
-        return true;
-    };
-    let key = |c: &Condition| (c.type_.clone(), c.status.clone(), c.reason.clone());
-    let conditions_changed = current
-        .conditions
-        .iter()
-        .map(key)
-        .ne(desired.conditions.iter().map(key));
-    if conditions_changed {
-        return true;
-    }
-    current != desired && since_last_write.is_none_or(|elapsed| elapsed >= interval)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -325,66 +312,5 @@ mod tests {
         // A cluster never seen counts from the manager's start.
         let never = desired_status(&cluster(None), &Link::default(), LOST_AFTER, at(61), at(30));
         assert!(!condition_is(&never, LOST, "True"));
-    }
-
-    #[test]
-    fn heartbeat_only_changes_are_written_at_most_once_per_interval() {
-        let link = Link {
-            connected: true,
-            since: Some(at(0)),
-            last_heard: Some(at(1)),
-            ..Default::default()
-        };
-        let first = desired_status(&cluster(None), &link, LOST_AFTER, at(1), at(0));
-        assert!(due(None, &first, None, Duration::from_secs(30)));
-        let later = desired_status(
-            &cluster(Some(first.clone())),
-            &Link {
-                last_heard: Some(at(6)),
-                ..link.clone()
-            },
-            LOST_AFTER,
-            at(6),
-            at(0),
-        );
-        assert_eq!(later.conditions, first.conditions, "transition times kept");
-        assert!(!due(
-            Some(&first),
-            &later,
-            Some(Duration::from_secs(5)),
-            Duration::from_secs(30)
-        ));
-        assert!(due(
-            Some(&first),
-            &later,
-            Some(Duration::from_secs(30)),
-            Duration::from_secs(30)
-        ));
-        assert!(!due(
-            Some(&first),
-            &first,
-            Some(Duration::from_secs(99)),
-            Duration::from_secs(30)
-        ));
-        let gone = desired_status(
-            &cluster(Some(first.clone())),
-            &Link {
-                connected: false,
-                since: Some(at(7)),
-                ..link
-            },
-            LOST_AFTER,
-            at(7),
-            at(0),
-        );
-        assert!(
-            due(
-                Some(&first),
-                &gone,
-                Some(Duration::from_secs(1)),
-                Duration::from_secs(30)
-            ),
-            "a condition change is written at once"
-        );
     }
 }

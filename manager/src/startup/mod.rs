@@ -53,7 +53,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
     let instance = instance::discover(&client).await?;
     webhook::start(&args, client.clone(), shutdown.clone(), &tasks).await?;
     let (triggers, triggered) = mpsc::unbounded_channel();
-    let core = Core::new(&client, &checked, triggers.clone());
+    let core = Core::new(&client, &args, &checked, triggers.clone());
     let served = connect::served_kinds(&client).await?;
     let watches = Watches::start(
         &client,
@@ -126,12 +126,16 @@ struct Core {
 type Triggers = mpsc::UnboundedSender<Key>;
 
 impl Core {
-    fn new(client: &kube::Client, checked: &Checked, triggers: Triggers) -> Core {
+    fn new(client: &kube::Client, args: &Args, checked: &Checked, triggers: Triggers) -> Core {
         let fleet = Arc::new(Fleet::new(triggers.clone()));
         let deletions = Arc::new(DeletionPace::per_second(
             checked.config.deletions_per_second,
         ));
-        let metrics = Arc::new(Metrics::new(Arc::clone(&fleet), Arc::clone(&deletions)));
+        let metrics = Arc::new(Metrics::new(
+            Arc::clone(&fleet),
+            Arc::clone(&deletions),
+            args.metrics_per_cluster_latencies,
+        ));
         let certificates = Arc::new(AgentCertificates::new(metrics.agent_certificate_expiry()));
         Core {
             events: Events::new(client.clone(), &checked.origin),
@@ -204,6 +208,7 @@ impl Core {
             stores: watches.stores(),
             triggers: self.triggers.clone(),
             interval: args.cluster_status_interval,
+            refreshes_per_second: args.cluster_status_writes_per_second,
             certificates: Arc::clone(&self.certificates),
         }
     }

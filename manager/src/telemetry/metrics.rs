@@ -1,7 +1,8 @@
 //! Prometheus metrics of the manager (the `prometheus-client` crate), served
 //! as text on `/metrics` by the process's metrics endpoint: sessions,
 //! refusals and rejections by reason, mirrors by cluster and phase,
-//! per-cluster histograms of how long dispatch, status and cleanup take,
+//! histograms of how long dispatch, status and cleanup take (fleet-wide, or
+//! per cluster where an operator asks),
 //! each cluster's link and the Jobs waiting for dispatch (`caches`), and
 //! the metrics every jobrelay process has (build, certificate expiry,
 //! Kubernetes API latencies).
@@ -46,7 +47,12 @@ pub struct ByPhase {
     pub phase: String,
 }
 
-type Seconds = Family<ByCluster, Histogram, fn() -> Histogram>;
+/// A latency's labels: `cluster`, where latencies are kept per cluster;
+/// none, fleet-wide (the default: 27 series per histogram, whatever the
+/// fleet's size).
+type LatencyLabels = Vec<(&'static str, String)>;
+
+type Seconds = Family<LatencyLabels, Histogram, fn() -> Histogram>;
 
 /// Upper bounds of the latency buckets, in seconds: 50 ms to 10 minutes,
 /// close together around the second or two a status or a dispatch takes.
@@ -66,6 +72,8 @@ pub struct Metrics {
     fleet: Arc<Fleet>,
     deletions: Arc<DeletionPace>,
     registry: Mutex<Registry>,
+    /// Whether latency histograms are kept per cluster.
+    per_cluster_latencies: bool,
     sessions_refused: Family<ByReason, Counter>,
     sessions_cut: Family<ByReason, Counter>,
     apply_refusals: Family<Refusal, Counter>,
@@ -90,11 +98,18 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn new(fleet: Arc<Fleet>, deletions: Arc<DeletionPace>) -> Self {
+    /// The manager's metrics; latency histograms by cluster only when
+    /// `per_cluster_latencies` (each costs 27 series per cluster).
+    pub fn new(
+        fleet: Arc<Fleet>,
+        deletions: Arc<DeletionPace>,
+        per_cluster_latencies: bool,
+    ) -> Self {
         let metrics = Metrics {
             fleet,
             deletions,
             registry: Mutex::new(Registry::with_prefix("jobrelay")),
+            per_cluster_latencies,
             sessions_refused: Family::default(),
             sessions_cut: Family::default(),
             apply_refusals: Family::default(),
@@ -159,26 +174,26 @@ impl Metrics {
         );
     }
 
-    /// How long dispatch, status and cleanup take, by cluster.
+    /// How long dispatch, status and cleanup take (by cluster, if asked).
     fn register_latencies(&self, registry: &mut Registry) {
         registry.register(
             "dispatch_seconds",
-            "From sending a mirror to the worker reporting it held, by cluster",
+            "From sending a mirror to the worker reporting it held",
             self.dispatch_seconds.clone(),
         );
         registry.register(
             "status_seconds",
-            "From a mirror finishing on its worker (its condition's time) to the manager Job showing it, by cluster",
+            "From a mirror finishing on its worker (its condition's time) to the manager Job showing it",
             self.status_seconds.clone(),
         );
         registry.register(
             "status_heard_seconds",
-            "From a mirror finishing on its worker (its condition's time) to the manager hearing it from the agent, by cluster; the rest of status_seconds is the manager's write",
+            "From a mirror finishing on its worker (its condition's time) to the manager hearing it from the agent; the rest of status_seconds is the manager's write",
             self.status_heard_seconds.clone(),
         );
         registry.register(
             "status_write_seconds",
-            "The request that shows a finished Job's status on the manager, alone (the rest of status_seconds after status_heard_seconds is the wait for it), by cluster",
+            "The request that shows a finished Job's status on the manager, alone (the rest of status_seconds after status_heard_seconds is the wait for it)",
             self.status_write_seconds.clone(),
         );
         registry.register(
@@ -188,7 +203,7 @@ impl Metrics {
         );
         registry.register(
             "cleanup_seconds",
-            "From sending a delete to the worker confirming the mirror and every Pod gone, by cluster",
+            "From sending a delete to the worker confirming the mirror and every Pod gone",
             self.cleanup_seconds.clone(),
         );
     }
@@ -295,6 +310,16 @@ fn by(cluster: &str) -> ByCluster {
     }
 }
 
+impl Metrics {
+    /// The labels of a latency observed for `cluster`.
+    fn latency(&self, cluster: &str) -> LatencyLabels {
+        match self.per_cluster_latencies {
+            true => vec![("cluster", cluster.into())],
+            false => Vec::new(),
+        }
+    }
+}
+
 /// Serves `/metrics` on `addr` until the shutdown.
 pub async fn serve(
     addr: SocketAddr,
@@ -322,7 +347,11 @@ mod tests {
         let key = crate::kinds::key::Key::of(&ObjectRef::<Job>::new("a").within("ns"));
         fleet.ensure_applied("w1", "u1", &key, 1, Vec::new);
         fleet.record_status("w1", "u1", 1, MirrorPhase::Running, None);
-        let metrics = Metrics::new(Arc::clone(&fleet), Arc::new(DeletionPace::per_second(1.0)));
+        let metrics = Metrics::new(
+            Arc::clone(&fleet),
+            Arc::new(DeletionPace::per_second(1.0)),
+            true,
+        );
         metrics.deletions.done();
         metrics.refused("unknown_cluster");
         metrics.refused("unknown_cluster");
@@ -352,5 +381,18 @@ mod tests {
             "a scrape counts each deletion once"
         );
         assert!(text.contains("jobrelay_build_info{version=\""), "{text}");
+    }
+
+    #[test]
+    fn latencies_are_fleet_wide_unless_asked_per_cluster() {
+        let (triggers, _) = tokio::sync::mpsc::unbounded_channel();
+        let fleet = Arc::new(Fleet::new(triggers));
+        let pace = Arc::new(DeletionPace::per_second(1.0));
+        let metrics = Metrics::new(fleet, pace, false);
+        metrics.dispatched("w1", Duration::from_millis(120));
+        metrics.dispatched("w2", Duration::from_millis(120));
+        let text = metrics.render();
+        assert!(text.contains("jobrelay_dispatch_seconds_count{} 2\n"), "{text}");
+        assert!(!text.contains("_seconds_count{cluster="), "{text}");
     }
 }

@@ -1,5 +1,5 @@
 //! What the manager records as it works: leadership, refusals, losses, and
-//! how long dispatch, status and cleanup take, by cluster.
+//! how long dispatch, status and cleanup take (by cluster, if asked).
 
 use std::sync::PoisonError;
 use std::time::Duration;
@@ -59,25 +59,25 @@ impl Metrics {
 
     pub fn dispatched(&self, cluster: &str, took: Duration) {
         self.dispatch_seconds
-            .get_or_create(&by(cluster))
+            .get_or_create(&self.latency(cluster))
             .observe(took.as_secs_f64());
     }
 
     pub fn status_shown(&self, cluster: &str, took: Duration) {
         self.status_seconds
-            .get_or_create(&by(cluster))
+            .get_or_create(&self.latency(cluster))
             .observe(took.as_secs_f64());
     }
 
     pub fn status_heard(&self, cluster: &str, took: Duration) {
         self.status_heard_seconds
-            .get_or_create(&by(cluster))
+            .get_or_create(&self.latency(cluster))
             .observe(took.as_secs_f64());
     }
 
     pub fn status_write(&self, cluster: &str, took: Duration) {
         self.status_write_seconds
-            .get_or_create(&by(cluster))
+            .get_or_create(&self.latency(cluster))
             .observe(took.as_secs_f64());
     }
 
@@ -87,7 +87,7 @@ impl Metrics {
 
     pub fn cleaned_up(&self, cluster: &str, took: Duration) {
         self.cleanup_seconds
-            .get_or_create(&by(cluster))
+            .get_or_create(&self.latency(cluster))
             .observe(took.as_secs_f64());
     }
 }
