@@ -273,7 +273,9 @@ impl ElectionFlags {
 fn writes_per_second(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(rate) if rate >= 0.0 && rate.is_finite() => Ok(rate),
-        _ => Err(format!("{text:?} is not a number of writes per second (0 or more)")),
+        _ => Err(format!(
+            "{text:?} is not a number of writes per second (0 or more)"
+        )),
     }
 }
 
@@ -407,7 +409,9 @@ mod tests {
         ])
         .expect_err("negative");
         assert!(
-            error.to_string().contains("--cluster-status-writes-per-second"),
+            error
+                .to_string()
+                .contains("--cluster-status-writes-per-second"),
             "{error}"
         );
     }

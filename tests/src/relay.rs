@@ -70,6 +70,12 @@ impl Relay {
             .map(|s| (s.cert.as_path(), s.key.as_path()))
     }
 
+    /// `https://127.0.0.1:<port>` of every replica's Relay service, as an
+    /// agent is given them.
+    pub fn manager_urls(&self) -> Vec<String> {
+        self.replicas.iter().map(|r| r.url.clone()).collect()
+    }
+
     /// The CA that signed the relay's certificates.
     pub fn ca(&self) -> &RelayCa {
         &self.ca

@@ -67,7 +67,7 @@ impl Dial {
 
     /// Moves on to the next endpoint; true when that starts a new round
     /// (always, with one endpoint).
-    pub(crate) fn try_next(&mut self) -> bool {
+    pub fn try_next(&mut self) -> bool {
         self.current = next(self.current, self.urls.len());
         self.current == 0
     }

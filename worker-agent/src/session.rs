@@ -26,21 +26,32 @@ const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
 /// Longest wait for a connection, its TLS handshake, or the manager's answer
 /// to Hello: a manager that accepts and then says nothing (a paused
 /// process) is given up on and the next endpoint tried.
-const OPEN_TIMEOUT: Duration = Duration::from_secs(15);
+pub const OPEN_TIMEOUT: Duration = Duration::from_secs(15);
 /// Pause before the next endpoint of a round is dialled.
-const NEXT_ENDPOINT_DELAY: Duration = Duration::from_millis(100);
+pub const NEXT_ENDPOINT_DELAY: Duration = Duration::from_millis(100);
 /// Longest wait between two rounds of dials (jitter adds up to as much
 /// again): at most 4 s, so agents find a new leader within 5 s of its
 /// takeover.
-const MAX_DELAY: Duration = Duration::from_secs(2);
+pub const MAX_DELAY: Duration = Duration::from_secs(2);
 /// A session that lasted this long resets the backoff.
-const STABLE_SESSION: Duration = Duration::from_secs(30);
+pub const STABLE_SESSION: Duration = Duration::from_secs(30);
 /// Manager messages taken at once when they arrive together.
 const MAX_BATCH: usize = 512;
 /// Periodic pass over what waits on the clock, on top of the passes over
 /// what the watches saw change (the orphan sweep brings a pass over
 /// everything).
 const SYNC_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The waits between rounds of dials: from 200 ms, doubling to
+/// [`MAX_DELAY`], each with jitter of up to as much again, so agents that
+/// lost the same leader do not all dial its successor at once.
+pub fn reconnect_backoff() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(MAX_DELAY)
+        .with_jitter()
+        .without_max_times()
+}
 
 pub struct Agent {
     pub dial: Dial,
@@ -60,11 +71,7 @@ impl Agent {
     /// Holds a session to the manager forever, reconnecting with backoff.
     pub async fn run(mut self) {
         self.mirrors.wait_ready().await;
-        let backoff = ExponentialBuilder::default()
-            .with_min_delay(Duration::from_millis(200))
-            .with_max_delay(MAX_DELAY)
-            .with_jitter()
-            .without_max_times();
+        let backoff = reconnect_backoff();
         let mut delays = backoff.build();
         loop {
             let started = Instant::now();

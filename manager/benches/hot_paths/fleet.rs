@@ -115,9 +115,7 @@ fn fleet_connect(bencher: Bencher, known: bool) {
         });
 }
 
-const CLUSTERS: usize = 100;
-
-/// A fleet with `CLUSTERS` connected clusters and nothing placed yet; the
+/// A fleet with `clusters` connected clusters and nothing placed yet; the
 /// agents' ends are kept so no session counts as ended.
 struct Placing {
     fleet: Fleet,
@@ -125,13 +123,13 @@ struct Placing {
     _agents: Vec<mpsc::Receiver<jobrelay_proto::v1::ManagerMessage>>,
 }
 
-fn placing_input() -> Placing {
+fn placing_input(clusters: usize) -> Placing {
     let (triggers, triggered) = mpsc::unbounded_channel();
     let fleet = Fleet::new(triggers);
-    let agents = (0..CLUSTERS)
+    let agents = (0..clusters)
         .map(|c| {
             let (outbox, agent) = Outbox::new(BENCH_OUTBOX);
-            let name = format!("worker-{c:03}");
+            let name = format!("worker-{c:04}");
             fleet.connect(&name, "0.1.0", &[], Vec::new(), Vec::new(), outbox);
             agent
         })
@@ -143,17 +141,17 @@ fn placing_input() -> Placing {
     }
 }
 
-/// A wave of 10,000 new Jobs placed over 100 connected clusters, one
+/// A wave of 10,000 new Jobs placed over 2 to 3,000 connected clusters, one
 /// `Fleet::place` each; divide the time by 10,000 for one placement.
-#[divan::bench(sample_count = 10)]
-fn fleet_place_wave(bencher: Bencher) {
+#[divan::bench(sample_count = 10, args = [2, 100, 1000, 3000])]
+fn fleet_place_wave(bencher: Bencher, clusters: usize) {
     let jobs: Vec<(String, Key)> = desired()
         .into_iter()
         .map(|(mirror, key)| (mirror.origin_uid, key))
         .collect();
     bencher
         .counter(divan::counter::ItemsCount::new(MIRRORS))
-        .with_inputs(placing_input)
+        .with_inputs(|| placing_input(clusters))
         .bench_local_refs(|input| {
             for (uid, key) in &jobs {
                 black_box(input.fleet.place(uid, key, None, |_| true));

@@ -23,10 +23,10 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use crate::clusters::agent_certificates::{self, AgentCertificates};
-use crate::clusters::write_budget::{Due, due, refresh_interval, refreshes_per_tick};
 use crate::clusters::worker_cluster::{
     CONNECTED, LOST, WorkerCluster, WorkerClusterStatus, condition,
 };
+use crate::clusters::write_budget::{Due, due, refresh_interval, refreshes_per_tick};
 use crate::fleet::Fleet;
 use crate::fleet::link::Link;
 use crate::job::placement::assigned_cluster;
@@ -65,7 +65,8 @@ impl StatusWriter {
                 () = shutdown.clone().requested() => return,
             }
             let clusters = self.clusters.state();
-            let interval = refresh_interval(self.interval, clusters.len(), self.refreshes_per_second);
+            let interval =
+                refresh_interval(self.interval, clusters.len(), self.refreshes_per_second);
             let mut refreshes = refreshes_per_tick(self.refreshes_per_second, TICK);
             let registered: HashSet<String> = clusters.iter().map(|c| c.name_any()).collect();
             self.certificates.retain(|name| registered.contains(name));

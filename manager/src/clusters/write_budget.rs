@@ -100,7 +100,10 @@ mod tests {
     fn a_change_of_condition_is_written_at_once() {
         let written = status("True", 1);
         let since = Some(Duration::from_secs(1));
-        assert_eq!(due(Some(&written), &status("False", 1), since, INTERVAL), Due::Now);
+        assert_eq!(
+            due(Some(&written), &status("False", 1), since, INTERVAL),
+            Due::Now
+        );
     }
 
     #[test]
@@ -109,7 +112,10 @@ mod tests {
         let later = status("True", 6);
         let early = Some(Duration::from_secs(5));
         assert_eq!(due(Some(&written), &later, early, INTERVAL), Due::No);
-        assert_eq!(due(Some(&written), &later, Some(INTERVAL), INTERVAL), Due::Refresh);
+        assert_eq!(
+            due(Some(&written), &later, Some(INTERVAL), INTERVAL),
+            Due::Refresh
+        );
     }
 
     #[test]

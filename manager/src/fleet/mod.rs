@@ -189,14 +189,17 @@ impl Fleet {
         if let Some((name, _)) = clusters.iter().find(|(_, c)| c.mirrors.contains(uid)) {
             return Some(name.clone());
         }
-        let mut candidates = candidates(&clusters);
         // Only an agent that mirrors the kind is given one.
         let mirrors_kind = |name: &str| {
             let kinds = clusters.get(name).map(|c| c.kinds.as_slice());
             kinds::mirrors(kinds.unwrap_or_default(), key.kind)
         };
-        candidates.retain(|c| eligible(&c.name) && mirrors_kind(&c.name));
-        let choice = choose_cluster(pinned, &candidates)?;
+        let connected = clusters
+            .iter()
+            .filter(|(_, c)| c.session.is_some())
+            .map(|(name, c)| (name.as_str(), c.mirrors.active()));
+        let takes = |name: &str| mirrors_kind(name) && eligible(name);
+        let choice = choose_cluster(pinned, connected, takes)?;
         clusters
             .entry(choice.clone())
             .or_default()

@@ -41,21 +41,28 @@ pub fn pinned_cluster<K: kube::Resource>(job: &K) -> Option<&str> {
         .map(String::as_str)
 }
 
-/// The pinned cluster if there is one, else the candidate with the fewest
-/// active mirrors (ties broken by name, so the choice is stable). `None` when
-/// nothing is pinned and no cluster is connected.
-pub fn choose_cluster(pinned: Option<&str>, candidates: &[Candidate]) -> Option<String> {
+/// The pinned cluster if there is one, else the candidate (name, active
+/// mirrors) with the fewest active mirrors that `takes` (ties broken by
+/// name, so the choice is stable). `takes` is asked only of a candidate that
+/// would beat the best so far, so a large fleet costs a pass over counts,
+/// not a namespace check per cluster. `None` when nothing is pinned and no
+/// candidate takes the Job.
+pub fn choose_cluster<'a>(
+    pinned: Option<&str>,
+    candidates: impl IntoIterator<Item = (&'a str, usize)>,
+    takes: impl Fn(&str) -> bool,
+) -> Option<String> {
     if let Some(pinned) = pinned {
         return Some(pinned.to_string());
     }
-    candidates
-        .iter()
-        .min_by(|a, b| {
-            a.active_mirrors
-                .cmp(&b.active_mirrors)
-                .then_with(|| a.name.cmp(&b.name))
-        })
-        .map(|c| c.name.clone())
+    let mut best: Option<(&str, usize)> = None;
+    for (name, active) in candidates {
+        let beats = best.is_none_or(|(b_name, b_active)| (active, name) < (b_active, b_name));
+        if beats && takes(name) {
+            best = Some((name, active));
+        }
+    }
+    best.map(|(name, _)| name.to_string())
 }
 
 /// What a Job's earlier placements say about its next one.
@@ -135,16 +142,6 @@ mod tests {
         assert!(!preferences(&unreadable, now).avoids("w1"));
     }
 
-    fn candidates(counts: &[(&str, usize)]) -> Vec<Candidate> {
-        counts
-            .iter()
-            .map(|(n, c)| Candidate {
-                name: n.to_string(),
-                active_mirrors: *c,
-            })
-            .collect()
-    }
-
     #[test]
     fn only_relayed_unplaced_live_jobs_await_placement() {
         let job = |managed_by: &str, cluster: Option<&str>, deleting: bool| -> Job {
@@ -181,26 +178,55 @@ mod tests {
         );
     }
 
+    fn all(_: &str) -> bool {
+        true
+    }
+
     #[test]
     fn a_pinned_job_goes_where_it_is_pinned_even_if_that_cluster_is_away() {
         assert_eq!(
-            choose_cluster(Some("worker-b"), &candidates(&[("worker-a", 0)])),
+            choose_cluster(Some("worker-b"), [("worker-a", 0)], all),
             Some("worker-b".into())
         );
     }
 
     #[test]
     fn an_unpinned_job_goes_to_the_least_loaded_cluster() {
-        let fleet = candidates(&[("worker-a", 5), ("worker-b", 2), ("worker-c", 9)]);
-        assert_eq!(choose_cluster(None, &fleet), Some("worker-b".into()));
+        let fleet = [("worker-a", 5), ("worker-b", 2), ("worker-c", 9)];
+        assert_eq!(choose_cluster(None, fleet, all), Some("worker-b".into()));
     }
 
     #[test]
     fn ties_break_by_name_and_no_cluster_means_no_choice() {
         assert_eq!(
-            choose_cluster(None, &candidates(&[("worker-b", 1), ("worker-a", 1)])),
+            choose_cluster(None, [("worker-b", 1), ("worker-a", 1)], all),
             Some("worker-a".into())
         );
-        assert_eq!(choose_cluster(None, &[]), None);
+        assert_eq!(choose_cluster(None, [], all), None);
+    }
+
+    #[test]
+    fn a_cluster_that_does_not_take_the_job_is_passed_over() {
+        let fleet = [("worker-a", 5), ("worker-b", 2), ("worker-c", 9)];
+        let not_b = |name: &str| name != "worker-b";
+        assert_eq!(choose_cluster(None, fleet, not_b), Some("worker-a".into()));
+        assert_eq!(choose_cluster(None, fleet, |_| false), None);
+    }
+
+    #[test]
+    fn only_a_candidate_that_would_beat_the_best_is_asked() {
+        let asked = std::cell::RefCell::new(Vec::new());
+        let takes = |name: &str| {
+            asked.borrow_mut().push(name.to_string());
+            true
+        };
+        let fleet = [
+            ("worker-a", 1),
+            ("worker-b", 3),
+            ("worker-c", 0),
+            ("worker-d", 2),
+        ];
+        assert_eq!(choose_cluster(None, fleet, takes), Some("worker-c".into()));
+        assert_eq!(*asked.borrow(), ["worker-a", "worker-c"]);
     }
 }

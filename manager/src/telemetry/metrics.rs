@@ -392,7 +392,10 @@ mod tests {
         metrics.dispatched("w1", Duration::from_millis(120));
         metrics.dispatched("w2", Duration::from_millis(120));
         let text = metrics.render();
-        assert!(text.contains("jobrelay_dispatch_seconds_count{} 2\n"), "{text}");
+        assert!(
+            text.contains("jobrelay_dispatch_seconds_count{} 2\n"),
+            "{text}"
+        );
         assert!(!text.contains("_seconds_count{cluster="), "{text}");
     }
 }

@@ -36,7 +36,8 @@ pub struct Options {
     /// follower's are), so a replica started there — a rolling update's
     /// surge — is found like any other.
     pub manager_surge: usize,
-    /// More flags for every manager replica.
+    /// More flags for every manager replica (`--heartbeat-interval` and
+    /// `--cluster-status-interval` given here replace the tests' 1s and 2s).
     pub manager_args: Vec<String>,
     /// More flags for every agent.
     pub agent_args: Vec<String>,
@@ -77,10 +78,6 @@ impl Replica {
             // test made one.
             "--pod-name",
             &format!("manager-{index}"),
-            "--heartbeat-interval",
-            "1s",
-            "--cluster-status-interval",
-            "2s",
             "--certificate-reload-interval",
             "1s",
             "--metrics-listen",
@@ -88,6 +85,15 @@ impl Replica {
             "--health-listen",
             &health_addr,
         ]);
+        // The tests' quick intervals, unless `more` names its own.
+        for (flag, value) in [
+            ("--heartbeat-interval", "1s"),
+            ("--cluster-status-interval", "2s"),
+        ] {
+            if !more.iter().any(|m| m.split('=').next() == Some(flag)) {
+                launch.args([flag, value]);
+            }
+        }
         launch.args.extend(more.iter().map(Into::into));
         Ok(Replica {
             launch,

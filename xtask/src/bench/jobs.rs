@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
 use super::figures::rate;
-use super::measure::{self, Timestamps, at_once};
+use super::measure::{self, Point, Timestamps, at_once, wait_all};
 use crate::log;
 
 /// `names`, each with `-suffix`: the Jobs of another step.
@@ -79,6 +79,35 @@ pub(crate) async fn delete_all(
         }
     })
     .await
+}
+
+/// Deletes every named Job at once with Background propagation, as
+/// [`delete_all`]; when each delete was issued, and when its Job and its
+/// Pod were both gone.
+pub(crate) async fn cleanup_until_gone(
+    jobs: &Api<Job>,
+    pods: &Api<Pod>,
+    names: &[String],
+) -> anyhow::Result<(HashMap<String, Instant>, HashMap<String, Instant>)> {
+    let job_gone: Timestamps = Default::default();
+    let pod_gone: Timestamps = Default::default();
+    let watches = [
+        measure::record(jobs.clone(), Point::Gone, job_gone.clone())
+            .listed()
+            .await?,
+        record_pods(pods.clone(), PodPoint::Gone, pod_gone.clone())
+            .listed()
+            .await?,
+    ];
+    let deleted = delete_all(jobs, names).await?;
+    let job_gone = wait_all("Jobs gone", names, &job_gone).await?;
+    let pod_gone = wait_all("Pods gone", names, &pod_gone).await?;
+    watches.iter().for_each(|w| w.stop());
+    let done = names
+        .iter()
+        .filter_map(|n| Some((n.clone(), *job_gone.get(n)?.max(pod_gone.get(n)?))))
+        .collect();
+    Ok((deleted, done))
 }
 
 /// Jobs and Pods deleted in one step, whose garbage collection is still

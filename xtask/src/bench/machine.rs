@@ -17,6 +17,22 @@ pub fn peak_rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// Resident set size now (VmRSS) of a process, in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// CPU seconds (user plus system) a process has used so far.
+pub fn cpu_seconds_of(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    cpu_seconds(&stat).unwrap_or(0.0)
+}
+
 /// Clock ticks per second in `/proc/<pid>/stat` (USER_HZ, 100 on Linux).
 const TICKS_PER_SECOND: f64 = 100.0;
 

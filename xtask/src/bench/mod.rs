@@ -37,7 +37,10 @@
 mod backlog;
 mod ceiling;
 mod chart;
+mod clusters;
+mod clusters_report;
 mod figures;
+mod fleet;
 mod histogram;
 mod jobs;
 mod jobsets;
@@ -81,9 +84,20 @@ pub struct Args {
     /// jobrelay behind Kueue and MultiKueue, on the same clusters and Jobs.
     #[arg(long, conflicts_with_all = ["with_10k", "micro"])]
     vs_multikueue: bool,
+    /// Measure the manager with a simulated fleet of this many workers
+    /// (sizes comma-separated, e.g. 2,10,100,1000), each with a real
+    /// session; only the workers are simulated.
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["with_10k", "micro", "vs_multikueue"])]
+    clusters: Vec<usize>,
+    /// Jobs dispatched over the simulated fleet at each size.
+    #[arg(long, default_value_t = 10_000, requires = "clusters")]
+    cluster_jobs: usize,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    if !args.clusters.is_empty() {
+        return clusters::run(&args.clusters, args.cluster_jobs).await;
+    }
     if args.vs_multikueue {
         return vs_multikueue::run(&args.jobs).await;
     }

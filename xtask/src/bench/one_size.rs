@@ -1,7 +1,6 @@
 //! One run at N Jobs: every step in order, and the report it fills.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::Instant;
 
 use jobrelay_e2e::cluster::ClusterSet;
 use jobrelay_e2e::fixtures::TestJob;
@@ -14,7 +13,8 @@ use serde::Serialize;
 
 use super::figures::{Figures, ratio};
 use super::jobs::{
-    PodPoint, SETTLE, create_rate, create_relayed, delete_all, record_pods, settled, suffixed,
+    PodPoint, SETTLE, cleanup_until_gone, create_rate, create_relayed, delete_all, record_pods,
+    settled, suffixed,
 };
 use super::machine::{Run, Spent};
 use super::measure::{self, Point, Timestamps, at_once, wait_all};
@@ -320,27 +320,10 @@ async fn raw_limits(
     spent.record("raw run", &before);
     let run = Figures::between(names, &raw_created, &running);
     watch.stop();
-    let job_gone: Timestamps = Default::default();
-    let pod_gone: Timestamps = Default::default();
-    let watches = [
-        measure::record(raw_worker.clone(), Point::Gone, job_gone.clone())
-            .listed()
-            .await?,
-        record_pods(raw_pods, PodPoint::Gone, pod_gone.clone())
-            .listed()
-            .await?,
-    ];
     let before = spent.sample();
-    let deleted = delete_all(&raw_worker, names).await?;
-    let job_gone = wait_all("raw Jobs gone", names, &job_gone).await?;
-    let pod_gone = wait_all("raw Pods gone", names, &pod_gone).await?;
+    let (deleted, done) = cleanup_until_gone(&raw_worker, &raw_pods, names).await?;
     spent.record("cleanup direct", &before);
-    let done: HashMap<String, Instant> = names
-        .iter()
-        .filter_map(|n| Some((n.clone(), *job_gone.get(n)?.max(pod_gone.get(n)?))))
-        .collect();
     let cleanup_direct = Figures::between(names, &deleted, &done);
-    watches.iter().for_each(|w| w.stop());
     let before = spent.sample();
     let burst = load::raw_burst(&raw_worker, raw_ns, &suffixed(names, "b")).await?;
     spent.record("burst raw", &before);

@@ -3,6 +3,9 @@
 //! (one Pod each, run by kwok), in one run:
 //!
 //! - raw: the Jobs created straight on a worker — the physical limit;
+//! - Kueue alone: queued Jobs, a ClusterQueue with no admission check, run
+//!   on the manager cluster's own node — Kueue's own pace, the anchor for
+//!   the systems behind it;
 //! - jobrelay standalone: relayed Jobs, no queue;
 //! - jobrelay behind Kueue: queued Jobs, jobrelay's AdmissionCheck, the
 //!   workers opted in to worker-side Kueue (the mirror queued in the worker's
@@ -30,7 +33,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 
-use super::figures::Figures;
+use super::figures::{Figures, ratio};
 use super::machine::Run;
 use super::measure::{self, Point, Timestamps, at_once, wait_all_within};
 use super::vs_multikueue_report::{Measured, Report, draw, print_table};
@@ -63,14 +66,16 @@ const SETTLE: Duration = Duration::from_secs(90);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum System {
     Raw,
+    KueueAlone,
     Standalone,
     JobrelayKueue,
     MultiKueue,
 }
 
 impl System {
-    const ALL: [System; 4] = [
+    const ALL: [System; 5] = [
         System::Raw,
+        System::KueueAlone,
         System::Standalone,
         System::JobrelayKueue,
         System::MultiKueue,
@@ -79,6 +84,7 @@ impl System {
     fn name(self) -> &'static str {
         match self {
             System::Raw => "raw (straight on a worker)",
+            System::KueueAlone => "Kueue alone (manager's node)",
             System::Standalone => "jobrelay standalone",
             System::JobrelayKueue => "jobrelay behind Kueue",
             System::MultiKueue => "MultiKueue v0.19.2",
@@ -88,6 +94,7 @@ impl System {
     fn namespace(self, n: usize) -> String {
         let short = match self {
             System::Raw => "raw",
+            System::KueueAlone => "kq",
             System::Standalone => "jr",
             System::JobrelayKueue => "jrq",
             System::MultiKueue => "mk",
@@ -99,6 +106,9 @@ impl System {
     fn settings(self) -> &'static str {
         match self {
             System::Raw => "kube-apiserver and kube-controller-manager defaults",
+            System::KueueAlone => {
+                "Kueue on the manager with client 200 QPS, burst 400; a ClusterQueue with no admission check; the Pods run on the manager cluster's node"
+            }
             System::Standalone => {
                 "jobrelay defaults (client 500 QPS, burst 1000), release build, log level info"
             }
@@ -116,6 +126,7 @@ impl System {
         let job = TestJob::new(ns, name).run_for(run_for).cpu(JOB_CPU);
         match self {
             System::Raw => job,
+            System::KueueAlone => job.label(QUEUE_NAME_LABEL, kueue_objects::LOCAL_QUEUE),
             System::Standalone => job.managed_by(MANAGED_BY),
             System::JobrelayKueue => job
                 .managed_by(MANAGED_BY)
@@ -160,9 +171,18 @@ async fn compare(set: &ClusterSet, n: usize) -> anyhow::Result<Report> {
         log(&format!("{}: {n} Jobs", system.name()));
         systems.push(measure_system(set, system, n).await?);
     }
+    let pace = |system: System| {
+        systems
+            .iter()
+            .find(|m: &&Measured| m.system == system.name())
+            .map_or(0.0, |m| m.running.jobs_per_second)
+    };
+    let behind_kueue_ratio_to_kueue_alone =
+        ratio(pace(System::JobrelayKueue), pace(System::KueueAlone));
     Ok(Report {
         run: run.ended(),
         systems,
+        behind_kueue_ratio_to_kueue_alone,
     })
 }
 
@@ -172,6 +192,17 @@ async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::R
         kit::create_namespace(&cluster.client().await?, &ns).await;
     }
     let manager = set.manager().client().await?;
+    if system == System::KueueAlone {
+        kueue_objects::queue_named(
+            &manager,
+            &ns,
+            &ns,
+            kueue_objects::LOCAL_QUEUE,
+            QUOTA_CPU,
+            &[],
+        )
+        .await?;
+    }
     if matches!(system, System::JobrelayKueue | System::MultiKueue) {
         let check = match system {
             System::MultiKueue => "multikueue",
@@ -205,9 +236,14 @@ async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::R
         _ => manager,
     };
     let jobs: Api<Job> = Api::namespaced(entry, &ns);
+    // Where their Pods run: the workers, or the manager's node for Kueue alone.
+    let run_on = match system {
+        System::KueueAlone => std::slice::from_ref(set.manager()),
+        _ => set.workers(),
+    };
     let mut worker_jobs = Vec::new();
     let mut worker_pods = Vec::new();
-    for worker in set.workers() {
+    for worker in run_on {
         let client = worker.client().await?;
         worker_jobs.push(Api::<Job>::namespaced(client.clone(), &ns));
         worker_pods.push(Api::<Pod>::namespaced(client, &ns));
@@ -249,7 +285,7 @@ async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::R
     .await?;
     let on_worker =
         wait_all_within("every worker Job finished", &names, &on_worker, patience(n)).await?;
-    let status = if system == System::Raw {
+    let status = if matches!(system, System::Raw | System::KueueAlone) {
         None
     } else {
         let on_manager = wait_all_within(

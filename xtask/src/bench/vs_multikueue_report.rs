@@ -32,6 +32,8 @@ pub(super) struct Report {
     #[serde(flatten)]
     pub(super) run: Run,
     pub(super) systems: Vec<Measured>,
+    /// jobrelay behind Kueue's Jobs/s over Kueue alone's.
+    pub(super) behind_kueue_ratio_to_kueue_alone: f64,
 }
 
 pub(super) fn print_table(r: &Report) {
@@ -83,6 +85,10 @@ pub(super) fn print_table(r: &Report) {
         );
     }
     println!("(latencies in ms; leaks: Jobs + Pods left on the workers)");
+    println!(
+        "jobrelay behind Kueue keeps {:.2} of Kueue's own pace",
+        r.behind_kueue_ratio_to_kueue_alone
+    );
 }
 
 pub(super) fn draw(path: &Path, r: &Report) -> anyhow::Result<()> {

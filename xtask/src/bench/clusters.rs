@@ -1,0 +1,352 @@
+//! `cargo xtask bench --clusters N…`: the real manager (leader and follower,
+//! release build, production heartbeat and status intervals) on the real
+//! manager cluster, with a simulated fleet of N workers ([`super::fleet`]),
+//! grown size by size. The workers' cleanup delays are drawn from a direct
+//! cleanup measured first on a real worker. Per size: the leader's idle
+//! cost per cluster, WorkerCluster status writes, dispatch of many Jobs
+//! over the fleet, status, `/metrics`, the reconnect storm after the leader
+//! is killed, and cleanup.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use jobrelay_e2e::cluster::{ClusterSet, MANAGER};
+use jobrelay_e2e::election::lease_holder;
+use jobrelay_e2e::fixtures::TestJob;
+use jobrelay_e2e::kit;
+use jobrelay_e2e::registration::register_on;
+use jobrelay_e2e::relay::{Options, Relay};
+use jobrelay_e2e::supervisor::Supervisor;
+use jobrelay_e2e::wait::{self, Seen};
+use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, PostParams};
+
+use super::clusters_report::{Idle, Metrics, Report, Storm};
+use super::figures::Figures;
+use super::fleet::worker::CleanupDelays;
+use super::fleet::{self, Fleet};
+use super::jobs::{PodPoint, cleanup_until_gone, create_relayed, delete_all, record_pods};
+use super::machine;
+use super::measure::{self, Point, Timestamps, at_once, wait_all_within};
+use crate::{log, supervisor_command, workspace_root};
+
+/// How long an idle fleet is watched.
+const IDLE_WINDOW: Duration = Duration::from_secs(30);
+/// Jobs whose status is measured, per size.
+const STATUS_JOBS: usize = 500;
+/// Direct cleanups measured on the real worker.
+const CLEANUP_SAMPLES: usize = 300;
+/// The longest any step may take before the bench gives up.
+const STEP_DEADLINE: Duration = Duration::from_secs(1800);
+
+pub async fn run(sizes: &[usize], jobs: usize) -> anyhow::Result<()> {
+    jobrelay_e2e::controlplane::ensure_built(&mut log)?;
+    let state_dir = workspace_root()
+        .join("target/jobrelay")
+        .join(format!("clusters-{}", std::process::id()));
+    // One real worker, for the cleanup the simulated ones draw from.
+    let supervisor = Supervisor::start(supervisor_command()?, &state_dir, 1, false)?;
+    let set = supervisor.set().clone();
+    let delays = CleanupDelays::measured(direct_cleanups(&set).await?);
+    log(&format!("direct cleanup median {:?}", delays.median()));
+    let mut manager_only = set.clone();
+    manager_only.clusters.retain(|c| c.name == MANAGER);
+    let largest = sizes.iter().copied().max().unwrap_or(2);
+    let options = Options {
+        manager_replicas: 2,
+        manager_args: vec![
+            "--heartbeat-interval=5s".into(),
+            "--cluster-status-interval=30s".into(),
+            // Room for every agent, twice, as docs/operations.md says.
+            format!("--relay-max-connections={}", (2 * largest).max(512)),
+        ],
+        ..super::release_options()
+    };
+    let relay = Relay::start_with(&manager_only, options).await?;
+    let manager = set.manager().client().await?;
+    let leader = leader(&manager).await?;
+    let baseline = idle(&relay, &manager, leader).await?;
+    let mut fleet = Fleet::new(delays);
+    let out = workspace_root().join("target").join("bench");
+    std::fs::create_dir_all(&out)?;
+    let mut reports = Vec::new();
+    let mut sizes = sizes.to_vec();
+    sizes.sort_unstable();
+    for n in sizes {
+        let report = one_size(&relay, &manager, &mut fleet, n, jobs, &baseline).await?;
+        let path = out.join(format!("clusters-{n}.json"));
+        std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
+        log(&format!("wrote {}", path.display()));
+        reports.push(report);
+        super::clusters_report::print(&reports);
+    }
+    drop(fleet);
+    drop(relay);
+    supervisor.stop()
+}
+
+/// The direct cleanup on the real worker: Jobs with a running Pod deleted
+/// at once with Background propagation, until Job and Pod are gone.
+async fn direct_cleanups(set: &ClusterSet) -> anyhow::Result<Vec<Duration>> {
+    let ns = "bench-direct-cleanup";
+    let worker = set.workers()[0].client().await?;
+    kit::create_namespace(&worker, ns).await;
+    let names: Vec<String> = (0..CLEANUP_SAMPLES)
+        .map(|i| format!("direct-{i}"))
+        .collect();
+    let jobs: Api<Job> = Api::namespaced(worker.clone(), ns);
+    let pods: Api<Pod> = Api::namespaced(worker, ns);
+    let running: Timestamps = Default::default();
+    let watch = record_pods(pods.clone(), PodPoint::Running, running.clone())
+        .listed()
+        .await?;
+    at_once(&names, |name| {
+        let (jobs, job) = (jobs.clone(), TestJob::new(ns, &name).run_for("1h").build());
+        async move { jobs.create(&PostParams::default(), &job).await.map(|_| ()) }
+    })
+    .await?;
+    wait_all_within("direct Pods running", &names, &running, STEP_DEADLINE).await?;
+    watch.stop();
+    let (deleted, done) = cleanup_until_gone(&jobs, &pods, &names).await?;
+    Ok(names
+        .iter()
+        .filter_map(|n| Some(done.get(n)?.saturating_duration_since(*deleted.get(n)?)))
+        .collect())
+}
+
+async fn leader(manager: &kube::Client) -> anyhow::Result<usize> {
+    Ok(
+        wait::try_until("a manager replica leads", STEP_DEADLINE, || async {
+            match lease_holder(manager).await {
+                Some(index) => Seen::Ready(index),
+                None => Seen::Waiting("no holder".into()),
+            }
+        })
+        .await?,
+    )
+}
+
+async fn one_size(
+    relay: &Relay,
+    manager: &kube::Client,
+    fleet: &mut Fleet,
+    n: usize,
+    jobs: usize,
+    baseline: &Idle,
+) -> anyhow::Result<Report> {
+    let started = Instant::now();
+    let names = fleet::names(n);
+    let new = &names[fleet.len()..];
+    let rss_before = machine::rss_kib(relay.replica_pid(leader(manager).await?).unwrap_or(0));
+    register_on(manager.clone(), new.iter().map(String::as_str)).await?;
+    fleet.grow(new, &relay.manager_urls(), relay.ca())?;
+    let mut leader = leader(manager).await?;
+    wait_connected(relay, leader, n).await?;
+    log(&format!("{n} simulated clusters connected"));
+    let idle = idle(relay, manager, leader)
+        .await?
+        .per_cluster(baseline, rss_before, new.len(), n);
+
+    let ns = format!("bench-clusters-{n}");
+    kit::create_namespace(manager, &ns).await;
+    let api: Api<Job> = Api::namespaced(manager.clone(), &ns);
+    let dispatch_names: Vec<String> = (0..jobs).map(|i| format!("d-{i}")).collect();
+    let leader_cpu = machine::cpu_seconds_of(relay.replica_pid(leader).unwrap_or(0));
+    let created = at_once(&dispatch_names, create_relayed(&api, "1h")).await?;
+    let uids = uids(&api).await?;
+    let applied = wait_applied(fleet, &uids, &dispatch_names).await?;
+    let dispatch_cpu = machine::cpu_seconds_of(relay.replica_pid(leader).unwrap_or(0)) - leader_cpu;
+    let dispatch = Figures::between(&dispatch_names, &created, &applied);
+    log(&format!("dispatch: {:.0} Jobs/s", dispatch.jobs_per_second));
+    let per_cluster = fleet.record.per_cluster(uids.keys());
+    let spread = (
+        per_cluster.values().copied().min().unwrap_or(0),
+        per_cluster.values().copied().max().unwrap_or(0),
+    );
+
+    let status = status(&api, fleet).await?;
+    let metrics = Metrics::scrape(relay, leader, n).await?;
+    let storm = storm(relay, manager, fleet, &mut leader, n).await?;
+
+    let all: Vec<String> = api
+        .list_metadata(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .map(|j| j.name_any())
+        .collect();
+    let gone: Timestamps = Default::default();
+    let watch = measure::record(api.clone(), Point::Gone, gone.clone())
+        .listed()
+        .await?;
+    let deleted = delete_all(&api, &all).await?;
+    let gone = wait_all_within("manager Jobs released", &all, &gone, STEP_DEADLINE).await?;
+    watch.stop();
+    // The running Jobs' cleanup: the finished ones' mirrors went already.
+    let cleanup = Figures::between(&dispatch_names, &deleted, &gone);
+    log(&format!("cleanup: {:.0} Jobs/s", cleanup.jobs_per_second));
+    Ok(Report {
+        clusters: n,
+        jobs,
+        idle,
+        dispatch,
+        dispatch_leader_cpu_ms_per_job: dispatch_cpu * 1000.0 / jobs.max(1) as f64,
+        mirrors_per_cluster_least_most: spread,
+        status,
+        metrics,
+        storm,
+        cleanup,
+        wall_seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Waits until the leader counts `n` sessions and every simulated cluster
+/// has had its DesiredSet.
+async fn wait_connected(relay: &Relay, leader: usize, n: usize) -> anyhow::Result<()> {
+    Ok(
+        wait::try_until(format!("{n} clusters connected"), STEP_DEADLINE, || async {
+            let text = relay.replica_metrics(leader).await.unwrap_or_default();
+            let connected = jobrelay_e2e::relay::metric_in(&text, "jobrelay_connected_clusters");
+            match connected {
+                Some(c) if c as usize >= n => Seen::Ready(()),
+                other => Seen::Waiting(format!("{other:?} connected")),
+            }
+        })
+        .await?,
+    )
+}
+
+/// The leader's cost with `n` clusters connected and nothing to do.
+async fn idle(relay: &Relay, manager: &kube::Client, leader: usize) -> anyhow::Result<Idle> {
+    let pid = relay.replica_pid(leader).unwrap_or(0);
+    // Sessions settle: their first status writes and heartbeats.
+    tokio::time::sleep(IDLE_WINDOW / 3).await;
+    let clusters: Api<WorkerCluster> = Api::all(manager.clone());
+    let counted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = counted.clone();
+    let watch = measure::recording(clusters, move |event, _| {
+        if let kube::runtime::watcher::Event::Apply(_) = event {
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    })
+    .listed()
+    .await?;
+    let cpu = machine::cpu_seconds_of(pid);
+    tokio::time::sleep(IDLE_WINDOW).await;
+    let cpu = machine::cpu_seconds_of(pid) - cpu;
+    watch.stop();
+    let status_writes = counted.load(std::sync::atomic::Ordering::Relaxed);
+    Ok(Idle::measured(
+        machine::rss_kib(pid),
+        cpu,
+        status_writes,
+        IDLE_WINDOW,
+    ))
+}
+
+/// Origin UID → manager Job name, for every Job in `api`'s namespace.
+async fn uids(api: &Api<Job>) -> anyhow::Result<HashMap<String, String>> {
+    let list = api.list_metadata(&ListParams::default()).await?;
+    Ok(list
+        .items
+        .iter()
+        .filter_map(|j| Some((j.uid()?, j.name_any())))
+        .collect())
+}
+
+/// When each of `names` was applied on a simulated worker, by name.
+async fn wait_applied(
+    fleet: &Fleet,
+    uids: &HashMap<String, String>,
+    names: &[String],
+) -> anyhow::Result<HashMap<String, Instant>> {
+    Ok(
+        wait::try_until("every mirror applied", STEP_DEADLINE, || async {
+            let applied: HashMap<String, Instant> = fleet
+                .record
+                .applied_at()
+                .into_iter()
+                .filter_map(|(uid, at)| Some((uids.get(&uid)?.clone(), at)))
+                .collect();
+            let missing = names.iter().filter(|n| !applied.contains_key(*n)).count();
+            match missing {
+                0 => Seen::Ready(applied),
+                _ => Seen::Waiting(format!("{missing} not applied")),
+            }
+        })
+        .await?,
+    )
+}
+
+/// Short Jobs over the fleet: from the simulated worker reporting one
+/// Complete to the manager Job showing it.
+async fn status(api: &Api<Job>, fleet: &Fleet) -> anyhow::Result<Figures> {
+    let names: Vec<String> = (0..STATUS_JOBS).map(|i| format!("s-{i}")).collect();
+    let shown: Timestamps = Default::default();
+    let watch = measure::record(api.clone(), Point::Finished, shown.clone())
+        .listed()
+        .await?;
+    at_once(&names, create_relayed(api, "3s")).await?;
+    let shown = wait_all_within("statuses shown", &names, &shown, STEP_DEADLINE).await?;
+    watch.stop();
+    let uids = uids(api).await?;
+    let reported: HashMap<String, Instant> = fleet
+        .record
+        .completed_at()
+        .into_iter()
+        .filter_map(|(uid, at)| Some((uids.get(&uid)?.clone(), at)))
+        .collect();
+    Ok(Figures::between(&names, &reported, &shown))
+}
+
+/// The leader killed while the fleet holds its mirrors: until another
+/// replica leads, and until every cluster has a new session with it and its
+/// DesiredSet. Nothing may be deleted or applied elsewhere meanwhile.
+async fn storm(
+    relay: &Relay,
+    manager: &kube::Client,
+    fleet: &Fleet,
+    leader: &mut usize,
+    n: usize,
+) -> anyhow::Result<Storm> {
+    let (elsewhere, reapplied) = fleet.record.applied_twice();
+    let deletes = fleet.record.deletes().len();
+    let killed = *leader;
+    let at = Instant::now();
+    relay.kill_replica(killed);
+    let successor = wait::try_until("another replica leads", STEP_DEADLINE, || async {
+        match lease_holder(manager).await {
+            Some(index) if index != killed => Seen::Ready(index),
+            other => Seen::Waiting(format!("{other:?}")),
+        }
+    })
+    .await?;
+    let led = at.elapsed();
+    let resynced = wait::try_until("every cluster resynced", STEP_DEADLINE, || async {
+        let sessions = fleet.record.sessions();
+        let done: Vec<Instant> = sessions
+            .values()
+            .filter(|s| s.opened > at)
+            .filter_map(|s| s.desired)
+            .collect();
+        match done.len() >= n {
+            true => Seen::Ready(done.into_iter().max().unwrap_or(at)),
+            false => Seen::Waiting(format!("{} of {n} resynced", done.len())),
+        }
+    })
+    .await?;
+    let (elsewhere_after, reapplied_after) = fleet.record.applied_twice();
+    relay.start_replica(killed)?;
+    relay.wait_replica_ready(killed).await?;
+    *leader = successor;
+    Ok(Storm {
+        lease_taken_seconds: led.as_secs_f64(),
+        all_resynced_seconds: resynced.saturating_duration_since(at).as_secs_f64(),
+        applied_on_another_cluster: elsewhere_after - elsewhere,
+        applied_again: reapplied_after - reapplied,
+        deleted: fleet.record.deletes().len() - deletes,
+    })
+}
