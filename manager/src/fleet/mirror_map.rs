@@ -9,7 +9,9 @@ use crate::job::views::MirrorView;
 
 #[derive(Debug, Default)]
 pub(super) struct MirrorMap {
-    views: HashMap<String, MirrorView>,
+    /// By origin UID, hashed with a fast hasher: placement looks a UID up
+    /// in every cluster's map, and UIDs are the API server's, not a peer's.
+    views: HashMap<String, MirrorView, foldhash::fast::RandomState>,
     /// Views of mirrors held or being sent: wanted (a key) and not
     /// confirmed gone. What placement compares.
     active: usize,

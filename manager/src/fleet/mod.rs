@@ -194,6 +194,7 @@ impl Fleet {
             let kinds = clusters.get(name).map(|c| c.kinds.as_slice());
             kinds::mirrors(kinds.unwrap_or_default(), key.kind)
         };
+        // By name, as the map is ordered: the first of equals wins.
         let connected = clusters
             .iter()
             .filter(|(_, c)| c.session.is_some())

@@ -42,11 +42,11 @@ pub fn pinned_cluster<K: kube::Resource>(job: &K) -> Option<&str> {
 }
 
 /// The pinned cluster if there is one, else the candidate (name, active
-/// mirrors) with the fewest active mirrors that `takes` (ties broken by
-/// name, so the choice is stable). `takes` is asked only of a candidate that
-/// would beat the best so far, so a large fleet costs a pass over counts,
-/// not a namespace check per cluster. `None` when nothing is pinned and no
-/// candidate takes the Job.
+/// mirrors; in ascending order of name) with the fewest active mirrors that
+/// `takes`, the first of equals, so the choice is stable. `takes` is asked
+/// only of a candidate that would beat the best so far, so a large fleet
+/// costs a pass over counts, not a namespace check per cluster. `None` when
+/// nothing is pinned and no candidate takes the Job.
 pub fn choose_cluster<'a>(
     pinned: Option<&str>,
     candidates: impl IntoIterator<Item = (&'a str, usize)>,
@@ -57,7 +57,7 @@ pub fn choose_cluster<'a>(
     }
     let mut best: Option<(&str, usize)> = None;
     for (name, active) in candidates {
-        let beats = best.is_none_or(|(b_name, b_active)| (active, name) < (b_active, b_name));
+        let beats = best.is_none_or(|(_, fewest)| active < fewest);
         if beats && takes(name) {
             best = Some((name, active));
         }
@@ -197,9 +197,9 @@ mod tests {
     }
 
     #[test]
-    fn ties_break_by_name_and_no_cluster_means_no_choice() {
+    fn ties_go_to_the_first_by_name_and_no_cluster_means_no_choice() {
         assert_eq!(
-            choose_cluster(None, [("worker-b", 1), ("worker-a", 1)], all),
+            choose_cluster(None, [("worker-a", 1), ("worker-b", 1)], all),
             Some("worker-a".into())
         );
         assert_eq!(choose_cluster(None, [], all), None);

@@ -18,13 +18,13 @@ use jobrelay_e2e::registration::register_on;
 use jobrelay_e2e::relay::{Options, Relay};
 use jobrelay_e2e::supervisor::Supervisor;
 use jobrelay_e2e::wait::{self, Seen};
-use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, PostParams};
 
 use super::clusters_report::{Idle, Metrics, Report, Storm};
+use super::clusters_writes::StatusWrites;
 use super::figures::Figures;
 use super::fleet::worker::CleanupDelays;
 use super::fleet::{self, Fleet};
@@ -67,25 +67,58 @@ pub async fn run(sizes: &[usize], jobs: usize) -> anyhow::Result<()> {
     };
     let relay = Relay::start_with(&manager_only, options).await?;
     let manager = set.manager().client().await?;
-    let leader = leader(&manager).await?;
-    let baseline = idle(&relay, &manager, leader).await?;
+    let mut sizes = sizes.to_vec();
+    sizes.sort_unstable();
+    sizes.dedup();
+    // First the idle cost, the fleet grown size by size before any Job, so
+    // no step's leftovers (work, or memory the allocator kept) count in it.
     let mut fleet = Fleet::new(delays);
+    let idles = idle_sweep(&relay, &manager, &mut fleet, &sizes).await?;
+    // Then the Jobs, on the largest fleet first, shrunk size by size.
     let out = workspace_root().join("target").join("bench");
     std::fs::create_dir_all(&out)?;
     let mut reports = Vec::new();
-    let mut sizes = sizes.to_vec();
-    sizes.sort_unstable();
-    for n in sizes {
-        let report = one_size(&relay, &manager, &mut fleet, n, jobs, &baseline).await?;
+    for (n, idle) in sizes.iter().zip(idles).rev() {
+        fleet.shrink_to(*n);
+        let report = one_size(&relay, &manager, &mut fleet, *n, jobs, idle).await?;
         let path = out.join(format!("clusters-{n}.json"));
         std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
         log(&format!("wrote {}", path.display()));
-        reports.push(report);
+        reports.insert(0, report);
         super::clusters_report::print(&reports);
     }
     drop(fleet);
     drop(relay);
     supervisor.stop()
+}
+
+/// The leader idle with no cluster, then with each size of fleet connected.
+async fn idle_sweep(
+    relay: &Relay,
+    manager: &kube::Client,
+    fleet: &mut Fleet,
+    sizes: &[usize],
+) -> anyhow::Result<Vec<Idle>> {
+    let leader = leader_of(manager).await?;
+    let empty = idle(relay, leader).await?;
+    let mut previous = empty.clone();
+    let mut readings = Vec::new();
+    for &n in sizes {
+        let names = fleet::names(n);
+        let new = &names[fleet.len()..];
+        register_on(manager.clone(), new.iter().map(String::as_str)).await?;
+        fleet.grow(new, &relay.manager_urls(), relay.ca())?;
+        let leader = leader_of(manager).await?;
+        wait_connected(relay, leader, n).await?;
+        wait_shown_connected(relay, leader, n).await?;
+        log(&format!("{n} simulated clusters connected"));
+        let reading = idle(relay, leader)
+            .await?
+            .per_cluster(&empty, &previous, new.len(), n);
+        previous = reading.clone();
+        readings.push(reading);
+    }
+    Ok(readings)
 }
 
 /// The direct cleanup on the real worker: Jobs with a running Pod deleted
@@ -117,7 +150,7 @@ async fn direct_cleanups(set: &ClusterSet) -> anyhow::Result<Vec<Duration>> {
         .collect())
 }
 
-async fn leader(manager: &kube::Client) -> anyhow::Result<usize> {
+async fn leader_of(manager: &kube::Client) -> anyhow::Result<usize> {
     Ok(
         wait::try_until("a manager replica leads", STEP_DEADLINE, || async {
             match lease_holder(manager).await {
@@ -135,20 +168,12 @@ async fn one_size(
     fleet: &mut Fleet,
     n: usize,
     jobs: usize,
-    baseline: &Idle,
+    idle: Idle,
 ) -> anyhow::Result<Report> {
     let started = Instant::now();
-    let names = fleet::names(n);
-    let new = &names[fleet.len()..];
-    let rss_before = machine::rss_kib(relay.replica_pid(leader(manager).await?).unwrap_or(0));
-    register_on(manager.clone(), new.iter().map(String::as_str)).await?;
-    fleet.grow(new, &relay.manager_urls(), relay.ca())?;
-    let mut leader = leader(manager).await?;
+    let mut leader = leader_of(manager).await?;
     wait_connected(relay, leader, n).await?;
-    log(&format!("{n} simulated clusters connected"));
-    let idle = idle(relay, manager, leader)
-        .await?
-        .per_cluster(baseline, rss_before, new.len(), n);
+    let writes = StatusWrites::start(manager).await?;
 
     let ns = format!("bench-clusters-{n}");
     kit::create_namespace(manager, &ns).await;
@@ -169,6 +194,7 @@ async fn one_size(
 
     let status = status(&api, fleet).await?;
     let metrics = Metrics::scrape(relay, leader, n).await?;
+    let status_writes = writes.stop();
     let storm = storm(relay, manager, fleet, &mut leader, n).await?;
 
     let all: Vec<String> = api
@@ -192,6 +218,7 @@ async fn one_size(
         clusters: n,
         jobs,
         idle,
+        status_writes,
         dispatch,
         dispatch_leader_cpu_ms_per_job: dispatch_cpu * 1000.0 / jobs.max(1) as f64,
         mirrors_per_cluster_least_most: spread,
@@ -203,8 +230,7 @@ async fn one_size(
     })
 }
 
-/// Waits until the leader counts `n` sessions and every simulated cluster
-/// has had its DesiredSet.
+/// Waits until the leader counts `n` sessions.
 async fn wait_connected(relay: &Relay, leader: usize, n: usize) -> anyhow::Result<()> {
     Ok(
         wait::try_until(format!("{n} clusters connected"), STEP_DEADLINE, || async {
@@ -219,32 +245,37 @@ async fn wait_connected(relay: &Relay, leader: usize, n: usize) -> anyhow::Resul
     )
 }
 
-/// The leader's cost with `n` clusters connected and nothing to do.
-async fn idle(relay: &Relay, manager: &kube::Client, leader: usize) -> anyhow::Result<Idle> {
+/// The leader's cost with the clusters connected and nothing to do.
+async fn idle(relay: &Relay, leader: usize) -> anyhow::Result<Idle> {
     let pid = relay.replica_pid(leader).unwrap_or(0);
-    // Sessions settle: their first status writes and heartbeats.
+    // Sessions settle: heartbeats and keepalives only from here on.
     tokio::time::sleep(IDLE_WINDOW / 3).await;
-    let clusters: Api<WorkerCluster> = Api::all(manager.clone());
-    let counted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let count = counted.clone();
-    let watch = measure::recording(clusters, move |event, _| {
-        if let kube::runtime::watcher::Event::Apply(_) = event {
-            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-    })
-    .listed()
-    .await?;
     let cpu = machine::cpu_seconds_of(pid);
     tokio::time::sleep(IDLE_WINDOW).await;
     let cpu = machine::cpu_seconds_of(pid) - cpu;
-    watch.stop();
-    let status_writes = counted.load(std::sync::atomic::Ordering::Relaxed);
-    Ok(Idle::measured(
-        machine::rss_kib(pid),
-        cpu,
-        status_writes,
-        IDLE_WINDOW,
-    ))
+    Ok(Idle::measured(machine::rss_kib(pid), cpu, IDLE_WINDOW))
+}
+
+/// Waits until the WorkerClusters of `n` clusters show them Connected (the
+/// leader wrote their conditions), as the leader's cache reads them.
+async fn wait_shown_connected(relay: &Relay, leader: usize, n: usize) -> anyhow::Result<()> {
+    Ok(wait::try_until(
+        format!("{n} clusters shown Connected"),
+        STEP_DEADLINE,
+        || async {
+            let text = relay.replica_metrics(leader).await.unwrap_or_default();
+            let shown: f64 = text
+                .lines()
+                .filter(|l| l.starts_with("jobrelay_cluster_connected{"))
+                .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+                .sum();
+            match shown as usize == n {
+                true => Seen::Ready(()),
+                false => Seen::Waiting(format!("{shown} shown Connected")),
+            }
+        },
+    )
+    .await?)
 }
 
 /// Origin UID → manager Job name, for every Job in `api`'s namespace.

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use jobrelay_e2e::relay::Relay;
 use serde::Serialize;
 
+use super::clusters_writes::Written;
 use super::figures::{Figures, ratio};
 
 /// One fleet size's figures.
@@ -14,6 +15,9 @@ pub struct Report {
     pub clusters: usize,
     pub jobs: usize,
     pub idle: Idle,
+    /// WorkerCluster status writes from the fleet's connection through the
+    /// status step (the storm's condition changes are not in it).
+    pub status_writes: Written,
     /// Manager Job created → its mirror applied on a simulated worker.
     pub dispatch: Figures,
     /// The leader's CPU over the dispatch step, per Job.
@@ -34,24 +38,17 @@ pub struct Report {
 pub struct Idle {
     pub rss_kib: u64,
     pub cpu_ms_per_second: f64,
-    pub status_writes_per_second: f64,
     /// Above the leader's own with no cluster connected, per cluster.
     pub rss_kib_per_cluster: f64,
     pub cpu_ms_per_second_per_cluster: f64,
 }
 
 impl Idle {
-    pub fn measured(
-        rss_kib: u64,
-        cpu_seconds: f64,
-        status_writes: usize,
-        window: Duration,
-    ) -> Idle {
+    pub fn measured(rss_kib: u64, cpu_seconds: f64, window: Duration) -> Idle {
         let seconds = window.as_secs_f64();
         Idle {
             rss_kib,
             cpu_ms_per_second: cpu_seconds * 1000.0 / seconds,
-            status_writes_per_second: status_writes as f64 / seconds,
             rss_kib_per_cluster: 0.0,
             cpu_ms_per_second_per_cluster: 0.0,
         }
@@ -59,18 +56,16 @@ impl Idle {
 
     /// This reading with its cost per cluster: CPU above `empty`'s (the
     /// leader with no cluster) over every cluster; memory above
-    /// `rss_before_kib` (the leader's after the previous size's steps, so
-    /// what the allocator kept from them is not counted) over the clusters
-    /// `added` since.
+    /// `previous`'s (the size before) over the clusters `added` since.
     pub fn per_cluster(
         mut self,
         empty: &Idle,
-        rss_before_kib: u64,
+        previous: &Idle,
         added: usize,
         clusters: usize,
     ) -> Idle {
         self.rss_kib_per_cluster =
-            (self.rss_kib as f64 - rss_before_kib as f64) / added.max(1) as f64;
+            (self.rss_kib as f64 - previous.rss_kib as f64) / added.max(1) as f64;
         self.cpu_ms_per_second_per_cluster =
             (self.cpu_ms_per_second - empty.cpu_ms_per_second) / clusters.max(1) as f64;
         self
@@ -139,7 +134,7 @@ pub fn print(reports: &[Report]) {
         "clusters",
         "idle KiB/c",
         "µs CPU/s/c",
-        "wc writes/s",
+        "refresh/s",
         "disp J/s",
         "vs first",
         "disp p99",
@@ -156,7 +151,7 @@ pub fn print(reports: &[Report]) {
             r.clusters,
             r.idle.rss_kib_per_cluster,
             r.idle.cpu_ms_per_second_per_cluster * 1000.0,
-            r.idle.status_writes_per_second,
+            r.status_writes.refreshes_per_second,
             r.dispatch.jobs_per_second,
             ratio(
                 r.dispatch.jobs_per_second,
@@ -181,11 +176,11 @@ mod tests {
     #[test]
     fn idle_cost_per_cluster_is_above_the_empty_managers() {
         let window = Duration::from_secs(10);
-        let empty = Idle::measured(50_000, 0.1, 0, window);
-        let full = Idle::measured(60_000, 0.6, 40, window).per_cluster(&empty, 55_000, 50, 100);
+        let empty = Idle::measured(50_000, 0.1, window);
+        let half = Idle::measured(55_000, 0.3, window);
+        let full = Idle::measured(60_000, 0.6, window).per_cluster(&empty, &half, 50, 100);
         assert_eq!(full.rss_kib_per_cluster, 100.0);
         assert!((full.cpu_ms_per_second_per_cluster - 0.5).abs() < 1e-9);
-        assert_eq!(full.status_writes_per_second, 4.0);
     }
 
     #[test]

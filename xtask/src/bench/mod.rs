@@ -39,6 +39,7 @@ mod ceiling;
 mod chart;
 mod clusters;
 mod clusters_report;
+mod clusters_writes;
 mod figures;
 mod fleet;
 mod histogram;

@@ -175,6 +175,14 @@ impl Fleet {
         self.agents.len()
     }
 
+    /// Stops every agent but the first `n`: their sessions end, as when an
+    /// agent is uninstalled.
+    pub fn shrink_to(&mut self, n: usize) {
+        if n < self.agents.len() {
+            self.agents.drain(n..).for_each(|agent| agent.abort());
+        }
+    }
+
     /// Starts an agent for each of `clusters` (registered already), its
     /// client certificate issued by `ca`, dialling `urls` in turn.
     pub fn grow(
