@@ -106,11 +106,12 @@ impl Agent {
         };
         let mut inbound = response.into_inner();
         let (interval, every) = watch::channel(Duration::from_secs(5));
-        let beats = tokio::spawn(jobrelay_process::heartbeat::send_every(
+        // Stopped with the session, even when the agent itself is stopped.
+        let _beats = Aborted(tokio::spawn(jobrelay_process::heartbeat::send_every(
             outbox.clone(),
             every,
             || message(agent_message::Kind::Heartbeat(Heartbeat {})),
-        ));
+        )));
         let session = self.record.session_opened(&self.cluster);
         loop {
             let silent = *interval.borrow() * 3;
@@ -121,7 +122,6 @@ impl Agent {
             let Some(kind) = received.kind else { continue };
             self.answer(kind, session, mirrors, &outbox, &interval);
         }
-        beats.abort();
     }
 
     /// What the worker does with one manager message.
@@ -154,7 +154,8 @@ impl Agent {
             K::ApplyMirror(apply) => self.apply(apply, mirrors, outbox),
             K::DeleteMirror(delete) => {
                 self.record.delete_received(&delete.origin_uid);
-                let (mirrors, outbox) = (Arc::clone(mirrors), outbox.clone());
+                // Weak: a timer does not keep an ended session's stream open.
+                let (mirrors, outbox) = (Arc::clone(mirrors), outbox.downgrade());
                 let delay = self.delays.draw(&delete.origin_uid);
                 tokio::spawn(async move {
                     tokio::time::sleep(delay).await;
@@ -163,7 +164,9 @@ impl Agent {
                         origin_uid: delete.origin_uid,
                         pods_deleted: 1,
                     };
-                    let _ = outbox.send(message(agent_message::Kind::MirrorGone(gone)));
+                    if let Some(outbox) = outbox.upgrade() {
+                        let _ = outbox.send(message(agent_message::Kind::MirrorGone(gone)));
+                    }
                 });
             }
             K::Heartbeat(_) => {}
@@ -202,7 +205,7 @@ impl Agent {
         let Some(run_for) = run_for else { return };
         let (mirrors, outbox, record) = (
             Arc::clone(mirrors),
-            outbox.clone(),
+            outbox.downgrade(),
             Arc::clone(&self.record),
         );
         tokio::spawn(async move {
@@ -215,7 +218,9 @@ impl Agent {
                 return;
             };
             record.completed(&uid);
-            let _ = outbox.send(status(&uid, &held));
+            if let Some(outbox) = outbox.upgrade() {
+                let _ = outbox.send(status(&uid, &held));
+            }
         });
     }
 }
@@ -240,6 +245,15 @@ fn status(uid: &str, held: &Held) -> AgentMessage {
         phase: held.phase.into(),
         status: serde_json::to_vec(&held.status()).unwrap_or_default(),
     }))
+}
+
+/// A task aborted when this is dropped.
+struct Aborted(tokio::task::JoinHandle<()>);
+
+impl Drop for Aborted {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 fn message(kind: agent_message::Kind) -> AgentMessage {
