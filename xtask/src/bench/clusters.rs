@@ -193,7 +193,7 @@ async fn one_size(
     );
 
     let status = status(&api, fleet).await?;
-    let metrics = Metrics::scrape(relay, leader, n).await?;
+    let metrics = Metrics::scrape(relay, leader).await?;
     let status_writes = writes.stop();
     let storm = storm(relay, manager, fleet, &mut leader, n).await?;
 

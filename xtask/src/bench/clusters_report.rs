@@ -81,15 +81,15 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub async fn scrape(relay: &Relay, leader: usize, clusters: usize) -> anyhow::Result<Metrics> {
+    pub async fn scrape(relay: &Relay, leader: usize) -> anyhow::Result<Metrics> {
         let started = Instant::now();
         let text = relay.replica_metrics(leader).await?;
         let scrape_ms = started.elapsed().as_secs_f64() * 1000.0;
         let series = series(&text);
-        let per_cluster = series_per_cluster(&text);
+        let (labelled, named) = series_per_cluster(&text);
         Ok(Metrics {
             series,
-            series_per_cluster: per_cluster as f64 / clusters.max(1) as f64,
+            series_per_cluster: labelled as f64 / named.max(1) as f64,
             scrape_ms,
         })
     }
@@ -102,11 +102,20 @@ pub fn series(text: &str) -> usize {
         .count()
 }
 
-/// The samples labelled with a cluster.
-pub fn series_per_cluster(text: &str) -> usize {
-    text.lines()
-        .filter(|l| !l.starts_with('#') && l.contains("cluster=\""))
-        .count()
+/// The samples labelled with a cluster, and how many clusters they name
+/// (every registered cluster, connected or not).
+pub fn series_per_cluster(text: &str) -> (usize, usize) {
+    let mut clusters = std::collections::HashSet::new();
+    let mut labelled = 0;
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        if let Some(rest) = line.split("cluster=\"").nth(1)
+            && let Some(name) = rest.split('"').next()
+        {
+            labelled += 1;
+            clusters.insert(name);
+        }
+    }
+    (labelled, clusters.len())
 }
 
 /// The leader killed with the fleet's mirrors held.
@@ -185,8 +194,8 @@ mod tests {
 
     #[test]
     fn series_are_samples_and_per_cluster_ones_carry_the_label() {
-        let text = "# HELP a x\n# TYPE a gauge\na 1\nb{cluster=\"w1\"} 2\nc_bucket{le=\"1\"} 3\n";
-        assert_eq!(series(text), 3);
-        assert_eq!(series_per_cluster(text), 1);
+        let text = "# HELP a x\na 1\nb{cluster=\"w1\"} 2\nb{cluster=\"w2\"} 2\nc{cluster=\"w1\",phase=\"x\"} 1\nc_bucket{le=\"1\"} 3\n";
+        assert_eq!(series(text), 5);
+        assert_eq!(series_per_cluster(text), (3, 2));
     }
 }
