@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
+
 use jobrelay_process::Pem;
 use tokio::sync::watch;
 use tonic::transport::Endpoint;
@@ -67,7 +69,7 @@ impl Dial {
 
     /// Moves on to the next endpoint; true when that starts a new round
     /// (always, with one endpoint).
-    pub fn try_next(&mut self) -> bool {
+    pub(crate) fn try_next(&mut self) -> bool {
         self.current = next(self.current, self.urls.len());
         self.current == 0
     }
@@ -80,6 +82,59 @@ impl Dial {
             return;
         }
         futures::future::pending().await
+    }
+}
+
+/// Pause before the next endpoint of a round is dialled.
+pub const NEXT_ENDPOINT_DELAY: Duration = Duration::from_millis(100);
+/// Longest wait between two rounds of dials (jitter adds up to as much
+/// again): at most 4 s, so agents find a new leader within 5 s of its
+/// takeover.
+pub const MAX_DELAY: Duration = Duration::from_secs(2);
+/// A session that lasted this long resets the backoff.
+pub const STABLE_SESSION: Duration = Duration::from_secs(30);
+
+/// When to dial again after a session ended (or never opened): the next
+/// endpoint of a round after a short pause; after a whole round, a backoff
+/// from 200 ms doubling to [`MAX_DELAY`], each wait with jitter of up to as
+/// much again, so agents that lost the same leader do not all dial its
+/// successor at once. A session that lasted starts the backoff over.
+pub struct Redial {
+    backoff: ExponentialBuilder,
+    delays: ExponentialBackoff,
+}
+
+impl Default for Redial {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Redial {
+    pub fn new() -> Redial {
+        let backoff = ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(200))
+            .with_max_delay(MAX_DELAY)
+            .with_jitter()
+            .without_max_times();
+        Redial {
+            delays: backoff.build(),
+            backoff,
+        }
+    }
+
+    /// After a dial that began `lasted` ago: moves `dial` to its next
+    /// endpoint (a replica that served may since have stepped down; with one
+    /// endpoint, the same) and says how long to wait before dialling it.
+    pub fn after(&mut self, dial: &mut Dial, lasted: Duration) -> Duration {
+        let round_over = dial.try_next();
+        if lasted >= STABLE_SESSION {
+            self.delays = self.backoff.build();
+        }
+        match round_over {
+            true => self.delays.next().unwrap_or(MAX_DELAY),
+            false => NEXT_ENDPOINT_DELAY,
+        }
     }
 }
 
@@ -96,6 +151,29 @@ mod tests {
     fn endpoints_are_tried_in_turn_and_one_alone_is_always_tried_again() {
         assert_eq!([0, 1, 2].map(|i| next(i, 3)), [1, 2, 0]);
         assert_eq!(next(0, 1), 0);
+    }
+
+    #[test]
+    fn a_round_of_endpoints_is_dialled_quickly_then_the_backoff_waits() {
+        let urls = vec!["http://127.0.0.1:1".into(), "http://127.0.0.1:2".into()];
+        let mut dial = Dial::new(urls, None);
+        let mut redial = Redial::new();
+        let short = Duration::from_millis(10);
+        assert_eq!(redial.after(&mut dial, short), NEXT_ENDPOINT_DELAY);
+        let waited = redial.after(&mut dial, short);
+        assert!(
+            waited >= Duration::from_millis(200) && waited <= 2 * MAX_DELAY,
+            "{waited:?}"
+        );
+    }
+
+    #[test]
+    fn the_backoff_never_waits_longer_than_twice_its_longest_delay() {
+        let mut dial = Dial::new(vec!["http://127.0.0.1:1".into()], None);
+        let mut redial = Redial::new();
+        for _ in 0..20 {
+            assert!(redial.after(&mut dial, Duration::ZERO) <= 2 * MAX_DELAY);
+        }
     }
 
     #[test]

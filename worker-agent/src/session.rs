@@ -4,7 +4,6 @@
 
 use std::time::{Duration, Instant};
 
-use backon::{BackoffBuilder, ExponentialBuilder};
 use jobrelay_proto::instance;
 use jobrelay_proto::v1::relay_client::RelayClient;
 use jobrelay_proto::v1::{
@@ -15,7 +14,7 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::transport::Channel;
 use tracing::{info, warn};
 
-use crate::dial::Dial;
+use crate::dial::{Dial, Redial};
 use crate::epoch::Epochs;
 use crate::mirrors::{Mirrors, Pass, agent_message};
 
@@ -27,31 +26,12 @@ const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
 /// to Hello: a manager that accepts and then says nothing (a paused
 /// process) is given up on and the next endpoint tried.
 pub const OPEN_TIMEOUT: Duration = Duration::from_secs(15);
-/// Pause before the next endpoint of a round is dialled.
-pub const NEXT_ENDPOINT_DELAY: Duration = Duration::from_millis(100);
-/// Longest wait between two rounds of dials (jitter adds up to as much
-/// again): at most 4 s, so agents find a new leader within 5 s of its
-/// takeover.
-pub const MAX_DELAY: Duration = Duration::from_secs(2);
-/// A session that lasted this long resets the backoff.
-pub const STABLE_SESSION: Duration = Duration::from_secs(30);
 /// Manager messages taken at once when they arrive together.
 const MAX_BATCH: usize = 512;
 /// Periodic pass over what waits on the clock, on top of the passes over
 /// what the watches saw change (the orphan sweep brings a pass over
 /// everything).
 const SYNC_INTERVAL: Duration = Duration::from_secs(1);
-
-/// The waits between rounds of dials: from 200 ms, doubling to
-/// [`MAX_DELAY`], each with jitter of up to as much again, so agents that
-/// lost the same leader do not all dial its successor at once.
-pub fn reconnect_backoff() -> ExponentialBuilder {
-    ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(200))
-        .with_max_delay(MAX_DELAY)
-        .with_jitter()
-        .without_max_times()
-}
 
 pub struct Agent {
     pub dial: Dial,
@@ -71,8 +51,7 @@ impl Agent {
     /// Holds a session to the manager forever, reconnecting with backoff.
     pub async fn run(mut self) {
         self.mirrors.wait_ready().await;
-        let backoff = reconnect_backoff();
-        let mut delays = backoff.build();
+        let mut redial = Redial::new();
         loop {
             let started = Instant::now();
             let ended = match self.dial.endpoint() {
@@ -89,18 +68,7 @@ impl Agent {
                     }
                 }
             };
-            // The next session is sought at the next endpoint (with one,
-            // the same): a replica that served may since have stepped down.
-            // The backoff grows once per round of endpoints, so an agent
-            // tries every replica before it waits longer.
-            let round_over = self.dial.try_next();
-            if started.elapsed() >= STABLE_SESSION {
-                delays = backoff.build();
-            }
-            let delay = match round_over {
-                true => delays.next().unwrap_or(MAX_DELAY),
-                false => NEXT_ENDPOINT_DELAY,
-            };
+            let delay = redial.after(&mut self.dial, started.elapsed());
             warn!(reason = %ended, retry_in = ?delay, "session ended");
             tokio::time::sleep(delay).await;
         }

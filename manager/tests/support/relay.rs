@@ -102,6 +102,7 @@ pub async fn manager_with(limits: SessionLimits) -> Manager {
     let metrics = Arc::new(Metrics::new(
         Arc::clone(&fleet),
         Arc::new(DeletionPace::per_second(1.0)),
+        false,
     ));
     let (shutdown_trigger, shutdown) = jobrelay_process::Shutdown::new();
     let sessions = Arc::new(Sessions {

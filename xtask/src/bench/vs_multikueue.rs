@@ -192,40 +192,29 @@ async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::R
         kit::create_namespace(&cluster.client().await?, &ns).await;
     }
     let manager = set.manager().client().await?;
-    if system == System::KueueAlone {
-        kueue_objects::queue_named(
-            &manager,
-            &ns,
-            &ns,
-            kueue_objects::LOCAL_QUEUE,
-            QUOTA_CPU,
-            &[],
-        )
-        .await?;
-    }
-    if matches!(system, System::JobrelayKueue | System::MultiKueue) {
-        let check = match system {
-            System::MultiKueue => "multikueue",
-            _ => "jobrelay",
-        };
-        kueue_objects::queue_named(
-            &manager,
-            &ns,
-            &ns,
-            kueue_objects::LOCAL_QUEUE,
-            QUOTA_CPU,
-            &[check],
-        )
-        .await?;
-        for worker in set.workers() {
-            let client = worker.client().await?;
+    // The manager's queue (behind a check, or none for Kueue alone), and
+    // the workers' own behind a check.
+    let checks: Option<&[&str]> = match system {
+        System::KueueAlone => Some(&[]),
+        System::JobrelayKueue => Some(&["jobrelay"]),
+        System::MultiKueue => Some(&["multikueue"]),
+        System::Raw | System::Standalone => None,
+    };
+    if let Some(checks) = checks {
+        let mut queued = vec![(manager.clone(), checks)];
+        if !checks.is_empty() {
+            for worker in set.workers() {
+                queued.push((worker.client().await?, &[]));
+            }
+        }
+        for (client, checks) in queued {
             kueue_objects::queue_named(
                 &client,
                 &ns,
                 &ns,
                 kueue_objects::LOCAL_QUEUE,
                 QUOTA_CPU,
-                &[],
+                checks,
             )
             .await?;
         }

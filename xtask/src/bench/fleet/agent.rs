@@ -9,11 +9,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use backon::BackoffBuilder;
-use jobrelay_agent::dial::Dial;
-use jobrelay_agent::session::{
-    MAX_DELAY, NEXT_ENDPOINT_DELAY, OPEN_TIMEOUT, STABLE_SESSION, reconnect_backoff,
-};
+use jobrelay_agent::dial::{Dial, Redial};
+use jobrelay_agent::session::OPEN_TIMEOUT;
 use jobrelay_proto::kinds::JOB;
 use jobrelay_proto::v1::relay_client::RelayClient;
 use jobrelay_proto::v1::{
@@ -62,8 +59,7 @@ impl Agent {
     /// Holds a session forever, as the real agent's loop does.
     pub async fn run(mut self) {
         let mirrors: Mirrors = Arc::default();
-        let backoff = reconnect_backoff();
-        let mut delays = backoff.build();
+        let mut redial = Redial::new();
         loop {
             let started = Instant::now();
             if let Ok(endpoint) = self.dial.endpoint()
@@ -72,14 +68,7 @@ impl Agent {
             {
                 self.session(channel, &mirrors).await;
             }
-            let round_over = self.dial.try_next();
-            if started.elapsed() >= STABLE_SESSION {
-                delays = backoff.build();
-            }
-            let delay = match round_over {
-                true => delays.next().unwrap_or(MAX_DELAY),
-                false => NEXT_ENDPOINT_DELAY,
-            };
+            let delay = redial.after(&mut self.dial, started.elapsed());
             tokio::time::sleep(delay).await;
         }
     }
