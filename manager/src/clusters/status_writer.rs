@@ -214,7 +214,13 @@ pub fn desired_status(
         agent_version: Some(link.agent_version.clone())
             .filter(|v| !v.is_empty())
             .or(current.agent_version),
-        last_heartbeat_time: link.last_heard.map(Time).or(current.last_heartbeat_time),
+        // Whole seconds, as the API server keeps it: a finer time would
+        // never match what was read back, and a cluster heard from for the
+        // last time would be rewritten every interval for ever.
+        last_heartbeat_time: link
+            .last_heard
+            .map(|heard| Time(Timestamp::from_second(heard.as_second()).unwrap_or(heard)))
+            .or(current.last_heartbeat_time),
         active_mirrors: link.active_mirrors,
     }
 }
@@ -270,6 +276,36 @@ mod tests {
         assert_eq!(status.active_mirrors, 3);
         assert_eq!(status.agent_version.as_deref(), Some("0.1.0"));
         assert_eq!(status.last_heartbeat_time, Some(Time(at(5))));
+    }
+
+    #[test]
+    fn a_disconnected_cluster_once_written_needs_no_refresh() {
+        use crate::clusters::write_budget::{Due, due};
+        let heard = at(5).checked_add(SignedDuration::from_millis(250)).unwrap();
+        let link = Link {
+            connected: false,
+            since: Some(at(6)),
+            last_heard: Some(heard),
+            ..Default::default()
+        };
+        let written = desired_status(&cluster(None), &link, LOST_AFTER, at(7), at(0));
+        assert_eq!(
+            written.last_heartbeat_time,
+            Some(Time(at(5))),
+            "whole seconds"
+        );
+        let again = desired_status(
+            &cluster(Some(written.clone())),
+            &link,
+            LOST_AFTER,
+            at(50),
+            at(0),
+        );
+        let long = Some(Duration::from_secs(600));
+        assert_eq!(
+            due(Some(&written), &again, long, Duration::from_secs(30)),
+            Due::No
+        );
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! `cargo xtask bench --clusters N…`: the real manager (leader and follower,
 //! release build, production heartbeat and status intervals) on the real
-//! manager cluster, with a simulated fleet of N workers ([`super::fleet`]),
-//! grown size by size. The workers' cleanup delays are drawn from a direct
-//! cleanup measured first on a real worker. Per size: the leader's idle
-//! cost per cluster, WorkerCluster status writes, dispatch of many Jobs
-//! over the fleet, status, `/metrics`, the reconnect storm after the leader
-//! is killed, and cleanup.
+//! manager cluster, with a simulated fleet of workers ([`super::fleet`]).
+//! The workers' cleanup delays are drawn from a direct cleanup measured
+//! first on a real worker. First the leader's idle cost per cluster, the
+//! fleet grown size by size before any Job; then, on the largest fleet
+//! first and shrunk size by size: dispatch of many Jobs over the fleet,
+//! status, WorkerCluster status writes, `/metrics`, the reconnect storm
+//! after the leader is killed, and cleanup.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -237,7 +238,7 @@ async fn wait_connected(relay: &Relay, leader: usize, n: usize) -> anyhow::Resul
             let text = relay.replica_metrics(leader).await.unwrap_or_default();
             let connected = jobrelay_e2e::relay::metric_in(&text, "jobrelay_connected_clusters");
             match connected {
-                Some(c) if c as usize >= n => Seen::Ready(()),
+                Some(c) if c as usize == n => Seen::Ready(()),
                 other => Seen::Waiting(format!("{other:?} connected")),
             }
         })
