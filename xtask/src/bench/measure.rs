@@ -51,6 +51,15 @@ impl Recording {
     }
 }
 
+/// A task aborted when this is dropped.
+pub struct Aborted(pub tokio::task::JoinHandle<()>);
+
+impl Drop for Aborted {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Runs a watch on `api`, handing every event with the time it arrived to
 /// `note`, until stopped.
 pub fn recording<K>(

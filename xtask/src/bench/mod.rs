@@ -43,6 +43,7 @@ mod clusters_writes;
 mod figures;
 mod fleet;
 mod histogram;
+mod instant_check;
 mod jobs;
 mod jobsets;
 mod load;

@@ -6,6 +6,10 @@
 //! - Kueue alone: queued Jobs, a ClusterQueue with no admission check, run
 //!   on the manager cluster's own node — Kueue's own pace, the anchor for
 //!   the systems behind it;
+//! - Kueue with a check answered at once: the same, behind an AdmissionCheck
+//!   whose stand-in controller answers `Ready` as soon as quota is reserved
+//!   ([`super::instant_check`]) — Kueue's pace with a check, apart from the
+//!   check's controller;
 //! - jobrelay standalone: relayed Jobs, no queue;
 //! - jobrelay behind Kueue: queued Jobs, jobrelay's AdmissionCheck, the
 //!   workers opted in to worker-side Kueue (the mirror queued in the worker's
@@ -34,7 +38,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 
 use super::figures::{Figures, ratio};
+use super::instant_check;
 use super::machine::Run;
+use super::measure::Aborted;
 use super::measure::{self, Point, Timestamps, at_once, wait_all_within};
 use super::vs_multikueue_report::{Measured, Report, draw, print_table};
 use super::{
@@ -67,15 +73,17 @@ const SETTLE: Duration = Duration::from_secs(90);
 enum System {
     Raw,
     KueueAlone,
+    KueueCheck,
     Standalone,
     JobrelayKueue,
     MultiKueue,
 }
 
 impl System {
-    const ALL: [System; 5] = [
+    const ALL: [System; 6] = [
         System::Raw,
         System::KueueAlone,
+        System::KueueCheck,
         System::Standalone,
         System::JobrelayKueue,
         System::MultiKueue,
@@ -85,6 +93,7 @@ impl System {
         match self {
             System::Raw => "raw (straight on a worker)",
             System::KueueAlone => "Kueue alone (manager's node)",
+            System::KueueCheck => "Kueue, check answered at once",
             System::Standalone => "jobrelay standalone",
             System::JobrelayKueue => "jobrelay behind Kueue",
             System::MultiKueue => "MultiKueue v0.19.2",
@@ -95,6 +104,7 @@ impl System {
         let short = match self {
             System::Raw => "raw",
             System::KueueAlone => "kq",
+            System::KueueCheck => "kc",
             System::Standalone => "jr",
             System::JobrelayKueue => "jrq",
             System::MultiKueue => "mk",
@@ -108,6 +118,9 @@ impl System {
             System::Raw => "kube-apiserver and kube-controller-manager defaults",
             System::KueueAlone => {
                 "Kueue on the manager with client 200 QPS, burst 400; a ClusterQueue with no admission check; the Pods run on the manager cluster's node"
+            }
+            System::KueueCheck => {
+                "as Kueue alone, behind an AdmissionCheck a stand-in controller answers Ready as soon as quota is reserved"
             }
             System::Standalone => {
                 "jobrelay defaults (client 500 QPS, burst 1000), release build, log level info"
@@ -126,7 +139,9 @@ impl System {
         let job = TestJob::new(ns, name).run_for(run_for).cpu(JOB_CPU);
         match self {
             System::Raw => job,
-            System::KueueAlone => job.label(QUEUE_NAME_LABEL, kueue_objects::LOCAL_QUEUE),
+            System::KueueAlone | System::KueueCheck => {
+                job.label(QUEUE_NAME_LABEL, kueue_objects::LOCAL_QUEUE)
+            }
             System::Standalone => job.managed_by(MANAGED_BY),
             System::JobrelayKueue => job
                 .managed_by(MANAGED_BY)
@@ -148,6 +163,7 @@ pub async fn run(sizes: &[usize]) -> anyhow::Result<()> {
     }
     let relay = Relay::start_with(&set, release_options()).await?;
     super::multikueue_setup::prepare(&set).await?;
+    instant_check::prepare(&set.manager().client().await?).await?;
     let out = workspace_root().join("target").join("bench");
     std::fs::create_dir_all(&out)?;
     for &n in sizes {
@@ -196,13 +212,14 @@ async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::R
     // the workers' own behind a check.
     let checks: Option<&[&str]> = match system {
         System::KueueAlone => Some(&[]),
+        System::KueueCheck => Some(&[instant_check::CHECK]),
         System::JobrelayKueue => Some(&["jobrelay"]),
         System::MultiKueue => Some(&["multikueue"]),
         System::Raw | System::Standalone => None,
     };
     if let Some(checks) = checks {
         let mut queued = vec![(manager.clone(), checks)];
-        if !checks.is_empty() {
+        if matches!(system, System::JobrelayKueue | System::MultiKueue) {
             for worker in set.workers() {
                 queued.push((worker.client().await?, &[]));
             }
@@ -219,6 +236,9 @@ async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::R
             .await?;
         }
     }
+    // Answers the stand-in check while the system is measured.
+    let _answering =
+        (system == System::KueueCheck).then(|| Aborted(instant_check::answer(&manager, &ns)));
     // Where the Jobs are created: the manager, or the first worker for raw.
     let entry = match system {
         System::Raw => set.workers()[0].client().await?,
@@ -227,7 +247,7 @@ async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::R
     let jobs: Api<Job> = Api::namespaced(entry, &ns);
     // Where their Pods run: the workers, or the manager's node for Kueue alone.
     let run_on = match system {
-        System::KueueAlone => std::slice::from_ref(set.manager()),
+        System::KueueAlone | System::KueueCheck => std::slice::from_ref(set.manager()),
         _ => set.workers(),
     };
     let mut worker_jobs = Vec::new();
@@ -274,7 +294,10 @@ async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::R
     .await?;
     let on_worker =
         wait_all_within("every worker Job finished", &names, &on_worker, patience(n)).await?;
-    let status = if matches!(system, System::Raw | System::KueueAlone) {
+    let status = if matches!(
+        system,
+        System::Raw | System::KueueAlone | System::KueueCheck
+    ) {
         None
     } else {
         let on_manager = wait_all_within(

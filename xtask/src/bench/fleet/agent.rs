@@ -25,6 +25,7 @@ use tonic::transport::Channel;
 
 use super::Record;
 use super::worker::{self, CleanupDelays};
+use crate::bench::measure::Aborted;
 
 /// A mirror the simulated worker holds.
 #[derive(Debug, Clone)]
@@ -234,15 +235,6 @@ fn status(uid: &str, held: &Held) -> AgentMessage {
         phase: held.phase.into(),
         status: serde_json::to_vec(&held.status()).unwrap_or_default(),
     }))
-}
-
-/// A task aborted when this is dropped.
-struct Aborted(tokio::task::JoinHandle<()>);
-
-impl Drop for Aborted {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 fn message(kind: agent_message::Kind) -> AgentMessage {
