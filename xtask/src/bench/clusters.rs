@@ -40,6 +40,9 @@ const IDLE_WINDOW: Duration = Duration::from_secs(30);
 const STATUS_JOBS: usize = 500;
 /// Direct cleanups measured on the real worker.
 const CLEANUP_SAMPLES: usize = 300;
+/// The leader's metric of sessions open, and of WorkerClusters shown Connected.
+const SESSIONS: &str = "jobrelay_connected_clusters";
+const SHOWN_CONNECTED: &str = "jobrelay_cluster_connected";
 /// The longest any step may take before the bench gives up.
 const STEP_DEADLINE: Duration = Duration::from_secs(1800);
 
@@ -110,8 +113,8 @@ async fn idle_sweep(
         register_on(manager.clone(), new.iter().map(String::as_str)).await?;
         fleet.grow(new, &relay.manager_urls(), relay.ca())?;
         let leader = leader_of(manager).await?;
-        wait_connected(relay, leader, n).await?;
-        wait_shown_connected(relay, leader, n).await?;
+        wait_counted(relay, leader, SESSIONS, n).await?;
+        wait_counted(relay, leader, SHOWN_CONNECTED, n).await?;
         log(&format!("{n} simulated clusters connected"));
         let reading = idle(relay, leader)
             .await?
@@ -173,7 +176,7 @@ async fn one_size(
 ) -> anyhow::Result<Report> {
     let started = Instant::now();
     let mut leader = leader_of(manager).await?;
-    wait_connected(relay, leader, n).await?;
+    wait_counted(relay, leader, SESSIONS, n).await?;
     let writes = StatusWrites::start(manager).await?;
 
     let ns = format!("bench-clusters-{n}");
@@ -231,19 +234,29 @@ async fn one_size(
     })
 }
 
-/// Waits until the leader counts `n` sessions.
-async fn wait_connected(relay: &Relay, leader: usize, n: usize) -> anyhow::Result<()> {
+/// Waits until the leader's `metric`, summed over its labels, is `n`:
+/// `jobrelay_connected_clusters` counts sessions, `jobrelay_cluster_connected`
+/// the WorkerClusters whose status shows them Connected.
+async fn wait_counted(relay: &Relay, leader: usize, metric: &str, n: usize) -> anyhow::Result<()> {
     Ok(
-        wait::try_until(format!("{n} clusters connected"), STEP_DEADLINE, || async {
+        wait::try_until(format!("{metric} at {n}"), STEP_DEADLINE, || async {
             let text = relay.replica_metrics(leader).await.unwrap_or_default();
-            let connected = jobrelay_e2e::relay::metric_in(&text, "jobrelay_connected_clusters");
-            match connected {
-                Some(c) if c as usize == n => Seen::Ready(()),
-                other => Seen::Waiting(format!("{other:?} connected")),
+            let count = summed(&text, metric);
+            match count as usize == n {
+                true => Seen::Ready(()),
+                false => Seen::Waiting(format!("{count}")),
             }
         })
         .await?,
     )
+}
+
+/// The samples of `metric` in a `/metrics` text, summed over their labels.
+fn summed(text: &str, metric: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.split(['{', ' ']).next() == Some(metric))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
 }
 
 /// The leader's cost with the clusters connected and nothing to do.
@@ -255,28 +268,6 @@ async fn idle(relay: &Relay, leader: usize) -> anyhow::Result<Idle> {
     tokio::time::sleep(IDLE_WINDOW).await;
     let cpu = machine::cpu_seconds_of(pid) - cpu;
     Ok(Idle::measured(machine::rss_kib(pid), cpu, IDLE_WINDOW))
-}
-
-/// Waits until the WorkerClusters of `n` clusters show them Connected (the
-/// leader wrote their conditions), as the leader's cache reads them.
-async fn wait_shown_connected(relay: &Relay, leader: usize, n: usize) -> anyhow::Result<()> {
-    Ok(wait::try_until(
-        format!("{n} clusters shown Connected"),
-        STEP_DEADLINE,
-        || async {
-            let text = relay.replica_metrics(leader).await.unwrap_or_default();
-            let shown: f64 = text
-                .lines()
-                .filter(|l| l.starts_with("jobrelay_cluster_connected{"))
-                .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-                .sum();
-            match shown as usize == n {
-                true => Seen::Ready(()),
-                false => Seen::Waiting(format!("{shown} shown Connected")),
-            }
-        },
-    )
-    .await?)
 }
 
 /// Origin UID → manager Job name, for every Job in `api`'s namespace.
@@ -381,4 +372,16 @@ async fn storm(
         applied_again: reapplied_after - reapplied,
         deleted: fleet.record.deletes().len() - deletes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_metric_is_summed_over_its_labels_and_no_other_is() {
+        let text = "# TYPE x gauge\njobrelay_connected_clusters 3\njobrelay_cluster_connected{cluster=\"a\"} 1\njobrelay_cluster_connected{cluster=\"b\"} 0\njobrelay_cluster_connected{cluster=\"c\"} 1\n";
+        assert_eq!(summed(text, SESSIONS), 3.0);
+        assert_eq!(summed(text, SHOWN_CONNECTED), 2.0);
+    }
 }
