@@ -1,8 +1,8 @@
 //! What the MultiKueue comparison's queues rest on: MultiKueue's
 //! AdmissionCheck, `MultiKueueConfig` and a `MultiKueueCluster` per worker
 //! (its kubeconfig, certificates inline, in a Secret), jobrelay's
-//! AdmissionCheck, the workers' flavor, and the workers opted in to
-//! worker-side Kueue.
+//! AdmissionCheck, the workers' flavor; and the switch that opts the workers
+//! in to worker-side Kueue.
 
 use std::path::Path;
 
@@ -16,8 +16,7 @@ use super::vs_multikueue::{KUEUE_NAMESPACE, MULTIKUEUE};
 
 /// The objects every system's queues rest on: on the manager, jobrelay's and
 /// MultiKueue's AdmissionChecks, the MultiKueueConfig and a MultiKueueCluster
-/// (kubeconfig in a Secret) per worker; on each worker, the flavor; and the
-/// workers opted in to worker-side Kueue.
+/// (kubeconfig in a Secret) per worker; on each worker, the flavor.
 pub(super) async fn prepare(set: &ClusterSet) -> anyhow::Result<()> {
     let manager = set.manager().client().await?;
     kueue_objects::admission_check(&manager, "jobrelay", None).await?;
@@ -69,14 +68,21 @@ pub(super) async fn prepare(set: &ClusterSet) -> anyhow::Result<()> {
         }),
     )
     .await?;
+    Ok(())
+}
+
+/// Opts every worker in to worker-side Kueue (`spec.kueue: {}` on its
+/// WorkerCluster), or out of it.
+pub(super) async fn worker_side_kueue(set: &ClusterSet, on: bool) -> anyhow::Result<()> {
     let clusters: Api<jobrelay_manager::clusters::worker_cluster::WorkerCluster> =
-        Api::all(manager);
+        Api::all(set.manager().client().await?);
+    let kueue = if on { json!({}) } else { json!(null) };
     for worker in set.workers() {
         clusters
             .patch(
                 &worker.name,
                 &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"kueue": {}}})),
+                &Patch::Merge(json!({"spec": {"kueue": kueue}})),
             )
             .await?;
     }

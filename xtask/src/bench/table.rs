@@ -1,5 +1,7 @@
 //! The bench's table on standard output.
 
+use std::collections::BTreeMap;
+
 use super::Report;
 use super::figures::Figures;
 use super::{ceiling, histogram};
@@ -171,20 +173,26 @@ pub(super) fn print_table(r: &Report) {
         "manager reconciles failed so far (retried)", r.failed_reconciles
     );
     for (step, used) in &r.cpu_seconds {
-        let total: f64 = used.values().sum();
-        let mut used: Vec<_> = used.iter().filter(|(_, s)| **s >= 0.05).collect();
-        used.sort_by(|a, b| b.1.total_cmp(a.1));
-        let each: Vec<String> = used
-            .iter()
-            .map(|(program, s)| {
-                let per_job = **s * 1000.0 / r.run.jobs as f64;
-                format!("{program} {s:.1} s ({per_job:.1} ms/Job)")
-            })
-            .collect();
-        let per_job = total * 1000.0 / r.run.jobs as f64;
-        println!(
-            "CPU during {step}: {total:.1} s in all ({per_job:.1} ms/Job): {}",
-            each.join(", ")
-        );
+        print_cpu(step, used, r.run.jobs);
     }
+}
+
+/// One line: the CPU each program spent during `step` of `jobs` Jobs, the
+/// largest first, in seconds and per Job.
+pub(super) fn print_cpu(step: &str, used: &BTreeMap<String, f64>, jobs: usize) {
+    let total: f64 = used.values().sum();
+    let mut used: Vec<_> = used.iter().filter(|(_, s)| **s >= 0.05).collect();
+    used.sort_by(|a, b| b.1.total_cmp(a.1));
+    let each: Vec<String> = used
+        .iter()
+        .map(|(program, s)| {
+            let per_job = **s * 1000.0 / jobs as f64;
+            format!("{program} {s:.1} s ({per_job:.1} ms/Job)")
+        })
+        .collect();
+    let per_job = total * 1000.0 / jobs as f64;
+    println!(
+        "CPU during {step}: {total:.1} s in all ({per_job:.1} ms/Job): {}",
+        each.join(", ")
+    );
 }

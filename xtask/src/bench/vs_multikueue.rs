@@ -12,8 +12,10 @@
 //!   check's controller;
 //! - jobrelay standalone: relayed Jobs, no queue;
 //! - jobrelay behind Kueue: queued Jobs, jobrelay's AdmissionCheck, the
-//!   workers opted in to worker-side Kueue (the mirror queued in the worker's
-//!   Kueue too, as MultiKueue's remote Workloads are);
+//!   workers as they come (no Kueue of their own in the Jobs' way);
+//! - jobrelay behind Kueue on both: the same, the workers opted in to
+//!   worker-side Kueue (the mirror queued in the worker's Kueue too, as
+//!   MultiKueue's remote Workloads are);
 //! - MultiKueue: queued Jobs, the MultiKueue AdmissionCheck and
 //!   MultiKueueConfig naming both workers, their kubeconfigs in Secrets,
 //!   Kueue on each worker with the same queues.
@@ -21,7 +23,9 @@
 //! Each is measured on its own namespace: Jobs/s and the latency of created
 //! → Pod running on a worker, worker Job finished → the manager Job shows
 //! it, and deleted → Pods gone on the worker; then the Jobs and Pods left on
-//! the workers (leaks). Quotas are large enough never to limit.
+//! the workers (leaks); and the CPU each program spent from the first
+//! created Job to the last Pod running. Quotas are large enough never to
+//! limit.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -39,7 +43,7 @@ use kube::api::{Api, PostParams};
 
 use super::figures::{Figures, ratio};
 use super::instant_check;
-use super::machine::Run;
+use super::machine::{Run, Spent};
 use super::measure::Aborted;
 use super::measure::{self, Point, Timestamps, at_once, wait_all_within};
 use super::vs_multikueue_report::{Measured, Report, draw, print_table};
@@ -76,16 +80,18 @@ enum System {
     KueueCheck,
     Standalone,
     JobrelayKueue,
+    JobrelayBothKueues,
     MultiKueue,
 }
 
 impl System {
-    const ALL: [System; 6] = [
+    const ALL: [System; 7] = [
         System::Raw,
         System::KueueAlone,
         System::KueueCheck,
         System::Standalone,
         System::JobrelayKueue,
+        System::JobrelayBothKueues,
         System::MultiKueue,
     ];
 
@@ -96,6 +102,7 @@ impl System {
             System::KueueCheck => "Kueue, check answered at once",
             System::Standalone => "jobrelay standalone",
             System::JobrelayKueue => "jobrelay behind Kueue",
+            System::JobrelayBothKueues => "jobrelay, Kueue on both",
             System::MultiKueue => "MultiKueue v0.19.2",
         }
     }
@@ -107,6 +114,7 @@ impl System {
             System::KueueCheck => "kc",
             System::Standalone => "jr",
             System::JobrelayKueue => "jrq",
+            System::JobrelayBothKueues => "jrqq",
             System::MultiKueue => "mk",
         };
         format!("vs-{short}-{n}")
@@ -126,6 +134,9 @@ impl System {
                 "jobrelay defaults (client 500 QPS, burst 1000), release build, log level info"
             }
             System::JobrelayKueue => {
+                "as standalone; Kueue on the manager with client 200 QPS, burst 400; workers not opted in to worker-side Kueue (the default)"
+            }
+            System::JobrelayBothKueues => {
                 "as standalone; Kueue on the manager and workers with client 200 QPS, burst 400; workers opted in to worker-side Kueue"
             }
             System::MultiKueue => {
@@ -143,7 +154,7 @@ impl System {
                 job.label(QUEUE_NAME_LABEL, kueue_objects::LOCAL_QUEUE)
             }
             System::Standalone => job.managed_by(MANAGED_BY),
-            System::JobrelayKueue => job
+            System::JobrelayKueue | System::JobrelayBothKueues => job
                 .managed_by(MANAGED_BY)
                 .label(QUEUE_NAME_LABEL, kueue_objects::LOCAL_QUEUE),
             System::MultiKueue => job
@@ -193,12 +204,12 @@ async fn compare(set: &ClusterSet, n: usize) -> anyhow::Result<Report> {
             .find(|m: &&Measured| m.system == system.name())
             .map_or(0.0, |m| m.running.jobs_per_second)
     };
-    let behind_kueue_ratio_to_kueue_alone =
-        ratio(pace(System::JobrelayKueue), pace(System::KueueAlone));
+    let alone = pace(System::KueueAlone);
     Ok(Report {
         run: run.ended(),
+        behind_kueue_ratio_to_kueue_alone: ratio(pace(System::JobrelayKueue), alone),
+        both_kueues_ratio_to_kueue_alone: ratio(pace(System::JobrelayBothKueues), alone),
         systems,
-        behind_kueue_ratio_to_kueue_alone,
     })
 }
 
@@ -213,13 +224,13 @@ async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::R
     let checks: Option<&[&str]> = match system {
         System::KueueAlone => Some(&[]),
         System::KueueCheck => Some(&[instant_check::CHECK]),
-        System::JobrelayKueue => Some(&["jobrelay"]),
+        System::JobrelayKueue | System::JobrelayBothKueues => Some(&["jobrelay"]),
         System::MultiKueue => Some(&["multikueue"]),
         System::Raw | System::Standalone => None,
     };
     if let Some(checks) = checks {
         let mut queued = vec![(manager.clone(), checks)];
-        if matches!(system, System::JobrelayKueue | System::MultiKueue) {
+        if matches!(system, System::JobrelayBothKueues | System::MultiKueue) {
             for worker in set.workers() {
                 queued.push((worker.client().await?, &[]));
             }
@@ -235,6 +246,10 @@ async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::R
             )
             .await?;
         }
+    }
+    if matches!(system, System::JobrelayKueue | System::JobrelayBothKueues) {
+        let both = system == System::JobrelayBothKueues;
+        super::multikueue_setup::worker_side_kueue(set, both).await?;
     }
     // Answers the stand-in check while the system is measured.
     let _answering =
@@ -280,6 +295,11 @@ async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::R
                 .await?,
         );
     }
+    let spent = Spent::new(
+        &set.state_dir,
+        set.clusters.iter().map(|c| c.name.clone()).collect(),
+    );
+    let before = spent.sample();
     let created = at_once(&names, |name| {
         let (jobs, job) = (jobs.clone(), system.job(&ns, &name, SHORT_RUN));
         async move { jobs.create(&PostParams::default(), &job).await.map(|_| ()) }
@@ -292,6 +312,7 @@ async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::R
         patience(n),
     )
     .await?;
+    let cpu_to_running = spent.sample().since(&before);
     let on_worker =
         wait_all_within("every worker Job finished", &names, &on_worker, patience(n)).await?;
     let status = if matches!(
@@ -371,6 +392,7 @@ async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::R
         deleted_pods_gone: Figures::between(&names, &deleted, &pods_gone),
         leaked_jobs,
         leaked_pods,
+        cpu_to_running,
         latencies: [
             running_seconds,
             status_seconds,

@@ -1,6 +1,7 @@
 //! What the MultiKueue comparison reports: each system's figures, the table
 //! printed to standard output and the chart of latency distributions.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Serialize;
@@ -23,6 +24,9 @@ pub(super) struct Measured {
     /// Jobs and Pods of the namespace left on the workers afterwards.
     pub(super) leaked_jobs: usize,
     pub(super) leaked_pods: usize,
+    /// CPU seconds by program from the first Job created to the last Pod
+    /// running.
+    pub(super) cpu_to_running: BTreeMap<String, f64>,
     #[serde(skip)]
     pub(super) latencies: [Vec<f64>; 3],
 }
@@ -34,6 +38,8 @@ pub(super) struct Report {
     pub(super) systems: Vec<Measured>,
     /// jobrelay behind Kueue's Jobs/s over Kueue alone's.
     pub(super) behind_kueue_ratio_to_kueue_alone: f64,
+    /// The same with the workers' Kueue in the way too.
+    pub(super) both_kueues_ratio_to_kueue_alone: f64,
 }
 
 pub(super) fn print_table(r: &Report) {
@@ -86,9 +92,13 @@ pub(super) fn print_table(r: &Report) {
     }
     println!("(latencies in ms; leaks: Jobs + Pods left on the workers)");
     println!(
-        "jobrelay behind Kueue keeps {:.2} of Kueue's own pace",
-        r.behind_kueue_ratio_to_kueue_alone
+        "jobrelay behind Kueue keeps {:.2} of Kueue's own pace; with Kueue on the workers too, {:.2}",
+        r.behind_kueue_ratio_to_kueue_alone, r.both_kueues_ratio_to_kueue_alone
     );
+    for s in &r.systems {
+        let step = format!("{}, created -> running", s.system);
+        super::table::print_cpu(&step, &s.cpu_to_running, r.run.jobs);
+    }
 }
 
 pub(super) fn draw(path: &Path, r: &Report) -> anyhow::Result<()> {
