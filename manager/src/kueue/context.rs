@@ -9,6 +9,7 @@ use kube::runtime::reflector::Store;
 use tokio::sync::mpsc;
 
 use super::Reservations;
+use super::answers::Answers;
 use super::types::{AdmissionCheck, ResourceFlavor};
 use crate::clusters::registry::Registry;
 use crate::clusters::worker_cluster_set::WorkerClusterSet;
@@ -27,6 +28,8 @@ pub struct Context {
     pub registry: Registry,
     pub fleet: Arc<Fleet>,
     pub reservations: Arc<Reservations>,
+    /// The check states written that the Workload cache may not show yet.
+    pub answers: Answers,
     /// Wakes the Job controller for a Job.
     pub triggers: mpsc::UnboundedSender<Key>,
     /// A rejection shows on the Job too.

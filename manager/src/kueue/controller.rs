@@ -21,6 +21,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tracing::{debug, info, instrument, warn};
 
+use super::answers;
 use super::check::{self, CheckState, CheckStep};
 pub use super::context::Context;
 use super::types::{AdmissionCheck, Workload};
@@ -177,11 +178,13 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
     match step {
         CheckStep::Idle => {
             ctx.reservations.release(&job_uid);
+            ctx.answers.forget(&workload.uid().unwrap_or_default());
             Ok(Action::await_change())
         }
         CheckStep::Wait(after) => Ok(Action::requeue(after)),
         CheckStep::Admitted(after) => {
             ctx.reservations.release(&job_uid);
+            ctx.answers.forget(&workload.uid().unwrap_or_default());
             Ok(Action::requeue(after))
         }
         CheckStep::Reserve(after) => {
@@ -274,6 +277,19 @@ impl Answer<'_> {
         requeue_after: Option<Duration>,
     ) -> Result<Action, Error> {
         let (workload, checks, ctx) = (self.workload, self.checks, self.ctx);
+        let uid = workload.uid().unwrap_or_default();
+        let answer = answers::Answer {
+            state,
+            message: message.to_string(),
+            reservation: workload.reserved_at().to_string(),
+        };
+        if !ctx.answers.to_write(&uid, &answer) {
+            debug!(
+                state = state.as_str(),
+                "answer written, not yet seen in the cache"
+            );
+            return Ok(Action::requeue(answers::ECHO_WITHIN));
+        }
         let name = workload.name_any();
         let namespace = workload.namespace().unwrap_or_default();
         let now = Timestamp::now().to_string();
@@ -319,6 +335,7 @@ impl Answer<'_> {
                 ),
                 source,
             })?;
+        ctx.answers.written(&uid, answer);
         Ok(Action::await_change())
     }
 }

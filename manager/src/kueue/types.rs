@@ -85,6 +85,8 @@ pub struct Condition {
     pub reason: Option<String>,
     #[serde(default)]
     pub message: Option<String>,
+    #[serde(default)]
+    pub last_transition_time: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
@@ -175,6 +177,14 @@ impl Workload {
     /// Whether a condition of this type is `True`.
     pub fn has(&self, type_: &str) -> bool {
         self.true_condition(type_).is_some()
+    }
+
+    /// When quota was reserved, while it is: tells one reservation from the
+    /// next.
+    pub fn reserved_at(&self) -> &str {
+        self.true_condition("QuotaReserved")
+            .and_then(|c| c.last_transition_time.as_deref())
+            .unwrap_or_default()
     }
 
     /// The reason of a condition of this type while it is `True`.

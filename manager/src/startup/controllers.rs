@@ -64,6 +64,7 @@ pub(super) fn start(
         registry: ctx.registry.clone(),
         fleet: Arc::clone(&ctx.fleet),
         reservations: Arc::clone(&ctx.reservations),
+        answers: Default::default(),
         triggers: inputs.triggers,
         events: ctx.events.clone(),
         avoid_after_pods_not_ready: ctx.config.kueue.avoid_after_pods_not_ready,
