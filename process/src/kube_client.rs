@@ -86,34 +86,44 @@ pub async fn config(kubeconfig: Option<&Path>) -> Result<kube::Config, crate::Er
 
 /// A client of the API server [`config`] finds, with kube's usual stack
 /// (authentication, TLS, retries, tracing) behind the rate limit, each
-/// request timed ([`crate::kube_api_timing`]). Logs the limit once; while
-/// requests have to wait, an info line says how many did, at most every ten
-/// seconds.
+/// request timed ([`crate::kube_api_timing`]) and naming `user_agent` (so
+/// the API server's audit log tells jobrelay's requests from others'). Logs
+/// the limit once; while requests have to wait, an info line says how many
+/// did, at most every ten seconds.
 pub async fn client(
     kubeconfig: Option<&Path>,
     limit: RateLimit,
+    user_agent: &str,
 ) -> Result<kube::Client, crate::Error> {
-    let config = config(kubeconfig).await?;
+    let config = config_as(kubeconfig, user_agent).await?;
     let builder = kube::client::ClientBuilder::try_from(config)?.with_layer(&TimingLayer);
     Ok(limited(builder, limit).build())
 }
 
-/// Like [`client`], with `fence` in front of its writes, and `user_agent` in
-/// every request (so the API server's audit log tells replicas apart).
+/// Like [`client`], with `fence` in front of its writes.
 pub async fn fenced_client(
     kubeconfig: Option<&Path>,
     limit: RateLimit,
     fence: Fence,
     user_agent: &str,
 ) -> Result<kube::Client, crate::Error> {
-    let mut config = config(kubeconfig).await?;
-    let agent = http::HeaderValue::from_str(user_agent)
-        .map_err(|_| crate::Error::UserAgent(user_agent.to_string()))?;
-    config.headers.push((http::header::USER_AGENT, agent));
+    let config = config_as(kubeconfig, user_agent).await?;
     let builder = kube::client::ClientBuilder::try_from(config)?
         .with_layer(&TimingLayer)
         .with_layer(&FenceLayer { fence });
     Ok(limited(builder, limit).build())
+}
+
+/// [`config`], naming `user_agent` in every request.
+async fn config_as(
+    kubeconfig: Option<&Path>,
+    user_agent: &str,
+) -> Result<kube::Config, crate::Error> {
+    let mut config = config(kubeconfig).await?;
+    let agent = http::HeaderValue::from_str(user_agent)
+        .map_err(|_| crate::Error::UserAgent(user_agent.to_string()))?;
+    config.headers.push((http::header::USER_AGENT, agent));
+    Ok(config)
 }
 
 /// `builder` behind the rate limit `limit`.

@@ -48,9 +48,17 @@ pub async fn run(args: Args) -> Result<(), Error> {
     let metrics = std::sync::Arc::new(Metrics::new());
     let mut metrics_server = startup::serve_metrics(&args, &metrics, &tasks).await?;
     let (config, policy) = startup::read_config(&args)?;
-    let client =
-        jobrelay_process::kube_client::client(args.process.kubeconfig.as_deref(), kube_api_limit)
-            .await?;
+    let user_agent = format!(
+        "jobrelay-agent/{} ({})",
+        env!("CARGO_PKG_VERSION"),
+        args.cluster
+    );
+    let client = jobrelay_process::kube_client::client(
+        args.process.kubeconfig.as_deref(),
+        kube_api_limit,
+        &user_agent,
+    )
+    .await?;
     let deletions = DeletionPace::per_second(args.deletions_per_second);
     startup::clean_terminated_pods(&client, config, &args.origin, &deletions, &tasks).await?;
     let served = startup::served_kinds(&client).await?;
