@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::certs::Pki;
-use crate::cluster::{Error, MANAGER};
+use crate::cluster::Error;
 
 /// The worker whose API server refuses streamed lists (`WatchList` off, as
 /// on Kubernetes 1.33 by default), so every run has an agent on each kind of
@@ -12,7 +12,7 @@ use crate::cluster::{Error, MANAGER};
 pub const PAGED_LISTS_ONLY: &str = "worker-2";
 
 /// The kube-apiserver flags of cluster `name`, listening on `port`, its
-/// state under `dir`; the manager's also writes an audit log.
+/// state under `dir`, where it writes its audit log.
 pub(crate) fn apiserver_args(
     name: &str,
     port: u16,
@@ -22,10 +22,7 @@ pub(crate) fn apiserver_args(
 ) -> Result<Vec<String>, Error> {
     let sa_key = pki.service_account_key.display();
     let sa_public = pki.service_account_public_key.display();
-    let audit = match name == MANAGER {
-        true => crate::audit::flags(dir)?,
-        false => Vec::new(),
-    };
+    let audit = crate::audit::flags(dir)?;
     let paged_only = match name == PAGED_LISTS_ONLY {
         true => vec!["--feature-gates=WatchList=false".to_string()],
         false => Vec::new(),

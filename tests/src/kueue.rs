@@ -140,7 +140,10 @@ impl Kueue {
     }
 }
 
-/// Kueue's configuration file for a process on loopback.
+/// Kueue's configuration file for a process on loopback: the controllers'
+/// concurrency and the client's rate as Kueue's release ships them
+/// (`config/components/manager/controller_manager_config.yaml`), what a
+/// platform team installing Kueue runs.
 fn configuration(
     dir: &Path,
     webhook_port: u16,
@@ -168,9 +171,18 @@ leaderElection:
   leaderElect: false
 internalCertManagement:
   enable: false
+controller:
+  groupKindConcurrency:
+    Job.batch: 5
+    Pod: 5
+    Workload.kueue.x-k8s.io: 10
+    LocalQueue.kueue.x-k8s.io: 5
+    Cohort.kueue.x-k8s.io: 1
+    ClusterQueue.kueue.x-k8s.io: 5
+    ResourceFlavor.kueue.x-k8s.io: 1
 clientConnection:
-  qps: 200
-  burst: 400
+  qps: 300
+  burst: 500
 integrations:
   frameworks: [{}]
 ",

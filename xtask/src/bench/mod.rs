@@ -52,6 +52,7 @@ mod measure;
 mod multikueue_setup;
 mod one_size;
 mod replicas;
+mod requests;
 mod resync;
 mod rollout;
 mod status;

@@ -42,7 +42,6 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 
 use super::figures::{Figures, ratio};
-use super::instant_check;
 use super::machine::{Run, Spent};
 use super::measure::Aborted;
 use super::measure::{self, Point, Timestamps, at_once, wait_all_within};
@@ -50,6 +49,7 @@ use super::vs_multikueue_report::{Measured, Report, draw, print_table};
 use super::{
     PodPoint, delete_all, left_after, record_pods, release_options, settled, start_clusters,
 };
+use super::{instant_check, requests};
 use crate::{log, workspace_root};
 
 /// MultiKueue's controller name, and the manager value of `spec.managedBy`
@@ -125,7 +125,7 @@ impl System {
         match self {
             System::Raw => "kube-apiserver and kube-controller-manager defaults",
             System::KueueAlone => {
-                "Kueue on the manager with client 200 QPS, burst 400; a ClusterQueue with no admission check; the Pods run on the manager cluster's node"
+                "Kueue on the manager as its release configures it (client 300 QPS, burst 500; Job and Workload controllers 5 and 10 at once); a ClusterQueue with no admission check; the Pods run on the manager cluster's node"
             }
             System::KueueCheck => {
                 "as Kueue alone, behind an AdmissionCheck a stand-in controller answers Ready as soon as quota is reserved"
@@ -134,13 +134,13 @@ impl System {
                 "jobrelay defaults (client 500 QPS, burst 1000), release build, log level info"
             }
             System::JobrelayKueue => {
-                "as standalone; Kueue on the manager with client 200 QPS, burst 400; workers not opted in to worker-side Kueue (the default)"
+                "as standalone; Kueue on the manager as its release configures it (client 300 QPS, burst 500; Job and Workload controllers 5 and 10 at once); workers not opted in to worker-side Kueue (the default)"
             }
             System::JobrelayBothKueues => {
-                "as standalone; Kueue on the manager and workers with client 200 QPS, burst 400; workers opted in to worker-side Kueue"
+                "as standalone; Kueue on the manager and workers as its release configures it (client 300 QPS, burst 500; Job and Workload controllers 5 and 10 at once); workers opted in to worker-side Kueue"
             }
             System::MultiKueue => {
-                "Kueue on the manager and workers with client 200 QPS, burst 400; MultiKueue v0.19.2 builds its worker clients from the kubeconfig alone, at client-go's default 5 QPS, burst 10 (not configurable in that release)"
+                "Kueue on the manager and workers as its release configures it (client 300 QPS, burst 500; Job and Workload controllers 5 and 10 at once); MultiKueue v0.19.2 builds its worker clients from the kubeconfig alone, at client-go's default 5 QPS, burst 10 (not configurable in that release)"
             }
         }
     }
@@ -300,6 +300,7 @@ async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::R
         set.clusters.iter().map(|c| c.name.clone()).collect(),
     );
     let before = spent.sample();
+    let mark = requests::Mark::take(set);
     let created = at_once(&names, |name| {
         let (jobs, job) = (jobs.clone(), system.job(&ns, &name, SHORT_RUN));
         async move { jobs.create(&PostParams::default(), &job).await.map(|_| ()) }
@@ -313,6 +314,7 @@ async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::R
     )
     .await?;
     let cpu_to_running = spent.sample().since(&before);
+    let requests_to_running = mark.since(n);
     let on_worker =
         wait_all_within("every worker Job finished", &names, &on_worker, patience(n)).await?;
     let status = if matches!(
@@ -393,6 +395,7 @@ async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::R
         leaked_jobs,
         leaked_pods,
         cpu_to_running,
+        requests_to_running,
         latencies: [
             running_seconds,
             status_seconds,

@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::chart::{self, Panel, Series};
 use super::figures::Figures;
 use super::machine::Run;
+use super::requests::{self, Count};
 
 /// One system's figures.
 #[derive(Debug, Serialize)]
@@ -27,6 +28,8 @@ pub(super) struct Measured {
     /// CPU seconds by program from the first Job created to the last Pod
     /// running.
     pub(super) cpu_to_running: BTreeMap<String, f64>,
+    /// The requests each client made of each API server over the same span.
+    pub(super) requests_to_running: Vec<Count>,
     #[serde(skip)]
     pub(super) latencies: [Vec<f64>; 3],
 }
@@ -98,6 +101,13 @@ pub(super) fn print_table(r: &Report) {
     for s in &r.systems {
         let step = format!("{}, created -> running", s.system);
         super::table::print_cpu(&step, &s.cpu_to_running, r.run.jobs);
+        println!(
+            "  requests per Job: {}",
+            requests::totals(&s.requests_to_running)
+        );
+        for line in requests::describe(&s.requests_to_running, "jobrelay", 0.05) {
+            println!("  jobrelay's, per Job: {line}");
+        }
     }
 }
 
