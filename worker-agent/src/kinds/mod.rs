@@ -41,8 +41,9 @@ pub trait MirrorKind: Object {
     /// Finished for good: nothing applied later changes how it ran.
     fn is_finished(&self) -> bool;
 
-    /// Drops from a cached mirror what no report reads; applies read the
-    /// object they update from the API server, not from the cache.
+    /// Drops from a cached mirror what no report reads; an apply that must
+    /// read the object it updates (its pod template, say) reads it from the
+    /// API server, not from the cache.
     fn keep_what_is_reported(&mut self);
 
     /// Its status as the API server shows it, JSON-encoded (`{}` when it
@@ -80,9 +81,11 @@ pub trait Mirror: Send + Sync + std::fmt::Debug {
     fn kind_name(&self) -> KindName;
     fn mirror_phase(&self) -> MirrorPhase;
     fn status_bytes(&self) -> serde_json::Result<Vec<u8>>;
+    /// The object as its own kind, to be downcast.
+    fn as_any(&self) -> &dyn std::any::Any;
 }
 
-impl<K: MirrorKind> Mirror for K {
+impl<K: MirrorKind + 'static> Mirror for K {
     fn object_meta(&self) -> &ObjectMeta {
         self.meta()
     }
@@ -97,6 +100,10 @@ impl<K: MirrorKind> Mirror for K {
 
     fn status_bytes(&self) -> serde_json::Result<Vec<u8>> {
         self.status_json()
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 

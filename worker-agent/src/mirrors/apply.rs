@@ -109,12 +109,24 @@ impl Mirrors {
             let instance = self.instance.clone();
             let policy = Arc::clone(&self.policy);
             let served = self.objects.served();
+            let cached: Vec<_> = self
+                .objects
+                .of([&apply.origin_uid])
+                .into_values()
+                .flatten()
+                .collect();
             let (slots, answers) = (Arc::clone(&self.apply_slots), self.answers.clone());
             tokio::spawn(async move {
                 // `self.apply_slots` is never closed.
                 let _slot = slots.acquire().await;
-                let result =
-                    try_apply(&client, (&origin, &instance), &policy, &served, &apply).await;
+                let result = try_apply(
+                    &client,
+                    (&origin, &instance),
+                    &policy,
+                    &served,
+                    (&apply, &cached),
+                )
+                .await;
                 let _ = answers.send(Applied { apply, result });
             });
         }

@@ -1,6 +1,9 @@
 //! Writing one mirror to the worker: create the Job the manager sent, or
 //! update this origin's mirror to its newer revision, never touching a
-//! same-named Job that is not this origin's.
+//! same-named Job that is not this origin's. A revision of a mirror the
+//! agent's cache shows is applied in one request, on condition that the
+//! mirror is still the one the cache shows (its resourceVersion); else, and
+//! for a new mirror, the Job is created, or read and then updated.
 
 use jobrelay_process::jobset::JobSet;
 use jobrelay_proto::kinds::KindName;
@@ -14,36 +17,40 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use tracing::{debug, info};
 
+use std::sync::Arc;
+
 use super::FIELD_MANAGER;
-use crate::kinds::{self, MirrorKind, Prepare};
+use crate::kinds::{self, Mirror, MirrorKind, Prepare};
 use crate::namespaces::{NamespacePolicy, Verdict};
 use crate::report::{ApplyFailure, apply_failure, revision_of};
 
 /// Creates the mirror `apply` carries, or updates this origin's one to its
 /// revision, labelled with the manager `instance` of the session; refuses a
-/// kind the agent does not mirror.
+/// kind the agent does not mirror. `cached` holds the cache's objects of the
+/// mirror's origin UID.
 pub(super) async fn try_apply(
     client: &kube::Client,
     session: (&str, &str),
     policy: &NamespacePolicy,
     served: &[KindName],
-    apply: &ApplyMirror,
+    (apply, cached): (&ApplyMirror, &[Arc<dyn Mirror>]),
 ) -> Result<(), ApplyFailure> {
     let kind = apply.kind.as_ref();
     if Job::NAME.is(kind) {
-        write::<Job>(client, session, policy, apply).await
+        write::<Job>(client, session, policy, apply, cached).await
     } else if JobSet::NAME.is(kind) && served.contains(&JobSet::NAME) {
-        write::<JobSet>(client, session, policy, apply).await
+        write::<JobSet>(client, session, policy, apply, cached).await
     } else {
         Err(kinds::not_mirrored(kind, served))
     }
 }
 
-async fn write<K: MirrorKind>(
+async fn write<K: MirrorKind + 'static>(
     client: &kube::Client,
     (origin, instance): (&str, &str),
     policy: &NamespacePolicy,
     apply: &ApplyMirror,
+    cached: &[Arc<dyn Mirror>],
 ) -> Result<(), ApplyFailure> {
     let mut job: K = read_mirror(origin, instance, apply)?;
     let (Some(namespace), name) = (job.namespace(), job.name_any()) else {
@@ -54,6 +61,24 @@ async fn write<K: MirrorKind>(
     };
     admitted(client, policy, &namespace).await?;
     let api: Api<K> = Api::namespaced(client.clone(), &namespace);
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let cached = cached
+        .iter()
+        .find_map(|m| m.as_any().downcast_ref::<K>())
+        .filter(|c| c.namespace() == job.namespace() && c.name_any() == name);
+    if let Some(version) = update_in_place(cached, &job, origin, apply) {
+        let mut pinned = job.clone();
+        pinned.meta_mut().resource_version = Some(version);
+        match api.patch(&name, &params, &Patch::Apply(&pinned)).await {
+            Ok(_) => {
+                info!(uid = %apply.origin_uid, %namespace, %name, revision = apply.revision, "mirror updated");
+                return Ok(());
+            }
+            Err(error) => {
+                debug!(%error, %name, "the cached mirror is out of date; reading it");
+            }
+        }
+    }
     let Some(existing) = create_or_find(&api, &job).await? else {
         info!(uid = %apply.origin_uid, %namespace, %name, revision = apply.revision, "mirror created");
         return Ok(());
@@ -80,7 +105,6 @@ async fn write<K: MirrorKind>(
     if !queued_here {
         prepare(&api, &name, K::before_update(&existing, &job)).await?;
     }
-    let params = PatchParams::apply(FIELD_MANAGER).force();
     api.patch(&name, &params, &Patch::Apply(&job))
         .await
         .map_err(|e| apply_failure(&e))?;
@@ -135,6 +159,26 @@ fn read_mirror<K: MirrorKind>(
             .insert(MANAGER_INSTANCE_LABEL.into(), instance.into());
     }
     Ok(job)
+}
+
+/// The resourceVersion to apply `desired` against when the cached copy of
+/// the mirror shows that applying it is all the update takes: this origin's
+/// mirror of the same object, not being deleted, at an older revision,
+/// unfinished, not queued in the worker's own Kueue (whose fields the cache
+/// does not keep), with nothing to write first.
+fn update_in_place<K: MirrorKind>(
+    cached: Option<&K>,
+    desired: &K,
+    origin: &str,
+    apply: &ApplyMirror,
+) -> Option<String> {
+    let cached = cached?;
+    let plain = ours_to_update(cached, origin, apply).is_ok()
+        && revision_of(cached.meta()) < apply.revision
+        && !cached.is_finished()
+        && !desired.labels().contains_key(QUEUE_NAME_LABEL)
+        && K::before_update(cached, desired).is_empty();
+    plain.then(|| cached.resource_version()).flatten()
 }
 
 /// Creates `job`; `None` once created, else the Job of that name already
@@ -269,50 +313,5 @@ async fn admitted(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn job(suspend: bool) -> Job {
-        serde_json::from_value(serde_json::json!({"spec": {"suspend": suspend, "template": {}}}))
-            .unwrap()
-    }
-
-    #[test]
-    fn a_mirror_queued_in_the_workers_kueue_keeps_what_that_kueue_owns() {
-        let labelled = |mut job: Job, queue: &str| {
-            job.metadata.labels = Some([(QUEUE_NAME_LABEL.to_string(), queue.to_string())].into());
-            job
-        };
-        let existing = labelled(job(false), "batch");
-        let mut desired = labelled(job(true), "batch-renamed");
-        assert!(keep_what_the_workers_kueue_owns(&mut desired, &existing));
-        assert_eq!(desired.spec.as_ref().unwrap().suspend, Some(false));
-        assert_eq!(desired.metadata.labels.unwrap()[QUEUE_NAME_LABEL], "batch");
-
-        let mut unqueued = job(true);
-        assert!(!keep_what_the_workers_kueue_owns(&mut unqueued, &existing));
-        assert_eq!(unqueued.spec.unwrap().suspend, Some(true));
-    }
-
-    #[tokio::test]
-    async fn a_kind_the_agent_does_not_mirror_is_refused_before_anything_is_read() {
-        let apply = ApplyMirror {
-            origin_uid: "u".into(),
-            revision: 1,
-            object: b"{}".to_vec(),
-            kind: Some(jobrelay_proto::kinds::JOBSET.to_wire()),
-        };
-        // A client that reaches nothing: the refusal needs no API server.
-        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
-        let client = kube::Client::try_from(config).unwrap();
-        let policy = NamespacePolicy::everywhere(None);
-        let refusal = try_apply(&client, ("hub", ""), &policy, &[], &apply).await;
-        assert!(
-            matches!(
-                &refusal,
-                Err(ApplyFailure::Refused(RejectReason::KindNotMirrored, _))
-            ),
-            "{refusal:?}"
-        );
-    }
-}
+#[path = "write_tests.rs"]
+mod tests;

@@ -1,11 +1,15 @@
-//! What the machine spent while the bench measured: each program's CPU,
-//! a process's peak memory, the load averages and a run's wall time.
+//! What the machine spent while the bench measured: each program's CPU and
+//! each client's API requests, a process's peak memory, the load averages
+//! and a run's wall time.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::Instant;
 
+use jobrelay_e2e::cluster::ClusterSet;
 use serde::Serialize;
+
+use super::requests::{Count, Mark};
 
 /// Peak resident set size (VmHWM) of a process, in KiB.
 pub fn peak_rss_kib(pid: u32) -> u64 {
@@ -91,32 +95,53 @@ impl CpuSample {
     }
 }
 
-/// CPU seconds per program during each named step of one bench.
+/// CPU seconds per program, and the requests each client made of each API
+/// server, during each named step of one bench.
 pub struct Spent {
-    state_dir: std::path::PathBuf,
-    clusters: Vec<String>,
+    set: ClusterSet,
+    jobs: usize,
     pub by_step: BTreeMap<String, BTreeMap<String, f64>>,
+    pub requests_by_step: BTreeMap<String, Vec<Count>>,
+}
+
+/// Where a step begins: each program's CPU and each audit log's length.
+pub struct Sample {
+    cpu: CpuSample,
+    audit: Mark,
 }
 
 impl Spent {
-    /// For the bench whose state folder is `state_dir`, serving `clusters`.
-    pub fn new(state_dir: &Path, clusters: Vec<String>) -> Spent {
+    /// For the bench of the clusters `set`, `jobs` Jobs a step.
+    pub fn new(set: &ClusterSet, jobs: usize) -> Spent {
         Spent {
-            state_dir: state_dir.to_path_buf(),
-            clusters,
+            set: set.clone(),
+            jobs,
             by_step: BTreeMap::new(),
+            requests_by_step: BTreeMap::new(),
         }
     }
 
     /// Where a step begins.
-    pub fn sample(&self) -> CpuSample {
-        CpuSample::take(&self.state_dir, &self.clusters)
+    pub fn sample(&self) -> Sample {
+        let clusters: Vec<String> = self.set.clusters.iter().map(|c| c.name.clone()).collect();
+        Sample {
+            cpu: CpuSample::take(&self.set.state_dir, &clusters),
+            audit: Mark::take(&self.set),
+        }
+    }
+
+    /// What was spent from `before` until now: CPU seconds by program, and
+    /// requests per Job.
+    pub fn since(&self, before: &Sample) -> (BTreeMap<String, f64>, Vec<Count>) {
+        let cpu = self.sample().cpu.since(&before.cpu);
+        (cpu, before.audit.since(self.jobs))
     }
 
     /// Records what was spent from `before` until now as `step`.
-    pub fn record(&mut self, step: &str, before: &CpuSample) {
-        let used = self.sample().since(before);
-        self.by_step.insert(step.to_string(), used);
+    pub fn record(&mut self, step: &str, before: &Sample) {
+        let (cpu, requests) = self.since(before);
+        self.by_step.insert(step.to_string(), cpu);
+        self.requests_by_step.insert(step.to_string(), requests);
     }
 }
 

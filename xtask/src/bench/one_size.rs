@@ -18,6 +18,7 @@ use super::jobs::{
 };
 use super::machine::{Run, Spent};
 use super::measure::{self, Point, Timestamps, at_once, wait_all};
+use super::requests::Count;
 use super::{backlog, ceiling, histogram, load, replicas, resync, rollout, status};
 use crate::log;
 
@@ -83,6 +84,9 @@ pub(super) struct Report {
     pub(super) leader_peak_rss_mib_after: Vec<(String, u64)>,
     /// CPU seconds per program during each step: where the time went.
     pub(super) cpu_seconds: BTreeMap<String, BTreeMap<String, f64>>,
+    /// The requests each client made of each API server during each step,
+    /// per Job, from the API servers' audit logs.
+    pub(super) requests: BTreeMap<String, Vec<Count>>,
     /// Times manager or agents logged that requests waited for their
     /// client-side rate limit (`--kube-api-qps`).
     pub(super) client_rate_limit_reached: usize,
@@ -110,8 +114,7 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
     }
     let manager = set.manager().client().await?;
     let names: Vec<String> = (0..n).map(|i| format!("job-{i}")).collect();
-    let cluster_names: Vec<String> = set.clusters.iter().map(|c| c.name.clone()).collect();
-    let mut spent = Spent::new(&set.state_dir, cluster_names);
+    let mut spent = Spent::new(set, n);
     let mut leader_peak = Vec::new();
     let leader_peak_rss = || async {
         let rss = replicas::peak_rss(set, relay).await?;
@@ -247,6 +250,7 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
         raw_run_worker: raw.run,
         leader_peak_rss_mib_after: leader_peak,
         cpu_seconds: spent.by_step,
+        requests: spent.requests_by_step,
         client_rate_limit_reached: logged(relay, set, "kube client rate limit reached"),
         failed_reconciles: logged(relay, set, "reconcile failed"),
         beside_backlog,

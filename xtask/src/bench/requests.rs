@@ -145,6 +145,15 @@ pub fn describe(counts: &[Count], client: &str, least: f64) -> Vec<String> {
         .collect()
 }
 
+/// Prints the requests per Job of a step: every client's on each cluster,
+/// then jobrelay's by verb and resource.
+pub fn print(counts: &[Count]) {
+    println!("  requests per Job: {}", totals(counts));
+    for line in describe(counts, "jobrelay", 0.05) {
+        println!("  jobrelay's, per Job: {line}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

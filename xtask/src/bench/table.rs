@@ -174,6 +174,9 @@ pub(super) fn print_table(r: &Report) {
     );
     for (step, used) in &r.cpu_seconds {
         print_cpu(step, used, r.run.jobs);
+        if let Some(counts) = r.requests.get(step) {
+            super::requests::print(counts);
+        }
     }
 }
 

@@ -42,6 +42,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 
 use super::figures::{Figures, ratio};
+use super::instant_check;
 use super::machine::{Run, Spent};
 use super::measure::Aborted;
 use super::measure::{self, Point, Timestamps, at_once, wait_all_within};
@@ -49,7 +50,6 @@ use super::vs_multikueue_report::{Measured, Report, draw, print_table};
 use super::{
     PodPoint, delete_all, left_after, record_pods, release_options, settled, start_clusters,
 };
-use super::{instant_check, requests};
 use crate::{log, workspace_root};
 
 /// MultiKueue's controller name, and the manager value of `spec.managedBy`
@@ -295,12 +295,8 @@ async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::R
                 .await?,
         );
     }
-    let spent = Spent::new(
-        &set.state_dir,
-        set.clusters.iter().map(|c| c.name.clone()).collect(),
-    );
+    let spent = Spent::new(set, n);
     let before = spent.sample();
-    let mark = requests::Mark::take(set);
     let created = at_once(&names, |name| {
         let (jobs, job) = (jobs.clone(), system.job(&ns, &name, SHORT_RUN));
         async move { jobs.create(&PostParams::default(), &job).await.map(|_| ()) }
@@ -313,8 +309,7 @@ async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::R
         patience(n),
     )
     .await?;
-    let cpu_to_running = spent.sample().since(&before);
-    let requests_to_running = mark.since(n);
+    let (cpu_to_running, requests_to_running) = spent.since(&before);
     let on_worker =
         wait_all_within("every worker Job finished", &names, &on_worker, patience(n)).await?;
     let status = if matches!(

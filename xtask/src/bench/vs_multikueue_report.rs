@@ -101,13 +101,7 @@ pub(super) fn print_table(r: &Report) {
     for s in &r.systems {
         let step = format!("{}, created -> running", s.system);
         super::table::print_cpu(&step, &s.cpu_to_running, r.run.jobs);
-        println!(
-            "  requests per Job: {}",
-            requests::totals(&s.requests_to_running)
-        );
-        for line in requests::describe(&s.requests_to_running, "jobrelay", 0.05) {
-            println!("  jobrelay's, per Job: {line}");
-        }
+        requests::print(&s.requests_to_running);
     }
 }
 
