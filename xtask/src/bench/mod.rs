@@ -59,6 +59,7 @@ mod status;
 mod table;
 mod vs_multikueue;
 mod vs_multikueue_report;
+mod vs_multikueue_systems;
 
 use jobrelay_e2e::binaries::Profile;
 use jobrelay_e2e::cluster::ClusterSet;

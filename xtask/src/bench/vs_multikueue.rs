@@ -31,12 +31,10 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use jobrelay_e2e::cluster::ClusterSet;
-use jobrelay_e2e::fixtures::TestJob;
 use jobrelay_e2e::kit;
 use jobrelay_e2e::kueue::{Kueue, Settings};
 use jobrelay_e2e::kueue_objects;
 use jobrelay_e2e::relay::Relay;
-use jobrelay_proto::wire::{MANAGED_BY, QUEUE_NAME_LABEL};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
@@ -47,6 +45,7 @@ use super::machine::{Run, Spent};
 use super::measure::Aborted;
 use super::measure::{self, Point, Timestamps, at_once, wait_all_within};
 use super::vs_multikueue_report::{Measured, Report, draw, print_table};
+use super::vs_multikueue_systems::System;
 use super::{
     PodPoint, delete_all, left_after, record_pods, release_options, settled, start_clusters,
 };
@@ -57,8 +56,7 @@ use crate::{log, workspace_root};
 pub(super) const MULTIKUEUE: &str = "kueue.x-k8s.io/multikueue";
 /// Kueue's own namespace (where MultiKueue reads kubeconfig Secrets).
 pub(super) const KUEUE_NAMESPACE: &str = "kueue-system";
-/// CPU each Job requests, and each ClusterQueue's quota: never the limit.
-const JOB_CPU: &str = "10m";
+/// Each ClusterQueue's quota, in CPUs: never the limit.
 const QUOTA_CPU: u32 = 100_000;
 /// How long a Job of the first batch runs (it finishes, for the status step).
 const SHORT_RUN: &str = "5s";
@@ -71,99 +69,6 @@ fn patience(n: usize) -> Duration {
 
 /// How long leaks are waited out before they are counted.
 const SETTLE: Duration = Duration::from_secs(90);
-
-/// The systems compared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum System {
-    Raw,
-    KueueAlone,
-    KueueCheck,
-    Standalone,
-    JobrelayKueue,
-    JobrelayBothKueues,
-    MultiKueue,
-}
-
-impl System {
-    const ALL: [System; 7] = [
-        System::Raw,
-        System::KueueAlone,
-        System::KueueCheck,
-        System::Standalone,
-        System::JobrelayKueue,
-        System::JobrelayBothKueues,
-        System::MultiKueue,
-    ];
-
-    fn name(self) -> &'static str {
-        match self {
-            System::Raw => "raw (straight on a worker)",
-            System::KueueAlone => "Kueue alone (manager's node)",
-            System::KueueCheck => "Kueue, check answered at once",
-            System::Standalone => "jobrelay standalone",
-            System::JobrelayKueue => "jobrelay behind Kueue",
-            System::JobrelayBothKueues => "jobrelay, Kueue on both",
-            System::MultiKueue => "MultiKueue v0.19.2",
-        }
-    }
-
-    fn namespace(self, n: usize) -> String {
-        let short = match self {
-            System::Raw => "raw",
-            System::KueueAlone => "kq",
-            System::KueueCheck => "kc",
-            System::Standalone => "jr",
-            System::JobrelayKueue => "jrq",
-            System::JobrelayBothKueues => "jrqq",
-            System::MultiKueue => "mk",
-        };
-        format!("vs-{short}-{n}")
-    }
-
-    /// What differs from each part's defaults, said beside its figures.
-    fn settings(self) -> &'static str {
-        match self {
-            System::Raw => "kube-apiserver and kube-controller-manager defaults",
-            System::KueueAlone => {
-                "Kueue on the manager as its release configures it (client 300 QPS, burst 500; Job and Workload controllers 5 and 10 at once); a ClusterQueue with no admission check; the Pods run on the manager cluster's node"
-            }
-            System::KueueCheck => {
-                "as Kueue alone, behind an AdmissionCheck a stand-in controller answers Ready as soon as quota is reserved"
-            }
-            System::Standalone => {
-                "jobrelay defaults (client 500 QPS, burst 1000), release build, log level info"
-            }
-            System::JobrelayKueue => {
-                "as standalone; Kueue on the manager as its release configures it (client 300 QPS, burst 500; Job and Workload controllers 5 and 10 at once); workers not opted in to worker-side Kueue (the default)"
-            }
-            System::JobrelayBothKueues => {
-                "as standalone; Kueue on the manager and workers as its release configures it (client 300 QPS, burst 500; Job and Workload controllers 5 and 10 at once); workers opted in to worker-side Kueue"
-            }
-            System::MultiKueue => {
-                "Kueue on the manager and workers as its release configures it (client 300 QPS, burst 500; Job and Workload controllers 5 and 10 at once); MultiKueue v0.19.2 builds its worker clients from the kubeconfig alone, at client-go's default 5 QPS, burst 10 (not configurable in that release)"
-            }
-        }
-    }
-
-    /// A Job of this system, its Pod running `run_for`.
-    fn job(self, ns: &str, name: &str, run_for: &str) -> Job {
-        let job = TestJob::new(ns, name).run_for(run_for).cpu(JOB_CPU);
-        match self {
-            System::Raw => job,
-            System::KueueAlone | System::KueueCheck => {
-                job.label(QUEUE_NAME_LABEL, kueue_objects::LOCAL_QUEUE)
-            }
-            System::Standalone => job.managed_by(MANAGED_BY),
-            System::JobrelayKueue | System::JobrelayBothKueues => job
-                .managed_by(MANAGED_BY)
-                .label(QUEUE_NAME_LABEL, kueue_objects::LOCAL_QUEUE),
-            System::MultiKueue => job
-                .managed_by(MULTIKUEUE)
-                .label(QUEUE_NAME_LABEL, kueue_objects::LOCAL_QUEUE),
-        }
-        .build()
-    }
-}
 
 pub async fn run(sizes: &[usize]) -> anyhow::Result<()> {
     let (supervisor, set) = start_clusters("bench-vs")?;
