@@ -102,12 +102,16 @@ pub struct Spent {
     jobs: usize,
     pub by_step: BTreeMap<String, BTreeMap<String, f64>>,
     pub requests_by_step: BTreeMap<String, Vec<Count>>,
+    /// How long each step took, in seconds.
+    pub spans: BTreeMap<String, f64>,
 }
 
-/// Where a step begins: each program's CPU and each audit log's length.
+/// Where a step begins: each program's CPU, each audit log's length, and
+/// the moment.
 pub struct Sample {
     cpu: CpuSample,
     audit: Mark,
+    at: Instant,
 }
 
 impl Spent {
@@ -118,6 +122,7 @@ impl Spent {
             jobs,
             by_step: BTreeMap::new(),
             requests_by_step: BTreeMap::new(),
+            spans: BTreeMap::new(),
         }
     }
 
@@ -127,6 +132,7 @@ impl Spent {
         Sample {
             cpu: CpuSample::take(&self.set.state_dir, &clusters),
             audit: Mark::take(&self.set),
+            at: Instant::now(),
         }
     }
 
@@ -142,6 +148,8 @@ impl Spent {
         let (cpu, requests) = self.since(before);
         self.by_step.insert(step.to_string(), cpu);
         self.requests_by_step.insert(step.to_string(), requests);
+        let span = before.at.elapsed().as_secs_f64();
+        self.spans.insert(step.to_string(), span);
     }
 }
 

@@ -57,6 +57,7 @@ mod resync;
 mod rollout;
 mod status;
 mod table;
+mod upkeep;
 mod vs_multikueue;
 mod vs_multikueue_report;
 mod vs_multikueue_systems;

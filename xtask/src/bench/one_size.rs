@@ -19,13 +19,15 @@ use super::jobs::{
 use super::machine::{Run, Spent};
 use super::measure::{self, Point, Timestamps, at_once, wait_all};
 use super::requests::Count;
-use super::{backlog, ceiling, histogram, load, replicas, resync, rollout, status};
+use super::{backlog, ceiling, histogram, load, replicas, resync, rollout, status, upkeep};
 use crate::log;
 
 /// The steps whose CPU the bounds of [`ceiling`] are taken from.
 const DISPATCH_UNTIL_RUNNING: &str = "dispatch until every Pod running";
 const CLEANUP: &str = "cleanup";
 const STATUS_AND_BURST: &str = "status and burst";
+const RAW_RUN: &str = "raw run";
+const CLEANUP_DIRECT: &str = "cleanup direct";
 
 /// Everything measured for one N.
 #[derive(Debug, Serialize)]
@@ -87,6 +89,12 @@ pub(super) struct Report {
     /// The requests each client made of each API server during each step,
     /// per Job, from the API servers' audit logs.
     pub(super) requests: BTreeMap<String, Vec<Count>>,
+    /// CPU seconds per second each API server spent before the steps, with
+    /// nothing moving.
+    pub(super) api_upkeep_cores: BTreeMap<String, f64>,
+    /// The workers' API servers' CPU per relayed Job beside a direct one,
+    /// that upkeep taken out.
+    pub(super) workers_api: upkeep::WorkersApi,
     /// Times manager or agents logged that requests waited for their
     /// client-side rate limit (`--kube-api-qps`).
     pub(super) client_rate_limit_reached: usize,
@@ -115,6 +123,7 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
     let manager = set.manager().client().await?;
     let names: Vec<String> = (0..n).map(|i| format!("job-{i}")).collect();
     let mut spent = Spent::new(set, n);
+    let api_upkeep_cores = upkeep::measure(&spent).await;
     let mut leader_peak = Vec::new();
     let leader_peak_rss = || async {
         let rss = replicas::peak_rss(set, relay).await?;
@@ -198,6 +207,13 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
     let takeover = replicas::takeover(set, relay, n).await?;
     let takeover_in_rollout = rollout::takeover_in_rollout(set, relay, n).await?;
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let workers_api = upkeep::WorkersApi::of(
+        &spent,
+        &api_upkeep_cores,
+        &set.manager().name,
+        n,
+        [DISPATCH_UNTIL_RUNNING, RAW_RUN, CLEANUP, CLEANUP_DIRECT],
+    );
     let step = |name: &str| spent.by_step.get(name).cloned().unwrap_or_default();
     let manager_cluster = &set.manager().name;
     let rate_ceiling = |name: &str, limit: &Figures| {
@@ -251,6 +267,8 @@ pub(super) async fn bench(set: &ClusterSet, relay: &Relay, n: usize) -> anyhow::
         leader_peak_rss_mib_after: leader_peak,
         cpu_seconds: spent.by_step,
         requests: spent.requests_by_step,
+        api_upkeep_cores,
+        workers_api,
         client_rate_limit_reached: logged(relay, set, "kube client rate limit reached"),
         failed_reconciles: logged(relay, set, "reconcile failed"),
         beside_backlog,
@@ -321,12 +339,12 @@ async fn raw_limits(
     .await?;
     spent.record("raw create on a worker", &before);
     let running = wait_all("raw Pods running", names, &running).await?;
-    spent.record("raw run", &before);
+    spent.record(RAW_RUN, &before);
     let run = Figures::between(names, &raw_created, &running);
     watch.stop();
     let before = spent.sample();
     let (deleted, done) = cleanup_until_gone(&raw_worker, &raw_pods, names).await?;
-    spent.record("cleanup direct", &before);
+    spent.record(CLEANUP_DIRECT, &before);
     let cleanup_direct = Figures::between(names, &deleted, &done);
     let before = spent.sample();
     let burst = load::raw_burst(&raw_worker, raw_ns, &suffixed(names, "b")).await?;

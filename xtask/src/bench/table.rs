@@ -114,6 +114,21 @@ pub(super) fn print_table(r: &Report) {
         &r.cleanup_ceiling,
         "at most",
     );
+    let api = &r.workers_api;
+    println!(
+        "{:<44} {:>9.1} ms/Job relayed, {:.1} direct: {:.2}",
+        "workers' API CPU to Pod running, less idle",
+        api.dispatch_ms_per_job,
+        api.direct_run_ms_per_job,
+        api.dispatch_ratio
+    );
+    println!(
+        "{:<44} {:>9.1} ms/Job relayed, {:.1} direct: {:.2}",
+        "workers' API CPU to clean up, less idle",
+        api.cleanup_ms_per_job,
+        api.direct_cleanup_ms_per_job,
+        api.cleanup_ratio
+    );
     println!(
         "{:<44} {:>9.1} s ({} mirrors)",
         "resync: agent restarted -> DesiredSet", r.resync.seconds, r.resync.mirrors
