@@ -115,10 +115,11 @@ fn counted(used: &BTreeMap<String, f64>, manager_cluster: &str) -> (f64, f64) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn used(programs: &[(&str, f64)]) -> BTreeMap<String, f64> {
+    /// CPU seconds by program, as a step records them.
+    pub(in crate::bench) fn used(programs: &[(&str, f64)]) -> BTreeMap<String, f64> {
         programs.iter().map(|(p, s)| (p.to_string(), *s)).collect()
     }
 

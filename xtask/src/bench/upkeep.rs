@@ -97,10 +97,7 @@ impl WorkersApi {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn used(programs: &[(&str, f64)]) -> BTreeMap<String, f64> {
-        programs.iter().map(|(p, s)| (p.to_string(), *s)).collect()
-    }
+    use crate::bench::ceiling::tests::used;
 
     #[test]
     fn each_worker_api_servers_idle_cost_over_the_span_is_taken_out() {
