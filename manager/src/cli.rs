@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::leader::decide::{Settings, SettingsError};
+use crate::reason::JobEvents;
 
 /// Mirrors batch/v1 Jobs from this cluster to worker clusters whose agents dial in.
 #[derive(Debug, clap::Parser)]
@@ -92,6 +93,13 @@ pub struct Args {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     pub kueue_flavors_on_mirrors: bool,
+
+    /// Which Events to record on the Jobs relayed: `steps` (where each Job
+    /// went, how it ended there, that its remote cleanup began and was
+    /// confirmed) or `problems` (refusals, losses, failures and withdrawals
+    /// only, which are recorded either way).
+    #[arg(long, env = "JOBRELAY_JOB_EVENTS", value_enum, default_value_t = JobEvents::Steps)]
+    pub job_events: JobEvents,
 
     #[command(flatten)]
     pub process: jobrelay_process::ProcessFlags,

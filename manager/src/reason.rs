@@ -1,11 +1,15 @@
 //! Why an Event is recorded: one reason per step of a mirror's life, and
-//! the warnings about WorkerClusters and the Lease.
+//! the warnings about WorkerClusters and the Lease; and which of them a
+//! manager records (`--job-events`).
 
 /// The steps a user sees in `kubectl describe job`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Reason {
     Dispatched,
+    /// The Job succeeded on its worker.
     RemoteFinished,
+    /// The Job failed on its worker: `RemoteFinished` too, as a warning.
+    RemoteFailed,
     RemoteCleanupStarted,
     RemotePodsGone,
     /// The worker refused the Job for good; it fails.
@@ -40,7 +44,7 @@ impl Reason {
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::Dispatched => "Dispatched",
-            Reason::RemoteFinished => "RemoteFinished",
+            Reason::RemoteFinished | Reason::RemoteFailed => "RemoteFinished",
             Reason::RemoteCleanupStarted => "RemoteCleanupStarted",
             Reason::RemotePodsGone => "RemotePodsGone",
             Reason::RemoteRejected => "RemoteRejected",
@@ -60,7 +64,8 @@ impl Reason {
     /// `Warning` or `Normal`.
     pub(super) fn event_type(self) -> &'static str {
         match self {
-            Reason::RemoteRejected
+            Reason::RemoteFailed
+            | Reason::RemoteRejected
             | Reason::DispatchWaiting
             | Reason::RemoteJobLost
             | Reason::ClusterLost
@@ -70,5 +75,88 @@ impl Reason {
             | Reason::DeletionsHeld => "Warning",
             _ => "Normal",
         }
+    }
+}
+
+/// Which Events the manager records on the Jobs it relays
+/// (`--job-events`). Refusals, losses, failures, withdrawals and what
+/// concerns WorkerClusters and the Lease are recorded either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum JobEvents {
+    /// Every step too: where the Job went, how it ended there, and that its
+    /// remote cleanup began and was confirmed.
+    #[default]
+    Steps,
+    /// Only what went wrong or changed the Job's course: a Job that runs to
+    /// completion costs no Event, its status shows each step.
+    Problems,
+}
+
+impl JobEvents {
+    /// Whether an Event of `reason` is recorded.
+    pub fn records(self, reason: Reason) -> bool {
+        let step = matches!(
+            reason,
+            Reason::Dispatched
+                | Reason::RemoteFinished
+                | Reason::RemoteCleanupStarted
+                | Reason::RemotePodsGone
+        );
+        self == JobEvents::Steps || !step
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STEPS: [Reason; 4] = [
+        Reason::Dispatched,
+        Reason::RemoteFinished,
+        Reason::RemoteCleanupStarted,
+        Reason::RemotePodsGone,
+    ];
+
+    const PROBLEMS: [Reason; 12] = [
+        Reason::RemoteFailed,
+        Reason::RemoteRejected,
+        Reason::DispatchWaiting,
+        Reason::RemoteJobLost,
+        Reason::ClusterLost,
+        Reason::Unplaceable,
+        Reason::MirrorWithdrawalStarted,
+        Reason::MirrorWithdrawn,
+        Reason::LeaderElection,
+        Reason::AdmissionCheckRejected,
+        Reason::ManagerInstanceRefused,
+        Reason::DeletionsHeld,
+    ];
+
+    #[test]
+    fn steps_records_every_event() {
+        for reason in STEPS.into_iter().chain(PROBLEMS) {
+            assert!(JobEvents::Steps.records(reason), "{reason:?}");
+        }
+    }
+
+    #[test]
+    fn problems_leaves_out_the_steps_of_a_job_that_succeeds() {
+        for reason in STEPS {
+            assert!(!JobEvents::Problems.records(reason), "{reason:?}");
+        }
+    }
+
+    #[test]
+    fn problems_records_refusals_losses_failures_and_withdrawals() {
+        for reason in PROBLEMS {
+            assert!(JobEvents::Problems.records(reason), "{reason:?}");
+        }
+    }
+
+    #[test]
+    fn a_failure_is_a_remote_finished_warning() {
+        assert_eq!(Reason::RemoteFailed.as_str(), "RemoteFinished");
+        assert_eq!(Reason::RemoteFailed.event_type(), "Warning");
+        assert_eq!(Reason::RemoteFinished.event_type(), "Normal");
     }
 }

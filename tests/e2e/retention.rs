@@ -2,7 +2,8 @@
 //! logs and then removed (Pods confirmed gone), a Job's own annotation
 //! overriding that, the manager Job deleted after it finished (a Job the
 //! worker refused for good included), and a backlog of expired Jobs at start
-//! worked off at a pace.
+//! worked off at a pace. This manager records Events for problems only
+//! (`--job-events problems`): a Job that runs to completion costs none.
 
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ use jobrelay_proto::wire::{
     CLUSTER_KEY, MANAGED_BY, REMOTE_CLEANUP_FINALIZER, REMOTE_RETENTION_ANNOTATION,
 };
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::{Timestamp, ToSpan};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -46,6 +48,7 @@ async fn relay() -> (&'static Clusters, &'static Relay) {
             create_backlog(clusters).await;
             let options = Options {
                 manager_config: Some(CONFIG.into()),
+                manager_args: vec!["--job-events=problems".into()],
                 ..Default::default()
             };
             Relay::start_with(clusters.set(), options)
@@ -265,6 +268,9 @@ async fn a_job_refused_for_good_fails_and_is_deleted_after_its_retention() {
                 .0)
         })
         .await;
+    // Recorded whatever `--job-events` says.
+    let why = s.wait_event("refused", "RemoteRejected").await;
+    assert!(why.contains("worker-1"), "names the cluster: {why}");
     s.wait_gone("refused").await;
     assert!(
         seconds_between(failed_at, Timestamp::now()) >= MANAGER_AFTER_FINISHED.as_secs_f64() - 1.0,
@@ -279,6 +285,39 @@ async fn a_job_refused_for_good_fails_and_is_deleted_after_its_retention() {
         .delete("refused", &Default::default())
         .await
         .expect("delete the foreign Job");
+}
+
+#[tokio::test]
+async fn with_events_for_problems_only_a_job_that_succeeds_records_none_one_that_fails_a_warning() {
+    let s = Scenario::new("events").await;
+    s.create(TestJob::new(&s.ns, "fine").run_for("1s")).await;
+    s.create(TestJob::new(&s.ns, "broken").failing().backoff_limit(0))
+        .await;
+    let failure = s.wait_event("broken", "RemoteFinished").await;
+    assert!(failure.contains("failed"), "tells the failure: {failure}");
+    let events: Api<Event> = Api::namespaced(s.jobs.clone().into_client(), &s.ns);
+    let listed = events
+        .list(&ListParams::default())
+        .await
+        .expect("list Events");
+    let types: Vec<_> = listed
+        .items
+        .iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("broken"))
+        .map(|e| e.type_.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(types, ["Warning"], "a failure is one warning");
+
+    // The mirror kept 8 s, then gone, Pods confirmed: every step a
+    // `--job-events steps` manager would have recorded by now.
+    s.wait_finished("fine").await;
+    s.wait_released("fine").await;
+    let steps = s.events("fine").await;
+    assert!(
+        steps.is_empty(),
+        "no Event on a Job that succeeded: {steps:?}"
+    );
+    assert_no_leaks(s.clusters.set(), &s.relay.origin, &s.ns).await;
 }
 
 #[tokio::test]

@@ -82,7 +82,7 @@ impl Sessions {
                     format!("Job complete on cluster {cluster}"),
                 )),
                 MirrorPhase::Failed => Some((
-                    Reason::RemoteFinished,
+                    Reason::RemoteFailed,
                     format!("Job failed on cluster {cluster}"),
                 )),
                 _ => None,

@@ -138,7 +138,7 @@ impl Core {
         ));
         let certificates = Arc::new(AgentCertificates::new(metrics.agent_certificate_expiry()));
         Core {
-            events: Events::new(client.clone(), &checked.origin),
+            events: Events::new(client.clone(), &checked.origin, args.job_events),
             fleet,
             metrics,
             deletions,

@@ -40,9 +40,10 @@ use crate::status_copy::queue::{Lane, StatusQueue};
 
 /// The status copy: `workers` copies at once, at most half of them for Jobs
 /// whose mirror has not finished, until `shutdown` (copies under way
-/// finish). Looks at a Job when `changed` yields it (its watch), when
-/// `triggered` names it (what its agent reported), and when its last copy
-/// asked to be looked at again.
+/// finish). Looks at a Job when `changed` yields it (its watch) or
+/// `triggered` names it (what its agent reported) — a Job whose mirror has
+/// not finished [`PROGRESS_HOLD`](queue::PROGRESS_HOLD) later — and when its
+/// last copy asked to be looked at again.
 pub async fn run<K: RelayedKind>(
     ctx: Arc<Context>,
     jobs: Store<K>,
@@ -53,14 +54,35 @@ pub async fn run<K: RelayedKind>(
 ) {
     let queue = Arc::new(Queue::new(workers / 2));
     let (again, due) = mpsc::unbounded_channel();
-    let keys = futures::stream::select_all([
-        changed.map(|job| ObjectRef::from_obj(job.as_ref())).boxed(),
-        UnboundedReceiverStream::new(triggered).boxed(),
-        scheduler(UnboundedReceiverStream::new(due)).boxed(),
-    ]);
+    let (hold, held) = mpsc::unbounded_channel();
+    let changes = futures::stream::select(
+        changed.map(|job| ObjectRef::from_obj(job.as_ref())),
+        UnboundedReceiverStream::new(triggered),
+    );
+    let holding = {
+        let (queue, ctx, jobs) = (Arc::clone(&queue), Arc::clone(&ctx), jobs.clone());
+        tokio::spawn(changes.for_each(move |key| {
+            let lane = lane(jobs.get(&key).as_deref(), &ctx);
+            if lane.hold().is_zero() {
+                queue.mark(key, lane);
+            } else {
+                let run_at = tokio::time::Instant::now() + lane.hold();
+                // The earlier of two holds of one Job stands.
+                let _ = hold.send(ScheduleRequest {
+                    message: key,
+                    run_at,
+                });
+            }
+            futures::future::ready(())
+        }))
+    };
+    let due = futures::stream::select(
+        scheduler(UnboundedReceiverStream::new(held)),
+        scheduler(UnboundedReceiverStream::new(due)),
+    );
     let marking = {
         let (queue, ctx, jobs) = (Arc::clone(&queue), Arc::clone(&ctx), jobs.clone());
-        tokio::spawn(keys.for_each(move |key| {
+        tokio::spawn(due.for_each(move |key| {
             let lane = lane(jobs.get(&key).as_deref(), &ctx);
             queue.mark(key, lane);
             futures::future::ready(())
@@ -96,6 +118,7 @@ pub async fn run<K: RelayedKind>(
         }
     });
     futures::future::join_all(working).await;
+    holding.abort();
     marking.abort();
 }
 

@@ -9,6 +9,12 @@
 //! at most once, never worked twice at once, and a change that arrives while
 //! it is worked queues it again when that work is done.
 //!
+//! A change of a Job in the progress lane is queued [`PROGRESS_HOLD`] after
+//! it came, not at once: the steps of a start that come close together
+//! (created, started, Pods ready; the success criteria met just before the
+//! Job completes) then take one status write, not one each. A finished Job
+//! is queued at once.
+//!
 //! Jobs in the progress lane are worked at most `progress_limit` at once, so
 //! the rest of the workers are always free for a finished Job: when the
 //! manager's API server is slow, its writes wait for it, not for a worker
@@ -17,6 +23,7 @@
 //! writes are made the busier the server is.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use kube::runtime::reflector::ObjectRef;
 
@@ -29,6 +36,19 @@ pub enum Lane {
     Progress,
     /// Its mirror finished: the change users wait for.
     Finished,
+}
+
+/// How long a change of a Job in the progress lane waits to be queued.
+pub const PROGRESS_HOLD: Duration = Duration::from_secs(1);
+
+impl Lane {
+    /// How long a change of a Job in this lane waits before it is queued.
+    pub fn hold(self) -> Duration {
+        match self {
+            Lane::Progress => PROGRESS_HOLD,
+            Lane::Finished => Duration::ZERO,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -130,6 +150,16 @@ mod tests {
 
     fn key(name: &str) -> Key {
         ObjectRef::new(name).within("ns")
+    }
+
+    #[test]
+    fn a_change_on_the_way_waits_to_be_merged_with_the_next() {
+        assert_eq!(Lane::Progress.hold(), PROGRESS_HOLD);
+    }
+
+    #[test]
+    fn a_finished_job_is_queued_at_once() {
+        assert_eq!(Lane::Finished.hold(), Duration::ZERO);
     }
 
     fn drain(queue: &mut StatusQueue<Job>) -> Vec<String> {

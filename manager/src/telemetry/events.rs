@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use crate::kinds::key::Key;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
-pub use crate::reason::Reason;
+pub use crate::reason::{JobEvents, Reason};
 
 /// Publishes Events (`events.k8s.io/v1`) as `jobrelay-manager`. The same
 /// reason on the same Job within [`SERIES_WINDOW`] of the last one becomes a
@@ -33,6 +33,7 @@ pub use crate::reason::Reason;
 /// for. An Event waits for its turn instead.
 #[derive(Clone)]
 pub struct Events {
+    recorded: JobEvents,
     series: Arc<Mutex<Series>>,
     queue: mpsc::UnboundedSender<Queued>,
 }
@@ -46,9 +47,10 @@ pub const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
 const CONTROLLER: &str = "jobrelay-manager";
 
 impl Events {
-    /// Events written with `client`, signed by `instance`; a task of their
-    /// own writes them (so this is called inside a Tokio runtime).
-    pub fn new(client: kube::Client, instance: &str) -> Self {
+    /// Events written with `client`, signed by `instance`, as many as
+    /// `recorded` says; a task of their own writes them (so this is called
+    /// inside a Tokio runtime).
+    pub fn new(client: kube::Client, instance: &str, recorded: JobEvents) -> Self {
         let (queue, queued) = mpsc::unbounded_channel();
         let instance: Arc<str> = instance.into();
         tokio::spawn(
@@ -57,6 +59,7 @@ impl Events {
             }),
         );
         Events {
+            recorded,
             series: Arc::default(),
             queue,
         }
@@ -65,8 +68,11 @@ impl Events {
     /// Records `reason` on the Job, at once as far as the caller is
     /// concerned: the write waits for its turn in the queue, which holds no
     /// more of it than the Event needs. A failure to record is logged, never
-    /// fatal.
+    /// fatal. An Event `--job-events` leaves out is not recorded at all.
     pub fn publish(&self, job: &ObjectReference, reason: Reason, note: String) {
+        if !self.recorded.records(reason) {
+            return;
+        }
         let at = Timestamp::now();
         let (uid, name) = (
             job.uid.as_deref().unwrap_or_default(),

@@ -18,7 +18,7 @@ use jobrelay_manager::fleet::Fleet;
 use jobrelay_manager::kinds::key::Key;
 use jobrelay_manager::kinds::stores::Stores;
 use jobrelay_manager::session::{RelayService, SessionLimits, Sessions};
-use jobrelay_manager::telemetry::events::Events;
+use jobrelay_manager::telemetry::events::{Events, JobEvents};
 use jobrelay_manager::telemetry::metrics::Metrics;
 use jobrelay_proto::v1::relay_client::RelayClient;
 use jobrelay_proto::v1::relay_server::RelayServer;
@@ -118,7 +118,7 @@ pub async fn manager_with(limits: SessionLimits) -> Manager {
             jobsets: None,
         },
         synced,
-        events: Events::new(unreachable_api(), ORIGIN),
+        events: Events::new(unreachable_api(), ORIGIN, JobEvents::Steps),
         origin: ORIGIN.into(),
         instance: INSTANCE.into(),
         heartbeat_interval: HEARTBEAT,

@@ -97,6 +97,9 @@ pub struct Args {
     /// Jobs dispatched over the simulated fleet at each size.
     #[arg(long, default_value_t = 10_000, requires = "clusters")]
     cluster_jobs: usize,
+    /// Which Events the manager records on Jobs (its `--job-events`).
+    #[arg(long, default_value = "steps", value_parser = ["steps", "problems"])]
+    job_events: String,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -128,8 +131,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         manager_replicas: 2,
         // Where the rollout's new replica starts.
         manager_surge: 1,
+        manager_args: vec![format!("--job-events={}", args.job_events)],
         ..release_options()
     };
+    log(&format!("the manager records Events: {}", args.job_events));
     let jobset_controller = jobsets::prepare(&set).await?;
     let relay = Relay::start_with(&set, options).await?;
     let mut sizes = args.jobs.clone();
