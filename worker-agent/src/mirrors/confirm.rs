@@ -1,9 +1,12 @@
 //! Confirming a deleted mirror gone: the caches showed neither it, nor a
 //! child of it (a JobSet's Job), nor a Pod of its origin UID, and the API
 //! server, asked with a consistent list per kind and namespace for up to 50
-//! mirrors at once, agrees. Only then is `MirrorGone` sent.
+//! mirrors at once, agrees. Only then is `MirrorGone` sent. JobSets are
+//! asked after only for a batch that may hold one: mirrors of Jobs, as the
+//! manager named them, are asked after as Jobs and Pods.
 
 use jobrelay_process::jobset::JobSet;
+use jobrelay_proto::kinds::{JOB, KindName};
 use jobrelay_proto::v1::{AgentMessage, MirrorGone, agent_message::Kind};
 use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL};
 use k8s_openapi::api::batch::v1::Job;
@@ -21,15 +24,15 @@ impl Mirrors {
     /// reports `MirrorGone` for each it confirms.
     pub(super) async fn confirm_gone_and_report(
         &mut self,
-        gone: Vec<(String, String)>,
+        gone: Vec<Gone>,
         out: &mut Vec<AgentMessage>,
     ) {
         // The caches said so; the API server must say so too.
         let this = &*self;
         let answers = concurrently(confirmation_batches(gone).into_iter().map(
-            |(namespace, uids)| async move {
-                let confirmed = this.confirm_gone(&namespace, &uids).await;
-                (uids, confirmed)
+            |batch| async move {
+                let confirmed = this.confirm_gone(&batch).await;
+                (batch.uids, confirmed)
             },
         ))
         .await;
@@ -57,16 +60,18 @@ impl Mirrors {
         }
     }
 
-    /// Which of `uids`, mirrors in `namespace`, the API server shows neither
-    /// a Job nor a Pod of: two requests for the lot (per namespace the
-    /// policy names, when the namespace is not known), each a consistent
-    /// read. Nothing of jobrelay's is in a namespace the policy refuses: no
-    /// mirror is ever written there.
-    async fn confirm_gone(
-        &self,
-        namespace: &str,
-        uids: &[String],
-    ) -> Result<Vec<String>, kube::Error> {
+    /// Which mirrors of `batch` the API server shows neither a Job nor a
+    /// Pod (nor a JobSet) of: two or three requests for the lot (per
+    /// namespace the policy names, when the namespace is not known), each a
+    /// consistent read. Nothing of jobrelay's is in a namespace the policy
+    /// refuses: no mirror is ever written there.
+    async fn confirm_gone(&self, batch: &Batch) -> Result<Vec<String>, kube::Error> {
+        let Batch {
+            namespace,
+            jobs_only,
+            uids,
+        } = batch;
+        let namespace = namespace.as_str();
         if !namespace.is_empty()
             && matches!(self.policy.decide(namespace, None), Verdict::Refused(_))
         {
@@ -81,7 +86,7 @@ impl Mirrors {
             if uids.is_empty() {
                 break;
             }
-            uids = self.confirm_gone_in(&scope, &uids).await?;
+            uids = self.confirm_gone_in(&scope, *jobs_only, &uids).await?;
         }
         Ok(uids)
     }
@@ -89,10 +94,11 @@ impl Mirrors {
     async fn confirm_gone_in(
         &self,
         namespace: &str,
+        jobs_only: bool,
         uids: &[String],
     ) -> Result<Vec<String>, kube::Error> {
         let mut uids = uids.to_vec();
-        if self.objects.served().contains(&JobSet::NAME) {
+        if !jobs_only && self.objects.served().contains(&JobSet::NAME) {
             let selector = ListParams::default().labels(&selector_of(&self.origin, &uids));
             let jobsets = within::<JobSet>(&self.client, namespace)
                 .list_metadata(&selector)
@@ -133,22 +139,51 @@ where
 /// At most this many mirrors are confirmed gone by one pair of requests.
 const CONFIRM_AT_ONCE: usize = 50;
 
-/// Mirrors to confirm gone, as (namespace, origin UID), in batches of one
-/// namespace and at most [`CONFIRM_AT_ONCE`] each: a list with a label
+/// A mirror the caches show gone, to be confirmed on the API server.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Gone {
+    pub namespace: String,
+    /// Its kind, if the manager named it.
+    pub kind: Option<KindName>,
+    pub uid: String,
+}
+
+/// Mirrors confirmed gone by one list per kind.
+#[derive(Debug, Clone, PartialEq)]
+struct Batch {
+    namespace: String,
+    /// Every mirror of the batch is a Job's: no JobSet list is needed.
+    jobs_only: bool,
+    uids: Vec<String>,
+}
+
+/// Mirrors to confirm gone, in batches of one namespace, of Jobs' mirrors
+/// or not, and at most [`CONFIRM_AT_ONCE`] each: a list with a label
 /// selector costs the API server a look at every object in its scope, so one
 /// list answers for many mirrors, and within their namespace only.
-fn confirmation_batches(
-    asked: impl IntoIterator<Item = (String, String)>,
-) -> Vec<(String, Vec<String>)> {
-    let mut by_namespace: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-    for (namespace, uid) in asked {
-        by_namespace.entry(namespace).or_default().push(uid);
+fn confirmation_batches(asked: impl IntoIterator<Item = Gone>) -> Vec<Batch> {
+    let mut by_scope: std::collections::BTreeMap<(String, bool), Vec<String>> = Default::default();
+    for Gone {
+        namespace,
+        kind,
+        uid,
+    } in asked
+    {
+        let jobs_only = kind == Some(JOB);
+        by_scope
+            .entry((namespace, jobs_only))
+            .or_default()
+            .push(uid);
     }
-    by_namespace
+    by_scope
         .into_iter()
-        .flat_map(|(namespace, uids)| {
+        .flat_map(|((namespace, jobs_only), uids)| {
             uids.chunks(CONFIRM_AT_ONCE)
-                .map(|chunk| (namespace.clone(), chunk.to_vec()))
+                .map(|chunk| Batch {
+                    namespace: namespace.clone(),
+                    jobs_only,
+                    uids: chunk.to_vec(),
+                })
                 .collect::<Vec<_>>()
         })
         .collect()

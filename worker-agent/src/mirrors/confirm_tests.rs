@@ -1,24 +1,58 @@
 use super::*;
+use jobrelay_proto::kinds::JOBSET;
 
 fn uids(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("uid-{i}")).collect()
+}
+
+fn gone(namespace: &str, kind: Option<KindName>, uid: &str) -> Gone {
+    Gone {
+        namespace: namespace.into(),
+        kind,
+        uid: uid.into(),
+    }
 }
 
 #[test]
 fn mirrors_are_confirmed_by_namespace_in_batches() {
     let asked = uids(CONFIRM_AT_ONCE + 1)
         .into_iter()
-        .map(|uid| ("ml".to_string(), uid))
-        .chain([("batch".to_string(), "uid-b".to_string())]);
+        .map(|uid| gone("ml", Some(JOB), &uid))
+        .chain([gone("batch", Some(JOB), "uid-b")]);
     let batches = confirmation_batches(asked);
     let sizes: Vec<(&str, usize)> = batches
         .iter()
-        .map(|(ns, uids)| (ns.as_str(), uids.len()))
+        .map(|b| (b.namespace.as_str(), b.uids.len()))
         .collect();
     assert_eq!(sizes, [("batch", 1), ("ml", CONFIRM_AT_ONCE), ("ml", 1)]);
-    let all: Vec<&String> = batches.iter().flat_map(|(_, uids)| uids).collect();
+    let all: Vec<&String> = batches.iter().flat_map(|b| &b.uids).collect();
     assert_eq!(all.len(), CONFIRM_AT_ONCE + 2, "every mirror asked once");
     assert!(confirmation_batches([]).is_empty());
+}
+
+#[test]
+fn jobs_mirrors_are_confirmed_without_a_jobset_list() {
+    let batches = confirmation_batches([gone("ml", Some(JOB), "job")]);
+    assert_eq!(batches.len(), 1);
+    assert!(batches[0].jobs_only);
+}
+
+#[test]
+fn a_jobset_or_a_mirror_of_unknown_kind_is_confirmed_with_one() {
+    let batches = confirmation_batches([
+        gone("ml", Some(JOBSET), "set"),
+        gone("ml", None, "orphan"),
+        gone("ml", Some(JOB), "job"),
+    ]);
+    let scopes: Vec<(bool, Vec<&str>)> = batches
+        .iter()
+        .map(|b| (b.jobs_only, b.uids.iter().map(String::as_str).collect()))
+        .collect();
+    assert_eq!(
+        scopes,
+        [(false, vec!["set", "orphan"]), (true, vec!["job"])],
+        "a batch holds one scope of lists"
+    );
 }
 
 #[test]

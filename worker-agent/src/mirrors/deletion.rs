@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jobrelay_process::jobset::JobSet;
+use jobrelay_proto::kinds::{JOB, JOBSET, KindName};
 use jobrelay_proto::v1::{AgentMessage, DeleteMirror, MirrorLost, agent_message::Kind};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -15,6 +16,7 @@ use kube::api::{Api, DeleteParams, ObjectMeta, Preconditions, PropagationPolicy}
 use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
+use super::confirm::Gone;
 use super::{Mirrors, Snapshot, agent_message, concurrently};
 use crate::kinds::{Mirror, MirrorKind};
 use crate::teardown::{self, Deleted, Leftover, Next, Progress};
@@ -33,6 +35,9 @@ pub(super) struct Deletion {
     pub name: String,
     progress: Progress,
     pub pods_deleted: u32,
+    /// The mirror's kind, where the manager named it; `None` for what the
+    /// agent found to delete itself (an orphan, what is left of a loss).
+    pub kind: Option<KindName>,
     /// Set when the mirror was lost behind jobrelay's back, not deleted at
     /// the manager's request.
     pub lost: Option<Lost>,
@@ -52,7 +57,7 @@ struct Due {
     job_deletes: Vec<Arc<dyn Mirror>>,
     pod_deletes: Vec<(String, Arc<Pod>)>,
     /// Namespace and origin UID of the mirrors the caches show gone.
-    gone: Vec<(String, String)>,
+    gone: Vec<Gone>,
 }
 
 impl Mirrors {
@@ -63,26 +68,38 @@ impl Mirrors {
         }
         self.pending.remove(&delete.origin_uid);
         info!(uid = %delete.origin_uid, namespace = %delete.namespace, name = %delete.name, reason = delete.reason().as_str_name(), "deleting mirror");
-        self.begin_delete(delete.origin_uid, delete.namespace, delete.name);
+        let kind = [JOB, JOBSET]
+            .into_iter()
+            .find(|kind| kind.is(delete.kind.as_ref()));
+        self.begin(delete.origin_uid, delete.namespace, delete.name, kind, None);
     }
 
+    /// Starts deleting a mirror the agent found to delete itself.
     pub(super) fn begin_delete(&mut self, uid: String, namespace: String, name: String) {
-        self.begin(uid, namespace, name, None);
+        self.begin(uid, namespace, name, None, None);
     }
 
     /// Starts deleting what is left of a mirror lost behind jobrelay's back;
     /// the manager is told (again after each reconnect) until it is gone.
     pub(super) fn begin_lost(&mut self, uid: String, namespace: String, name: String, lost: Lost) {
-        self.begin(uid, namespace, name, Some(lost));
+        self.begin(uid, namespace, name, None, Some(lost));
     }
 
-    fn begin(&mut self, uid: String, namespace: String, name: String, lost: Option<Lost>) {
+    fn begin(
+        &mut self,
+        uid: String,
+        namespace: String,
+        name: String,
+        kind: Option<KindName>,
+        lost: Option<Lost>,
+    ) {
         self.due.insert(uid.clone());
         self.deleting.entry(uid).or_insert(Deletion {
             namespace,
             name,
             progress: Progress::default(),
             pods_deleted: 0,
+            kind,
             lost,
         });
     }
@@ -150,7 +167,11 @@ impl Mirrors {
                 Next::Wait => deletion.progress = progress,
                 Next::ConfirmGone => {
                     deletion.progress = progress;
-                    gone.push((deletion.namespace.clone(), uid.clone()));
+                    gone.push(Gone {
+                        namespace: deletion.namespace.clone(),
+                        kind: deletion.kind,
+                        uid: uid.clone(),
+                    });
                 }
                 // All of a Job's deletes or none, so none waits on a half.
                 Next::DeleteJobs(due) if self.deletions.try_take_n(due.len()) => {
