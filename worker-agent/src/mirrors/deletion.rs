@@ -56,7 +56,7 @@ pub(super) struct Lost {
 struct Due {
     job_deletes: Vec<Arc<dyn Mirror>>,
     pod_deletes: Vec<(String, Arc<Pod>)>,
-    /// Namespace and origin UID of the mirrors the caches show gone.
+    /// The mirrors the caches show gone.
     gone: Vec<Gone>,
 }
 
