@@ -36,7 +36,7 @@ use crate::job::placement::assigned_cluster;
 use crate::job::retention::deactivated_at;
 use crate::kinds::RelayedKind;
 use crate::kinds::key::Key;
-use crate::status_copy::queue::{Lane, StatusQueue};
+use crate::status_copy::queue::{Lane, StatusQueue, counts_active_pods};
 
 /// The status copy: `workers` copies at once, at most half of them for Jobs
 /// whose mirror has not finished, until `shutdown` (copies under way
@@ -62,11 +62,13 @@ pub async fn run<K: RelayedKind>(
     let holding = {
         let (queue, ctx, jobs) = (Arc::clone(&queue), Arc::clone(&ctx), jobs.clone());
         tokio::spawn(changes.for_each(move |key| {
-            let lane = lane(jobs.get(&key).as_deref(), &ctx);
-            if lane.hold().is_zero() {
+            let job = jobs.get(&key);
+            let lane = lane(job.as_deref(), &ctx);
+            let wait = lane.hold(shows_new_pods(job.as_deref(), &ctx));
+            if wait.is_zero() {
                 queue.mark(key, lane);
             } else {
-                let run_at = tokio::time::Instant::now() + lane.hold();
+                let run_at = tokio::time::Instant::now() + wait;
                 // The earlier of two holds of one Job stands.
                 let _ = hold.send(ScheduleRequest {
                     message: key,
@@ -132,6 +134,19 @@ fn lane<K: RelayedKind>(job: Option<&K>, ctx: &Context) -> Lane {
     } else {
         Lane::Progress
     }
+}
+
+/// Whether the Job's worker reports active Pods its status shows none of.
+fn shows_new_pods<K: RelayedKind>(job: Option<&K>, ctx: &Context) -> bool {
+    let Some(job) = job else {
+        return false;
+    };
+    let reported = assigned_cluster(job)
+        .zip(job.uid())
+        .and_then(|(cluster, uid)| ctx.fleet.view(cluster, &uid))
+        .and_then(|view| view.status.map(|kept| kept.value()));
+    reported
+        .is_some_and(|reported| counts_active_pods(&reported) && !counts_active_pods(&job.shown()))
 }
 
 /// One copy of a Job's status; when to look at it again, if ever.

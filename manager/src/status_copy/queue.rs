@@ -10,10 +10,12 @@
 //! it is worked queues it again when that work is done.
 //!
 //! A change of a Job in the progress lane is queued [`PROGRESS_HOLD`] after
-//! it came, not at once: the steps of a start that come close together
-//! (created, started, Pods ready; the success criteria met just before the
-//! Job completes) then take one status write, not one each. A finished Job
-//! is queued at once.
+//! it came, not at once: Pods getting ready, the success criteria met just
+//! before the Job completes, take one status write with what follows
+//! within the hold. A finished Job is queued at once, and so is a Job whose
+//! worker runs Pods the manager Job does not show yet: Kueue releases an
+//! evicted Job's quota once its `active` is 0, so the manager Job must show
+//! its worker's Pods as soon as there are any.
 //!
 //! Jobs in the progress lane are worked at most `progress_limit` at once, so
 //! the rest of the workers are always free for a finished Job: when the
@@ -42,13 +44,25 @@ pub enum Lane {
 pub const PROGRESS_HOLD: Duration = Duration::from_secs(1);
 
 impl Lane {
-    /// How long a change of a Job in this lane waits before it is queued.
-    pub fn hold(self) -> Duration {
+    /// How long a change of a Job in this lane waits before it is queued;
+    /// `shows_new_pods` when the worker runs Pods the manager Job shows
+    /// none of.
+    pub fn hold(self, shows_new_pods: bool) -> Duration {
         match self {
-            Lane::Progress => PROGRESS_HOLD,
-            Lane::Finished => Duration::ZERO,
+            Lane::Progress if !shows_new_pods => PROGRESS_HOLD,
+            Lane::Progress | Lane::Finished => Duration::ZERO,
         }
     }
+}
+
+/// Whether a Job's status counts active Pods: its own `active`, or a
+/// JobSet's replicated Jobs'.
+pub fn counts_active_pods(status: &serde_json::Value) -> bool {
+    let active = |status: &serde_json::Value| status["active"].as_i64().is_some_and(|n| n > 0);
+    active(status)
+        || status["replicatedJobsStatus"]
+            .as_array()
+            .is_some_and(|jobs| jobs.iter().any(active))
 }
 
 #[derive(Debug)]
@@ -154,12 +168,29 @@ mod tests {
 
     #[test]
     fn a_change_on_the_way_waits_to_be_merged_with_the_next() {
-        assert_eq!(Lane::Progress.hold(), PROGRESS_HOLD);
+        assert_eq!(Lane::Progress.hold(false), PROGRESS_HOLD);
     }
 
     #[test]
     fn a_finished_job_is_queued_at_once() {
-        assert_eq!(Lane::Finished.hold(), Duration::ZERO);
+        assert_eq!(Lane::Finished.hold(false), Duration::ZERO);
+        assert_eq!(Lane::Finished.hold(true), Duration::ZERO);
+    }
+
+    #[test]
+    fn pods_the_manager_job_does_not_show_yet_are_shown_at_once() {
+        assert_eq!(Lane::Progress.hold(true), Duration::ZERO);
+    }
+
+    #[test]
+    fn active_pods_are_counted_for_a_job_and_a_jobset() {
+        use serde_json::json;
+        assert!(counts_active_pods(&json!({"active": 1})));
+        assert!(!counts_active_pods(&json!({"active": 0, "ready": 0})));
+        assert!(!counts_active_pods(&json!({})));
+        let set = |active| json!({"replicatedJobsStatus": [{"name": "a", "active": 0}, {"name": "b", "active": active}]});
+        assert!(counts_active_pods(&set(2)));
+        assert!(!counts_active_pods(&set(0)));
     }
 
     fn drain(queue: &mut StatusQueue<Job>) -> Vec<String> {
