@@ -138,15 +138,15 @@ fn lane<K: RelayedKind>(job: Option<&K>, ctx: &Context) -> Lane {
 
 /// Whether the Job's worker reports active Pods its status shows none of.
 fn shows_new_pods<K: RelayedKind>(job: Option<&K>, ctx: &Context) -> bool {
-    let Some(job) = job else {
+    // The worker's status is parsed only while the Job shows no Pods active.
+    let Some(job) = job.filter(|job| !counts_active_pods(&job.shown())) else {
         return false;
     };
-    let reported = assigned_cluster(job)
+    assigned_cluster(job)
         .zip(job.uid())
         .and_then(|(cluster, uid)| ctx.fleet.view(cluster, &uid))
-        .and_then(|view| view.status.map(|kept| kept.value()));
-    reported
-        .is_some_and(|reported| counts_active_pods(&reported) && !counts_active_pods(&job.shown()))
+        .and_then(|view| view.status.map(|kept| kept.value()))
+        .is_some_and(|reported| counts_active_pods(&reported))
 }
 
 /// One copy of a Job's status; when to look at it again, if ever.
