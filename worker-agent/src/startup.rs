@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
 use jobrelay_process::Tasks;
 use jobrelay_process::health::Readiness;
 use jobrelay_process::jobset::JobSet;
@@ -17,6 +17,7 @@ use jobrelay_proto::wire::ORIGIN_LABEL;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
+use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -155,9 +156,9 @@ pub(crate) fn watch_mirrors(
         Arc::clone(&changes),
     );
     let (pods, pod_watch) = Watched::new(
-        watch_within::<Pod>(client, scope.as_deref(), &selector)
-            .modify(jobrelay_process::cache::trim)
-            .modify(mirrors::keep_pod_metadata),
+        watch_within::<PartialObjectMeta<Pod>>(client, scope.as_deref(), &selector)
+            .map_ok(mirrors::pod_of_metadata)
+            .modify(jobrelay_process::cache::trim),
         Arc::clone(&changes),
     );
     let mut watches: Vec<BoxFuture<'static, ()>> = vec![Box::pin(job_watch), Box::pin(pod_watch)];

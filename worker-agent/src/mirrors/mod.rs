@@ -33,6 +33,8 @@ use jobrelay_proto::v1::{AgentMessage, ObjectKind, agent_message::Kind};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
+use kube::core::PartialObjectMeta;
+use kube::runtime::watcher::Event;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{Semaphore, mpsc};
 
@@ -69,14 +71,22 @@ pub struct Pacing {
     pub brake: BrakeSettings,
 }
 
-/// Drops from a cached Pod everything but its metadata, which is all the
-/// agent reads of one. Done on the agent's side: a metadata-only watch would
-/// cost the API server an encoding of its own for every Pod change, where a
-/// full watch shares the one every other Pod watcher gets. For
-/// `WatchStreamExt::modify` before the agent's Pod reflector.
-pub fn keep_pod_metadata(pod: &mut Pod) {
-    pod.spec = None;
-    pod.status = None;
+/// The Pod a metadata-only watch event shows, as the agent caches it: its
+/// metadata, which is all the agent reads of a Pod. The agent watches Pods'
+/// metadata only, so the worker's API server sends (and the agent decodes)
+/// no Pod's spec or status. For `map_ok` before the agent's Pod reflector.
+pub fn pod_of_metadata(event: Event<PartialObjectMeta<Pod>>) -> Event<Pod> {
+    let pod = |meta: PartialObjectMeta<Pod>| Pod {
+        metadata: meta.metadata,
+        ..Pod::default()
+    };
+    match event {
+        Event::Apply(meta) => Event::Apply(pod(meta)),
+        Event::Delete(meta) => Event::Delete(pod(meta)),
+        Event::InitApply(meta) => Event::InitApply(pod(meta)),
+        Event::Init => Event::Init,
+        Event::InitDone => Event::InitDone,
+    }
 }
 
 /// The mirrors one pass looks at, and their objects (mirrors and their
