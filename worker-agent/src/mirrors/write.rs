@@ -251,10 +251,25 @@ async fn prepare<K: MirrorKind>(
             false => api.patch(name, &params, &Patch::Merge(&patch)).await,
             true => api.patch_status(name, &params, &Patch::Merge(&patch)).await,
         };
-        patched.map_err(|e| apply_failure(&e))?;
+        patched.map_err(|e| preparation_failure(apply_failure(&e)))?;
         debug!(%name, ?step, "mirror prepared for a suspended revision");
     }
     Ok(())
+}
+
+/// What a refused preparation step stands for. The agent writes the step
+/// itself, so the worker finds it invalid only when the mirror changed
+/// since it was read: it finished (a finished Job must keep its start
+/// time). That clears on the next try, which reads the mirror again and,
+/// finding it finished, records the revision and leaves its outcome
+/// standing. Any other refusal stands.
+fn preparation_failure(failure: ApplyFailure) -> ApplyFailure {
+    match failure {
+        ApplyFailure::Refused(RejectReason::Invalid, message) => ApplyFailure::Wait(format!(
+            "the mirror changed while it was prepared for a suspended revision ({message}); reading it again"
+        )),
+        other => other,
+    }
 }
 
 /// A mirror queued in this cluster's own Kueue (it carries a queue name) has

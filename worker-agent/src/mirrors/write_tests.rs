@@ -135,3 +135,19 @@ fn a_finished_a_queued_or_a_started_mirror_being_suspended_is_read_first() {
     );
     assert!(update_in_place(Some(&started), &job(false), "hub", &revision(2)).is_some());
 }
+
+#[test]
+fn a_preparation_found_invalid_is_tried_again_and_any_other_refusal_stands() {
+    let finished = "Job.batch \"train\" is invalid: status.startTime: Required value: startTime is required for finished job";
+    match preparation_failure(ApplyFailure::Refused(
+        RejectReason::Invalid,
+        finished.into(),
+    )) {
+        ApplyFailure::Wait(why) => assert!(why.contains(finished), "{why}"),
+        other => panic!("a mirror that finished meanwhile is read again: {other:?}"),
+    }
+    let forbidden = ApplyFailure::Refused(RejectReason::Forbidden, "no".into());
+    assert_eq!(preparation_failure(forbidden.clone()), forbidden);
+    let unavailable = ApplyFailure::Refused(RejectReason::Unavailable, "down".into());
+    assert_eq!(preparation_failure(unavailable.clone()), unavailable);
+}
