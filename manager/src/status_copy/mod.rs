@@ -64,7 +64,7 @@ pub async fn run<K: RelayedKind>(
         tokio::spawn(changes.for_each(move |key| {
             let job = jobs.get(&key);
             let lane = lane(job.as_deref(), &ctx);
-            let wait = lane.hold(shows_new_pods(job.as_deref(), &ctx));
+            let wait = lane.hold(|| shows_new_pods(job.as_deref(), &ctx));
             if wait.is_zero() {
                 queue.mark(key, lane);
             } else {
