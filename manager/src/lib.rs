@@ -16,6 +16,7 @@ pub mod job;
 pub mod kinds;
 pub mod kueue;
 pub mod leader;
+pub mod mirror;
 pub mod outbox;
 pub mod reason;
 pub mod session;

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use jobrelay_manager::job::views::Apply;
+use jobrelay_manager::mirror::Apply;
 use jobrelay_manager::session::SessionLimits;
 use jobrelay_proto::v1::relay_client::RelayClient;
 use jobrelay_proto::v1::{AgentMessage, MirrorPhase, MirrorStatus, agent_message, manager_message};
@@ -111,7 +111,7 @@ async fn a_message_beyond_its_kinds_limit_ends_the_session() {
         manager
             .fleet
             .view("w1", UID)
-            .and_then(|v| v.status)
+            .and_then(|v| v.state.status().cloned())
             .is_none(),
         "nothing of it was kept"
     );

@@ -4,7 +4,7 @@
 //! fleet, a reconnect replays state instead of messages, and an unknown or
 //! malformed peer is refused with the right status code.
 
-use jobrelay_manager::job::views::{Apply, Cleanup};
+use jobrelay_manager::mirror::{Apply, Cleanup};
 use jobrelay_proto::v1::relay_client::RelayClient;
 use jobrelay_proto::v1::{
     DeleteReason, InventoryEntry, MirrorGone, MirrorPhase, MirrorStatus, agent_message,
@@ -76,7 +76,7 @@ async fn a_session_is_welcomed_with_the_desired_set_and_carries_applies_status_a
         manager
             .fleet
             .view("w1", UID)
-            .and_then(|v| v.status)
+            .and_then(|v| v.state.status().cloned())
             .map(|s| s.value())
             == Some(serde_json::json!({"active": 1}))
     })

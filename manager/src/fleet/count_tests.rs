@@ -3,13 +3,13 @@
 //! loss, forgetting, reconnect.
 
 use super::*;
-use crate::job::views::Rejection;
+use crate::mirror::Rejection;
 use jobrelay_proto::v1::{DeleteReason, RejectReason};
 use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::reflector::ObjectRef;
 
 /// The counts as placement and the cluster's status once made them: a
-/// pass over every view.
+/// pass over every mirror.
 fn recounted(fleet: &Fleet) -> (Vec<Candidate>, Vec<(String, u32)>) {
     let clusters = fleet.lock();
     let candidates = clusters
@@ -20,7 +20,7 @@ fn recounted(fleet: &Fleet) -> (Vec<Candidate>, Vec<(String, u32)>) {
             active_mirrors: c
                 .mirrors
                 .values()
-                .filter(|v| v.gone.is_none() && v.key.is_some())
+                .filter(|m| !matches!(m.state, crate::mirror::State::Gone { .. }))
                 .count(),
         })
         .collect();
@@ -30,7 +30,7 @@ fn recounted(fleet: &Fleet) -> (Vec<Candidate>, Vec<(String, u32)>) {
             let held = c
                 .mirrors
                 .values()
-                .filter(|v| v.held_revision.is_some())
+                .filter(|m| m.state.held().is_some())
                 .count();
             (name.clone(), held as u32)
         })

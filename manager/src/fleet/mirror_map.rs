@@ -1,43 +1,45 @@
-//! One cluster's mirror views with the counts placement and the cluster's
-//! status read, kept as the views change: every change goes through here,
-//! so a count cannot drift from the views, and placing a wave of new Jobs
+//! One cluster's mirrors with the counts placement and the cluster's
+//! status read, kept as the mirrors change: every change goes through here,
+//! so a count cannot drift from the states, and placing a wave of new Jobs
 //! costs one count per cluster rather than a pass over every mirror.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
-use crate::job::views::MirrorView;
+use crate::kinds::key::Key;
+use crate::mirror::Mirror;
 
 #[derive(Debug, Default)]
 pub(super) struct MirrorMap {
     /// By origin UID, hashed with a fast hasher: placement looks a UID up
     /// in every cluster's map, and UIDs are the API server's, not a peer's.
-    views: HashMap<String, MirrorView, foldhash::fast::RandomState>,
-    /// Views of mirrors held or being sent: wanted (a key) and not
-    /// confirmed gone. What placement compares.
+    mirrors: HashMap<String, Mirror, foldhash::fast::RandomState>,
+    /// Mirrors held or being sent: not confirmed gone. What placement
+    /// compares.
     active: usize,
-    /// Views whose worker reported holding a revision.
+    /// Mirrors whose worker reported holding a revision.
     held: usize,
 }
 
-/// What one view adds to each count.
-fn weight(view: &MirrorView) -> (usize, usize) {
+/// What one mirror adds to each count.
+fn weight(mirror: &Mirror) -> (usize, usize) {
     (
-        usize::from(view.gone.is_none() && view.key.is_some()),
-        usize::from(view.held_revision.is_some()),
+        usize::from(mirror.state.is_active()),
+        usize::from(mirror.state.held().is_some()),
     )
 }
 
 impl MirrorMap {
-    pub(super) fn get(&self, uid: &str) -> Option<&MirrorView> {
-        self.views.get(uid)
+    pub(super) fn get(&self, uid: &str) -> Option<&Mirror> {
+        self.mirrors.get(uid)
     }
 
     pub(super) fn contains(&self, uid: &str) -> bool {
-        self.views.contains_key(uid)
+        self.mirrors.contains_key(uid)
     }
 
-    pub(super) fn values(&self) -> impl Iterator<Item = &MirrorView> {
-        self.views.values()
+    pub(super) fn values(&self) -> impl Iterator<Item = &Mirror> {
+        self.mirrors.values()
     }
 
     /// Mirrors wanted here and not confirmed gone: held or being sent.
@@ -50,42 +52,58 @@ impl MirrorMap {
         self.held
     }
 
-    pub(super) fn remove(&mut self, uid: &str) -> Option<MirrorView> {
-        let view = self.views.remove(uid)?;
-        self.subtract(weight(&view));
-        Some(view)
+    pub(super) fn remove(&mut self, uid: &str) -> Option<Mirror> {
+        let mirror = self.mirrors.remove(uid)?;
+        self.subtract(weight(&mirror));
+        Some(mirror)
     }
 
-    /// Changes the view of `uid`, starting an empty one if there is none.
-    pub(super) fn change<T>(&mut self, uid: &str, change: impl FnOnce(&mut MirrorView) -> T) -> T {
-        let view = self.views.entry(uid.to_string()).or_default();
-        let before = weight(view);
-        let result = change(view);
-        let after = weight(view);
+    /// Changes the mirror of `uid`, a mirror of `key` just placed if there
+    /// is none.
+    pub(super) fn change<T>(
+        &mut self,
+        uid: &str,
+        key: &Key,
+        change: impl FnOnce(&mut Mirror) -> T,
+    ) -> T {
+        let (mirror, before) = match self.mirrors.entry(uid.to_string()) {
+            Entry::Occupied(known) => {
+                let mirror = known.into_mut();
+                if mirror.key != *key {
+                    mirror.key = key.clone();
+                }
+                let before = weight(mirror);
+                (mirror, before)
+            }
+            // Not counted yet.
+            Entry::Vacant(new) => (new.insert(Mirror::placed(key.clone())), (0, 0)),
+        };
+        let result = change(mirror);
+        let after = weight(mirror);
         self.recount(before, after);
         result
     }
 
-    /// Changes the view of `uid` if there is one.
+    /// Changes the mirror of `uid` if there is one.
     pub(super) fn change_existing<T>(
         &mut self,
         uid: &str,
-        change: impl FnOnce(&mut MirrorView) -> T,
+        change: impl FnOnce(&mut Mirror) -> T,
     ) -> Option<T> {
-        let view = self.views.get_mut(uid)?;
-        let before = weight(view);
-        let result = change(view);
-        let after = weight(view);
+        let mirror = self.mirrors.get_mut(uid)?;
+        let before = weight(mirror);
+        let result = change(mirror);
+        let after = weight(mirror);
         self.recount(before, after);
         Some(result)
     }
 
-    /// Changes every view.
-    pub(super) fn change_all(&mut self, mut change: impl FnMut(&mut MirrorView)) {
+    /// Changes every mirror.
+    pub(super) fn change_all(&mut self, mut change: impl FnMut(&str, &mut Mirror)) {
         let (mut active, mut held) = (0, 0);
-        for view in self.views.values_mut() {
-            change(view);
-            let (a, h) = weight(view);
+        for (uid, mirror) in self.mirrors.iter_mut() {
+            change(uid, mirror);
+            let (a, h) = weight(mirror);
             active += a;
             held += h;
         }

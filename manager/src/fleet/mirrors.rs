@@ -1,28 +1,45 @@
-//! The fleet's bookkeeping of each mirror: what was sent to its cluster
-//! (applies, deletions) and what its agent reported (held revision, status,
-//! refusal, loss, gone).
+//! The fleet as the store of each mirror's [`State`]: every request and
+//! every report becomes an [`Event`], [`transition`] decides, and what it
+//! says to send goes into the cluster's outbox here.
 
 use std::time::{Duration, Instant};
 
+use jobrelay_proto::kinds::KindName;
 use jobrelay_proto::v1::{
     ApplyMirror, DeleteMirror, DeleteReason, MirrorPhase, manager_message::Kind,
 };
 
-use super::{Cluster, Fleet, message};
-use crate::job::status::StatusText;
-use crate::job::views::{Apply, Cleanup, LostMirror, MirrorView, Rejection};
+use super::{Fleet, message};
 use crate::kinds::key::Key;
-use jobrelay_proto::kinds::KindName;
+use crate::mirror::{
+    self, Apply, Cleanup, Event, Held, Mirror, Rejection, Send, State, StatusText, Transition,
+    transition,
+};
+
+/// Takes what `decide` makes of `mirror`'s state; returns what to send and
+/// the answer.
+fn step<A>(mirror: &mut Mirror, decide: impl FnOnce(State) -> Transition<A>) -> (Option<Send>, A) {
+    let state = std::mem::replace(&mut mirror.state, State::Unsent);
+    let next = decide(state);
+    mirror.state = next.state;
+    (next.send, next.outcome)
+}
+
+/// Takes `event` into `mirror`'s state.
+fn take_in(mirror: &mut Mirror, event: Event) {
+    step(mirror, |state| transition(state, event));
+}
 
 impl Fleet {
-    pub fn view(&self, cluster: &str, uid: &str) -> Option<MirrorView> {
+    /// The mirror of `uid` on `cluster`, as the fleet knows it.
+    pub fn view(&self, cluster: &str, uid: &str) -> Option<Mirror> {
         self.lock().get(cluster)?.mirrors.get(uid).cloned()
     }
 
     /// The phase the worker last reported for the mirror (no copy of the
-    /// rest of its view).
+    /// rest of its state).
     pub fn phase(&self, cluster: &str, uid: &str) -> Option<MirrorPhase> {
-        Some(self.lock().get(cluster)?.mirrors.get(uid)?.phase)
+        Some(self.lock().get(cluster)?.mirrors.get(uid)?.state.phase())
     }
 
     /// What is true of `revision` of the mirror on `cluster` without sending
@@ -37,7 +54,15 @@ impl Fleet {
     ) -> Option<Apply> {
         let mut clusters = self.lock();
         let state = clusters.entry(cluster.to_string()).or_default();
-        applied_already(state, uid, key, revision)
+        let session = state.session.as_ref().map(|(id, _)| *id);
+        state.mirrors.change(uid, key, |current| {
+            let next = mirror::apply(current.state.clone(), revision, session, Instant::now());
+            if next.send.is_some() {
+                return None;
+            }
+            current.state = next.state;
+            Some(next.outcome)
+        })
     }
 
     /// Makes sure the cluster holds `revision` of the mirror, sending it if needed.
@@ -51,15 +76,13 @@ impl Fleet {
     ) -> Apply {
         let mut clusters = self.lock();
         let state = clusters.entry(cluster.to_string()).or_default();
-        if let Some(outcome) = applied_already(state, uid, key, revision) {
-            return outcome;
-        }
-        let Some((session, outbox)) = &state.session else {
-            return Apply::Disconnected;
-        };
-        state
-            .mirrors
-            .change_existing(uid, |view| {
+        let session = &state.session;
+        let id = session.as_ref().map(|(id, _)| *id);
+        state.mirrors.change(uid, key, |current| {
+            let (send, outcome) = step(current, |state| {
+                mirror::apply(state, revision, id, Instant::now())
+            });
+            if let (Some(Send::ApplyMirror { revision }), Some((_, outbox))) = (send, session) {
                 let apply = ApplyMirror {
                     origin_uid: uid.to_string(),
                     revision,
@@ -67,11 +90,9 @@ impl Fleet {
                     kind: Some(key.kind.to_wire()),
                 };
                 let _ = outbox.send(message(Kind::ApplyMirror(apply)));
-                view.apply_sent = Some((*session, revision));
-                view.awaiting_held_since.get_or_insert_with(Instant::now);
-                Apply::Sent
-            })
-            .unwrap_or(Apply::Disconnected)
+            }
+            outcome
+        })
     }
 
     /// Makes sure the mirror is being deleted, and tells whether it is gone.
@@ -79,29 +100,20 @@ impl Fleet {
         let mut clusters = self.lock();
         let state = clusters.entry(cluster.to_string()).or_default();
         let session = &state.session;
-        state.mirrors.change(uid, |view| {
-            view.key = Some(key.clone());
-            if let Some(pods_deleted) = view.gone {
-                return Cleanup::Gone { pods_deleted };
+        let id = session.as_ref().map(|(id, _)| *id);
+        state.mirrors.change(uid, key, |current| {
+            let (send, outcome) = step(current, |state| mirror::cleanup(state, id, Instant::now()));
+            if let (Some(Send::DeleteMirror), Some((_, outbox))) = (send, session) {
+                let delete = DeleteMirror {
+                    origin_uid: uid.to_string(),
+                    namespace: key.namespace.clone(),
+                    name: key.name.clone(),
+                    reason: reason as i32,
+                    kind: Some(key.kind.to_wire()),
+                };
+                let _ = outbox.send(message(Kind::DeleteMirror(delete)));
             }
-            let Some((session, outbox)) = session else {
-                return Cleanup::Disconnected;
-            };
-            if view.delete_sent == Some(*session) {
-                return Cleanup::Waiting;
-            }
-            let first = view.delete_sent.is_none();
-            let delete = DeleteMirror {
-                origin_uid: uid.to_string(),
-                namespace: key.namespace.clone(),
-                name: key.name.clone(),
-                reason: reason as i32,
-                kind: Some(key.kind.to_wire()),
-            };
-            let _ = outbox.send(message(Kind::DeleteMirror(delete)));
-            view.delete_sent = Some(*session);
-            view.delete_sent_at.get_or_insert_with(Instant::now);
-            Cleanup::Started { first }
+            outcome
         })
     }
 
@@ -112,10 +124,10 @@ impl Fleet {
         }
     }
 
-    /// Records a MirrorStatus; returns the previous phase and, for the first
-    /// report after an apply, how long the worker took to hold the mirror.
-    /// `None` for a mirror this manager does not want on the cluster
-    /// (dropped).
+    /// Records a MirrorStatus; returns the phase it replaced, if it changed,
+    /// and, for the first report after an apply, how long the worker took to
+    /// answer it. `None` for a mirror this manager does not want on the
+    /// cluster (dropped).
     pub fn record_status(
         &self,
         cluster: &str,
@@ -123,20 +135,16 @@ impl Fleet {
         revision: u64,
         phase: MirrorPhase,
         status: Option<StatusText>,
-    ) -> Option<(MirrorPhase, Option<Duration>)> {
-        self.update(cluster, uid, |view| {
-            let previous = (
-                view.phase,
-                view.awaiting_held_since.take().map(|at| at.elapsed()),
-            );
-            view.held_revision = Some(revision);
-            view.phase = phase;
-            view.rejected = None;
-            if status.is_some() {
-                view.status = status;
-            }
-            previous
-        })
+    ) -> Option<(Option<MirrorPhase>, Option<Duration>)> {
+        let held = Held {
+            revision,
+            phase,
+            status,
+        };
+        let reported = self.update(cluster, uid, |state| {
+            mirror::reported(state, held, Instant::now())
+        })?;
+        Some((reported.changed_from, reported.answered_after))
     }
 
     /// Records a MirrorGone; returns how long since the first DeleteMirror,
@@ -147,18 +155,14 @@ impl Fleet {
         uid: &str,
         pods_deleted: u32,
     ) -> Option<Option<Duration>> {
-        self.update(cluster, uid, |view| {
-            view.gone = Some(pods_deleted);
-            view.awaiting_held_since = None;
-            view.held_revision = None;
-            view.phase = MirrorPhase::Unspecified;
-            view.delete_sent_at.take().map(|at| at.elapsed())
+        self.update(cluster, uid, |state| {
+            mirror::gone(state, pods_deleted, Instant::now())
         })
     }
 
     /// Records an ApplyRejected; `None` for a mirror not wanted here.
     pub fn record_rejected(&self, cluster: &str, uid: &str, rejection: Rejection) -> Option<()> {
-        self.update(cluster, uid, |view| view.rejected = Some(rejection))
+        self.take_in(cluster, uid, Event::Refused(rejection))
     }
 
     /// Records a MirrorLost (a repeat of the same loss changes nothing);
@@ -170,34 +174,19 @@ impl Fleet {
         mirror_uid: &str,
         observed: &str,
     ) -> Option<()> {
-        self.update(cluster, uid, |view| {
-            if view.gone.is_some() {
-                // Already confirmed gone; nothing is left to wait for.
-                return;
-            }
-            if let Some(lost) = &view.lost
-                && lost.mirror_uid == mirror_uid
-            {
-                return;
-            }
-            view.lost = Some(LostMirror {
-                mirror_uid: mirror_uid.to_string(),
-                observed: observed.to_string(),
-                accounted: false,
-            });
-            view.held_revision = None;
-            view.phase = MirrorPhase::Deleting;
-        })
+        let event = Event::Lost {
+            mirror_uid: mirror_uid.to_string(),
+            observed: observed.to_string(),
+        };
+        self.take_in(cluster, uid, event)
     }
 
     /// Notes that the manager Job shows the mirror's loss.
     pub fn lost_accounted(&self, cluster: &str, uid: &str) {
         if let Some(state) = self.lock().get_mut(cluster) {
-            state.mirrors.change_existing(uid, |view| {
-                if let Some(lost) = view.lost.as_mut() {
-                    lost.accounted = true;
-                }
-            });
+            state
+                .mirrors
+                .change_existing(uid, |mirror| take_in(mirror, Event::LossShown));
         }
     }
 
@@ -211,73 +200,37 @@ impl Fleet {
     /// `cluster`.
     pub fn kind_of(&self, cluster: &str, uid: &str) -> Option<KindName> {
         let clusters = self.lock();
-        let view = clusters.get(cluster)?.mirrors.get(uid)?;
-        view.key.as_ref().map(|key| key.kind)
+        Some(clusters.get(cluster)?.mirrors.get(uid)?.key.kind)
     }
 
     /// The manager Job a mirror belongs to, if known.
     pub fn key_of(&self, cluster: &str, uid: &str) -> Option<Key> {
-        self.lock().get(cluster)?.mirrors.get(uid)?.key.clone()
+        Some(self.lock().get(cluster)?.mirrors.get(uid)?.key.clone())
     }
 
-    /// Changes what is known of a mirror this manager wants on the cluster
-    /// and asks for its Job's reconcile; a report about any other origin UID
+    /// Takes a report into a mirror this manager wants on the cluster and
+    /// asks for its Job's reconcile; a report about any other origin UID
     /// changes nothing (`None`), so a peer cannot make the manager hold
     /// memory for uids it never placed there.
-    fn update<T>(
+    fn update<A>(
         &self,
         cluster: &str,
         uid: &str,
-        change: impl FnOnce(&mut MirrorView) -> T,
-    ) -> Option<T> {
+        decide: impl FnOnce(State) -> Transition<A>,
+    ) -> Option<A> {
         let mut clusters = self.lock();
-        let (result, key) = clusters
+        let (outcome, key) = clusters
             .get_mut(cluster)?
             .mirrors
-            .change_existing(uid, |view| {
-                view.key.is_some().then(|| (change(view), view.key.clone()))
-            })
-            .flatten()?;
+            .change_existing(uid, |mirror| (step(mirror, decide).1, mirror.key.clone()))?;
         drop(clusters);
-        if let Some(key) = key {
-            let _ = self.triggers.send(key);
-        }
-        Some(result)
+        let _ = self.triggers.send(key);
+        Some(outcome)
     }
-}
 
-/// The answer for `revision` of the mirror of `uid` that needs no send, or
-/// `None` when an ApplyMirror is due. Records the mirror's key, and starts a
-/// new view if the last mirror was deleted.
-fn applied_already(state: &mut Cluster, uid: &str, key: &Key, revision: u64) -> Option<Apply> {
-    let session = &state.session;
-    state.mirrors.change(uid, |view| {
-        view.key = Some(key.clone());
-        match view.gone {
-            Some(_) => {
-                // Deleted before (suspension); this is a new mirror.
-                *view = MirrorView {
-                    key: Some(key.clone()),
-                    ..Default::default()
-                };
-            }
-            None if view.delete_sent.is_some() || view.lost.is_some() => {
-                return Some(Apply::AwaitingGone);
-            }
-            None => {}
-        }
-        if let Some(rejected) = view.rejected.as_ref().filter(|r| r.revision == revision) {
-            return Some(if rejected.reason.is_permanent() {
-                Apply::Rejected(rejected.clone())
-            } else {
-                Apply::Waiting(rejected.clone())
-            });
-        }
-        let Some((session, _)) = session else {
-            return Some(Apply::Disconnected);
-        };
-        let in_place = view.held_revision.is_some_and(|held| held >= revision)
-            || view.apply_sent == Some((*session, revision));
-        in_place.then_some(Apply::InPlace)
-    })
+    /// [`Fleet::update`] with a report that needs no answer.
+    fn take_in(&self, cluster: &str, uid: &str, event: Event) -> Option<()> {
+        self.update(cluster, uid, |state| transition(state, event))
+            .map(|_| ())
+    }
 }

@@ -7,7 +7,7 @@
 //! Every change that a reconcile should react to returns or queues the
 //! manager Job's key, which the controller then reconciles.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 use crate::fleet::link::Link;
 use crate::job::placement::{Candidate, choose_cluster};
 use crate::kinds::key::Key;
+use crate::mirror::{Event, transition};
 use jobrelay_proto::kinds::{self, KindName};
 use mirror_map::MirrorMap;
 
@@ -79,25 +80,22 @@ impl Fleet {
         let id = self.next_session.fetch_add(1, Ordering::Relaxed);
         let mut clusters = self.lock();
         let state = clusters.entry(cluster.to_string()).or_default();
-        state.mirrors.change_all(|view| {
-            view.held_revision = None;
-            view.phase = MirrorPhase::Unspecified;
-        });
         for (mirror, key) in &desired {
-            state
-                .mirrors
-                .change(&mirror.origin_uid, |view| view.key = Some(key.clone()));
+            state.mirrors.change(&mirror.origin_uid, key, |_| ());
         }
-        // What the agent holds beyond that is for its orphan sweep; nothing
-        // is kept for it here.
-        for entry in inventory {
-            state.mirrors.change_existing(&entry.origin_uid, |view| {
-                view.held_revision = Some(entry.revision);
-                view.phase = entry.phase();
-            });
-        }
+        // What the agent holds beyond the mirrors known here is for its
+        // orphan sweep; nothing is kept for it here.
+        let held: HashMap<&str, (u64, MirrorPhase), foldhash::fast::RandomState> = inventory
+            .iter()
+            .map(|entry| (entry.origin_uid.as_str(), (entry.revision, entry.phase())))
+            .collect();
+        state.mirrors.change_all(|uid, mirror| {
+            let held = held.get(uid).copied();
+            let state = std::mem::replace(&mut mirror.state, crate::mirror::State::Unsent);
+            mirror.state = transition(state, Event::Reconnected { held }).state;
+        });
         let mut keys: Vec<Key> = Vec::new();
-        keys.extend(state.mirrors.values().filter_map(|v| v.key.clone()));
+        keys.extend(state.mirrors.values().map(|m| m.key.clone()));
         let mirrors = desired.into_iter().map(|(m, _)| m).collect();
         // A cluster back from Lost had its mirrors released while away.
         let after_lost = state.lost;
@@ -205,7 +203,7 @@ impl Fleet {
             .entry(choice.clone())
             .or_default()
             .mirrors
-            .change(uid, |view| view.key = Some(key.clone()));
+            .change(uid, key, |_| ());
         Some(choice)
     }
 
@@ -233,8 +231,10 @@ impl Fleet {
     pub fn mirrors_by_phase(&self) -> BTreeMap<(String, MirrorPhase), u64> {
         let mut counts = BTreeMap::new();
         for (name, cluster) in self.lock().iter() {
-            for view in cluster.mirrors.values().filter(|v| v.key.is_some()) {
-                *counts.entry((name.clone(), view.phase)).or_default() += 1;
+            for mirror in cluster.mirrors.values() {
+                *counts
+                    .entry((name.clone(), mirror.state.phase()))
+                    .or_default() += 1;
             }
         }
         counts

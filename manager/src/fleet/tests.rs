@@ -1,9 +1,8 @@
 //! The fleet's bookkeeping, session by session, without a cluster.
 
 use super::*;
-use crate::job::status::StatusText;
-use crate::job::views::{Apply, Cleanup, rejection};
 use crate::kinds::key::Key;
+use crate::mirror::{Apply, Cleanup, State, StatusText, rejection};
 use jobrelay_proto::v1::{DeleteReason, RejectReason};
 use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::reflector::ObjectRef;
@@ -228,14 +227,14 @@ fn a_lost_mirror_is_applied_again_only_once_its_remains_are_gone() {
         .unwrap();
     fleet.record_lost("w1", "u1", "j1", "deleted").unwrap();
     let view = fleet.view("w1", "u1").unwrap();
-    assert_eq!(view.held_revision, None);
-    assert!(!view.lost.as_ref().unwrap().accounted);
+    assert_eq!(view.state.held(), None);
+    assert!(view.state.unshown_loss().is_some());
     fleet.lost_accounted("w1", "u1");
     fleet
         .record_lost("w1", "u1", "j1", "deleted again")
         .unwrap();
     assert!(
-        fleet.view("w1", "u1").unwrap().lost.unwrap().accounted,
+        matches!(fleet.view("w1", "u1").unwrap().state, State::Lost(ref loss) if loss.accounted),
         "a repeated report of the same loss is the same loss"
     );
     assert_eq!(
@@ -248,7 +247,7 @@ fn a_lost_mirror_is_applied_again_only_once_its_remains_are_gone() {
         fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new),
         Apply::Sent
     );
-    assert!(fleet.view("w1", "u1").unwrap().lost.is_none());
+    assert!(!fleet.view("w1", "u1").unwrap().state.lost_or_gone());
     assert_eq!(kinds(&mut rx), ["desired 0", "apply u1 r1", "apply u1 r1"]);
 }
 

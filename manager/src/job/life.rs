@@ -34,8 +34,8 @@ use k8s_openapi::jiff::Timestamp;
 use crate::config::Config;
 use crate::job::placement::assigned_cluster;
 use crate::job::retention::{deactivated_at, finished_at, remaining, remote_retention};
-use crate::job::views::{LostMirror, MirrorView};
 use crate::kinds::RelayedKind;
+use crate::mirror::{LostMirror, Mirror};
 
 /// Where a manager Job stands, as far as its mirror is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,7 +147,7 @@ pub enum KueueAsks {
 /// `mirror` (on the Job's recorded cluster).
 pub fn next_step<K: RelayedKind>(
     job: &K,
-    mirror: Option<&MirrorView>,
+    mirror: Option<&Mirror>,
     kueue: KueueAsks,
     config: &Config,
     now: Timestamp,
@@ -171,7 +171,7 @@ pub fn next_step<K: RelayedKind>(
             Step::Withdraw { cluster }
         }
         (Lifecycle::Active | Lifecycle::Suspended, Some(cluster)) => {
-            match mirror.and_then(|m| m.lost.clone()).filter(|l| !l.accounted) {
+            match mirror.and_then(|m| m.state.unshown_loss().cloned()) {
                 Some(lost) => Step::ShowLoss { cluster, lost },
                 None if !held => Step::Hold { cluster },
                 None => Step::Apply { cluster },
@@ -181,7 +181,7 @@ pub fn next_step<K: RelayedKind>(
         (Lifecycle::Finished, Some(cluster)) if held => {
             let (keep, _) = remote_retention(job, config.retention.remote_after_finished);
             // A mirror lost or gone keeps nothing worth waiting for.
-            let remains = mirror.is_none_or(|m| m.lost.is_none() && m.gone.is_none());
+            let remains = mirror.is_none_or(|m| !m.state.lost_or_gone());
             match finished_at(job).and_then(|at| remaining(now, at, keep)) {
                 Some(left) if remains => Step::Requeue(left),
                 _ => Step::Cleanup {

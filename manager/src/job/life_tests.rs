@@ -65,14 +65,17 @@ pub(crate) fn config() -> Config {
     Config::default()
 }
 
-pub(crate) fn lost(accounted: bool) -> MirrorView {
-    MirrorView {
-        lost: Some(LostMirror {
+pub(crate) fn lost(accounted: bool) -> Mirror {
+    let key = crate::kinds::key::Key::of(
+        &kube::runtime::reflector::ObjectRef::<Job>::new("train").within("ml"),
+    );
+    Mirror {
+        key,
+        state: crate::mirror::State::Lost(LostMirror {
             mirror_uid: "m1".into(),
             observed: "gone".into(),
             accounted,
         }),
-        ..Default::default()
     }
 }
 

@@ -11,9 +11,9 @@ use serde_json::Value;
 use super::life::{AWAIT_AGENT, AWAIT_CLUSTER, RESYNC};
 use crate::job::life::lifecycle;
 use crate::job::loss::{LostStep, lost_so_far, on_lost};
-use crate::job::views::{Apply, Cleanup, LostMirror, Rejection};
 use crate::job::withdrawal::Withdrawal;
 use crate::kinds::RelayedKind;
+use crate::mirror::{Apply, Cleanup, LostMirror, Rejection};
 use crate::reason::Reason;
 
 /// One write or record the controller carries out, in order; a failed one

@@ -2,8 +2,8 @@
 //! withdrawals — plan by plan.
 
 use super::*;
-use crate::job::views::rejection;
 use crate::job::withdrawal::Withdrawal;
+use crate::mirror::rejection;
 use jobrelay_proto::v1::RejectReason;
 use jobrelay_proto::wire::{LAST_LOST_MIRROR_ANNOTATION, MIRRORS_LOST_ANNOTATION};
 use serde_json::json;
@@ -153,7 +153,7 @@ fn a_loss_is_counted_shown_with_nothing_running_and_run_again() {
         placed(true),
         json!({"status": {"active": 1, "ready": 1, "startTime": NOW}}),
     ]);
-    let lost = lost(false).lost.unwrap();
+    let lost = lost(false).state.unshown_loss().cloned().unwrap();
     let plan = show_loss(&running, "w1", &lost, 3, now());
     assert_eq!(
         plan.effects[0],
@@ -186,7 +186,13 @@ fn the_loss_that_reaches_the_limit_fails_the_job_remote_job_lost() {
         twice,
         json!({"status": {"active": 1, "startTime": NOW}}),
     ]);
-    let plan = show_loss(&job, "w1", &lost(false).lost.unwrap(), 3, now());
+    let plan = show_loss(
+        &job,
+        "w1",
+        &lost(false).state.unshown_loss().cloned().unwrap(),
+        3,
+        now(),
+    );
     let Effect::WriteStatus(status) = &plan.effects[1] else {
         panic!("{plan:?}")
     };
@@ -200,13 +206,19 @@ fn a_loss_already_shown_or_of_a_job_no_longer_running_is_not_counted() {
     let plan = show_loss(
         &with(&[placed(true), shown]),
         "w1",
-        &lost(false).lost.unwrap(),
+        &lost(false).state.unshown_loss().cloned().unwrap(),
         3,
         now(),
     );
     assert_eq!(plan.effects, [Effect::LossShown]);
     let done = with(&[placed(true), finished(NOW)]);
-    let plan = show_loss(&done, "w1", &lost(false).lost.unwrap(), 3, now());
+    let plan = show_loss(
+        &done,
+        "w1",
+        &lost(false).state.unshown_loss().cloned().unwrap(),
+        3,
+        now(),
+    );
     assert_eq!(plan.effects, [Effect::LossShown]);
 }
 

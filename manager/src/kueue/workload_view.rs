@@ -252,13 +252,16 @@ impl Owned {
         let view = cluster.as_deref().and_then(|c| ctx.fleet.view(c, uid));
         let mirror_held = view
             .as_ref()
-            .is_some_and(|v| v.held_revision.is_some() && v.gone.is_none() && v.lost.is_none());
+            .is_some_and(|v| v.state.held().is_some() && !v.state.lost_or_gone());
         let worker_kueue = cluster
             .as_deref()
             .filter(|_| self.queued)
             .and_then(|c| ctx.registry.worker_queue(c))
             .map(|worker| WorkerKueueSide {
-                admitted: mirror_held && view.as_ref().is_some_and(|v| worker_admitted(v.phase)),
+                admitted: mirror_held
+                    && view
+                        .as_ref()
+                        .is_some_and(|v| worker_admitted(v.state.phase())),
                 admit_within: worker.admit_within,
             });
         let pinned = self.pinned.clone();

@@ -12,9 +12,8 @@ use kube::Resource;
 use tracing::{debug, warn};
 
 use super::{Ended, Sessions};
-use crate::job::status;
-use crate::job::views::Rejection;
 use crate::kinds;
+use crate::mirror::{Rejection, StatusText};
 use crate::telemetry::events::{Reason, object_reference};
 
 impl Sessions {
@@ -54,12 +53,12 @@ impl Sessions {
             }
         };
         let phase = report.phase();
-        let Some((before, held_after)) = self.fleet.record_status(
+        let Some((changed_from, held_after)) = self.fleet.record_status(
             cluster,
             &report.origin_uid,
             report.revision,
             phase,
-            copied.as_ref().map(status::StatusText::new),
+            copied.as_ref().map(StatusText::new),
         ) else {
             debug!(uid = %report.origin_uid, "status of a mirror not placed here; dropped");
             self.metrics.report_dropped(cluster);
@@ -68,14 +67,14 @@ impl Sessions {
         if let Some(took) = held_after {
             self.metrics.dispatched(cluster, took);
         }
-        if before != phase
+        if changed_from.is_some()
             && let Some(at) = finished_at
         {
             let took = Timestamp::now().duration_since(at);
             self.metrics
                 .status_heard(cluster, Duration::try_from(took).unwrap_or_default());
         }
-        if before != phase {
+        if changed_from.is_some() {
             let reason = match phase {
                 MirrorPhase::Succeeded => Some((
                     Reason::RemoteFinished,

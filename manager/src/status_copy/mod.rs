@@ -145,7 +145,7 @@ fn shows_new_pods<K: RelayedKind>(job: Option<&K>, ctx: &Context) -> bool {
     assigned_cluster(job)
         .zip(job.uid())
         .and_then(|(cluster, uid)| ctx.fleet.view(cluster, &uid))
-        .and_then(|view| view.status.map(|kept| kept.value()))
+        .and_then(|view| view.state.status().map(|kept| kept.value()))
         .is_some_and(|reported| counts_active_pods(&reported))
 }
 
@@ -236,9 +236,9 @@ pub async fn reconcile<K: RelayedKind>(
         return Ok(Some(RESYNC));
     };
     // A mirror being deleted says nothing more about this Job's run.
-    if view.held_revision.is_some()
-        && view.phase != MirrorPhase::Deleting
-        && let Some(kept) = &view.status
+    if let Some(held) = view.state.held()
+        && held.phase != MirrorPhase::Deleting
+        && let Some(kept) = &held.status
     {
         let worker_status = &kept.value();
         let jobs: Api<K> = Api::namespaced(ctx.client.clone(), &namespace);

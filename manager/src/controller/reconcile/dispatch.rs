@@ -216,7 +216,7 @@ impl<K: Dispatched> Reconciling<'_, K> {
         let held = ctx
             .fleet
             .view(cluster, &self.uid)
-            .is_some_and(|v| v.held_revision.is_some());
+            .is_some_and(|v| v.state.held().is_some());
         let plan = plan::after_apply(job, cluster, revision, outcome, held, Timestamp::now());
         self.execute(job, cluster, plan).await
     }

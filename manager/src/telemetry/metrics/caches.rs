@@ -87,7 +87,7 @@ impl CacheGauges {
         let now = Timestamp::now();
         let waiting = waiting(caches.jobs.state().iter().filter_map(|job| {
             dispatch_wait(job, now, |cluster, uid| {
-                let sent = fleet.view(cluster, uid)?.awaiting_held_since?;
+                let sent = fleet.view(cluster, uid)?.state.awaiting_held_since()?;
                 Some(sent.elapsed())
             })
         }));

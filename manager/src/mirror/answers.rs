@@ -1,0 +1,91 @@
+//! What a mirror's life answers and keeps: the answers to "have it in
+//! place" and "have it gone", a worker's refusal, a loss, and the copied
+//! status as the manager keeps it. Plain data.
+
+use jobrelay_proto::v1::RejectReason;
+use serde_json::Value;
+
+/// A refusal of the worker, as the agent reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    pub revision: u64,
+    pub reason: RejectReason,
+    pub message: String,
+    /// When the agent tries again (transient reasons only).
+    pub retry_in: Option<std::time::Duration>,
+}
+
+/// A mirror lost behind jobrelay's back, as the agent reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostMirror {
+    /// The lost worker Job's UID; empty when the agent could not tell.
+    pub mirror_uid: String,
+    pub observed: String,
+    /// The manager Job already shows this loss.
+    pub accounted: bool,
+}
+
+/// What became of a request to have a mirror in place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Apply {
+    /// ApplyMirror sent now.
+    Sent,
+    /// Sent before, or the worker already holds this revision.
+    InPlace,
+    /// The worker refused this revision for good.
+    Rejected(Rejection),
+    /// The worker refused this revision for a reason that can clear; its
+    /// agent tries again by itself.
+    Waiting(Rejection),
+    /// An earlier deletion of the mirror (or what is left of a lost one) is
+    /// not confirmed yet.
+    AwaitingGone,
+    /// The cluster has no session now.
+    Disconnected,
+}
+
+/// What became of a request to have a mirror gone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cleanup {
+    /// The agent confirmed the Job and every Pod gone.
+    Gone {
+        pods_deleted: u32,
+    },
+    /// DeleteMirror sent now; `first` is false on a resend after reconnect.
+    Started {
+        first: bool,
+    },
+    /// Sent in this session; waiting for MirrorGone.
+    Waiting,
+    Disconnected,
+}
+
+/// A copied status as the manager keeps it between a report and its write:
+/// its JSON text. The manager holds one per mirror, and the text takes a
+/// tenth of the memory of the parsed tree (a few hundred bytes for a
+/// finished Job's, where the tree's maps take several kilobytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusText(Box<str>);
+
+impl StatusText {
+    pub fn new(copied: &Value) -> Self {
+        StatusText(copied.to_string().into_boxed_str())
+    }
+
+    /// The copied status again.
+    pub fn value(&self) -> Value {
+        serde_json::from_str(&self.0).expect("the text of a JSON value reads back")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_status_reads_back_as_written() {
+        let status = serde_json::json!({"active": 1, "conditions": [{"type": "Complete", "status": "True"}]});
+        let kept = StatusText::new(&status);
+        assert_eq!(kept.value(), status);
+    }
+}

@@ -1,0 +1,171 @@
+//! The manager's side of one mirror: a [`Mirror`] is the manager Job it
+//! belongs to and the one [`State`] its life is in on its cluster — what the
+//! manager sent there and what the agent reported. Every change goes
+//! through [`transition`], a pure function from a state and an [`Event`] to
+//! the next state, the message to send (if any) and the answer for whoever
+//! asked. The fleet keeps the states and carries out the sends; the Job's
+//! life reads a state and decides.
+//!
+//! Nothing here talks to an API server or a session.
+
+use std::time::Instant;
+
+use jobrelay_proto::v1::MirrorPhase;
+
+use crate::kinds::key::Key;
+
+mod answers;
+mod transition;
+
+pub use answers::{Apply, Cleanup, LostMirror, Rejection, StatusText};
+pub use transition::{
+    Event, Outcome, Reported, Send, Transition, apply, cleanup, gone, reported, transition,
+};
+
+/// A mirror the manager wants on one cluster, or is cleaning up there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mirror {
+    /// The manager Job it mirrors.
+    pub key: Key,
+    pub state: State,
+}
+
+/// Where one mirror's life stands on its cluster. Each state holds only
+/// what is true in it: a mirror being deleted has no apply under way, a
+/// gone one holds nothing, a refused one keeps what was sent and held for
+/// the revisions it did not refuse.
+#[derive(Debug, Clone, PartialEq)]
+pub enum State {
+    /// Placed on the cluster: nothing sent, nothing held.
+    Unsent,
+    /// An ApplyMirror went out that the worker has not shown holding; it
+    /// may still hold an older revision.
+    Sending { sent: Sent, held: Option<Held> },
+    /// The worker holds the latest revision sent (or a newer one).
+    Held(Held),
+    /// The worker refused `rejection.revision`.
+    Refused {
+        rejection: Rejection,
+        sent: Option<Sent>,
+        held: Option<Held>,
+    },
+    /// A DeleteMirror went out in `session`; the worker may still report
+    /// the mirror until its MirrorGone.
+    Deleting {
+        session: u64,
+        since: Instant,
+        held: Option<Held>,
+        /// A loss reported before the deletion began.
+        loss: Option<LostMirror>,
+    },
+    /// The mirror was removed behind jobrelay's back; the agent deletes
+    /// what is left of it.
+    Lost(LostMirror),
+    /// The mirror and every Pod of it are gone (with the count of Pods the
+    /// agent had to delete itself).
+    Gone {
+        pods_deleted: u32,
+        loss: Option<LostMirror>,
+    },
+}
+
+/// An ApplyMirror that went out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    pub session: u64,
+    pub revision: u64,
+    /// When the first apply went out that the worker has not reported
+    /// anything about since; `None` once it has.
+    pub since: Option<Instant>,
+}
+
+/// What the worker reported holding.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Held {
+    pub revision: u64,
+    pub phase: MirrorPhase,
+    /// The copied part of the worker's latest status.
+    pub status: Option<StatusText>,
+}
+
+impl Mirror {
+    /// A mirror of `key`, just placed.
+    pub fn placed(key: Key) -> Self {
+        Mirror {
+            key,
+            state: State::Unsent,
+        }
+    }
+}
+
+impl State {
+    /// What the worker holds, if it reported holding a revision.
+    pub fn held(&self) -> Option<&Held> {
+        match self {
+            State::Held(held) => Some(held),
+            State::Sending { held, .. }
+            | State::Refused { held, .. }
+            | State::Deleting { held, .. } => held.as_ref(),
+            State::Unsent | State::Lost(_) | State::Gone { .. } => None,
+        }
+    }
+
+    /// The phase the worker last reported (`Deleting` once lost).
+    pub fn phase(&self) -> MirrorPhase {
+        match self {
+            State::Lost(_) => MirrorPhase::Deleting,
+            _ => self.held().map_or(MirrorPhase::Unspecified, |h| h.phase),
+        }
+    }
+
+    /// The copied part of the worker's latest status, while it holds the mirror.
+    pub fn status(&self) -> Option<&StatusText> {
+        self.held()?.status.as_ref()
+    }
+
+    /// A loss the manager Job does not show yet.
+    pub fn unshown_loss(&self) -> Option<&LostMirror> {
+        self.loss().filter(|loss| !loss.accounted)
+    }
+
+    /// Whether the mirror was lost or is gone: nothing of it is worth
+    /// waiting for.
+    pub fn lost_or_gone(&self) -> bool {
+        self.loss().is_some() || matches!(self, State::Gone { .. })
+    }
+
+    /// Since when an apply has gone unanswered, if one has.
+    pub fn awaiting_held_since(&self) -> Option<Instant> {
+        match self {
+            State::Sending { sent, .. }
+            | State::Refused {
+                sent: Some(sent), ..
+            } => sent.since,
+            _ => None,
+        }
+    }
+
+    /// Whether the mirror counts on its cluster: wanted and not confirmed gone.
+    pub fn is_active(&self) -> bool {
+        !matches!(self, State::Gone { .. })
+    }
+
+    fn loss(&self) -> Option<&LostMirror> {
+        match self {
+            State::Lost(loss) => Some(loss),
+            State::Deleting { loss, .. } | State::Gone { loss, .. } => loss.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+/// A refusal of revision 1, for tests.
+#[cfg(test)]
+pub(crate) fn rejection(reason: jobrelay_proto::v1::RejectReason) -> Rejection {
+    Rejection {
+        revision: 1,
+        reason,
+        message: "no".into(),
+        retry_in: None,
+    }
+}
