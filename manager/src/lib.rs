@@ -5,6 +5,7 @@
 pub mod caches;
 pub mod cli;
 pub mod clusters;
+pub mod condition;
 pub mod config;
 pub mod controller;
 pub mod deletion_pace;

@@ -21,6 +21,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use crate::clusters::ByCluster;
 use crate::clusters::certificate_pin;
 use crate::clusters::worker_cluster::{WorkerCluster, condition};
+use crate::condition::Assessment;
 
 /// Condition type: the latest certificate the agent presented may speak
 /// for the cluster (`spec.certificate`).
@@ -187,8 +188,13 @@ pub fn conditions(
     };
     let expiring = match seen.and_then(|s| s.accepted.as_ref()) {
         Some(certificate) => {
-            let (expiring, reason, message) = expiry(certificate.not_after, now);
-            Some(make(CERTIFICATE_EXPIRING, expiring, reason, message))
+            let expiring = expiry(certificate.not_after, now);
+            Some(make(
+                CERTIFICATE_EXPIRING,
+                expiring.holds,
+                expiring.reason,
+                expiring.message,
+            ))
         }
         None => kept(CERTIFICATE_EXPIRING),
     };
@@ -198,25 +204,22 @@ pub fn conditions(
 /// Whether a certificate valid until `not_after` (seconds since the epoch)
 /// counts as expiring at `now`, with the condition's reason and message.
 /// The message names the date only, so it changes when the certificate does.
-pub fn expiry(not_after: i64, now: Timestamp) -> (bool, &'static str, String) {
+pub fn expiry(not_after: i64, now: Timestamp) -> Assessment {
     let until = Timestamp::from_second(not_after).unwrap_or(Timestamp::MAX);
     let left = not_after.saturating_sub(now.as_second());
     let within = EXPIRING_WITHIN.as_secs() as i64;
     if left <= 0 {
-        (
-            true,
+        Assessment::holds(
             EXPIRED,
             format!("the agent's certificate expired at {until}"),
         )
     } else if left < within {
-        (
-            true,
+        Assessment::holds(
             "ExpiresSoon",
             format!("the agent's certificate expires at {until}, within 7 days: rotate it"),
         )
     } else {
-        (
-            false,
+        Assessment::fails(
             "ValidForMoreThanAWeek",
             format!("the agent's certificate expires at {until}"),
         )

@@ -75,10 +75,10 @@ fn an_accepted_certificate_shows_accepted_and_when_it_expires() {
 #[test]
 fn a_certificate_is_expiring_under_seven_days_and_expired_at_its_not_after() {
     let not_after = at(10 * DAY).as_second();
-    assert!(!expiry(not_after, at(3 * DAY - 1)).0);
-    assert_eq!(expiry(not_after, at(3 * DAY + 1)).1, "ExpiresSoon");
-    assert_eq!(expiry(not_after, at(10 * DAY)).1, EXPIRED);
-    assert!(expiry(not_after, at(11 * DAY)).0);
+    assert!(!expiry(not_after, at(3 * DAY - 1)).holds);
+    assert_eq!(expiry(not_after, at(3 * DAY + 1)).reason, "ExpiresSoon");
+    assert_eq!(expiry(not_after, at(10 * DAY)).reason, EXPIRED);
+    assert!(expiry(not_after, at(11 * DAY)).holds);
 }
 
 #[test]

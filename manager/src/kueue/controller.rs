@@ -28,6 +28,7 @@ use super::types::{AdmissionCheck, Workload};
 pub use super::workload_view::is_queued;
 use super::workload_view::{Owned, View, allowed};
 use super::{CONTROLLER_NAME, Reservation};
+use crate::condition::Assessment;
 use crate::job::withdrawal::Withdrawal;
 use crate::telemetry::events::Reason;
 
@@ -109,7 +110,11 @@ async fn reconcile_check(check: Arc<AdmissionCheck>, ctx: Arc<Context>) -> Resul
         .map(|c| c.name_any())
         .collect();
     let connected: BTreeSet<String> = ctx.fleet.candidates().into_iter().map(|c| c.name).collect();
-    let (active, reason, message) = check::active(&allowed, &registered, &connected);
+    let Assessment {
+        holds: active,
+        reason,
+        message,
+    } = check::active(&allowed, &registered, &connected);
     let status = if active { "True" } else { "False" };
     let shown = check
         .status

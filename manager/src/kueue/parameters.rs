@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use super::types::Parameters;
+use crate::condition::Assessment;
 
 /// Which WorkerClusters a check lets its Workloads use.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,21 +86,20 @@ pub fn allowed(
     }
 }
 
-/// An AdmissionCheck's `Active` condition: (status, reason, message).
+/// An AdmissionCheck's `Active` condition.
 pub fn active(
     allowed: &Result<Allowed, String>,
     registered: &BTreeSet<String>,
     connected: &BTreeSet<String>,
-) -> (bool, &'static str, String) {
+) -> Assessment {
     let allowed = match allowed {
-        Err(why) => return (false, "InvalidParameters", why.clone()),
+        Err(why) => return Assessment::fails("InvalidParameters", why.clone()),
         Ok(allowed) => allowed,
     };
     if let Allowed::Only(clusters) = allowed
         && let Some(missing) = clusters.iter().find(|c| !registered.contains(*c))
     {
-        return (
-            false,
+        return Assessment::fails(
             "UnknownCluster",
             format!("no WorkerCluster named {missing} is registered"),
         );
@@ -110,14 +110,12 @@ pub fn active(
         .map(String::as_str)
         .collect();
     if usable.is_empty() {
-        return (
-            false,
+        return Assessment::fails(
             "NoClusterConnected",
             format!("no agent of {} is connected", allowed.describe()),
         );
     }
-    (
-        true,
+    Assessment::holds(
         "Active",
         format!("jobrelay can place Workloads on {}", usable.join(", ")),
     )
@@ -168,15 +166,18 @@ mod tests {
         let set = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>();
         let (registered, connected) = (set(&["w1", "w2"]), set(&["w2"]));
         let any = active(&Ok(Allowed::Any), &registered, &connected);
-        assert_eq!((any.0, any.1), (true, "Active"));
+        assert_eq!((any.holds, any.reason), (true, "Active"));
         let only_w1 = Ok(Allowed::Only(set(&["w1"])));
-        let (on, reason, message) = active(&only_w1, &registered, &connected);
-        assert_eq!((on, reason), (false, "NoClusterConnected"));
-        assert!(message.contains("w1"), "{message}");
+        let off = active(&only_w1, &registered, &connected);
+        assert_eq!((off.holds, off.reason), (false, "NoClusterConnected"));
+        assert!(off.message.contains("w1"), "{}", off.message);
         let unknown = active(&Ok(Allowed::Only(set(&["w9"]))), &registered, &connected);
-        assert_eq!((unknown.0, unknown.1), (false, "UnknownCluster"));
+        assert_eq!((unknown.holds, unknown.reason), (false, "UnknownCluster"));
         let invalid = active(&Err("bad".into()), &registered, &connected);
-        assert_eq!((invalid.0, invalid.1), (false, "InvalidParameters"));
+        assert_eq!(
+            (invalid.holds, invalid.reason),
+            (false, "InvalidParameters")
+        );
     }
 
     #[test]
