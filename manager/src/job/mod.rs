@@ -1,5 +1,5 @@
 //! The life of one manager Job, as pure decisions over plain data: where it
-//! stands and what to do next ([`life`]), what follows the fleet's answer
+//! stands ([`lifecycle`]) and what to do next ([`life`]), what follows the fleet's answer
 //! ([`plan`]) and what the fleet answers ([`views`]), why a mirror is
 //! withdrawn ([`withdrawal`]), the mirror built from it ([`mirror`]), where it
 //! goes ([`placement`]), how long it and its mirror are kept ([`retention`]),
@@ -7,6 +7,7 @@
 //! ([`status`]). Nothing here talks to an API server.
 
 pub mod life;
+pub mod lifecycle;
 pub mod loss;
 pub mod placement;
 pub mod plan;

@@ -135,6 +135,7 @@ impl RelayedKind for JobSet {
 mod tests {
     use super::*;
     use crate::job::life::*;
+    use crate::job::lifecycle::*;
     use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL, REVISION_ANNOTATION};
 
     fn manager_jobset() -> JobSet {
