@@ -60,7 +60,7 @@ pub async fn row(jobsets: &Api<JobSet>, workers: &Workers) -> anyhow::Result<Row
     } else {
         let uid = manager.uid().unwrap_or_default();
         let pods = workers.pods_of(&cluster, &uid).await?;
-        let remote = match workers.jobset(&cluster).await? {
+        let remote = match workers.jobset(&cluster, NAME).await? {
             Some(mirror) => describe(&mirror),
             None => "JobSet gone".into(),
         };

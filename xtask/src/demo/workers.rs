@@ -8,7 +8,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 
-use super::{NAMESPACE, describe, jobset};
+use super::{NAMESPACE, describe};
 
 pub(super) struct Workers {
     clusters: Vec<Worker>,
@@ -72,10 +72,10 @@ impl Workers {
         })
     }
 
-    /// The demo JobSet's mirror on `cluster`, if there is one.
-    pub(super) async fn jobset(&self, cluster: &str) -> anyhow::Result<Option<JobSet>> {
+    /// The mirror of the JobSet `name` on `cluster`, if there is one.
+    pub(super) async fn jobset(&self, cluster: &str, name: &str) -> anyhow::Result<Option<JobSet>> {
         match self.get(cluster) {
-            Some(worker) => Ok(worker.jobsets.get_opt(jobset::NAME).await?),
+            Some(worker) => Ok(worker.jobsets.get_opt(name).await?),
             None => Ok(None),
         }
     }
