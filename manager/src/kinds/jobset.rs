@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use jobrelay_process::jobset::{JobSet, JobSetSpec};
+use jobrelay_kinds::jobset::{JobSet, JobSetSpec};
 use jobrelay_proto::kinds::{JOBSET, KindName};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;

@@ -20,7 +20,7 @@ use crate::controller::context::Context;
 use crate::controller::reconcile::{self, Dispatched};
 use crate::kinds::stores::Stores;
 use crate::{kueue, status_copy};
-use jobrelay_process::jobset::JobSet;
+use jobrelay_kinds::jobset::JobSet;
 use kube::runtime::reflector::ObjectRef;
 
 /// Reconciles running at once.

@@ -23,8 +23,8 @@ use crate::kinds::RelayedKind;
 use crate::kinds::key::Key;
 use crate::kinds::stores::Stores;
 use crate::telemetry::events::Events;
+use jobrelay_kinds::jobset::JobSet;
 use jobrelay_process::cache::trim;
-use jobrelay_process::jobset::JobSet;
 use jobrelay_proto::kinds::KindName;
 
 pub(super) struct Watches {

@@ -5,7 +5,7 @@
 use jobrelay_e2e::cluster::ClusterSet;
 use jobrelay_e2e::fixtures::{RUN_FOR, TERMINATE_AFTER, pod_spec};
 use jobrelay_e2e::jobset::JobSetController;
-use jobrelay_process::jobset::JobSet;
+use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::wire::{CLUSTER_KEY, MANAGED_BY, REMOTE_CLEANUP_FINALIZER};
 use kube::ResourceExt;
 use kube::api::Api;

@@ -22,7 +22,7 @@ use jobrelay_e2e::kueue_objects;
 use jobrelay_e2e::leaks::leaks;
 use jobrelay_e2e::relay::Relay;
 use jobrelay_e2e::supervisor::Supervisor;
-use jobrelay_process::jobset::JobSet;
+use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::wire::{CLUSTER_KEY, MANAGED_BY, REMOTE_CLEANUP_FINALIZER};
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;

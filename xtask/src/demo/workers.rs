@@ -2,7 +2,7 @@
 //! and JobSets on each.
 
 use jobrelay_e2e::cluster::{ClusterInfo, ClusterSet};
-use jobrelay_process::jobset::JobSet;
+use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::wire::ORIGIN_UID_LABEL;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;

@@ -2,7 +2,7 @@
 //! the Job there, then having its mirror applied — built from a whole Job,
 //! since the cache holds no pod templates.
 
-use jobrelay_process::jobset::JobSet;
+use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::wire::FLAVORS_ANNOTATION;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
