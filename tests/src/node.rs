@@ -30,7 +30,6 @@ use crate::wait::{self, Seen};
 
 mod cleanup;
 mod config;
-pub mod image;
 mod namespace;
 pub mod runtime;
 mod slot;
