@@ -174,12 +174,6 @@ fn files_hold_the_modules_their_paths_name() {
     assert_eq!(of("bin/jobrelay-cluster.rs", true), None);
 }
 
-/// The test bed's circles still to break, one a line: `tests/src` grew as
-/// one tangle of flat modules (its clusters' types, how they start, the Go
-/// builds and the relay helpers use each other). The list only shrinks: a
-/// circle broken must leave it, a new one fails like in any other crate.
-const TEST_BED_CIRCLES: &str = include_str!("test_bed_circles.txt");
-
 #[test]
 fn no_crate_has_a_module_circle() {
     let members = workspace_members();
@@ -189,27 +183,10 @@ fn no_crate_has_a_module_circle() {
     );
     for crate_folder in members {
         let found = module_circles(&source(&crate_folder));
-        if crate_folder == "tests" {
-            let known: Vec<&str> = TEST_BED_CIRCLES.lines().collect();
-            let new: Vec<_> = found
-                .iter()
-                .filter(|c| !known.contains(&c.as_str()))
-                .collect();
-            let broken: Vec<_> = known
-                .iter()
-                .filter(|c| !found.contains(&c.to_string()))
-                .collect();
-            assert!(new.is_empty(), "tests/src: new module circles {new:#?}");
-            assert!(
-                broken.is_empty(),
-                "tests/src: circles gone, drop them from test_bed_circles.txt: {broken:#?}"
-            );
-        } else {
-            assert!(
-                found.is_empty(),
-                "{crate_folder}/src: module circles {found:#?}"
-            );
-        }
+        assert!(
+            found.is_empty(),
+            "{crate_folder}/src: module circles {found:#?}"
+        );
     }
 }
 
