@@ -85,9 +85,16 @@ fn uses_are_read_from_code_not_comments_or_tests() {
     assert!(paths::used(&code_of("use super::*;\nuse crate::fleet;\n"), &[]).is_empty());
 }
 
-/// One crate per row: its modules with their code, and the edges `layers`
-/// draws from them, each as `parent: from → to`.
-const CASES: &[(&str, &[(&str, &str)], &[&str])] = &[
+/// A case: what it shows, a crate's modules with their code, and the edges
+/// `layers` draws from them, each as `parent: from → to`.
+type Case = (
+    &'static str,
+    &'static [(&'static str, &'static str)],
+    &'static [&'static str],
+);
+
+/// One crate per row.
+const CASES: &[Case] = &[
     (
         "a use is an edge between the siblings where the paths part",
         &[
