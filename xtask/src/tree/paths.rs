@@ -117,14 +117,17 @@ fn branch(text: &str, prefix: &mut Vec<String>, found: &mut Vec<Written>) -> usi
             at += 1;
             loop {
                 at += blank(&text[at..]);
-                if text[at..].starts_with('}') || at >= text.len() {
+                if text[at..].starts_with('}') {
                     at += 1;
                     break;
                 }
-                at += branch(&text[at..], prefix, found);
-                at += blank(&text[at..]);
+                let read = branch(&text[at..], prefix, found);
+                at += read + blank(&text[at + read..]);
                 if text[at..].starts_with(',') {
                     at += 1;
+                } else if read == 0 {
+                    // Not a path (or the text ends): stop here.
+                    break;
                 }
             }
             break;
@@ -143,28 +146,23 @@ fn branch(text: &str, prefix: &mut Vec<String>, found: &mut Vec<Written>) -> usi
             break;
         }
         at += name.len();
-        if name == "self" && !prefix.is_empty() && depth == prefix.len() && depth > 0 {
-            // `a::{self}` names `a` itself.
-        } else {
+        // `a::{self}` names `a` itself.
+        let names_group = name == "self" && depth > 0 && prefix.len() == depth;
+        if !names_group {
             prefix.push(name);
         }
         if text[at..].starts_with("::") {
             at += 2;
             continue;
         }
-        let alias = alias(&text[at..]);
-        if let Some((name, read)) = alias {
+        let alias = alias(&text[at..]).map(|(name, read)| {
             at += read;
-            found.push(Written {
-                segments: prefix.clone(),
-                alias: Some(name),
-            });
-        } else {
-            found.push(Written {
-                segments: prefix.clone(),
-                alias: None,
-            });
-        }
+            name
+        });
+        found.push(Written {
+            segments: prefix.clone(),
+            alias,
+        });
         break;
     }
     prefix.truncate(depth);
@@ -239,6 +237,16 @@ mod tests {
         assert_eq!(
             joined(used(code, &module(&["bench", "ceiling"]))),
             ["bench"]
+        );
+    }
+
+    #[test]
+    fn a_group_left_open_or_holding_no_path_ends_the_reading() {
+        let from = module(&["job"]);
+        assert_eq!(joined(used("use crate::{fleet, ", &from)), ["fleet"]);
+        assert_eq!(
+            joined(used("use crate::{fleet, /* x */ kinds};", &from)),
+            ["fleet"]
         );
     }
 
