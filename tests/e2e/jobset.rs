@@ -16,7 +16,7 @@ use jobrelay_e2e::leaks::{assert_no_leaks, leaks};
 use jobrelay_e2e::relay::Relay;
 use jobrelay_e2e::scenario::{Scenario, WAIT};
 use jobrelay_e2e::wait::{self, Seen};
-use jobrelay_process::jobset::JobSet;
+use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::wire::{CLUSTER_KEY, MANAGED_BY, ORIGIN_UID_LABEL, REMOTE_CLEANUP_FINALIZER};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;

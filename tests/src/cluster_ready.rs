@@ -3,8 +3,9 @@
 //! Nodes).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, ServiceAccount};
 use kube::api::{Api, PostParams};
 
 use crate::cluster::{ClusterInfo, Error, KWOK_NODE_ANNOTATION, NODE, START_TIMEOUT};
@@ -84,6 +85,31 @@ pub(crate) async fn wait_workable(cluster: &ClusterInfo) -> Result<(), Error> {
         },
     )
     .await?;
-    crate::kit::default_service_account(&client, "default", START_TIMEOUT).await?;
+    default_service_account(&client, "default", START_TIMEOUT).await?;
     Ok(())
+}
+
+/// Waits until the namespace has its `default` ServiceAccount, without which
+/// no Pod can be created there.
+pub async fn default_service_account(
+    client: &kube::Client,
+    namespace: &str,
+    timeout: Duration,
+) -> Result<(), wait::Timeout> {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    wait::try_until(
+        format!("ServiceAccount {namespace}/default"),
+        timeout,
+        || {
+            let accounts = accounts.clone();
+            async move {
+                match accounts.get_opt("default").await {
+                    Ok(Some(_)) => Seen::Ready(()),
+                    Ok(None) => Seen::Waiting("not created yet".into()),
+                    Err(e) => Seen::Waiting(e.to_string()),
+                }
+            }
+        },
+    )
+    .await
 }

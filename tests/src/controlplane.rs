@@ -26,6 +26,9 @@ pub const KWOK_VERSION: &str = "v0.8.0";
 /// The helm release that lints and renders the chart: the newest v3 built on
 /// the same Kubernetes libraries (0.34) as the clusters the tests run.
 pub const HELM_VERSION: &str = "v3.19.5";
+/// The Kueue release the Kueue tests and the demo run on the manager cluster
+/// (built by `kueue_build`).
+pub const KUEUE_VERSION: &str = "v0.19.2";
 
 /// Every binary a cluster needs, by file name.
 pub const BINARIES: [&str; 6] = [
@@ -67,10 +70,10 @@ pub enum Error {
         "the real-node runtime (kubelet, containerd, runc, CNI plugins, images) is not built yet (looked in {0}); run `cargo xtask k8s`"
     )]
     NodeRuntimeNotBuilt(PathBuf),
-    #[error("Kueue {version} is not built yet (looked in {0}); run `cargo xtask k8s`", version = crate::kueue_build::KUEUE_VERSION)]
+    #[error("Kueue {version} is not built yet (looked in {0}); run `cargo xtask k8s`", version = KUEUE_VERSION)]
     KueueNotBuilt(PathBuf),
     #[error(transparent)]
-    Image(#[from] crate::node::image::Error),
+    Image(#[from] crate::oci_image::Error),
     #[error("{binary} reports version {found:?}, expected it to mention {expected}")]
     WrongVersion {
         binary: String,
@@ -123,25 +126,6 @@ pub fn cached() -> Result<Binaries, Error> {
     } else {
         Err(Error::NotBuilt(dir))
     }
-}
-
-/// Returns the cached binaries, building them first when they are missing;
-/// helm is built (or found) too, so a fresh machine gets everything the tests
-/// use. `log` receives one line per step.
-pub fn ensure_built(log: &mut dyn FnMut(&str)) -> Result<Binaries, Error> {
-    let binaries = match cached() {
-        Ok(binaries) => {
-            log(&format!(
-                "control plane {KUBERNETES_VERSION} cached in {}",
-                binaries.dir.display()
-            ));
-            binaries
-        }
-        Err(_) => build(log)?,
-    };
-    ensure_helm_built(log)?;
-    crate::kueue_build::ensure_kueue_built(log)?;
-    Ok(binaries)
 }
 
 /// Removes Go's build cache (compiled packages, several GiB) once every Go
@@ -247,7 +231,7 @@ pub(crate) fn go_command(dir: &Path) -> Command {
     cmd
 }
 
-fn build(log: &mut dyn FnMut(&str)) -> Result<Binaries, Error> {
+pub(crate) fn build(log: &mut dyn FnMut(&str)) -> Result<Binaries, Error> {
     let dir = binary_dir()?;
     let partial = dir.with_extension("partial");
     let _ = std::fs::remove_dir_all(&partial);

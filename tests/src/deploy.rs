@@ -24,7 +24,6 @@ use kube::api::{Api, PostParams};
 
 use crate::certs::{Issued, RelayCa};
 use crate::cluster::ClusterInfo;
-use crate::deployed::{NAMESPACES, OUTSIDE};
 use crate::helm::{chart, helm};
 use crate::images::{Image, Images};
 use crate::kit::{self, Clusters};
@@ -37,6 +36,22 @@ pub const NAMESPACE: &str = "jobrelay-system";
 pub const RELEASE: &str = "jobrelay";
 /// The origin of the installed relay.
 pub const ORIGIN: &str = "deploy-e2e";
+/// The namespaces the scenarios use, one each, made on every cluster before
+/// the agents are installed: worker-2's agent is open to these alone (its
+/// namespace policy names them, so it holds Roles in them and no
+/// ClusterRole).
+pub const NAMESPACES: [&str; 7] = [
+    "deploy-basic",
+    "deploy-real",
+    "deploy-kueue",
+    "deploy-suspend",
+    "deploy-lost",
+    "deploy-ha",
+    "deploy-policy",
+];
+/// A namespace on every cluster that worker-2's policy does not name.
+pub const OUTSIDE: &str = "deploy-outside";
+
 /// The worker whose agent's namespace policy names the scenario namespaces
 /// ([`NAMESPACES`]); the others' opens every namespace.
 pub const SCOPED_WORKER: &str = "worker-2";

@@ -11,7 +11,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
 use crate::cluster::ClusterInfo;
-use crate::deploy::{Installed, ORIGIN};
+use crate::deploy::{Installed, NAMESPACES, ORIGIN};
 use crate::kit::{self, Clusters};
 use crate::leaks::assert_no_leaks;
 use crate::scenario::outcome;
@@ -36,22 +36,6 @@ pub async fn wait_connected(clusters: &Clusters) {
         .await;
     }
 }
-
-/// The namespaces the scenarios use, one each, made on every cluster before
-/// the agents are installed: worker-2's agent is open to these alone (its
-/// namespace policy names them, so it holds Roles in them and no
-/// ClusterRole).
-pub const NAMESPACES: [&str; 7] = [
-    "deploy-basic",
-    "deploy-real",
-    "deploy-kueue",
-    "deploy-suspend",
-    "deploy-lost",
-    "deploy-ha",
-    "deploy-policy",
-];
-/// A namespace on every cluster that worker-2's policy does not name.
-pub const OUTSIDE: &str = "deploy-outside";
 
 /// The scenario namespace `name` (one of [`NAMESPACES`]) and the manager's
 /// Jobs there.

@@ -9,13 +9,13 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ObjectMeta, PostParams};
 
 use crate::cluster::{ClusterInfo, ClusterSet};
+use crate::cluster_ready::default_service_account;
 use crate::relay::{Options, Relay};
 use crate::supervisor::Supervisor;
-use crate::wait::{self, Seen};
 
 /// The clusters shared by the tests of this process.
 pub struct Clusters {
@@ -237,29 +237,4 @@ pub async fn create_namespace(client: &kube::Client, name: &str) {
     default_service_account(client, name, Duration::from_secs(60))
         .await
         .unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// Waits until the namespace has its `default` ServiceAccount, without which
-/// no Pod can be created there.
-pub async fn default_service_account(
-    client: &kube::Client,
-    namespace: &str,
-    timeout: Duration,
-) -> Result<(), wait::Timeout> {
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    wait::try_until(
-        format!("ServiceAccount {namespace}/default"),
-        timeout,
-        || {
-            let accounts = accounts.clone();
-            async move {
-                match accounts.get_opt("default").await {
-                    Ok(Some(_)) => Seen::Ready(()),
-                    Ok(None) => Seen::Waiting("not created yet".into()),
-                    Err(e) => Seen::Waiting(e.to_string()),
-                }
-            }
-        },
-    )
-    .await
 }

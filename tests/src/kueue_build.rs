@@ -5,8 +5,7 @@
 use crate::controlplane::Error;
 use crate::go_release::{BuiltRelease, GoRelease};
 
-/// The Kueue release the Kueue tests and the demo run on the manager cluster.
-pub const KUEUE_VERSION: &str = "v0.19.2";
+pub use crate::controlplane::KUEUE_VERSION;
 
 /// Kueue's `cmd/kueue`.
 pub const KUEUE: GoRelease = GoRelease {

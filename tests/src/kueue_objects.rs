@@ -14,7 +14,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::ListParams;
 
-use crate::scenario::{Scenario, WAIT};
+use crate::scenario::Scenario;
+use crate::wait::WAIT;
 use crate::wait::{self, Seen};
 
 /// Field manager of what the test kit applies for Kueue.

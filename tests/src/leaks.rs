@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::fmt;
 
-use jobrelay_process::jobset::JobSet;
+use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::wire::ORIGIN_LABEL;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;

@@ -21,16 +21,15 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, PostParams};
-use serde::{Deserialize, Serialize};
 
 use crate::certs::{self, Pki};
 use crate::cluster::ClusterInfo;
+pub use crate::node_info::{Error, RealNodeInfo};
 use crate::processes::{die_with_parent, log_to, signal};
 use crate::wait::{self, Seen};
 
 mod cleanup;
 mod config;
-pub mod image;
 mod namespace;
 pub mod runtime;
 mod slot;
@@ -57,56 +56,6 @@ const READY_TIMEOUT: Duration = Duration::from_secs(120);
 const CONTAINERD_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a stopped kubelet or containerd gets before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(10);
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("{0}: {1}")]
-    Io(String, #[source] std::io::Error),
-    #[error(transparent)]
-    Runtime(#[from] crate::controlplane::Error),
-    #[error(transparent)]
-    Certs(#[from] certs::Error),
-    #[error(transparent)]
-    Wait(#[from] wait::Timeout),
-    #[error("cluster {cluster}: {source}")]
-    Api {
-        cluster: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("connecting to cluster {cluster}: {message}")]
-    Client { cluster: String, message: String },
-    #[error("{component} exited ({status}); the end of {log}:\n{tail}")]
-    Exited {
-        component: String,
-        status: String,
-        log: String,
-        tail: String,
-    },
-    #[error("`{command}` failed ({status}): {output}")]
-    Command {
-        command: String,
-        status: String,
-        output: String,
-    },
-}
-
-/// How to reach a running real node, as written to `clusters.json`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RealNodeInfo {
-    /// The Node's name.
-    pub name: String,
-    /// Its host-wide slot (bridge `jrnode<slot>`, subnet `10.244.<slot>.0/24`).
-    pub slot: usize,
-    /// Everything of the node but its logs.
-    pub root: PathBuf,
-    /// containerd's socket, for `ctr`.
-    pub containerd_address: PathBuf,
-    /// The snapshotter images are unpacked with (`overlayfs`, else `native`).
-    pub snapshotter: String,
-    /// Where the kubelet writes Pod logs.
-    pub pod_logs: PathBuf,
-}
 
 impl RealNodeInfo {
     pub fn name(&self) -> &str {

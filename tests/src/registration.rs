@@ -100,7 +100,7 @@ pub async fn wait_cluster_event(
     let events: Api<Event> = Api::namespaced(client, "default");
     wait::until(
         format!("a {reason} Event on WorkerCluster {cluster}"),
-        crate::scenario::WAIT,
+        crate::wait::WAIT,
         || async {
             let found = events.list(&ListParams::default()).await.map(|list| {
                 list.items.into_iter().find(|e| {

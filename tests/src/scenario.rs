@@ -29,8 +29,7 @@ pub struct Scenario {
     pub jobs: Api<Job>,
 }
 
-/// How long a scenario waits for one step.
-pub const WAIT: Duration = Duration::from_secs(90);
+pub use crate::wait::WAIT;
 
 impl Scenario {
     /// A fresh namespace on every cluster of the test process's relay

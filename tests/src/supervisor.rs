@@ -17,8 +17,9 @@ use std::process::{Child, Command, Stdio};
 use tokio::io::AsyncBufReadExt;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::cluster::{ClusterSet, Running, Topology};
+use crate::cluster::ClusterSet;
 use crate::controlplane;
+use crate::running::{Running, Topology};
 
 /// What a supervisor is asked to run.
 #[derive(Debug, Clone, clap::Args)]

@@ -6,6 +6,9 @@ use std::fmt::Display;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+/// How long a scenario waits for one step.
+pub const WAIT: Duration = Duration::from_secs(90);
+
 /// How often a condition is probed.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
 

@@ -9,9 +9,9 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
+use jobrelay_kinds::jobset::JobSet;
 use jobrelay_process::Tasks;
 use jobrelay_process::health::Readiness;
-use jobrelay_process::jobset::JobSet;
 use jobrelay_proto::kinds::KindName;
 use jobrelay_proto::wire::ORIGIN_LABEL;
 use k8s_openapi::api::batch::v1::Job;
@@ -188,7 +188,7 @@ pub(crate) fn watch_mirrors(
 /// JobSet only where its CRD is installed. Read once at start; an agent
 /// started before the CRD was installed is restarted to mirror JobSets.
 pub(crate) async fn served_kinds(client: &kube::Client) -> Result<Vec<KindName>, Error> {
-    let served = jobrelay_process::jobset::served(client)
+    let served = jobrelay_kinds::jobset::served(client)
         .await
         .map_err(Error::Discovery)?;
     let kind = JobSet::NAME;

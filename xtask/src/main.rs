@@ -19,8 +19,9 @@ use std::process::Command;
 use std::time::Instant;
 
 use clap::{Parser, Subcommand};
-use jobrelay_e2e::controlplane::{self, seconds};
+use jobrelay_e2e::controlplane::seconds;
 use jobrelay_e2e::supervisor::{self, SuperviseArgs, Supervisor};
+use jobrelay_e2e::upstream;
 
 #[derive(Parser)]
 #[command(name = "cargo xtask", about = "Build, run and test jobrelay locally")]
@@ -76,7 +77,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Cmd::K8s => {
             let started = Instant::now();
-            controlplane::ensure_built(&mut log)?;
+            upstream::ensure_built(&mut log)?;
             jobrelay_e2e::node::ensure_node_runtime_built(&mut log)?;
             log(&format!("done in {}", seconds(started.elapsed())));
             Ok(())
@@ -140,7 +141,7 @@ pub fn supervisor_command() -> anyhow::Result<Command> {
 }
 
 fn cluster_up(workers: usize) -> anyhow::Result<()> {
-    controlplane::ensure_built(&mut log)?;
+    upstream::ensure_built(&mut log)?;
     let state_dir = cluster_state_dir();
     if state_dir.join("clusters.json").exists() {
         anyhow::bail!(

@@ -7,6 +7,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use jobrelay_e2e::controlplane::{self, seconds};
+use jobrelay_e2e::upstream;
 
 use crate::{log, workspace_root};
 
@@ -42,7 +43,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.unit {
         return Ok(());
     }
-    controlplane::ensure_built(&mut log)?;
+    upstream::ensure_built(&mut log)?;
     jobrelay_e2e::node::ensure_node_runtime_built(&mut log)?;
     jobrelay_e2e::kueue_build::ensure_kueue_built(&mut log)?;
     jobrelay_e2e::jobset_build::ensure_jobset_built(&mut log)?;

@@ -1,32 +1,130 @@
-//! The layering of the crates' source trees, checked: no two top-level
-//! modules of a crate use each other (directly or round a longer circle),
-//! and the manager's `job/` — the pure life of a Job — reads no API.
+//! The layering of the crates' source trees, checked: in every crate of the
+//! workspace, at every depth, no module uses a sibling that uses it back
+//! (directly or round a longer circle), and the manager's `job/` — the pure
+//! life of a Job — reads no API.
 //!
-//! A module's uses are the `crate::` paths in its files outside comments
-//! and unit tests, and the `super::` paths of its submodules.
+//! Siblings are the modules under one parent, and each parent's children
+//! form a graph: a use of `crate::a::b::c` from module `crate::a::x` is an
+//! edge x → b among the children of `a`. A module's uses are the paths from
+//! `crate::`, `super::` and `self::` in its file, outside comments and unit
+//! tests. A parent using its own children is no edge, nor a child using an
+//! item its parent defines; a name the parent imports counts as the path it
+//! imports.
+
+mod paths;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Top-level module → the top-level modules it uses.
+use paths::Path as ItemPath;
+
+/// A module's place in its crate: the names from the crate root down.
+type Module = Vec<String>;
+
+/// Module → the siblings it uses.
 type Uses = BTreeMap<String, BTreeSet<String>>;
 
-/// The uses between the top-level modules of the crate whose `src` is `src`.
-fn uses(src: &Path) -> Uses {
-    let mut uses = Uses::new();
-    for file in rust_files(src) {
-        let Some(module) = top_module(src, &file) else {
-            continue;
-        };
-        let text = std::fs::read_to_string(&file).expect("a source file reads");
-        let used = uses.entry(module.clone()).or_default();
-        for used_module in crate_paths(&code_of(&text)) {
-            if used_module != module {
-                used.insert(used_module);
+/// Parent module → the uses among its children.
+type Layers = BTreeMap<Module, Uses>;
+
+/// A crate's modules, each with its code and the names it imports.
+struct Crate {
+    code: BTreeMap<Module, String>,
+    imports: BTreeMap<Module, BTreeMap<String, ItemPath>>,
+}
+
+impl Crate {
+    /// The crate whose source folder is `src`: every file but the tests
+    /// and the binaries under `bin/`.
+    fn read(src: &Path) -> Crate {
+        let has_lib = src.join("lib.rs").exists();
+        let mut code = BTreeMap::<Module, String>::new();
+        for file in rust_files(src) {
+            let Some(module) = module_of(src, &file, has_lib) else {
+                continue;
+            };
+            let text = std::fs::read_to_string(&file).expect("a source file reads");
+            code.entry(module).or_default().push_str(&code_of(&text));
+        }
+        Crate::from_code(code)
+    }
+
+    fn from_code(code: BTreeMap<Module, String>) -> Crate {
+        let imports = code
+            .iter()
+            .map(|(module, text)| {
+                let names = paths::imports(text, module, |m| code.contains_key(m));
+                (module.clone(), names)
+            })
+            .collect();
+        Crate { code, imports }
+    }
+
+    /// The uses among siblings, parent by parent.
+    fn layers(&self) -> Layers {
+        let mut layers = Layers::new();
+        for (module, text) in &self.code {
+            for used in paths::used(text, module) {
+                if let Some((parent, from, to)) = self.edge(module, used) {
+                    layers
+                        .entry(parent)
+                        .or_default()
+                        .entry(from)
+                        .or_default()
+                        .insert(to);
+                }
             }
         }
+        layers
     }
-    uses
+
+    /// The edge that `module` naming `used` draws: the parent where the two
+    /// paths part, and the children of it they go through. None when
+    /// `used` lies inside `module`, is one of its ancestors, or is an item
+    /// its parent defines.
+    fn edge(&self, module: &[String], mut used: ItemPath) -> Option<(Module, String, String)> {
+        // Each round follows one import; a bound keeps a circle of imports
+        // (which would not compile) from looping.
+        for _ in 0..16 {
+            let shared = module.iter().zip(&used).take_while(|(a, b)| a == b).count();
+            if shared == module.len() || shared == used.len() {
+                return None;
+            }
+            let parent = &module[..shared];
+            let sibling = [parent, &used[shared..=shared]].concat();
+            if self.code.contains_key(&sibling) {
+                return Some((
+                    parent.to_vec(),
+                    module[shared].clone(),
+                    used[shared].clone(),
+                ));
+            }
+            let imported = self.imports.get(parent)?.get(&used[shared])?;
+            used = [imported, &used[shared + 1..]].concat();
+        }
+        None
+    }
+}
+
+/// Every circle in the crate whose source folder is `src`, each written as
+/// `parent: a → b → c` (`crate` for the root).
+fn module_circles(src: &Path) -> Vec<String> {
+    let mut written = Vec::new();
+    for (parent, uses) in Crate::read(src).layers() {
+        for circle in circles(&uses) {
+            written.push(format!("{}: {}", written_name(&parent), circle.join(" → ")));
+        }
+    }
+    written
+}
+
+/// A module as a path from the crate root, `crate` for the root itself.
+fn written_name(module: &[String]) -> String {
+    if module.is_empty() {
+        "crate".to_string()
+    } else {
+        module.join("::")
+    }
 }
 
 /// The circles among `uses`, each as the modules on it (empty if none).
@@ -81,14 +179,31 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// The top-level module a file belongs to (`None` for the crate root and
-/// `main.rs`, which may use everything).
-fn top_module(src: &Path, file: &Path) -> Option<String> {
+/// The module a file holds: `a/b.rs` and `a/b/mod.rs` hold `a::b`, the
+/// crate root (`lib.rs`, or `main.rs` of a crate without one) holds the
+/// root. `None` for files of unit tests (`tests.rs`, `*_tests.rs`) and for
+/// other crates: the binaries under `bin/` and a `main.rs` beside `lib.rs`.
+fn module_of(src: &Path, file: &Path, has_lib: bool) -> Option<Module> {
     let relative = file.strip_prefix(src).ok()?;
-    let first = relative.components().next()?.as_os_str().to_str()?;
-    let name = first.strip_suffix(".rs").unwrap_or(first);
-    let name = name.strip_suffix("_tests").unwrap_or(name);
-    (!matches!(name, "lib" | "main")).then(|| name.to_string())
+    let mut names: Module = relative
+        .with_extension("")
+        .components()
+        .map(|c| c.as_os_str().to_str().map(str::to_string))
+        .collect::<Option<_>>()?;
+    let stem = names.last()?.clone();
+    if names[0] == "bin" || stem == "tests" || stem.ends_with("_tests") {
+        return None;
+    }
+    match (names.len(), stem.as_str()) {
+        (1, "lib") => names.clear(),
+        (1, "main") if has_lib => return None,
+        (1, "main") => names.clear(),
+        (_, "mod") => {
+            names.pop();
+        }
+        _ => {}
+    }
+    Some(names)
 }
 
 /// The text of a file without comments and without its unit tests (what
@@ -105,83 +220,5 @@ fn code_of(text: &str) -> String {
         .join("\n")
 }
 
-/// The first segment of every `crate::` path in `code`.
-fn crate_paths(code: &str) -> BTreeSet<String> {
-    code.match_indices("crate::")
-        .filter(|(at, _)| !code[..*at].ends_with(|c: char| c.is_alphanumeric() || c == '_'))
-        .map(|(at, prefix)| {
-            code[at + prefix.len()..]
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect::<String>()
-        })
-        .filter(|segment| !segment.is_empty())
-        .collect()
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn source(crate_folder: &str) -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("..")
-            .join(crate_folder)
-            .join("src")
-    }
-
-    fn graph(edges: &[(&str, &str)]) -> Uses {
-        let mut uses = Uses::new();
-        for (from, to) in edges {
-            uses.entry(from.to_string())
-                .or_default()
-                .insert(to.to_string());
-        }
-        uses
-    }
-
-    #[test]
-    fn a_circle_of_three_is_found_once_and_a_chain_is_none() {
-        let chain = graph(&[
-            ("controller", "fleet"),
-            ("fleet", "job"),
-            ("controller", "job"),
-        ]);
-        assert!(circles(&chain).is_empty());
-        let circle = graph(&[
-            ("job", "fleet"),
-            ("fleet", "kueue"),
-            ("kueue", "job"),
-            ("controller", "job"),
-        ]);
-        assert_eq!(circles(&circle), [["fleet", "kueue", "job"]]);
-    }
-
-    #[test]
-    fn uses_are_read_from_code_not_comments_or_tests() {
-        let text = "use crate::fleet::Fleet;\n/// see [`crate::kueue`]\nfn f() { crate::job::life::next(); } // crate::leader\n#[cfg(test)]\nmod tests { use crate::webhook; }\n";
-        assert_eq!(
-            crate_paths(&code_of(text)),
-            BTreeSet::from(["fleet".into(), "job".into()])
-        );
-        assert!(crate_paths(&code_of("use super::*;\nuse crate::fleet;\n")).is_empty());
-    }
-
-    #[test]
-    fn no_crate_has_a_module_circle() {
-        for crate_folder in ["manager", "worker-agent", "process"] {
-            let found = circles(&uses(&source(crate_folder)));
-            assert!(found.is_empty(), "{crate_folder}: module circles {found:?}");
-        }
-    }
-
-    #[test]
-    fn the_managers_job_module_reads_no_api() {
-        for file in rust_files(&source("manager").join("job")) {
-            let code = code_of(&std::fs::read_to_string(&file).expect("a source file reads"));
-            for talks in ["kube::Api", "Api<", "kube::Client", ".await"] {
-                assert!(!code.contains(talks), "{} has {talks}", file.display());
-            }
-        }
-    }
-}
+mod tests;

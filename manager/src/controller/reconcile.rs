@@ -21,7 +21,7 @@ pub use crate::controller::context::{Context, Error};
 use crate::controller::superseded;
 use crate::controller::writes::{self, Written, write_status};
 use crate::job::life::{self, Expiry, KueueAsks, Step};
-use crate::job::life::{Lifecycle, has_finalizer, is_relayed, lifecycle};
+use crate::job::lifecycle::{Lifecycle, has_finalizer, is_relayed, lifecycle};
 use crate::job::placement::assigned_cluster;
 use crate::job::plan::{self, Effect, Plan};
 use crate::job::retention::remote_retention;

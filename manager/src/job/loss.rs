@@ -9,7 +9,7 @@
 
 use jobrelay_proto::wire::{LAST_LOST_MIRROR_ANNOTATION, MIRRORS_LOST_ANNOTATION};
 
-use crate::job::life::Lifecycle;
+use crate::job::lifecycle::Lifecycle;
 
 /// The losses a manager Job shows in its annotations.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -1,10 +1,12 @@
 //! The life of one manager Job, as pure decisions over plain data: where it
-//! stands and what to do next ([`life`]), what follows the fleet's answer
-//! ([`plan`]), why a mirror is withdrawn ([`withdrawal`]), where it goes ([`placement`]), how long it and its mirror are kept ([`retention`]),
-//! and what a lost mirror means ([`loss`]). The mirror's own state is
-//! [`crate::mirror`]'s. Nothing here talks to an API server.
+//! stands ([`lifecycle`]) and what to do next ([`life`]), what follows the
+//! fleet's answer ([`plan`]), why a mirror is withdrawn ([`withdrawal`]),
+//! where it goes ([`placement`]), how long it and its mirror are kept
+//! ([`retention`]) and what a lost mirror means ([`loss`]). The mirror's own
+//! state is [`crate::mirror`]'s. Nothing here talks to an API server.
 
 pub mod life;
+pub mod lifecycle;
 pub mod loss;
 pub mod placement;
 pub mod plan;

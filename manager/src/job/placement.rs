@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use jobrelay_proto::wire::{AVOID_UNTIL_ANNOTATION, CLUSTER_KEY, WITHDRAWN_FROM_ANNOTATION};
 use k8s_openapi::jiff::Timestamp;
 
+use crate::job::lifecycle::is_relayed;
 use crate::job::withdrawal::not_admitted_by;
 use crate::kinds::RelayedKind;
 
@@ -15,15 +16,13 @@ pub struct Candidate {
     pub active_mirrors: usize,
 }
 
-/// The cluster a Job was already sent to (annotation), if any.
 /// Whether `job` is relayed, still to be placed, and not being deleted: it
 /// may be waiting for a cluster to connect.
 pub fn awaits_placement<K: RelayedKind>(job: &K) -> bool {
-    crate::job::life::is_relayed(job)
-        && assigned_cluster(job).is_none()
-        && job.meta().deletion_timestamp.is_none()
+    is_relayed(job) && assigned_cluster(job).is_none() && job.meta().deletion_timestamp.is_none()
 }
 
+/// The cluster a Job was already sent to (annotation), if any.
 pub fn assigned_cluster<K: kube::Resource>(job: &K) -> Option<&str> {
     job.meta()
         .annotations

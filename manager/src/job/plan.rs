@@ -9,7 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use super::life::{AWAIT_AGENT, AWAIT_CLUSTER, RESYNC};
-use crate::job::life::lifecycle;
+use crate::job::lifecycle::lifecycle;
 use crate::job::loss::{LostStep, lost_so_far, on_lost};
 use crate::job::withdrawal::Withdrawal;
 use crate::kinds::RelayedKind;

@@ -7,7 +7,7 @@ use jobrelay_proto::duration;
 use jobrelay_proto::wire::{DEACTIVATED_ANNOTATION, REMOTE_RETENTION_ANNOTATION};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::job::life::{Lifecycle, has_finalizer, lifecycle};
+use crate::job::lifecycle::{Lifecycle, has_finalizer, lifecycle};
 use crate::kinds::RelayedKind;
 
 /// When the Job finished: the transition time of its Complete or Failed condition.

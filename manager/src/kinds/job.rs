@@ -32,7 +32,7 @@ impl RelayedKind for Job {
     }
 
     fn is_finished(&self) -> bool {
-        jobrelay_process::object::job_finished(self)
+        jobrelay_kinds::job::finished(self)
     }
 
     fn finished_at(&self) -> Option<Timestamp> {

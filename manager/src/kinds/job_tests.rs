@@ -1,5 +1,6 @@
 use super::*;
 use crate::job::life::*;
+use crate::job::lifecycle::*;
 use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL, OWNER_ANNOTATION, REVISION_ANNOTATION};
 
 fn manager_job() -> Job {

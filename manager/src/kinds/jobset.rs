@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use jobrelay_process::jobset::{JobSet, JobSetSpec};
+use jobrelay_kinds::jobset::{JobSet, JobSetSpec};
 use jobrelay_proto::kinds::{JOBSET, KindName};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
@@ -135,6 +135,7 @@ impl RelayedKind for JobSet {
 mod tests {
     use super::*;
     use crate::job::life::*;
+    use crate::job::lifecycle::*;
     use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL, REVISION_ANNOTATION};
 
     fn manager_jobset() -> JobSet {

@@ -51,7 +51,7 @@ impl fmt::Display for Key {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use jobrelay_process::jobset::JobSet;
+    use jobrelay_kinds::jobset::JobSet;
     use k8s_openapi::api::batch::v1::Job;
 
     #[test]

@@ -23,8 +23,8 @@ pub mod stores;
 
 use std::collections::BTreeMap;
 
-use jobrelay_process::jobset::JOBSET_UID_LABEL;
-use jobrelay_process::object::Object;
+use jobrelay_kinds::Object;
+use jobrelay_kinds::jobset::JOBSET_UID_LABEL;
 use jobrelay_proto::kinds::{self, KindName};
 use jobrelay_proto::v1::ObjectKind;
 use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL, OWNER_ANNOTATION, REVISION_ANNOTATION};
@@ -189,7 +189,7 @@ pub fn copied_status(
         Ok((copied, finished))
     }
     if kind == kinds::JOBSET {
-        of::<jobrelay_process::jobset::JobSet>(worker_status)
+        of::<jobrelay_kinds::jobset::JobSet>(worker_status)
     } else {
         of::<k8s_openapi::api::batch::v1::Job>(worker_status)
     }

@@ -1,6 +1,6 @@
 //! The manager's caches of relayed objects, one per kind it relays.
 
-use jobrelay_process::jobset::JobSet;
+use jobrelay_kinds::jobset::JobSet;
 use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::reflector::Store;
 

@@ -2,7 +2,7 @@
 //! caches: the [`Input`] of the check's decision, and what answering it
 //! takes besides (the checks' names, the owning Job, the flavors).
 
-use jobrelay_process::jobset::JobSet;
+use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::kinds::KindName;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;

@@ -11,7 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 
-use crate::job::life::is_relayed;
+use crate::job::lifecycle::is_relayed;
 use crate::job::placement::{assigned_cluster, awaits_placement};
 use crate::job::retention::keeps_mirror;
 use crate::kinds::RelayedKind;

@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::kinds::RelayedKind;
 use crate::leader::decide::Settings;
 use crate::leader::pod_label::PodLabel;
-use jobrelay_process::jobset::JobSet;
+use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::kinds::KindName;
 
 /// What the command line and the configuration file say, checked.
@@ -116,7 +116,7 @@ pub(super) async fn worker_clusters(client: &kube::Client) -> Result<Api<WorkerC
 /// JobSets where their CRD is installed. Read once at start; a manager
 /// started before the CRD was installed is restarted to relay JobSets.
 pub(super) async fn served_kinds(client: &kube::Client) -> Result<Vec<KindName>, Error> {
-    let served = jobrelay_process::jobset::served(client)
+    let served = jobrelay_kinds::jobset::served(client)
         .await
         .map_err(Error::Discovery)?;
     tracing::info!(kind = %JobSet::NAME, served, "relaying JobSets only where this cluster serves them");

@@ -15,13 +15,12 @@ use kube::runtime::{Controller, controller};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
-use super::watches::KindWatch;
+use super::watches::{Inputs, KindWatch};
 use crate::controller::context::Context;
 use crate::controller::reconcile::{self, Dispatched};
-use crate::kinds::key::Key;
 use crate::kinds::stores::Stores;
 use crate::{kueue, status_copy};
-use jobrelay_process::jobset::JobSet;
+use jobrelay_kinds::jobset::JobSet;
 use kube::runtime::reflector::ObjectRef;
 
 /// Reconciles running at once.
@@ -29,17 +28,6 @@ const CONCURRENCY: u16 = 32;
 /// Status copies running at once (half of them at most for Jobs that have
 /// not finished).
 const STATUS_CONCURRENCY: usize = 16;
-
-/// What the controllers read besides their [`Context`].
-pub(super) struct Inputs {
-    pub jobs: KindWatch<Job>,
-    /// JobSets, where the manager cluster serves them.
-    pub jobsets: Option<KindWatch<JobSet>>,
-    /// What agents reported, by object.
-    pub triggered: mpsc::UnboundedReceiver<Key>,
-    /// Wakes the Job controller for a Job (the admission check's way).
-    pub triggers: mpsc::UnboundedSender<Key>,
-}
 
 /// Starts the admission check and the trigger fan-out among `tasks`;
 /// returns the two Job controllers, which end once both stopped (on

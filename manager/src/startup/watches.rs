@@ -15,7 +15,6 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use tokio::sync::{mpsc, watch};
 
-use super::controllers::Inputs;
 use crate::caches::{all_synced, cache};
 use crate::clusters::registry::Registry;
 use crate::clusters::worker_cluster::WorkerCluster;
@@ -24,8 +23,8 @@ use crate::kinds::RelayedKind;
 use crate::kinds::key::Key;
 use crate::kinds::stores::Stores;
 use crate::telemetry::events::Events;
+use jobrelay_kinds::jobset::JobSet;
 use jobrelay_process::cache::trim;
-use jobrelay_process::jobset::JobSet;
 use jobrelay_proto::kinds::KindName;
 
 pub(super) struct Watches {
@@ -108,6 +107,17 @@ impl Watches {
             synced: all_synced(synced),
         }
     }
+}
+
+/// What the controllers read of the watches, besides their `Context`.
+pub(super) struct Inputs {
+    pub jobs: KindWatch<Job>,
+    /// JobSets, where the manager cluster serves them.
+    pub jobsets: Option<KindWatch<JobSet>>,
+    /// What agents reported, by object.
+    pub triggered: mpsc::UnboundedReceiver<Key>,
+    /// Wakes the Job controller for a Job (the admission check's way).
+    pub triggers: mpsc::UnboundedSender<Key>,
 }
 
 /// The watch of one kind's relayed objects: its cache, and the changes each

@@ -31,7 +31,7 @@ use tracing::instrument;
 use crate::controller::context::{Context, Error, retry_in};
 use crate::controller::writes;
 use crate::job::life::RESYNC;
-use crate::job::life::{Lifecycle, has_finalizer, is_relayed, lifecycle};
+use crate::job::lifecycle::{Lifecycle, has_finalizer, is_relayed, lifecycle};
 use crate::job::placement::assigned_cluster;
 use crate::job::retention::deactivated_at;
 use crate::kinds::RelayedKind;

@@ -7,8 +7,8 @@
 //! the manager Job `Failed` (RemoteRejected) with a sentence that names the
 //! cause, and nothing is created on the worker.
 
-use jobrelay_e2e::deploy::{Installed, ORIGIN, SCOPED_WORKER};
-use jobrelay_e2e::deployed::{OUTSIDE, TIMEOUT, create, finish, namespace, worker};
+use jobrelay_e2e::deploy::{Installed, ORIGIN, OUTSIDE, SCOPED_WORKER};
+use jobrelay_e2e::deployed::{TIMEOUT, create, finish, namespace, worker};
 use jobrelay_e2e::fixtures::TestJob;
 use jobrelay_e2e::kit;
 use jobrelay_e2e::wait::{self, Seen};

@@ -205,7 +205,7 @@ state = "{state}"
         cni_bin = paths.cni_bin.display(),
         cni_conf = layout.cni_conf_dir().display(),
         opt = layout.root.join("opt").display(),
-        arch = super::image::go_architecture(),
+        arch = crate::oci_image::go_architecture(),
     )
 }
 

@@ -27,7 +27,7 @@ use crate::controlplane::{
     Error, KUBERNETES_VERSION, STAMP, cache_root, check_version, digest, go_command,
     kubernetes_ldflags, run, seconds, source_dir,
 };
-use crate::node::image::{Image, ImageFile, write_archive};
+use crate::oci_image::{Image, ImageFile, write_archive};
 
 /// The containerd release the real nodes run.
 pub const CONTAINERD_VERSION: &str = "v2.4.2";

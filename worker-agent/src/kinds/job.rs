@@ -40,7 +40,7 @@ impl MirrorKind for Job {
     /// succeeded as it was suspended (its start time cleared) can complete
     /// only once a resume gives it a start time again.
     fn is_finished(&self) -> bool {
-        jobrelay_process::object::job_finished(self)
+        jobrelay_kinds::job::finished(self)
     }
 
     /// Of its spec only `suspend` is kept: the pod template is most of a Job.

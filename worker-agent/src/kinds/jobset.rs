@@ -4,7 +4,7 @@
 //! watches see them, and a JobSet is confirmed gone only once it, every
 //! child Job and every Pod are.
 
-use jobrelay_process::jobset::{JobSet, JobSetSpec};
+use jobrelay_kinds::jobset::{JobSet, JobSetSpec};
 use jobrelay_proto::kinds::{JOBSET, KindName};
 use jobrelay_proto::v1::MirrorPhase;
 

@@ -22,8 +22,8 @@ pub mod job;
 pub mod jobset;
 pub mod objects;
 
-use jobrelay_process::jobset::JOBSET_UID_LABEL;
-use jobrelay_process::object::Object;
+use jobrelay_kinds::Object;
+use jobrelay_kinds::jobset::JOBSET_UID_LABEL;
 use jobrelay_proto::kinds::{JOB, KindName};
 use jobrelay_proto::v1::{MirrorPhase, ObjectKind, RejectReason};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

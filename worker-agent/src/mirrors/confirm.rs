@@ -5,7 +5,7 @@
 //! asked after only for a batch that may hold one: mirrors of Jobs, as the
 //! manager named them, are asked after as Jobs and Pods.
 
-use jobrelay_process::jobset::JobSet;
+use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::kinds::{JOB, KindName};
 use jobrelay_proto::v1::{AgentMessage, MirrorGone, agent_message::Kind};
 use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL};

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jobrelay_process::jobset::JobSet;
+use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::kinds::{JOB, JOBSET, KindName};
 use jobrelay_proto::v1::{AgentMessage, DeleteMirror, MirrorLost, agent_message::Kind};
 use k8s_openapi::api::batch::v1::Job;

@@ -5,7 +5,7 @@
 //! mirror is still the one the cache shows (its resourceVersion); else, and
 //! for a new mirror, the Job is created, or read and then updated.
 
-use jobrelay_process::jobset::JobSet;
+use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::kinds::KindName;
 use jobrelay_proto::v1::{ApplyMirror, RejectReason};
 use jobrelay_proto::wire::{

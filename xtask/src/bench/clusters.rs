@@ -47,7 +47,7 @@ const SHOWN_CONNECTED: &str = "jobrelay_cluster_connected";
 const STEP_DEADLINE: Duration = Duration::from_secs(1800);
 
 pub async fn run(sizes: &[usize], jobs: usize) -> anyhow::Result<()> {
-    jobrelay_e2e::controlplane::ensure_built(&mut log)?;
+    jobrelay_e2e::upstream::ensure_built(&mut log)?;
     let state_dir = workspace_root()
         .join("target/jobrelay")
         .join(format!("clusters-{}", std::process::id()));

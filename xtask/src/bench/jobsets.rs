@@ -12,7 +12,7 @@ use jobrelay_e2e::fixtures::{RUN_FOR, pod_spec};
 use jobrelay_e2e::jobset::{JOBSET_NAME_LABEL, JobSetController, install_crds};
 use jobrelay_e2e::jobset_build::ensure_jobset_built;
 use jobrelay_e2e::kit;
-use jobrelay_process::jobset::JobSet;
+use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::wire::MANAGED_BY;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, PostParams};

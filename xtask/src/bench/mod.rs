@@ -64,9 +64,9 @@ mod vs_multikueue_systems;
 
 use jobrelay_e2e::binaries::Profile;
 use jobrelay_e2e::cluster::ClusterSet;
-use jobrelay_e2e::controlplane;
 use jobrelay_e2e::relay::{Options, Relay};
 use jobrelay_e2e::supervisor::Supervisor;
+use jobrelay_e2e::upstream;
 
 use crate::{log, supervisor_command, workspace_root};
 use jobs::{
@@ -165,7 +165,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 /// A manager and two workers, in a state folder named for `what` and this
 /// process; the control plane is built first if it is not cached.
 pub(crate) fn start_clusters(what: &str) -> anyhow::Result<(Supervisor, ClusterSet)> {
-    controlplane::ensure_built(&mut log)?;
+    upstream::ensure_built(&mut log)?;
     let state_dir = workspace_root()
         .join("target")
         .join("jobrelay")

@@ -51,11 +51,6 @@ use super::{
 };
 use crate::{log, workspace_root};
 
-/// MultiKueue's controller name, and the manager value of `spec.managedBy`
-/// for the Jobs it dispatches.
-pub(super) const MULTIKUEUE: &str = "kueue.x-k8s.io/multikueue";
-/// Kueue's own namespace (where MultiKueue reads kubeconfig Secrets).
-pub(super) const KUEUE_NAMESPACE: &str = "kueue-system";
 /// Each ClusterQueue's quota, in CPUs: never the limit.
 const QUOTA_CPU: u32 = 100_000;
 /// How long a Job of the first batch runs (it finishes, for the status step).

@@ -6,8 +6,11 @@ use jobrelay_e2e::kueue_objects;
 use jobrelay_proto::wire::{MANAGED_BY, QUEUE_NAME_LABEL};
 use k8s_openapi::api::batch::v1::Job;
 
-use super::vs_multikueue::MULTIKUEUE;
-
+/// MultiKueue's controller name, and the manager value of `spec.managedBy`
+/// for the Jobs it dispatches.
+pub(super) const MULTIKUEUE: &str = "kueue.x-k8s.io/multikueue";
+/// Kueue's own namespace (where MultiKueue reads kubeconfig Secrets).
+pub(super) const KUEUE_NAMESPACE: &str = "kueue-system";
 /// CPU each Job requests (each ClusterQueue's quota is far above).
 const JOB_CPU: &str = "10m";
 

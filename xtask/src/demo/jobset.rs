@@ -5,7 +5,7 @@
 use jobrelay_e2e::cluster::ClusterSet;
 use jobrelay_e2e::fixtures::{RUN_FOR, TERMINATE_AFTER, pod_spec};
 use jobrelay_e2e::jobset::JobSetController;
-use jobrelay_process::jobset::JobSet;
+use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::wire::{CLUSTER_KEY, MANAGED_BY, REMOTE_CLEANUP_FINALIZER};
 use kube::ResourceExt;
 use kube::api::Api;
@@ -60,7 +60,7 @@ pub async fn row(jobsets: &Api<JobSet>, workers: &Workers) -> anyhow::Result<Row
     } else {
         let uid = manager.uid().unwrap_or_default();
         let pods = workers.pods_of(&cluster, &uid).await?;
-        let remote = match workers.jobset(&cluster).await? {
+        let remote = match workers.jobset(&cluster, NAME).await? {
             Some(mirror) => describe(&mirror),
             None => "JobSet gone".into(),
         };

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-use jobrelay_e2e::controlplane::{self, seconds};
+use jobrelay_e2e::controlplane::seconds;
 use jobrelay_e2e::fixtures::TestJob;
 use jobrelay_e2e::kit;
 use jobrelay_e2e::kueue::{Integrations, Kueue};
@@ -22,7 +22,8 @@ use jobrelay_e2e::kueue_objects;
 use jobrelay_e2e::leaks::leaks;
 use jobrelay_e2e::relay::Relay;
 use jobrelay_e2e::supervisor::Supervisor;
-use jobrelay_process::jobset::JobSet;
+use jobrelay_e2e::upstream;
+use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::wire::{CLUSTER_KEY, MANAGED_BY, REMOTE_CLEANUP_FINALIZER};
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
@@ -84,7 +85,7 @@ fn workload() -> Vec<(TestJob, Option<u64>)> {
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    controlplane::ensure_built(&mut log)?;
+    upstream::ensure_built(&mut log)?;
     let started = Instant::now();
     let state_dir = workspace_root()
         .join("target")

@@ -2,13 +2,13 @@
 //! and JobSets on each.
 
 use jobrelay_e2e::cluster::{ClusterInfo, ClusterSet};
-use jobrelay_process::jobset::JobSet;
+use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::wire::ORIGIN_UID_LABEL;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 
-use super::{NAMESPACE, describe, jobset};
+use super::{NAMESPACE, describe};
 
 pub(super) struct Workers {
     clusters: Vec<Worker>,
@@ -72,10 +72,10 @@ impl Workers {
         })
     }
 
-    /// The demo JobSet's mirror on `cluster`, if there is one.
-    pub(super) async fn jobset(&self, cluster: &str) -> anyhow::Result<Option<JobSet>> {
+    /// The mirror of the JobSet `name` on `cluster`, if there is one.
+    pub(super) async fn jobset(&self, cluster: &str, name: &str) -> anyhow::Result<Option<JobSet>> {
         match self.get(cluster) {
-            Some(worker) => Ok(worker.jobsets.get_opt(jobset::NAME).await?),
+            Some(worker) => Ok(worker.jobsets.get_opt(name).await?),
             None => Ok(None),
         }
     }

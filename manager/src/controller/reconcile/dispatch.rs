@@ -2,7 +2,7 @@
 //! the Job there, then having its mirror applied — built from a whole Job,
 //! since the cache holds no pod templates.
 
-use jobrelay_process::jobset::JobSet;
+use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::wire::FLAVORS_ANNOTATION;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
@@ -14,7 +14,8 @@ use crate::clusters::registry::Refusal;
 use crate::controller::superseded;
 use crate::controller::writes;
 use crate::job::life::AWAIT_CLUSTER;
-use crate::job::life::{Lifecycle, is_whole, lifecycle, revision};
+use crate::job::life::{is_whole, revision};
+use crate::job::lifecycle::{Lifecycle, lifecycle};
 use crate::job::placement::{pinned_cluster, preferences};
 use crate::job::plan;
 use crate::kinds::RelayedKind;

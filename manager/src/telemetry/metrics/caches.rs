@@ -18,7 +18,7 @@ use prometheus_client::registry::Registry;
 use super::{ByCluster, by};
 use crate::clusters::worker_cluster::{CONNECTED, LOST, WorkerCluster};
 use crate::fleet::Fleet;
-use crate::job::life::{Lifecycle, is_relayed, lifecycle};
+use crate::job::lifecycle::{Lifecycle, is_relayed, lifecycle};
 use crate::job::placement::assigned_cluster;
 
 /// The caches the gauges are read from.
