@@ -116,526 +116,80 @@ fn reported(changed_from: Option<MirrorPhase>, answered_after: Option<u64>) -> O
     })
 }
 
+/// One row per case: what, the state, the event, then the state, the send
+/// and the answer.
+#[rustfmt::skip]
 fn cases() -> Vec<Case> {
     use Outcome::{Apply as A, Cleanup as C, Noted};
     use State::*;
     let permanent = refusal(1, RejectReason::Conflict);
     let transient = refusal(1, RejectReason::NamespaceMissing);
-    let sending = |revision, held| Sending {
-        sent: sent(1, revision, Some(3)),
-        held,
-    };
-    let row = |what, state, event, then, send, outcome| Case {
-        what,
-        state,
-        event,
-        then,
-        send,
-        outcome,
-    };
+    let sending = |revision, held| Sending { sent: sent(1, revision, Some(3)), held };
+    let refused = |rejection: &Rejection, sent, held| Refused { rejection: rejection.clone(), sent, held };
+    let gone_after = |loss| Gone { pods_deleted: 0, loss };
+    let row = |what, state, event, then, send, outcome| Case { what, state, event, then, send, outcome };
+    let send_apply = |revision| Some(Send::ApplyMirror { revision });
+    let send_delete = Some(Send::DeleteMirror);
+    let started = |first| C(Cleanup::Started { first });
     vec![
         // Apply.
-        row(
-            "unsent: sent",
-            Unsent,
-            apply(1, Some(1)),
-            sending(1, None),
-            Some(Send::ApplyMirror { revision: 1 }),
-            A(Apply::Sent),
-        ),
-        row(
-            "unsent, no session",
-            Unsent,
-            apply(1, None),
-            Unsent,
-            None,
-            A(Apply::Disconnected),
-        ),
-        row(
-            "sending in this session: in place",
-            sending(1, None),
-            apply(1, Some(1)),
-            sending(1, None),
-            None,
-            A(Apply::InPlace),
-        ),
-        row(
-            "sending in an old session: sent again, waiting since the first",
-            sending(1, None),
-            apply(1, Some(2)),
-            Sending {
-                sent: sent(2, 1, Some(3)),
-                held: None,
-            },
-            Some(Send::ApplyMirror { revision: 1 }),
-            A(Apply::Sent),
-        ),
-        row(
-            "held: a newer revision is sent, the old one still held",
-            Held(held(1, Running)),
-            apply(2, Some(1)),
-            sending(2, Some(held(1, Running))),
-            Some(Send::ApplyMirror { revision: 2 }),
-            A(Apply::Sent),
-        ),
-        row(
-            "held at or past the revision: in place",
-            Held(held(2, Running)),
-            apply(1, Some(5)),
-            Held(held(2, Running)),
-            None,
-            A(Apply::InPlace),
-        ),
-        row(
-            "refused for good: rejected",
-            Refused {
-                rejection: permanent.clone(),
-                sent: Some(sent(1, 1, Some(3))),
-                held: None,
-            },
-            apply(1, Some(1)),
-            Refused {
-                rejection: permanent.clone(),
-                sent: Some(sent(1, 1, Some(3))),
-                held: None,
-            },
-            None,
-            A(Apply::Rejected(permanent.clone())),
-        ),
-        row(
-            "refused for now: waiting, even disconnected",
-            Refused {
-                rejection: transient.clone(),
-                sent: None,
-                held: None,
-            },
-            apply(1, None),
-            Refused {
-                rejection: transient.clone(),
-                sent: None,
-                held: None,
-            },
-            None,
-            A(Apply::Waiting(transient.clone())),
-        ),
-        row(
-            "refused an older revision: the new one is sent",
-            Refused {
-                rejection: transient.clone(),
-                sent: Some(sent(1, 1, Some(3))),
-                held: None,
-            },
-            apply(2, Some(1)),
-            sending(2, None),
-            Some(Send::ApplyMirror { revision: 2 }),
-            A(Apply::Sent),
-        ),
-        row(
-            "deleting: awaiting gone",
-            deleting(1, None, None),
-            apply(1, Some(1)),
-            deleting(1, None, None),
-            None,
-            A(Apply::AwaitingGone),
-        ),
-        row(
-            "lost: awaiting gone",
-            Lost(loss("m1", true)),
-            apply(2, Some(1)),
-            Lost(loss("m1", true)),
-            None,
-            A(Apply::AwaitingGone),
-        ),
-        row(
-            "gone: a new mirror is sent",
-            Gone {
-                pods_deleted: 0,
-                loss: None,
-            },
-            apply(2, Some(1)),
-            sending(2, None),
-            Some(Send::ApplyMirror { revision: 2 }),
-            A(Apply::Sent),
-        ),
-        row(
-            "gone, no session: a new mirror, unsent",
-            Gone {
-                pods_deleted: 0,
-                loss: None,
-            },
-            apply(2, None),
-            Unsent,
-            None,
-            A(Apply::Disconnected),
-        ),
+        row("unsent: sent", Unsent, apply(1, Some(1)), sending(1, None), send_apply(1), A(Apply::Sent)),
+        row("unsent, no session", Unsent, apply(1, None), Unsent, None, A(Apply::Disconnected)),
+        row("sending in this session: in place", sending(1, None), apply(1, Some(1)), sending(1, None), None, A(Apply::InPlace)),
+        row("sending in an old session: sent again, waiting since the first", sending(1, None), apply(1, Some(2)), Sending { sent: sent(2, 1, Some(3)), held: None }, send_apply(1), A(Apply::Sent)),
+        row("held: a newer revision is sent, the old one still held", Held(held(1, Running)), apply(2, Some(1)), sending(2, Some(held(1, Running))), send_apply(2), A(Apply::Sent)),
+        row("held at or past the revision: in place", Held(held(2, Running)), apply(1, Some(5)), Held(held(2, Running)), None, A(Apply::InPlace)),
+        row("refused for good: rejected", refused(&permanent, Some(sent(1, 1, Some(3))), None), apply(1, Some(1)), refused(&permanent, Some(sent(1, 1, Some(3))), None), None, A(Apply::Rejected(permanent.clone()))),
+        row("refused for now: waiting, even disconnected", refused(&transient, None, None), apply(1, None), refused(&transient, None, None), None, A(Apply::Waiting(transient.clone()))),
+        row("refused an older revision: the new one is sent", refused(&transient, Some(sent(1, 1, Some(3))), None), apply(2, Some(1)), sending(2, None), send_apply(2), A(Apply::Sent)),
+        row("deleting: awaiting gone", deleting(1, None, None), apply(1, Some(1)), deleting(1, None, None), None, A(Apply::AwaitingGone)),
+        row("lost: awaiting gone", Lost(loss("m1", true)), apply(2, Some(1)), Lost(loss("m1", true)), None, A(Apply::AwaitingGone)),
+        row("gone: a new mirror is sent", gone_after(None), apply(2, Some(1)), sending(2, None), send_apply(2), A(Apply::Sent)),
+        row("gone, no session: a new mirror, unsent", gone_after(None), apply(2, None), Unsent, None, A(Apply::Disconnected)),
         // Cleanup.
-        row(
-            "held: deletion starts, the held revision kept",
-            Held(held(1, Running)),
-            cleanup(Some(1)),
-            deleting(1, Some(held(1, Running)), None),
-            Some(Send::DeleteMirror),
-            C(Cleanup::Started { first: true }),
-        ),
-        row(
-            "unsent: deletion starts",
-            Unsent,
-            cleanup(Some(1)),
-            deleting(1, None, None),
-            Some(Send::DeleteMirror),
-            C(Cleanup::Started { first: true }),
-        ),
-        row(
-            "sending: deletion starts",
-            sending(1, None),
-            cleanup(Some(1)),
-            deleting(1, None, None),
-            Some(Send::DeleteMirror),
-            C(Cleanup::Started { first: true }),
-        ),
-        row(
-            "lost: deletion starts, the loss kept",
-            Lost(loss("m1", false)),
-            cleanup(Some(1)),
-            deleting(1, None, Some(loss("m1", false))),
-            Some(Send::DeleteMirror),
-            C(Cleanup::Started { first: true }),
-        ),
-        row(
-            "deleting in this session: waiting",
-            deleting(1, None, None),
-            cleanup(Some(1)),
-            deleting(1, None, None),
-            None,
-            C(Cleanup::Waiting),
-        ),
-        row(
-            "deleting in an old session: sent again",
-            deleting(1, None, None),
-            cleanup(Some(2)),
-            deleting(2, None, None),
-            Some(Send::DeleteMirror),
-            C(Cleanup::Started { first: false }),
-        ),
-        row(
-            "no session: disconnected",
-            Held(held(1, Running)),
-            cleanup(None),
-            Held(held(1, Running)),
-            None,
-            C(Cleanup::Disconnected),
-        ),
-        row(
-            "gone: gone, even disconnected",
-            Gone {
-                pods_deleted: 2,
-                loss: None,
-            },
-            cleanup(None),
-            Gone {
-                pods_deleted: 2,
-                loss: None,
-            },
-            None,
-            C(Cleanup::Gone { pods_deleted: 2 }),
-        ),
+        row("held: deletion starts, the held revision kept", Held(held(1, Running)), cleanup(Some(1)), deleting(1, Some(held(1, Running)), None), send_delete, started(true)),
+        row("unsent: deletion starts", Unsent, cleanup(Some(1)), deleting(1, None, None), send_delete, started(true)),
+        row("sending: deletion starts", sending(1, None), cleanup(Some(1)), deleting(1, None, None), send_delete, started(true)),
+        row("lost: deletion starts, the loss kept", Lost(loss("m1", false)), cleanup(Some(1)), deleting(1, None, Some(loss("m1", false))), send_delete, started(true)),
+        row("deleting in this session: waiting", deleting(1, None, None), cleanup(Some(1)), deleting(1, None, None), None, C(Cleanup::Waiting)),
+        row("deleting in an old session: sent again", deleting(1, None, None), cleanup(Some(2)), deleting(2, None, None), send_delete, started(false)),
+        row("no session: disconnected", Held(held(1, Running)), cleanup(None), Held(held(1, Running)), None, C(Cleanup::Disconnected)),
+        row("gone: gone, even disconnected", Gone { pods_deleted: 2, loss: None }, cleanup(None), Gone { pods_deleted: 2, loss: None }, None, C(Cleanup::Gone { pods_deleted: 2 })),
         // Status.
-        row(
-            "sending: held, answered after 4s",
-            sending(1, None),
-            status(1, Suspended),
-            Held(held(1, Suspended)),
-            None,
-            reported(Some(Unspecified), Some(4)),
-        ),
-        row(
-            "sending a newer revision: the older one held, still sending",
-            sending(2, None),
-            status(1, Running),
-            Sending {
-                sent: sent(1, 2, None),
-                held: Some(held(1, Running)),
-            },
-            None,
-            reported(Some(Unspecified), Some(4)),
-        ),
-        row(
-            "held: the new phase",
-            Held(with_status(1, Running, 1)),
-            status(1, Succeeded),
-            Held(crate::mirror::Held {
-                phase: Succeeded,
-                ..with_status(1, Running, 1)
-            }),
-            None,
-            reported(Some(Running), None),
-        ),
-        row(
-            "held: the same phase changes nothing shown",
-            Held(held(1, Running)),
-            status(1, Running),
-            Held(held(1, Running)),
-            None,
-            reported(None, None),
-        ),
-        row(
-            "unsent: held (the agent applied its DesiredSet)",
-            Unsent,
-            status(1, Running),
-            Held(held(1, Running)),
-            None,
-            reported(Some(Unspecified), None),
-        ),
-        row(
-            "refused: a status clears the refusal",
-            Refused {
-                rejection: transient.clone(),
-                sent: Some(sent(1, 1, Some(3))),
-                held: None,
-            },
-            status(1, Running),
-            Held(held(1, Running)),
-            None,
-            reported(Some(Unspecified), Some(4)),
-        ),
-        row(
-            "deleting: the worker's phase kept",
-            deleting(1, Some(held(1, Running)), None),
-            status(1, PhaseDeleting),
-            deleting(1, Some(held(1, PhaseDeleting)), None),
-            None,
-            reported(Some(Running), None),
-        ),
-        row(
-            "lost: a status says nothing more",
-            Lost(loss("m1", false)),
-            status(1, Running),
-            Lost(loss("m1", false)),
-            None,
-            reported(None, None),
-        ),
-        row(
-            "gone: a status says nothing more",
-            Gone {
-                pods_deleted: 0,
-                loss: None,
-            },
-            status(1, Running),
-            Gone {
-                pods_deleted: 0,
-                loss: None,
-            },
-            None,
-            reported(None, None),
-        ),
+        row("sending: held, answered after 4s", sending(1, None), status(1, Suspended), Held(held(1, Suspended)), None, reported(Some(Unspecified), Some(4))),
+        row("sending a newer revision: the older one held, still sending", sending(2, None), status(1, Running), Sending { sent: sent(1, 2, None), held: Some(held(1, Running)) }, None, reported(Some(Unspecified), Some(4))),
+        row("held: the new phase, the status kept", Held(with_status(1, Running, 1)), status(1, Succeeded), Held(with_status(1, Succeeded, 1)), None, reported(Some(Running), None)),
+        row("held: the same phase changes nothing shown", Held(held(1, Running)), status(1, Running), Held(held(1, Running)), None, reported(None, None)),
+        row("unsent: held (the agent applied its DesiredSet)", Unsent, status(1, Running), Held(held(1, Running)), None, reported(Some(Unspecified), None)),
+        row("refused: a status clears the refusal", refused(&transient, Some(sent(1, 1, Some(3))), None), status(1, Running), Held(held(1, Running)), None, reported(Some(Unspecified), Some(4))),
+        row("deleting: the worker's phase kept", deleting(1, Some(held(1, Running)), None), status(1, PhaseDeleting), deleting(1, Some(held(1, PhaseDeleting)), None), None, reported(Some(Running), None)),
+        row("lost: a status says nothing more", Lost(loss("m1", false)), status(1, Running), Lost(loss("m1", false)), None, reported(None, None)),
+        row("gone: a status says nothing more", gone_after(None), status(1, Running), gone_after(None), None, reported(None, None)),
         // Refused.
-        row(
-            "sending: refused, what was sent kept",
-            sending(1, None),
-            Event::Refused(transient.clone()),
-            Refused {
-                rejection: transient.clone(),
-                sent: Some(sent(1, 1, Some(3))),
-                held: None,
-            },
-            None,
-            Noted,
-        ),
-        row(
-            "held: a new revision refused, the old one held",
-            Held(held(1, Running)),
-            Event::Refused(permanent.clone()),
-            Refused {
-                rejection: permanent.clone(),
-                sent: None,
-                held: Some(held(1, Running)),
-            },
-            None,
-            Noted,
-        ),
-        row(
-            "deleting: a refusal changes nothing",
-            deleting(1, None, None),
-            Event::Refused(permanent.clone()),
-            deleting(1, None, None),
-            None,
-            Noted,
-        ),
+        row("sending: refused, what was sent kept", sending(1, None), Event::Refused(transient.clone()), refused(&transient, Some(sent(1, 1, Some(3))), None), None, Noted),
+        row("held: a new revision refused, the old one held", Held(held(1, Running)), Event::Refused(permanent.clone()), refused(&permanent, None, Some(held(1, Running))), None, Noted),
+        row("deleting: a refusal changes nothing", deleting(1, None, None), Event::Refused(permanent.clone()), deleting(1, None, None), None, Noted),
         // Lost.
-        row(
-            "held: lost",
-            Held(held(1, Running)),
-            lost("m1"),
-            Lost(loss("m1", false)),
-            None,
-            Noted,
-        ),
-        row(
-            "lost: the same loss again changes nothing",
-            Lost(loss("m1", true)),
-            lost("m1"),
-            Lost(loss("m1", true)),
-            None,
-            Noted,
-        ),
-        row(
-            "lost: another loss replaces it",
-            Lost(loss("m1", true)),
-            lost("m2"),
-            Lost(loss("m2", false)),
-            None,
-            Noted,
-        ),
-        row(
-            "deleting: lost, nothing held any more",
-            deleting(1, Some(held(1, Running)), None),
-            lost("m1"),
-            deleting(1, None, Some(loss("m1", false))),
-            None,
-            Noted,
-        ),
-        row(
-            "gone: a loss changes nothing",
-            Gone {
-                pods_deleted: 1,
-                loss: None,
-            },
-            lost("m1"),
-            Gone {
-                pods_deleted: 1,
-                loss: None,
-            },
-            None,
-            Noted,
-        ),
+        row("held: lost", Held(held(1, Running)), lost("m1"), Lost(loss("m1", false)), None, Noted),
+        row("lost: the same loss again changes nothing", Lost(loss("m1", true)), lost("m1"), Lost(loss("m1", true)), None, Noted),
+        row("lost: another loss replaces it", Lost(loss("m1", true)), lost("m2"), Lost(loss("m2", false)), None, Noted),
+        row("deleting: lost, nothing held any more", deleting(1, Some(held(1, Running)), None), lost("m1"), deleting(1, None, Some(loss("m1", false))), None, Noted),
+        row("gone: a loss changes nothing", Gone { pods_deleted: 1, loss: None }, lost("m1"), Gone { pods_deleted: 1, loss: None }, None, Noted),
         // Gone.
-        row(
-            "deleting: gone after 9s, the loss kept",
-            deleting(1, None, Some(loss("m1", true))),
-            gone(2),
-            Gone {
-                pods_deleted: 2,
-                loss: Some(loss("m1", true)),
-            },
-            None,
-            Outcome::Gone {
-                after: Some(Duration::from_secs(9)),
-            },
-        ),
-        row(
-            "lost: gone, the loss kept",
-            Lost(loss("m1", false)),
-            gone(1),
-            Gone {
-                pods_deleted: 1,
-                loss: Some(loss("m1", false)),
-            },
-            None,
-            Outcome::Gone { after: None },
-        ),
-        row(
-            "held: gone",
-            Held(held(1, Running)),
-            gone(0),
-            Gone {
-                pods_deleted: 0,
-                loss: None,
-            },
-            None,
-            Outcome::Gone { after: None },
-        ),
+        row("deleting: gone after 9s, the loss kept", deleting(1, None, Some(loss("m1", true))), gone(2), Gone { pods_deleted: 2, loss: Some(loss("m1", true)) }, None, Outcome::Gone { after: Some(Duration::from_secs(9)) }),
+        row("lost: gone, the loss kept", Lost(loss("m1", false)), gone(1), Gone { pods_deleted: 1, loss: Some(loss("m1", false)) }, None, Outcome::Gone { after: None }),
+        row("held: gone", Held(held(1, Running)), gone(0), gone_after(None), None, Outcome::Gone { after: None }),
         // The loss shown.
-        row(
-            "lost: shown",
-            Lost(loss("m1", false)),
-            Event::LossShown,
-            Lost(loss("m1", true)),
-            None,
-            Noted,
-        ),
-        row(
-            "gone after a loss: shown",
-            Gone {
-                pods_deleted: 0,
-                loss: Some(loss("m1", false)),
-            },
-            Event::LossShown,
-            Gone {
-                pods_deleted: 0,
-                loss: Some(loss("m1", true)),
-            },
-            None,
-            Noted,
-        ),
-        row(
-            "held: nothing to show",
-            Held(held(1, Running)),
-            Event::LossShown,
-            Held(held(1, Running)),
-            None,
-            Noted,
-        ),
+        row("lost: shown", Lost(loss("m1", false)), Event::LossShown, Lost(loss("m1", true)), None, Noted),
+        row("gone after a loss: shown", gone_after(Some(loss("m1", false))), Event::LossShown, gone_after(Some(loss("m1", true))), None, Noted),
+        row("held: nothing to show", Held(held(1, Running)), Event::LossShown, Held(held(1, Running)), None, Noted),
         // Reconnected.
-        row(
-            "held, not in the inventory: unsent",
-            Held(held(1, Running)),
-            Event::Reconnected { held: None },
-            Unsent,
-            None,
-            Noted,
-        ),
-        row(
-            "held, in the inventory: held as it says, status kept",
-            Held(with_status(1, Running, 1)),
-            Event::Reconnected {
-                held: Some((2, Succeeded)),
-            },
-            Held(crate::mirror::Held {
-                revision: 2,
-                phase: Succeeded,
-                ..with_status(1, Running, 1)
-            }),
-            None,
-            Noted,
-        ),
-        row(
-            "sending, held at the revision sent: held",
-            sending(2, None),
-            Event::Reconnected {
-                held: Some((2, Running)),
-            },
-            Held(held(2, Running)),
-            None,
-            Noted,
-        ),
-        row(
-            "sending, an older revision held: still sending",
-            sending(2, None),
-            Event::Reconnected {
-                held: Some((1, Running)),
-            },
-            sending(2, Some(held(1, Running))),
-            None,
-            Noted,
-        ),
-        row(
-            "deleting: what the inventory holds",
-            deleting(1, Some(held(1, Running)), None),
-            Event::Reconnected { held: None },
-            deleting(1, None, None),
-            None,
-            Noted,
-        ),
-        row(
-            "lost: stays lost",
-            Lost(loss("m1", false)),
-            Event::Reconnected {
-                held: Some((1, Running)),
-            },
-            Lost(loss("m1", false)),
-            None,
-            Noted,
-        ),
+        row("held, not in the inventory: unsent", Held(held(1, Running)), Event::Reconnected { held: None }, Unsent, None, Noted),
+        row("held, in the inventory: held as it says, status kept", Held(with_status(1, Running, 1)), Event::Reconnected { held: Some((2, Succeeded)) }, Held(with_status(2, Succeeded, 1)), None, Noted),
+        row("sending, held at the revision sent: held", sending(2, None), Event::Reconnected { held: Some((2, Running)) }, Held(held(2, Running)), None, Noted),
+        row("sending, an older revision held: still sending", sending(2, None), Event::Reconnected { held: Some((1, Running)) }, sending(2, Some(held(1, Running))), None, Noted),
+        row("deleting: what the inventory holds", deleting(1, Some(held(1, Running)), None), Event::Reconnected { held: None }, deleting(1, None, None), None, Noted),
+        row("lost: stays lost", Lost(loss("m1", false)), Event::Reconnected { held: Some((1, Running)) }, Lost(loss("m1", false)), None, Noted),
     ]
 }
 
