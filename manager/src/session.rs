@@ -34,7 +34,7 @@ mod desired;
 pub mod limits;
 mod reports;
 
-use admission::versions_match;
+use admission::{Dismissal, versions_match};
 use limits::TooLarge;
 
 /// Heartbeats missed before a session is dropped.
@@ -68,27 +68,27 @@ enum Ended {
 impl Ended {
     /// What the agent is told, and the metric label, when the session was
     /// cut by a limit; `None` for every other end.
-    fn cut(&self) -> Option<(&'static str, Status)> {
+    fn cut(&self) -> Option<Dismissal> {
         match self {
-            Ended::FellBehind(_) => Some((
+            Ended::FellBehind(_) => Some(Dismissal::new(
                 "outbox_full",
                 Status::resource_exhausted(format!("session ended: {self}; dial again to resync")),
             )),
-            Ended::TooLarge(_) => Some((
+            Ended::TooLarge(_) => Some(Dismissal::new(
                 "message_too_large",
                 Status::resource_exhausted(format!("session ended: {self}")),
             )),
-            Ended::CertificateExpired(_) => Some((
+            Ended::CertificateExpired(_) => Some(Dismissal::new(
                 "certificate_expired",
                 Status::unauthenticated(format!(
                     "session ended: {self}; dial again with a renewed certificate"
                 )),
             )),
-            Ended::CertificateRefused(refused @ PinRefusal::Invalid(_)) => Some((
+            Ended::CertificateRefused(refused @ PinRefusal::Invalid(_)) => Some(Dismissal::new(
                 refused.reason(),
                 Status::failed_precondition(format!("session ended: {self}")),
             )),
-            Ended::CertificateRefused(refused) => Some((
+            Ended::CertificateRefused(refused) => Some(Dismissal::new(
                 refused.reason(),
                 Status::permission_denied(format!("session ended: {self}")),
             )),
@@ -177,7 +177,7 @@ impl Relay for RelayService {
         });
         let hello = match admitted {
             Ok(hello) => hello,
-            Err((reason, status)) => {
+            Err(Dismissal { reason, status }) => {
                 let addr = peer.map(|p| p.addr.to_string()).unwrap_or_default();
                 warn!(%addr, reason, message = status.message(), "session refused");
                 self.sessions.metrics.refused(reason);
@@ -334,7 +334,11 @@ impl Sessions {
         };
         heartbeats.abort();
         self.fleet.disconnect(&cluster, session);
-        if let Some((label, status)) = reason.cut() {
+        if let Some(Dismissal {
+            reason: label,
+            status,
+        }) = reason.cut()
+        {
             self.metrics.session_cut(label);
             let _ = cut.send(status);
         }

@@ -13,14 +13,25 @@ use tonic::Status;
 use super::Sessions;
 use crate::telemetry::events::Reason;
 
-/// A refusal: its metric label and the status the agent gets.
-pub type Refusal = (&'static str, Status);
+/// Why a session is refused or cut: its metric label and the status the
+/// agent gets.
+#[derive(Debug)]
+pub struct Dismissal {
+    pub reason: &'static str,
+    pub status: Status,
+}
+
+impl Dismissal {
+    pub fn new(reason: &'static str, status: Status) -> Self {
+        Dismissal { reason, status }
+    }
+}
 
 /// Refuses an agent whose version this manager does not take
 /// ([`jobrelay_proto::skew`]).
-pub(super) fn versions_match(agent_version: &str) -> Result<(), Refusal> {
+pub(super) fn versions_match(agent_version: &str) -> Result<(), Dismissal> {
     jobrelay_proto::skew::check(env!("CARGO_PKG_VERSION"), agent_version).map_err(|skew| {
-        (
+        Dismissal::new(
             "version_skew",
             Status::failed_precondition(skew.to_string()),
         )
@@ -29,10 +40,10 @@ pub(super) fn versions_match(agent_version: &str) -> Result<(), Refusal> {
 
 /// Refuses an agent while this replica does not lead (`open`: its fence):
 /// a replica that lost its Lease opens no session.
-pub(super) fn leads(open: bool) -> Result<(), Refusal> {
+pub(super) fn leads(open: bool) -> Result<(), Dismissal> {
     match open {
         true => Ok(()),
-        false => Err((
+        false => Err(Dismissal::new(
             "not_leader",
             Status::unavailable("this manager replica does not lead; dial the leader"),
         )),
@@ -45,9 +56,9 @@ pub(super) fn claimed_identity(
     tls: bool,
     peer: Option<&Peer>,
     cluster: &str,
-) -> Result<(), Refusal> {
+) -> Result<(), Dismissal> {
     if cluster.is_empty() {
-        return Err((
+        return Err(Dismissal::new(
             "invalid_hello",
             Status::invalid_argument("Hello.cluster is empty"),
         ));
@@ -56,13 +67,13 @@ pub(super) fn claimed_identity(
         return Ok(());
     }
     let Some(peer) = peer else {
-        return Err((
+        return Err(Dismissal::new(
             "no_certificate",
             Status::unauthenticated("no verified client certificate"),
         ));
     };
     if !peer.dns_names.iter().any(|n| n == cluster) {
-        return Err((
+        return Err(Dismissal::new(
             "cluster_mismatch",
             Status::permission_denied(format!(
                 "the Hello claims cluster {cluster}, but the client certificate names {}",
@@ -77,18 +88,18 @@ impl Sessions {
     /// Decides whether an agent may open a session as `cluster`: its
     /// certificate must name `cluster`, `cluster` must be a registered
     /// WorkerCluster, and the certificate must match its pin.
-    pub(super) fn admit(&self, peer: Option<&Peer>, cluster: &str) -> Result<(), Refusal> {
+    pub(super) fn admit(&self, peer: Option<&Peer>, cluster: &str) -> Result<(), Dismissal> {
         claimed_identity(self.tls, peer, cluster)?;
         leads(self.fence.is_open(tokio::time::Instant::now()))?;
         // An empty DesiredSet from a cold cache would read as "delete all".
         if !*self.synced.borrow() {
-            return Err((
+            return Err(Dismissal::new(
                 "not_ready",
                 Status::unavailable("the manager is starting; its caches are not synced yet"),
             ));
         }
         let Some(registered) = self.registry.get(cluster) else {
-            return Err((
+            return Err(Dismissal::new(
                 "unknown_cluster",
                 Status::permission_denied(format!(
                     "no WorkerCluster named {cluster} is registered with this manager"
@@ -101,7 +112,7 @@ impl Sessions {
     /// Refuses an agent whose worker holds mirrors another manager instance
     /// of this origin made (unless its operator adopted this one), showing
     /// why on the WorkerCluster: this manager must not command them.
-    pub(super) fn instance_taken(&self, hello: &Hello) -> Result<(), Refusal> {
+    pub(super) fn instance_taken(&self, hello: &Hello) -> Result<(), Dismissal> {
         let held = &hello.manager_instances;
         instance::judge(&self.instance, held, &hello.adopted_manager_instance).map_err(|why| {
             if let Some(cluster) = self.registry.get(&hello.cluster) {
@@ -109,7 +120,7 @@ impl Sessions {
                 self.events
                     .publish(&regarding, Reason::ManagerInstanceRefused, why.clone());
             }
-            ("manager_instance_refused", Status::failed_precondition(why))
+            Dismissal::new("manager_instance_refused", Status::failed_precondition(why))
         })
     }
 }
@@ -127,8 +138,8 @@ mod tests {
         }
     }
 
-    fn refused(result: Result<(), Refusal>) -> (&'static str, Code) {
-        let (reason, status) = result.unwrap_err();
+    fn refused(result: Result<(), Dismissal>) -> (&'static str, Code) {
+        let Dismissal { reason, status } = result.unwrap_err();
         (reason, status.code())
     }
 

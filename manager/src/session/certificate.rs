@@ -11,22 +11,22 @@ use kube::ResourceExt;
 use tokio::sync::watch;
 use tonic::Status;
 
-use super::admission::Refusal;
+use super::admission::Dismissal;
 use super::{Ended, Sessions};
 use crate::clusters::agent_certificates::{self, EXPIRED, INVALID_PIN, PIN_MISMATCH};
 use crate::clusters::certificate_pin::{self, PinRefusal};
 use crate::clusters::worker_cluster::WorkerCluster;
 
 /// The refusal a pin's verdict stands for, and the condition reason.
-fn refusal(refused: &PinRefusal) -> (Refusal, &'static str) {
+fn refusal(refused: &PinRefusal) -> (Dismissal, &'static str) {
     let message = refused.to_string();
     match refused {
         PinRefusal::Invalid(_) => (
-            (refused.reason(), Status::failed_precondition(message)),
+            Dismissal::new(refused.reason(), Status::failed_precondition(message)),
             INVALID_PIN,
         ),
         _ => (
-            (refused.reason(), Status::permission_denied(message)),
+            Dismissal::new(refused.reason(), Status::permission_denied(message)),
             PIN_MISMATCH,
         ),
     }
@@ -48,7 +48,7 @@ impl Sessions {
         &self,
         registered: &WorkerCluster,
         peer: Option<&Peer>,
-    ) -> Result<(), Refusal> {
+    ) -> Result<(), Dismissal> {
         let cluster = registered.name_any();
         let certificate = peer.and_then(|p| p.certificate.as_ref());
         match judge(registered, certificate) {

@@ -10,6 +10,8 @@ use jobrelay_proto::v1::{AgentMessage, Hello, agent_message};
 use prost::Message;
 use tonic::{Code, Status};
 
+use super::admission::Dismissal;
+
 /// How long a peer has for its Hello when its settings say nothing else.
 pub const DEFAULT_HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -94,24 +96,24 @@ pub type First = Option<Result<Option<AgentMessage>, Status>>;
 
 /// The Hello a session opens with, or why it is refused (a metric label and
 /// the status the peer gets).
-pub fn hello(first: First, timeout: Duration) -> Result<Hello, (&'static str, Status)> {
+pub fn hello(first: First, timeout: Duration) -> Result<Hello, Dismissal> {
     match first {
-        None => Err((
+        None => Err(Dismissal::new(
             "hello_timeout",
             Status::deadline_exceeded(format!("no Hello within {timeout:?}")),
         )),
-        Some(Err(status)) if status.code() == Code::OutOfRange => Err((
+        Some(Err(status)) if status.code() == Code::OutOfRange => Err(Dismissal::new(
             "message_too_large",
             Status::resource_exhausted(format!(
                 "the Hello is larger than {HELLO_LIMIT} bytes: {}",
                 status.message()
             )),
         )),
-        Some(Err(status)) => Err(("stream_error", status)),
+        Some(Err(status)) => Err(Dismissal::new("stream_error", status)),
         Some(Ok(Some(AgentMessage {
             kind: Some(agent_message::Kind::Hello(hello)),
         }))) => Ok(hello),
-        Some(Ok(_)) => Err((
+        Some(Ok(_)) => Err(Dismissal::new(
             "invalid_hello",
             Status::invalid_argument("the first message of a session must be Hello"),
         )),
@@ -151,7 +153,7 @@ mod tests {
 
     #[test]
     fn no_hello_within_the_deadline_is_refused() {
-        let (reason, status) = hello(None, TIMEOUT).unwrap_err();
+        let Dismissal { reason, status } = hello(None, TIMEOUT).unwrap_err();
         assert_eq!(
             (reason, status.code()),
             ("hello_timeout", Code::DeadlineExceeded)
@@ -160,7 +162,7 @@ mod tests {
 
     #[test]
     fn a_hello_beyond_the_decoding_limit_is_refused() {
-        let (reason, status) =
+        let Dismissal { reason, status } =
             hello(Some(Err(Status::out_of_range("too large"))), TIMEOUT).unwrap_err();
         assert_eq!(
             (reason, status.code()),
@@ -170,7 +172,8 @@ mod tests {
 
     #[test]
     fn a_broken_stream_before_hello_is_refused() {
-        let (reason, status) = hello(Some(Err(Status::cancelled("gone"))), TIMEOUT).unwrap_err();
+        let Dismissal { reason, status } =
+            hello(Some(Err(Status::cancelled("gone"))), TIMEOUT).unwrap_err();
         assert_eq!((reason, status.code()), ("stream_error", Code::Cancelled));
     }
 
@@ -184,7 +187,7 @@ mod tests {
             Ok(Some(heartbeat)),
             Ok(Some(AgentMessage { kind: None })),
         ] {
-            let (reason, status) = hello(Some(first), TIMEOUT).unwrap_err();
+            let Dismissal { reason, status } = hello(Some(first), TIMEOUT).unwrap_err();
             assert_eq!(
                 (reason, status.code()),
                 ("invalid_hello", Code::InvalidArgument)
