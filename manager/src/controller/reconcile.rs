@@ -34,6 +34,7 @@ use jobrelay_proto::v1::DeleteReason;
 mod dispatch;
 
 pub use dispatch::Dispatched;
+use dispatch::{Placed, Proceed};
 
 /// One manager Job and what a reconcile of it works with.
 struct Reconciling<'a, K: Dispatched> {
@@ -102,8 +103,8 @@ impl<K: Dispatched> Reconciling<'_, K> {
                 Ok(Action::requeue(after))
             }
             Step::Place => match self.place().await? {
-                Ok((held, cluster)) => self.apply(&held, &cluster).await,
-                Err(wait) => Ok(wait),
+                Proceed::With(Placed { job, cluster }) => self.apply(&job, &cluster).await,
+                Proceed::Wait(wait) => Ok(wait),
             },
             Step::Hold { cluster } => {
                 let held = self.hold(&cluster).await?;

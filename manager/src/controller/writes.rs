@@ -16,20 +16,21 @@ use tracing::info;
 
 use crate::job::placement::assigned_cluster;
 use crate::kinds::RelayedKind;
+use crate::kueue::scheduling::FlavorsChange;
 
 /// The resourceVersion a write left the Job at; `None`: nothing was written
 /// (it already read so), or the Job is gone.
 pub type Written = Option<String>;
 
 /// Adds the finalizer and records the cluster — and, placed under a Kueue
-/// reservation, the flavors' constraints (`Some`; `Some(None)` removes an
-/// old record) — in one write that fails if the Job changed meanwhile;
-/// returns the Job as written.
+/// reservation, the change to the record of its flavors' constraints — in
+/// one write that fails if the Job changed meanwhile; returns the Job as
+/// written.
 pub async fn hold<K: RelayedKind>(
     jobs: &Api<K>,
     job: &K,
     cluster: &str,
-    flavors: Option<Option<String>>,
+    flavors: Option<FlavorsChange>,
 ) -> Result<K, kube::Error> {
     let mut finalizers = job.finalizers().to_vec();
     if !finalizers.iter().any(|f| f == REMOTE_CLEANUP_FINALIZER) {
@@ -38,7 +39,7 @@ pub async fn hold<K: RelayedKind>(
     let mut annotations =
         serde_json::json!({CLUSTER_KEY: assigned_cluster(job).unwrap_or(cluster)});
     if let Some(flavors) = flavors {
-        annotations[FLAVORS_ANNOTATION] = serde_json::json!(flavors);
+        annotations[FLAVORS_ANNOTATION] = serde_json::json!(flavors.value());
     }
     let metadata = serde_json::json!({
         "resourceVersion": job.resource_version(),

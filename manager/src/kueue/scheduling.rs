@@ -88,9 +88,28 @@ pub fn recorded<K: kube::Resource>(job: &K) -> Scheduling {
         .unwrap_or_default()
 }
 
-/// The value the Job's record of its flavors must be set to (`None`:
-/// removed) for it to read `scheduling`; nothing if it already does.
-pub fn to_record<K: kube::Resource>(job: &K, scheduling: &Scheduling) -> Option<Option<String>> {
+/// A change to a Job's record of the flavors it was reserved under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FlavorsChange {
+    /// Record these (the annotation's JSON).
+    Record(String),
+    /// Remove the record: the reservation has no flavors to keep.
+    Remove,
+}
+
+impl FlavorsChange {
+    /// The annotation's new value; `None`: removed.
+    pub fn value(&self) -> Option<&str> {
+        match self {
+            FlavorsChange::Record(json) => Some(json),
+            FlavorsChange::Remove => None,
+        }
+    }
+}
+
+/// How the Job's record of its flavors must change for it to read
+/// `scheduling`; `None` if it already does.
+pub fn to_record<K: kube::Resource>(job: &K, scheduling: &Scheduling) -> Option<FlavorsChange> {
     let has_record = job
         .meta()
         .annotations
@@ -99,7 +118,10 @@ pub fn to_record<K: kube::Resource>(job: &K, scheduling: &Scheduling) -> Option<
     if recorded(job) == *scheduling && has_record != scheduling.is_empty() {
         return None;
     }
-    Some((!scheduling.is_empty()).then(|| serde_json::to_string(scheduling).unwrap_or_default()))
+    Some(match scheduling.is_empty() {
+        true => FlavorsChange::Remove,
+        false => FlavorsChange::Record(serde_json::to_string(scheduling).unwrap_or_default()),
+    })
 }
 
 /// Adds `scheduling` to the Job's pod template (what the Job already says
@@ -233,13 +255,15 @@ mod tests {
         .unwrap();
         let mut job = Job::default();
         assert_eq!(to_record(&job, &Scheduling::default()), None);
-        let value = to_record(&job, &spot).flatten().expect("a record");
+        let Some(FlavorsChange::Record(value)) = to_record(&job, &spot) else {
+            panic!("a record");
+        };
         job.metadata.annotations = Some([(FLAVORS_ANNOTATION.to_string(), value)].into());
         assert_eq!(recorded(&job), spot);
         assert_eq!(to_record(&job, &spot), None);
         assert_eq!(
             to_record(&job, &Scheduling::default()),
-            Some(None),
+            Some(FlavorsChange::Remove),
             "readmitted without flavors: the record goes"
         );
         job.metadata.annotations = Some([(FLAVORS_ANNOTATION.to_string(), "{".into())].into());

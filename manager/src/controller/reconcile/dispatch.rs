@@ -20,7 +20,7 @@ use crate::job::placement::{pinned_cluster, preferences};
 use crate::job::plan;
 use crate::kinds::RelayedKind;
 use crate::kueue::mirror_scheduling::{self, Flavors};
-use crate::kueue::scheduling::{self, Scheduling};
+use crate::kueue::scheduling::{self, FlavorsChange, Scheduling};
 use crate::kueue::worker_queue::{WorkerQueue, map_queue_label, queue_on_worker};
 use crate::telemetry::events::Reason;
 
@@ -31,7 +31,7 @@ use super::Reconciling;
 pub trait Dispatched: RelayedKind {
     /// What of a Kueue reservation's `scheduling` to record on the object
     /// (see [`scheduling::to_record`]); `None`: nothing to write.
-    fn flavors_record(&self, scheduling: &Scheduling) -> Option<Option<String>>;
+    fn flavors_record(&self, scheduling: &Scheduling) -> Option<FlavorsChange>;
 
     /// Readies `mirror` (of `whole`) for `cluster`: queued in the worker's
     /// own Kueue, or given the flavors of the reservation it runs under.
@@ -45,7 +45,7 @@ pub trait Dispatched: RelayedKind {
 }
 
 impl Dispatched for Job {
-    fn flavors_record(&self, scheduling: &Scheduling) -> Option<Option<String>> {
+    fn flavors_record(&self, scheduling: &Scheduling) -> Option<FlavorsChange> {
         scheduling::to_record(self, scheduling)
     }
 
@@ -66,7 +66,7 @@ impl Dispatched for Job {
 /// from every replicated Job's pod template; queued on its worker, its
 /// queue name is mapped and it is created suspended, as a Job is.
 impl Dispatched for JobSet {
-    fn flavors_record(&self, scheduling: &Scheduling) -> Option<Option<String>> {
+    fn flavors_record(&self, scheduling: &Scheduling) -> Option<FlavorsChange> {
         scheduling::to_record(self, scheduling)
     }
 
@@ -93,17 +93,33 @@ impl Dispatched for JobSet {
     }
 }
 
+/// What a step of the dispatch came to: go on with this, or wait as the
+/// Action says.
+pub(super) enum Proceed<T> {
+    With(T),
+    Wait(Action),
+}
+
+/// A Job held for its mirror on `cluster`, as the write returned it.
+pub(super) struct Placed<K> {
+    pub job: K,
+    pub cluster: String,
+}
+
 impl<K: Dispatched> Reconciling<'_, K> {
-    /// Chooses the Job's cluster and holds the Job there; `Err` with when to
+    /// Chooses the Job's cluster and holds the Job there, or says when to
     /// look again if it cannot go anywhere now.
-    pub(super) async fn place(&self) -> Result<Result<(K, String), Action>, kube::Error> {
+    pub(super) async fn place(&self) -> Result<Proceed<Placed<K>>, kube::Error> {
         let (job, ctx) = (self.job, self.ctx);
         let namespace = job.namespace().unwrap_or_default();
         let pinned = pinned_cluster(job);
         if let Some(pinned) = pinned
             && let Some(refusal) = self.pinned_refusal(pinned, &namespace)
         {
-            return self.unplaceable(pinned, &namespace, refusal).await.map(Err);
+            return self
+                .unplaceable(pinned, &namespace, refusal)
+                .await
+                .map(Proceed::Wait);
         }
         let reservation = ctx.reservations.get(&self.uid);
         let eligible = |cluster: &str| {
@@ -126,12 +142,12 @@ impl<K: Dispatched> Reconciling<'_, K> {
             debug!(
                 "no connected worker cluster admits the namespace and mirrors the kind; waiting"
             );
-            return Ok(Err(Action::requeue(AWAIT_CLUSTER)));
+            return Ok(Proceed::Wait(Action::requeue(AWAIT_CLUSTER)));
         };
         // The cluster and the finalizer are recorded before anything is
         // sent; the mirror goes out from the Job that write returned.
-        let held = self.hold(&cluster).await?;
-        Ok(Ok((held, cluster)))
+        let job = self.hold(&cluster).await?;
+        Ok(Proceed::With(Placed { job, cluster }))
     }
 
     /// Holds the Job for its mirror on `cluster`, recording the flavors of
@@ -160,7 +176,7 @@ impl<K: Dispatched> Reconciling<'_, K> {
         };
         debug!("recording the flavors of Kueue's reservation on the Job");
         let written =
-            writes::annotate(&self.jobs, self.job, FLAVORS_ANNOTATION, record.as_deref()).await?;
+            writes::annotate(&self.jobs, self.job, FLAVORS_ANNOTATION, record.value()).await?;
         let wait = written.is_some().then(Action::await_change);
         self.wrote(self.job, written);
         Ok(wait)
@@ -207,11 +223,11 @@ impl<K: Dispatched> Reconciling<'_, K> {
         {
             Some(outcome) => outcome,
             None => match self.mirror_payload(job, cluster).await? {
-                Ok(payload) => {
+                Proceed::With(payload) => {
                     ctx.fleet
                         .ensure_applied(cluster, &self.uid, &self.fleet_key, revision, || payload)
                 }
-                Err(wait) => return Ok(wait),
+                Proceed::Wait(wait) => return Ok(wait),
             },
         };
         let held = ctx
@@ -231,18 +247,18 @@ impl<K: Dispatched> Reconciling<'_, K> {
         &self,
         job: &K,
         cluster: &str,
-    ) -> Result<Result<Vec<u8>, Action>, kube::Error> {
+    ) -> Result<Proceed<Vec<u8>>, kube::Error> {
         let ctx = self.ctx;
         let read;
         let whole = if is_whole(job) {
             job
         } else {
             let Some(fresh) = self.jobs.get_opt(&self.key.name).await? else {
-                return Ok(Err(Action::await_change()));
+                return Ok(Proceed::Wait(Action::await_change()));
             };
             if fresh.uid() != job.uid() || revision(&fresh) != revision(job) {
                 debug!("the Job changed since it was cached; sending the newer spec once it is");
-                return Ok(Err(Action::requeue(superseded::RECHECK)));
+                return Ok(Proceed::Wait(Action::requeue(superseded::RECHECK)));
             }
             read = fresh;
             &read
@@ -267,14 +283,14 @@ impl<K: Dispatched> Reconciling<'_, K> {
             mirror
         });
         Ok(match mirror.map(|m| serde_json::to_vec(&m)) {
-            Ok(Ok(payload)) => Ok(payload),
+            Ok(Ok(payload)) => Proceed::With(payload),
             Ok(Err(error)) => {
                 warn!(%error, "cannot serialise the mirror");
-                Err(Action::await_change())
+                Proceed::Wait(Action::await_change())
             }
             Err(error) => {
                 warn!(%error, "cannot mirror");
-                Err(Action::await_change())
+                Proceed::Wait(Action::await_change())
             }
         })
     }
