@@ -8,7 +8,7 @@ pub mod clusters;
 pub mod condition;
 pub mod config;
 pub mod controller;
-pub mod deletion_pace;
+pub mod deletion_turns;
 pub mod error;
 pub mod field_manager;
 pub mod fleet;

@@ -34,7 +34,7 @@ pub const EXPIRING_WITHIN: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 
 /// The latest verdict on a certificate an agent presented.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub enum CertificateVerdict {
     /// A session opened with it; `pinned` when a pin matched it.
     Accepted { pinned: bool },
     /// Refused, or its session ended: a condition reason and the message.
@@ -52,7 +52,7 @@ pub const EXPIRED: &str = "Expired";
 /// What is known of one cluster's agent certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CertificateState {
-    pub verdict: Verdict,
+    pub verdict: CertificateVerdict,
     /// The certificate the verdict is on (`None` without TLS).
     pub presented: Option<PeerCertificate>,
     /// The certificate of the latest session opened.
@@ -85,7 +85,7 @@ impl AgentCertificates {
         seen.insert(
             cluster.into(),
             CertificateState {
-                verdict: Verdict::Accepted { pinned },
+                verdict: CertificateVerdict::Accepted { pinned },
                 presented: certificate.cloned(),
                 accepted: certificate.cloned(),
             },
@@ -106,7 +106,7 @@ impl AgentCertificates {
         seen.insert(
             cluster.into(),
             CertificateState {
-                verdict: Verdict::Refused { reason, message },
+                verdict: CertificateVerdict::Refused { reason, message },
                 presented: certificate.cloned(),
                 accepted,
             },
@@ -160,7 +160,7 @@ pub fn conditions(
             INVALID_PIN,
             certificate_pin::PinRefusal::Invalid(invalid).to_string(),
         )),
-        (Ok(_), Some(Verdict::Accepted { pinned })) => {
+        (Ok(_), Some(CertificateVerdict::Accepted { pinned })) => {
             let key = seen.and_then(|s| s.presented.as_ref()).map_or_else(
                 || "none: the Relay runs without TLS".into(),
                 |c| hex(&c.public_key_sha256),
@@ -181,7 +181,7 @@ pub fn conditions(
             };
             Some(make(CERTIFICATE_ACCEPTED, true, reason, message))
         }
-        (Ok(_), Some(Verdict::Refused { reason, message })) => {
+        (Ok(_), Some(CertificateVerdict::Refused { reason, message })) => {
             Some(make(CERTIFICATE_ACCEPTED, false, reason, message.clone()))
         }
         (Ok(_), None) => kept(CERTIFICATE_ACCEPTED).filter(|c| c.reason != INVALID_PIN),

@@ -10,7 +10,7 @@ use crate::clusters::worker_cluster::{DEFAULT_ADMIT_WITHIN, WorkerCluster, Worke
 
 /// Why a cluster cannot take a Job.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
+pub enum ClusterRefusal {
     Unregistered,
     NamespaceNotAdmitted,
     Lost,
@@ -54,30 +54,30 @@ impl Registry {
     }
 
     /// May `cluster` run Jobs of `namespace` (lost or not)?
-    pub fn admits(&self, cluster: &str, namespace: &str) -> Result<(), Refusal> {
-        let registered = self.get(cluster).ok_or(Refusal::Unregistered)?;
+    pub fn admits(&self, cluster: &str, namespace: &str) -> Result<(), ClusterRefusal> {
+        let registered = self.get(cluster).ok_or(ClusterRefusal::Unregistered)?;
         match registered.admits(&self.namespace_labels(namespace)) {
             Ok(true) => Ok(()),
-            Ok(false) => Err(Refusal::NamespaceNotAdmitted),
+            Ok(false) => Err(ClusterRefusal::NamespaceNotAdmitted),
             Err(error) => {
                 tracing::warn!(%error, "invalid WorkerCluster");
-                Err(Refusal::NamespaceNotAdmitted)
+                Err(ClusterRefusal::NamespaceNotAdmitted)
             }
         }
     }
 }
 
-impl Refusal {
+impl ClusterRefusal {
     /// Why, in words, for an Event on the Job.
     pub fn explain(&self, cluster: &str, namespace: &str) -> String {
         match self {
-            Refusal::Unregistered => format!(
+            ClusterRefusal::Unregistered => format!(
                 "label jobrelay.dev/cluster names cluster {cluster}, which has no WorkerCluster"
             ),
-            Refusal::NamespaceNotAdmitted => format!(
+            ClusterRefusal::NamespaceNotAdmitted => format!(
                 "label jobrelay.dev/cluster names cluster {cluster}, whose spec.namespaceSelector does not admit namespace {namespace}"
             ),
-            Refusal::Lost => format!(
+            ClusterRefusal::Lost => format!(
                 "label jobrelay.dev/cluster names cluster {cluster}, which is Lost; the Job is deactivated"
             ),
         }

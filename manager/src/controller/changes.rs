@@ -22,21 +22,21 @@ impl<K: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static> Changi
 
 /// Keys of changed Jobs, in the order they first changed.
 #[derive(Debug)]
-pub struct Pending<K: Changing> {
+pub struct ChangedKeys<K: Changing> {
     order: VecDeque<ObjectRef<K>>,
     queued: HashSet<ObjectRef<K>>,
 }
 
-impl<K: Changing> Default for Pending<K> {
+impl<K: Changing> Default for ChangedKeys<K> {
     fn default() -> Self {
-        Pending {
+        ChangedKeys {
             order: VecDeque::new(),
             queued: HashSet::new(),
         }
     }
 }
 
-impl<K: Changing> Pending<K> {
+impl<K: Changing> ChangedKeys<K> {
     /// Queues `key` unless it is queued already.
     pub fn mark(&mut self, key: ObjectRef<K>) {
         if self.queued.insert(key.clone()) {
@@ -89,25 +89,25 @@ pub fn changed_keys<K: Changing>(
 /// One controller's set and what wakes it.
 #[derive(Debug)]
 struct Subscriber<K: Changing> {
-    pending: Mutex<Pending<K>>,
+    pending: Mutex<ChangedKeys<K>>,
     changed: Notify,
 }
 
 /// Every controller's set; the watch of the kind marks them all.
 #[derive(Debug, Clone)]
-pub struct Changes<K: Changing> {
+pub struct ChangeFeed<K: Changing> {
     subscribers: Arc<Mutex<Vec<Arc<Subscriber<K>>>>>,
 }
 
-impl<K: Changing> Default for Changes<K> {
+impl<K: Changing> Default for ChangeFeed<K> {
     fn default() -> Self {
-        Changes {
+        ChangeFeed {
             subscribers: Arc::default(),
         }
     }
 }
 
-impl<K: Changing> Changes<K> {
+impl<K: Changing> ChangeFeed<K> {
     /// Marks `keys` changed for every subscriber.
     pub fn mark(&self, keys: Vec<ObjectRef<K>>) {
         if keys.is_empty() {
@@ -135,7 +135,7 @@ impl<K: Changing> Changes<K> {
     /// `jobs` still holds.
     pub fn subscribe(&self, jobs: Store<K>) -> impl Stream<Item = Arc<K>> + Send + 'static {
         let subscriber = Arc::new(Subscriber {
-            pending: Mutex::new(Pending::default()),
+            pending: Mutex::new(ChangedKeys::default()),
             changed: Notify::new(),
         });
         self.subscribers
@@ -179,7 +179,7 @@ mod tests {
 
     #[test]
     fn a_job_changed_twice_is_queued_once_in_the_order_it_first_changed() {
-        let mut pending = Pending::default();
+        let mut pending = ChangedKeys::default();
         for name in ["a", "b", "a"] {
             pending.mark(ObjectRef::from_obj(&job(name)));
         }
@@ -191,7 +191,7 @@ mod tests {
 
     #[test]
     fn a_removed_job_is_skipped_until_marked_again() {
-        let mut pending = Pending::default();
+        let mut pending = ChangedKeys::default();
         let [a, b] = ["a", "b"].map(|name| ObjectRef::from_obj(&job(name)));
         pending.mark(a.clone());
         pending.mark(b.clone());
@@ -226,7 +226,7 @@ mod tests {
     #[tokio::test]
     async fn a_job_deleted_before_its_turn_is_skipped_not_waited_on() {
         let (reader, mut writer) = reflector::store::<Job>();
-        let changes = Changes::default();
+        let changes = ChangeFeed::default();
         let mut stream = Box::pin(changes.subscribe(reader));
         writer.apply_watcher_event(&Event::Apply(job("kept")));
         changes.mark(vec![

@@ -12,7 +12,7 @@ use crate::clusters::registry::Registry;
 use crate::config::Config;
 use crate::controller::retries::{Backoffs, Retries};
 use crate::controller::superseded::Superseded;
-use crate::deletion_pace::DeletionPace;
+use crate::deletion_turns::DeletionTurns;
 use crate::fleet::Fleet;
 use crate::kinds::key::Key;
 use crate::kueue::Reservations;
@@ -39,7 +39,7 @@ pub struct Context {
     pub origin: String,
     pub config: Config,
     /// Paces deletions of manager Jobs by retention.
-    pub deletions: Arc<DeletionPace>,
+    pub deletions: Arc<DeletionTurns>,
     /// Backoff of each controller's failed reconciles, per Job.
     pub retries: Backoffs,
     pub metrics: Arc<crate::telemetry::metrics::Metrics>,

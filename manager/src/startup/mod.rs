@@ -26,7 +26,7 @@ use crate::cli::Args;
 use crate::clusters::agent_certificates::AgentCertificates;
 use crate::clusters::status_writer::StatusWriter;
 use crate::controller::context::Context;
-use crate::deletion_pace::DeletionPace;
+use crate::deletion_turns::DeletionTurns;
 use crate::fleet::Fleet;
 use crate::session::Sessions;
 use crate::telemetry::events::Events;
@@ -117,7 +117,7 @@ struct Core {
     fleet: Arc<Fleet>,
     events: Events,
     metrics: Arc<Metrics>,
-    deletions: Arc<DeletionPace>,
+    deletions: Arc<DeletionTurns>,
     certificates: Arc<AgentCertificates>,
     triggers: Triggers,
 }
@@ -128,7 +128,7 @@ type Triggers = mpsc::UnboundedSender<Key>;
 impl Core {
     fn new(client: &kube::Client, args: &Args, checked: &Checked, triggers: Triggers) -> Core {
         let fleet = Arc::new(Fleet::new(triggers.clone()));
-        let deletions = Arc::new(DeletionPace::per_second(
+        let deletions = Arc::new(DeletionTurns::per_second(
             checked.config.deletions_per_second,
         ));
         let metrics = Arc::new(Metrics::new(

@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, watch};
 use crate::caches::{all_synced, cache};
 use crate::clusters::registry::Registry;
 use crate::clusters::worker_cluster::WorkerCluster;
-use crate::controller::changes::{self, Changes};
+use crate::controller::changes::{self, ChangeFeed};
 use crate::kinds::RelayedKind;
 use crate::kinds::key::Key;
 use crate::kinds::stores::Stores;
@@ -132,7 +132,7 @@ pub(super) struct KindWatch<K: RelayedKind> {
 impl<K: RelayedKind> KindWatch<K> {
     fn start(client: &kube::Client, events: &Events, tasks: &Tasks) -> KindWatch<K> {
         let (objects, writer) = reflector::store::<K>();
-        let changes = Changes::default();
+        let changes = ChangeFeed::default();
         let [mirror_changes, status_changes] =
             [(); 2].map(|()| changes.subscribe(objects.clone()).boxed());
         let marked = objects.clone();

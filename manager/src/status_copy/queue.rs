@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use kube::runtime::reflector::ObjectRef;
 
-use crate::controller::changes::{Changing, Pending};
+use crate::controller::changes::{ChangedKeys, Changing};
 
 /// How soon a Job's status is copied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -67,8 +67,8 @@ pub fn counts_active_pods(status: &serde_json::Value) -> bool {
 
 #[derive(Debug)]
 pub struct StatusQueue<K: Changing> {
-    finished: Pending<K>,
-    progress: Pending<K>,
+    finished: ChangedKeys<K>,
+    progress: ChangedKeys<K>,
     /// Jobs being worked (as many as there are workers).
     working: HashMap<ObjectRef<K>, Working>,
     progress_limit: usize,
@@ -87,8 +87,8 @@ impl<K: Changing> StatusQueue<K> {
     /// lane at once (at least one).
     pub fn new(progress_limit: usize) -> Self {
         Self {
-            finished: Pending::default(),
-            progress: Pending::default(),
+            finished: ChangedKeys::default(),
+            progress: ChangedKeys::default(),
             working: HashMap::new(),
             progress_limit: progress_limit.max(1),
         }

@@ -24,7 +24,7 @@ use prometheus_client::registry::Registry;
 use tracing::warn;
 
 use crate::clusters::worker_cluster::WorkerCluster;
-use crate::deletion_pace::DeletionPace;
+use crate::deletion_turns::DeletionTurns;
 use crate::fleet::Fleet;
 
 pub use crate::clusters::ByCluster;
@@ -35,7 +35,7 @@ pub struct ByReason {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct Refusal {
+pub struct ByRefusal {
     pub cluster: String,
     pub reason: String,
     pub permanent: String,
@@ -70,13 +70,13 @@ fn seconds() -> Histogram {
 /// the caches at each scrape.
 pub struct Metrics {
     fleet: Arc<Fleet>,
-    deletions: Arc<DeletionPace>,
+    deletions: Arc<DeletionTurns>,
     registry: Mutex<Registry>,
     /// Whether latency histograms are kept per cluster.
     per_cluster_latencies: bool,
     sessions_refused: Family<ByReason, Counter>,
     sessions_cut: Family<ByReason, Counter>,
-    apply_refusals: Family<Refusal, Counter>,
+    apply_refusals: Family<ByRefusal, Counter>,
     mirrors_lost: Family<ByCluster, Counter>,
     reports_dropped: Family<ByCluster, Counter>,
     dispatch_seconds: Seconds,
@@ -102,7 +102,7 @@ impl Metrics {
     /// `per_cluster_latencies` (each costs 27 series per cluster).
     pub fn new(
         fleet: Arc<Fleet>,
-        deletions: Arc<DeletionPace>,
+        deletions: Arc<DeletionTurns>,
         per_cluster_latencies: bool,
     ) -> Self {
         let metrics = Metrics {
@@ -349,7 +349,7 @@ mod tests {
         fleet.record_status("w1", "u1", 1, MirrorPhase::Running, None);
         let metrics = Metrics::new(
             Arc::clone(&fleet),
-            Arc::new(DeletionPace::per_second(1.0)),
+            Arc::new(DeletionTurns::per_second(1.0)),
             true,
         );
         metrics.deletions.done();
@@ -387,7 +387,7 @@ mod tests {
     fn latencies_are_fleet_wide_unless_asked_per_cluster() {
         let (triggers, _) = tokio::sync::mpsc::unbounded_channel();
         let fleet = Arc::new(Fleet::new(triggers));
-        let pace = Arc::new(DeletionPace::per_second(1.0));
+        let pace = Arc::new(DeletionTurns::per_second(1.0));
         let metrics = Metrics::new(fleet, pace, false);
         metrics.dispatched("w1", Duration::from_millis(120));
         metrics.dispatched("w2", Duration::from_millis(120));

@@ -13,7 +13,7 @@ use hyper_util::rt::TokioIo;
 use jobrelay_manager::clusters::agent_certificates::AgentCertificates;
 use jobrelay_manager::clusters::registry::Registry;
 use jobrelay_manager::clusters::worker_cluster::{WorkerCluster, WorkerClusterSpec};
-use jobrelay_manager::deletion_pace::DeletionPace;
+use jobrelay_manager::deletion_turns::DeletionTurns;
 use jobrelay_manager::fleet::Fleet;
 use jobrelay_manager::kinds::key::Key;
 use jobrelay_manager::kinds::stores::Stores;
@@ -101,7 +101,7 @@ pub async fn manager_with(limits: SessionLimits) -> Manager {
     let (_synced_tx, synced) = tokio::sync::watch::channel(true);
     let metrics = Arc::new(Metrics::new(
         Arc::clone(&fleet),
-        Arc::new(DeletionPace::per_second(1.0)),
+        Arc::new(DeletionTurns::per_second(1.0)),
         false,
     ));
     let (shutdown_trigger, shutdown) = jobrelay_process::Shutdown::new();

@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use tracing::{debug, warn};
 
-use crate::clusters::registry::Refusal;
+use crate::clusters::registry::ClusterRefusal;
 use crate::controller::superseded;
 use crate::controller::writes;
 use crate::job::life::AWAIT_CLUSTER;
@@ -183,10 +183,10 @@ impl<K: Dispatched> Reconciling<'_, K> {
     }
 
     /// Why the cluster a Job is pinned to cannot take it, if it cannot.
-    fn pinned_refusal(&self, pinned: &str, namespace: &str) -> Option<Refusal> {
+    fn pinned_refusal(&self, pinned: &str, namespace: &str) -> Option<ClusterRefusal> {
         match self.ctx.registry.admits(pinned, namespace) {
             Err(refusal) => Some(refusal),
-            Ok(()) if self.ctx.fleet.is_lost(pinned) => Some(Refusal::Lost),
+            Ok(()) if self.ctx.fleet.is_lost(pinned) => Some(ClusterRefusal::Lost),
             Ok(()) => None,
         }
     }
@@ -197,11 +197,11 @@ impl<K: Dispatched> Reconciling<'_, K> {
         &self,
         pinned: &str,
         namespace: &str,
-        refusal: Refusal,
+        refusal: ClusterRefusal,
     ) -> Result<Action, kube::Error> {
         let note = refusal.explain(pinned, namespace);
         warn!(%note, "cannot place the Job");
-        let (reason, next) = if refusal == Refusal::Lost {
+        let (reason, next) = if refusal == ClusterRefusal::Lost {
             let written =
                 writes::deactivate(&self.jobs, self.job, "its pinned cluster is Lost").await?;
             self.wrote(self.job, written);

@@ -4,7 +4,7 @@
 use std::sync::PoisonError;
 use std::time::Duration;
 
-use super::{ByReason, Metrics, Refusal, by};
+use super::{ByReason, ByRefusal, Metrics, by};
 
 impl Metrics {
     /// Whether this replica leads, and the Lease's transitions as read.
@@ -41,7 +41,7 @@ impl Metrics {
 
     /// Counts a refusal of a worker.
     pub fn apply_refused(&self, cluster: &str, reason: &str, permanent: bool) {
-        let labels = Refusal {
+        let labels = ByRefusal {
             cluster: cluster.into(),
             reason: reason.into(),
             permanent: permanent.to_string(),

@@ -21,7 +21,7 @@ const LOG_EVERY: u64 = 50;
 /// A turn not taken this long after it came (its Job went otherwise) is dropped.
 const STALE_TURN: Duration = Duration::from_secs(60);
 
-pub struct DeletionPace {
+pub struct DeletionTurns {
     turns: Mutex<Turns>,
     done: AtomicU64,
 }
@@ -32,17 +32,17 @@ struct Turns {
     by_key: HashMap<String, Instant>,
 }
 
-impl DeletionPace {
-    pub fn per_second(rate: f64) -> DeletionPace {
-        DeletionPace::starting_at(rate, Instant::now())
+impl DeletionTurns {
+    pub fn per_second(rate: f64) -> DeletionTurns {
+        DeletionTurns::starting_at(rate, Instant::now())
     }
 
-    fn starting_at(rate: f64, now: Instant) -> DeletionPace {
+    fn starting_at(rate: f64, now: Instant) -> DeletionTurns {
         let limit = RateLimit::PerSecond {
             qps: rate,
             burst: 1,
         };
-        DeletionPace {
+        DeletionTurns {
             turns: Mutex::new(Turns {
                 bucket: TokenBucket::new(limit, now),
                 by_key: HashMap::new(),
@@ -104,7 +104,7 @@ mod tests {
     #[test]
     fn turns_come_one_interval_apart_and_are_kept_when_asked_again() {
         let start = Instant::now();
-        let pace = DeletionPace::starting_at(10.0, start);
+        let pace = DeletionTurns::starting_at(10.0, start);
         assert_eq!(pace.turn_at("a", start), None, "the first turn is now");
         let waits: Vec<Option<Duration>> = ["b", "c", "d"]
             .iter()
