@@ -25,7 +25,7 @@ use tonic::transport::Channel;
 
 use super::Record;
 use super::worker::{self, CleanupDelays};
-use crate::bench::measure::Aborted;
+use crate::bench::shared::measure::Aborted;
 
 /// A mirror the simulated worker holds.
 #[derive(Debug, Clone)]
