@@ -33,6 +33,10 @@
 //! runs only those.
 //!
 //! The table goes to standard output and, as JSON, to `target/bench/`.
+//!
+//! A folder per mode: `jobs/` (the run above, `--jobs`), `clusters/`
+//! (`--clusters`, a simulated fleet), `vs_multikueue/` (`--vs-multikueue`);
+//! `shared/` holds what they all measure and report with.
 
 mod clusters;
 mod jobs;
