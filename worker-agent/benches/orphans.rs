@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 
 use divan::{Bencher, black_box};
-use jobrelay_agent::mirrors::{HeldMirror, orphans};
+use jobrelay_agent::{HeldMirror, orphans};
 
 fn main() {
     divan::main();

@@ -1,25 +1,25 @@
 //! jobrelay worker agent: runs in a worker cluster, dials the manager, applies
 //! and deletes mirror Jobs, reports their status, and confirms every Pod gone.
 
-pub mod cli;
-pub mod config;
-pub mod deletion_pace;
-pub mod dial;
-pub mod epoch;
-pub mod error;
-pub mod initial_list;
-pub mod kinds;
-pub mod lost;
-pub mod metrics;
-pub mod mirrors;
-pub mod namespaces;
-pub mod report;
-pub mod scoped_watch;
-pub mod session;
+mod cli;
+mod config;
+mod deletion_pace;
+mod dial;
+mod epoch;
+mod error;
+mod initial_list;
+mod kinds;
+mod lost;
+mod metrics;
+mod mirrors;
+mod namespaces;
+mod report;
+mod scoped_watch;
+mod session;
 mod startup;
-pub mod teardown;
-pub mod terminated_pods;
-pub mod watched;
+mod teardown;
+mod terminated_pods;
+mod watched;
 
 use std::time::Duration;
 
@@ -27,9 +27,17 @@ use jobrelay_process::{Shutdown, Tasks};
 use tokio::sync::watch;
 use tracing::info;
 
-use crate::cli::Args;
-use crate::deletion_pace::DeletionPace;
+pub use crate::cli::Args;
+/// How a manager is dialled and redialled, for a simulated agent's
+/// sessions (`cargo xtask bench --clusters`).
+pub use crate::dial::{Dial, Redial};
 pub use crate::error::Error;
+/// Which mirrors the orphan sweep finds, for its micro-benchmark.
+pub use crate::mirrors::{HeldMirror, orphans};
+/// How long a session's opening may take, for a simulated agent to match.
+pub use crate::session::OPEN_TIMEOUT;
+
+use crate::deletion_pace::DeletionPace;
 use crate::metrics::Metrics;
 
 /// How long the agent's tasks get to finish once the shutdown was requested.

@@ -1,5 +1,5 @@
 use clap::Parser;
-use jobrelay_agent::cli::Args;
+use jobrelay_agent::Args;
 
 /// jemalloc hands freed memory back to the system; with glibc's allocator
 /// the per-thread arenas kept about as much again as the caches held.

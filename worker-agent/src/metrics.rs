@@ -1,12 +1,15 @@
 //! Prometheus metrics of the agent (the `prometheus-client` crate, the same
 //! conventions as the manager's), served as text on `/metrics` by the
 //! process's metrics endpoint: whether it holds a session with the manager
-//! and how many it opened, how many mirrors it is deleting and how many the
+//! and how many it opened, how many DesiredSets it received and when the
+//! last came, how many mirrors it is deleting and how many the
 //! brake on mass deletion holds, and the metrics
 //! every jobrelay process has (build, certificate expiry, Kubernetes API
 //! latencies).
 
+use std::sync::atomic::AtomicU64;
 use std::sync::{Mutex, PoisonError};
+use std::time::SystemTime;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
@@ -19,8 +22,27 @@ pub struct Metrics {
     registry: Mutex<Registry>,
     session_connected: Gauge,
     session_connects: Counter,
+    desired_sets: DesiredSets,
     mirrors_deleting: Gauge,
     deletions_held: Gauge,
+}
+
+/// The DesiredSets the manager sent: how many came, and when the last did.
+#[derive(Clone, Default)]
+pub struct DesiredSets {
+    received: Counter,
+    last_received: Gauge<f64, AtomicU64>,
+}
+
+impl DesiredSets {
+    /// Notes a DesiredSet received now.
+    pub fn received(&self) {
+        self.received.inc();
+        // A clock before 1970 leaves the last time as it was.
+        if let Ok(since_epoch) = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH) {
+            self.last_received.set(since_epoch.as_secs_f64());
+        }
+    }
 }
 
 impl Default for Metrics {
@@ -35,6 +57,7 @@ impl Metrics {
             registry: Mutex::new(Registry::with_prefix("jobrelay")),
             session_connected: Gauge::default(),
             session_connects: Counter::default(),
+            desired_sets: DesiredSets::default(),
             mirrors_deleting: Gauge::default(),
             deletions_held: Gauge::default(),
         };
@@ -51,6 +74,16 @@ impl Metrics {
             "agent_session_connects",
             "Sessions the manager welcomed: the first and every reconnect",
             metrics.session_connects.clone(),
+        );
+        registry.register(
+            "agent_desired_sets_received",
+            "DesiredSets the manager sent: one as each session opens",
+            metrics.desired_sets.received.clone(),
+        );
+        registry.register(
+            "agent_desired_set_received_timestamp_seconds",
+            "When the last DesiredSet was received, in seconds since the epoch (0 until one is)",
+            metrics.desired_sets.last_received.clone(),
         );
         registry.register(
             "agent_mirrors_deleting",
@@ -71,6 +104,12 @@ impl Metrics {
     /// the brake holds, on.
     pub fn deletion_gauges(&self) -> (Gauge, Gauge) {
         (self.mirrors_deleting.clone(), self.deletions_held.clone())
+    }
+
+    /// The DesiredSets' counter and time of the last, for the session to
+    /// note each on.
+    pub fn desired_sets(&self) -> DesiredSets {
+        self.desired_sets.clone()
     }
 
     /// Notes the session going from `was` to `is` (open or not).
@@ -165,6 +204,29 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing {line:?} in:\n{text}");
         }
+    }
+
+    #[test]
+    fn each_desired_set_is_counted_and_the_last_one_timed() {
+        let metrics = Metrics::new();
+        let before = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .expect("the clock is past 1970")
+            .as_secs_f64();
+        let desired_sets = metrics.desired_sets();
+        desired_sets.received();
+        desired_sets.received();
+        let text = metrics.render();
+        assert!(
+            text.contains("jobrelay_agent_desired_sets_received_total 2\n"),
+            "{text}"
+        );
+        let last: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("jobrelay_agent_desired_set_received_timestamp_seconds "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no time of the last DesiredSet in:\n{text}"));
+        assert!(last >= before.floor(), "{last} is before {before}");
     }
 
     #[test]

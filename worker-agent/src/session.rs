@@ -16,6 +16,7 @@ use tracing::{info, warn};
 
 use crate::dial::{Dial, Redial};
 use crate::epoch::Epochs;
+use crate::metrics::DesiredSets;
 use crate::mirrors::{Mirrors, Pass, agent_message};
 
 /// Heartbeats missed before the manager counts as gone.
@@ -37,6 +38,8 @@ pub struct Agent {
     pub dial: Dial,
     /// True while a session is open (for the readiness probe).
     pub connected: watch::Sender<bool>,
+    /// Counts each DesiredSet and notes when the last came.
+    pub desired_sets: DesiredSets,
     pub orphan_sweep_interval: Duration,
     pub cluster: String,
     pub origin: String,
@@ -214,6 +217,7 @@ impl Agent {
                         after_lost = set.after_lost,
                         "desired set received"
                     );
+                    self.desired_sets.received();
                     let desired = set.mirrors.into_iter().map(|m| m.origin_uid);
                     self.mirrors
                         .set_desired(desired, set.released, set.after_lost);

@@ -248,6 +248,7 @@ pub(crate) fn agent(
     Agent {
         dial,
         connected,
+        desired_sets: metrics.desired_sets(),
         orphan_sweep_interval: args.orphan_sweep_interval,
         cluster: args.cluster.clone(),
         origin: args.origin.clone(),

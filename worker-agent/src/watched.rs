@@ -79,11 +79,6 @@ impl<K: Resource<DynamicType = ()>> ByOrigin<K> {
         self.origins.get(uid).into_iter().flatten()
     }
 
-    /// Every origin UID some object carries.
-    pub fn origins(&self) -> impl Iterator<Item = &String> {
-        self.origins.keys()
-    }
-
     fn put(&mut self, object: &K) -> Vec<String> {
         let key = ObjectRef::from_obj(object);
         let uid = origin_uid(object.meta());
@@ -229,6 +224,13 @@ where
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Pod;
+
+    impl<K: Resource<DynamicType = ()>> ByOrigin<K> {
+        /// Every origin UID some object carries.
+        fn origins(&self) -> impl Iterator<Item = &String> {
+            self.origins.keys()
+        }
+    }
 
     fn pod(name: &str, origin: Option<&str>) -> Pod {
         let mut pod = Pod::default();

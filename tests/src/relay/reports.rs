@@ -69,6 +69,16 @@ impl Relay {
             .collect()
     }
 
+    /// The `/metrics` text of the agent of `worker`.
+    pub async fn agent_metrics(&self, worker: &str) -> anyhow::Result<String> {
+        let setup = self
+            .agent_setups
+            .get(worker)
+            .ok_or_else(|| anyhow::anyhow!("no agent for worker {worker}"))?;
+        let (_, body) = http_get(&setup.metrics_addr, "/metrics").await?;
+        Ok(body)
+    }
+
     /// The log of the agent of `worker` so far.
     pub fn agent_log(&self, worker: &str) -> String {
         std::fs::read_to_string(self.logs.join(format!("jobrelay-agent-{worker}.log")))

@@ -130,6 +130,8 @@ pub(super) struct AgentSetup {
     pub(super) manager_url: String,
     pub(super) proxy: Option<Proxy>,
     pub(super) health_addr: String,
+    /// `127.0.0.1:<port>` of its `/metrics`, the same across restarts.
+    pub(super) metrics_addr: String,
     pub(super) config: Option<PathBuf>,
     pub(super) cert: PathBuf,
     pub(super) key: PathBuf,
@@ -214,6 +216,7 @@ impl Relay {
                 manager_url,
                 proxy,
                 health_addr: format!("127.0.0.1:{}", free_port()?),
+                metrics_addr: format!("127.0.0.1:{}", free_port()?),
                 config,
                 cert,
                 key,
@@ -277,7 +280,7 @@ impl Relay {
             &setup.health_addr,
             // Each agent's metrics on a port of its own.
             "--metrics-bind-address",
-            "127.0.0.1:0",
+            &setup.metrics_addr,
         ]);
         agent
             .arg("--tls-cert")

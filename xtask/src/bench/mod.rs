@@ -33,46 +33,23 @@
 //! runs only those.
 //!
 //! The table goes to standard output and, as JSON, to `target/bench/`.
+//!
+//! A folder per mode: `jobs/` (the run above, `--jobs`), `clusters/`
+//! (`--clusters`, a simulated fleet), `vs_multikueue/` (`--vs-multikueue`);
+//! `shared/` holds what they all measure and report with.
 
-mod backlog;
-mod ceiling;
-mod chart;
 mod clusters;
-mod clusters_report;
-mod clusters_writes;
-mod figures;
-mod fleet;
-mod histogram;
-mod instant_check;
 mod jobs;
-mod jobsets;
-mod load;
-mod machine;
-mod measure;
-mod multikueue_setup;
-mod one_size;
-mod replicas;
-mod requests;
-mod resync;
-mod rollout;
-mod status;
-mod table;
-mod upkeep;
+mod shared;
 mod vs_multikueue;
-mod vs_multikueue_report;
-mod vs_multikueue_systems;
 
 use jobrelay_e2e::binaries::Profile;
 use jobrelay_e2e::cluster::ClusterSet;
-use jobrelay_e2e::relay::{Options, Relay};
+use jobrelay_e2e::relay::Options;
 use jobrelay_e2e::supervisor::Supervisor;
 use jobrelay_e2e::upstream;
 
 use crate::{log, supervisor_command, workspace_root};
-use jobs::{
-    PodPoint, create_relayed, delete_all, left_after, record_pods, relayed, settled, suffixed,
-};
-use one_size::{Report, bench};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -125,41 +102,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     if args.micro {
         return Ok(());
     }
-    let (supervisor, set) = start_clusters("bench")?;
-    let options = Options {
-        manager_config: Some(backlog::MANAGER_CONFIG.into()),
-        manager_replicas: 2,
-        // Where the rollout's new replica starts.
-        manager_surge: 1,
-        manager_args: vec![format!("--job-events={}", args.job_events)],
-        ..release_options()
-    };
-    log(&format!("the manager records Events: {}", args.job_events));
-    let jobset_controller = jobsets::prepare(&set).await?;
-    let relay = Relay::start_with(&set, options).await?;
-    let mut sizes = args.jobs.clone();
-    if args.with_10k {
-        sizes.push(10_000);
-    }
-    let out = workspace_root().join("target").join("bench");
-    std::fs::create_dir_all(&out)?;
-    for n in sizes {
-        let report = bench(&set, &relay, n).await?;
-        table::print_table(&report);
-        let path = out.join(format!("bench-{n}.json"));
-        std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
-        log(&format!("wrote {}", path.display()));
-    }
-    // A tenth as many JobSets of four Pods as the first size's Jobs.
-    let sets = (args.jobs.first().copied().unwrap_or(1000) / 10).max(10);
-    let report = jobsets::bench(&set, sets).await?;
-    jobsets::print(&report);
-    let path = out.join(format!("bench-jobsets-{sets}.json"));
-    std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
-    log(&format!("wrote {}", path.display()));
-    drop(relay);
-    jobset_controller.kill();
-    supervisor.stop()
+    jobs::run(&args.jobs, args.with_10k, &args.job_events).await
 }
 
 /// A manager and two workers, in a state folder named for `what` and this

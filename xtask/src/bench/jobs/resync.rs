@@ -1,19 +1,22 @@
 //! The resync step: an agent restarted while it holds its mirrors, until it
-//! has its DesiredSet again, with where the time went by the agent's log.
+//! has its DesiredSet again, with where the time went by the agent's log
+//! and metrics.
 
 use std::time::{Duration, Instant};
 
 use jobrelay_e2e::controlplane::seconds;
-use jobrelay_e2e::relay::{Relay, SESSION_OPEN, inventory_in};
+use jobrelay_e2e::relay::{Relay, SESSION_OPEN, inventory_in, metric_in};
 use jobrelay_e2e::wait::{self, Seen};
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-/// What the agent logs when its process starts and when its DesiredSet
-/// came; between them, [`SESSION_OPEN`] (its caches listed, its Hello
-/// answered).
+/// What the agent logs when its process starts; after it, [`SESSION_OPEN`]
+/// (its caches listed, its Hello answered).
 const STARTING: &str = "agent starting";
-const DESIRED: &str = "desired set received";
+/// The agent's count of DesiredSets received, and when the last came (in
+/// seconds since the epoch).
+const DESIRED_SETS: &str = "jobrelay_agent_desired_sets_received_total";
+const DESIRED_AT: &str = "jobrelay_agent_desired_set_received_timestamp_seconds";
 
 /// One resync: how long in all, and its parts by the agent's log.
 #[derive(Debug, Default, Serialize)]
@@ -31,6 +34,7 @@ pub(super) struct Resync {
 /// its DesiredSet again.
 pub(super) async fn resync(relay: &Relay, worker: &str) -> anyhow::Result<Resync> {
     let before = relay.agent_log(worker).len();
+    let killed_at = unix_seconds(Timestamp::now());
     relay.kill_agent(worker);
     let started = Instant::now();
     relay.start_agent(worker)?;
@@ -41,17 +45,23 @@ pub(super) async fn resync(relay: &Relay, worker: &str) -> anyhow::Result<Resync
             .unwrap_or_default()
             .to_string()
     };
-    wait::try_until(
+    // The restarted process counts from zero: its first DesiredSet is the
+    // one after the restart, and one noted at or after the kill cannot be
+    // the old process's.
+    let desired_at = wait::try_until(
         format!("agent {worker} resynced"),
         Duration::from_secs(600),
-        || {
-            let seen = since_restart().contains(DESIRED);
-            async move {
-                if seen {
-                    Seen::Ready(())
-                } else {
-                    Seen::Waiting("no DesiredSet yet".into())
-                }
+        || async {
+            let text = match relay.agent_metrics(worker).await {
+                Ok(text) => text,
+                Err(error) => return Seen::Waiting(format!("no metrics yet: {error}")),
+            };
+            let received = metric_in(&text, DESIRED_SETS).unwrap_or(0.0);
+            match metric_in(&text, DESIRED_AT) {
+                Some(at) if received >= 1.0 && at >= killed_at => Seen::Ready(at),
+                at => Seen::Waiting(format!(
+                    "no DesiredSet yet: {received} received, the last at {at:?}"
+                )),
             }
         },
     )
@@ -59,7 +69,7 @@ pub(super) async fn resync(relay: &Relay, worker: &str) -> anyhow::Result<Resync
     let took = started.elapsed();
     let resync = Resync {
         seconds: took.as_secs_f64(),
-        ..parts(&since_restart())
+        ..parts(&since_restart(), Some(desired_at))
     };
     crate::log(&format!(
         "agent {worker} resynced {} mirrors in {} (started → session open {:.1} s, → DesiredSet {:.1} s)",
@@ -71,24 +81,27 @@ pub(super) async fn resync(relay: &Relay, worker: &str) -> anyhow::Result<Resync
     Ok(resync)
 }
 
-/// The parts of a resync in an agent's log from its restart on: when it
-/// started, opened its session (with how many mirrors) and got its
-/// DesiredSet, each the first such line.
-fn parts(log: &str) -> Resync {
+/// The parts of a resync: when the agent started and opened its session
+/// (with how many mirrors), each the first such line of its log from its
+/// restart on, and when it got its DesiredSet (`desired_at`, in seconds
+/// since the epoch, as its metrics tell).
+fn parts(log: &str, desired_at: Option<f64>) -> Resync {
     let first = |marker: &str| log.lines().find(|l| l.contains(marker));
-    let at = |marker: &str| first(marker).and_then(logged_at);
-    let between = |from: Option<Timestamp>, to: Option<Timestamp>| {
-        let span = to?.duration_since(from?);
-        Some(span.as_secs_f64())
-    };
-    let (starting, open, desired) = (at(STARTING), at(SESSION_OPEN), at(DESIRED));
+    let at = |marker: &str| first(marker).and_then(logged_at).map(unix_seconds);
+    let between = |from: Option<f64>, to: Option<f64>| Some(to? - from?);
+    let (starting, open) = (at(STARTING), at(SESSION_OPEN));
     let mirrors = first(SESSION_OPEN).and_then(inventory_in).unwrap_or(0);
     Resync {
         mirrors,
         to_open_seconds: between(starting, open),
-        to_desired_seconds: between(open, desired),
+        to_desired_seconds: between(open, desired_at),
         ..Resync::default()
     }
+}
+
+/// `at` in seconds since the epoch, as the agent's metrics tell times.
+fn unix_seconds(at: Timestamp) -> f64 {
+    at.as_duration().as_secs_f64()
 }
 
 /// When a line of jobrelay's log was written, by the timestamp it starts with.
@@ -106,10 +119,10 @@ mod tests {
 2026-11-26T15:00:00.000000Z  INFO jobrelay_agent: agent starting cluster=worker-1
 2026-11-26T15:00:01.250000Z  INFO jobrelay_agent::session: session open inventory=5000
 2026-11-26T15:00:01.750000Z  INFO jobrelay_agent::session: welcomed by the manager
-2026-11-26T15:00:02.000000Z  INFO jobrelay_agent::session: desired set received mirrors=5000
 2026-11-26T15:09:00.000000Z  INFO jobrelay_agent::session: session open inventory=1
 ";
-        let parts = parts(log);
+        let desired_at = "2026-11-26T15:00:02Z".parse().map(unix_seconds).ok();
+        let parts = parts(log, desired_at);
         assert_eq!(parts.mirrors, 5000);
         assert_eq!(parts.to_open_seconds, Some(1.25));
         assert_eq!(parts.to_desired_seconds, Some(0.75));
@@ -118,7 +131,7 @@ mod tests {
     #[test]
     fn a_part_missing_from_the_log_is_unknown_not_zero() {
         let log = "2026-11-26T15:00:01Z  INFO x: session open inventory=3\n";
-        let parts = parts(log);
+        let parts = parts(log, None);
         assert_eq!(parts.mirrors, 3);
         assert_eq!(parts.to_open_seconds, None);
         assert_eq!(parts.to_desired_seconds, None);

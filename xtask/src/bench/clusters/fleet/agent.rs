@@ -9,8 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use jobrelay_agent::dial::{Dial, Redial};
-use jobrelay_agent::session::OPEN_TIMEOUT;
+use jobrelay_agent::{Dial, OPEN_TIMEOUT, Redial};
 use jobrelay_proto::kinds::JOB;
 use jobrelay_proto::v1::relay_client::RelayClient;
 use jobrelay_proto::v1::{
@@ -25,7 +24,7 @@ use tonic::transport::Channel;
 
 use super::Record;
 use super::worker::{self, CleanupDelays};
-use crate::bench::measure::Aborted;
+use crate::bench::shared::measure::Aborted;
 
 /// A mirror the simulated worker holds.
 #[derive(Debug, Clone)]

@@ -6,9 +6,11 @@ use jobrelay_e2e::relay::{Relay, metric_in};
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::Api;
 
-use super::figures::Figures;
-use super::measure::{self, Point, Timestamps, at_once, wait_all};
-use super::{create_relayed, delete_all, histogram, load, suffixed};
+use super::load;
+use crate::bench::shared::figures::Figures;
+use crate::bench::shared::histogram;
+use crate::bench::shared::jobs::{create_relayed, delete_all, suffixed};
+use crate::bench::shared::measure::{self, Point, Timestamps, at_once, wait_all};
 use crate::log;
 
 /// N short Jobs: from a worker Job finished to its manager Job showing it,

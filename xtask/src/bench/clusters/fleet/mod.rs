@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use jobrelay_agent::dial::Dial;
+use jobrelay_agent::Dial;
 use jobrelay_e2e::certs::RelayCa;
 use jobrelay_process::Pem;
 use tokio::sync::watch;

@@ -11,9 +11,9 @@ use jobrelay_e2e::fixtures::TestJob;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, PostParams};
 
-use super::figures::Figures;
-use super::measure::{self, Point, Timestamps, at_once, paced, wait_all};
-use super::{create_relayed, delete_all};
+use crate::bench::shared::figures::Figures;
+use crate::bench::shared::jobs::{create_relayed, delete_all};
+use crate::bench::shared::measure::{self, Point, Timestamps, at_once, paced, wait_all};
 use crate::log;
 
 /// How long each Job of a burst runs.

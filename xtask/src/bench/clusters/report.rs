@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use jobrelay_e2e::relay::Relay;
 use serde::Serialize;
 
-use super::clusters_writes::Written;
-use super::figures::{Figures, ratio};
+use super::writes::Written;
+use crate::bench::shared::figures::{Figures, ratio};
 
 /// One fleet size's figures.
 #[derive(Debug, Serialize)]

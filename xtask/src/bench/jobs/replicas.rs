@@ -13,9 +13,9 @@ use jobrelay_e2e::relay::Relay;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, PostParams};
 
-use super::machine::peak_rss_kib;
-use super::measure::{self, Point, Timestamps, wait_all};
-use super::{delete_all, relayed};
+use crate::bench::shared::jobs::{delete_all, relayed};
+use crate::bench::shared::machine::peak_rss_kib;
+use crate::bench::shared::measure::{self, Point, Timestamps, wait_all};
 use crate::log;
 
 /// Peak resident memory so far of the manager replicas (`manager`: the

@@ -17,9 +17,9 @@ use k8s_openapi::jiff::{Timestamp, ToSpan};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde::Serialize;
 
-use super::figures::Figures;
-use super::measure::{self, Point, Timestamps, at_once, wait_all};
-use super::{create_relayed, delete_all};
+use crate::bench::shared::figures::Figures;
+use crate::bench::shared::jobs::{create_relayed, delete_all};
+use crate::bench::shared::measure::{self, Point, Timestamps, at_once, wait_all};
 use crate::log;
 
 /// The manager configuration the bench runs with: finished Jobs expire one

@@ -7,9 +7,9 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::chart::{self, Panel, Series};
-use super::figures::Figures;
-use super::machine::Run;
-use super::requests::{self, Count};
+use crate::bench::shared::figures::Figures;
+use crate::bench::shared::machine::Run;
+use crate::bench::shared::requests::{self, Count};
 
 /// One system's figures.
 #[derive(Debug, Serialize)]
@@ -100,7 +100,7 @@ pub(super) fn print_table(r: &Report) {
     );
     for s in &r.systems {
         let step = format!("{}, created -> running", s.system);
-        super::table::print_cpu(&step, &s.cpu_to_running, r.run.jobs);
+        crate::bench::shared::table::print_cpu(&step, &s.cpu_to_running, r.run.jobs);
         requests::print(&s.requests_to_running);
     }
 }

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::figures::ratio;
-use super::machine::Spent;
+use crate::bench::shared::figures::ratio;
+use crate::bench::shared::machine::Spent;
 
 /// How long the idle API servers are watched.
 pub const WINDOW: Duration = Duration::from_secs(10);
@@ -97,7 +97,7 @@ impl WorkersApi {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::ceiling::tests::used;
+    use crate::bench::jobs::ceiling::tests::used;
 
     #[test]
     fn each_worker_api_servers_idle_cost_over_the_span_is_taken_out() {

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use super::vs_multikueue_systems::{KUEUE_NAMESPACE, MULTIKUEUE};
+use super::systems::{KUEUE_NAMESPACE, MULTIKUEUE};
 
 /// The objects every system's queues rest on: on the manager, jobrelay's and
 /// MultiKueue's AdmissionChecks, the MultiKueueConfig and a MultiKueueCluster

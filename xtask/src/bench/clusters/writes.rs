@@ -12,7 +12,7 @@ use kube::api::Api;
 use kube::runtime::watcher::Event;
 use serde::Serialize;
 
-use super::measure::{self, Recording};
+use crate::bench::shared::measure::{self, Recording};
 
 /// What each cluster's conditions were last seen as, and the writes counted.
 #[derive(Default)]

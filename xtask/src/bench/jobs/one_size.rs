@@ -11,15 +11,16 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use serde::Serialize;
 
-use super::figures::{Figures, ratio};
-use super::jobs::{
+use super::{backlog, ceiling, load, replicas, resync, rollout, status, upkeep};
+use crate::bench::shared::figures::{Figures, ratio};
+use crate::bench::shared::histogram;
+use crate::bench::shared::jobs::{
     PodPoint, SETTLE, cleanup_until_gone, create_rate, create_relayed, delete_all, record_pods,
     settled, suffixed,
 };
-use super::machine::{Run, Spent};
-use super::measure::{self, Point, Timestamps, at_once, wait_all};
-use super::requests::Count;
-use super::{backlog, ceiling, histogram, load, replicas, resync, rollout, status, upkeep};
+use crate::bench::shared::machine::{Run, Spent};
+use crate::bench::shared::measure::{self, Point, Timestamps, at_once, wait_all};
+use crate::bench::shared::requests::Count;
 use crate::log;
 
 /// The steps whose CPU the bounds of [`ceiling`] are taken from.

@@ -1,12 +1,16 @@
 //! `cargo xtask bench --clusters N…`: the real manager (leader and follower,
 //! release build, production heartbeat and status intervals) on the real
-//! manager cluster, with a simulated fleet of workers ([`super::fleet`]).
+//! manager cluster, with a simulated fleet of workers ([`fleet`]).
 //! The workers' cleanup delays are drawn from a direct cleanup measured
 //! first on a real worker. First the leader's idle cost per cluster, the
 //! fleet grown size by size before any Job; then, on the largest fleet
 //! first and shrunk size by size: dispatch of many Jobs over the fleet,
 //! status, WorkerCluster status writes, `/metrics`, the reconnect storm
 //! after the leader is killed, and cleanup.
+
+mod fleet;
+mod report;
+mod writes;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -24,15 +28,15 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, PostParams};
 
-use super::clusters_report::{Idle, Metrics, Report, Storm};
-use super::clusters_writes::StatusWrites;
-use super::figures::Figures;
-use super::fleet::worker::CleanupDelays;
-use super::fleet::{self, Fleet};
-use super::jobs::{PodPoint, cleanup_until_gone, create_relayed, delete_all, record_pods};
-use super::machine;
-use super::measure::{self, Point, Timestamps, at_once, wait_all_within};
+use super::shared::figures::Figures;
+use super::shared::jobs::{PodPoint, cleanup_until_gone, create_relayed, delete_all, record_pods};
+use super::shared::machine;
+use super::shared::measure::{self, Point, Timestamps, at_once, wait_all_within};
 use crate::{log, supervisor_command, workspace_root};
+use fleet::Fleet;
+use fleet::worker::CleanupDelays;
+use report::{Idle, Metrics, Report, Storm};
+use writes::StatusWrites;
 
 /// How long an idle fleet is watched.
 const IDLE_WINDOW: Duration = Duration::from_secs(30);
@@ -89,7 +93,7 @@ pub async fn run(sizes: &[usize], jobs: usize) -> anyhow::Result<()> {
         std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
         log(&format!("wrote {}", path.display()));
         reports.insert(0, report);
-        super::clusters_report::print(&reports);
+        report::print(&reports);
     }
     drop(fleet);
     drop(relay);

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::figures::ratio;
+use crate::bench::shared::figures::ratio;
 
 /// The bench's own watches and requests: a cost of measuring, counted in no
 /// bound.
@@ -119,7 +119,7 @@ pub(super) mod tests {
     use super::*;
 
     /// CPU seconds by program, as a step records them.
-    pub(in crate::bench) fn used(programs: &[(&str, f64)]) -> BTreeMap<String, f64> {
+    pub(in crate::bench::jobs) fn used(programs: &[(&str, f64)]) -> BTreeMap<String, f64> {
         programs.iter().map(|(p, s)| (p.to_string(), *s)).collect()
     }
 

@@ -8,7 +8,7 @@
 //!   the systems behind it;
 //! - Kueue with a check answered at once: the same, behind an AdmissionCheck
 //!   whose stand-in controller answers `Ready` as soon as quota is reserved
-//!   ([`super::instant_check`]) — Kueue's pace with a check, apart from the
+//!   ([`instant_check`]) — Kueue's pace with a check, apart from the
 //!   check's controller;
 //! - jobrelay standalone: relayed Jobs, no queue;
 //! - jobrelay behind Kueue: queued Jobs, jobrelay's AdmissionCheck, the
@@ -27,6 +27,12 @@
 //! created Job to the last Pod running. Quotas are large enough never to
 //! limit.
 
+mod chart;
+mod instant_check;
+mod report;
+mod setup;
+mod systems;
+
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -39,17 +45,15 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 
-use super::figures::{Figures, ratio};
-use super::instant_check;
-use super::machine::{Run, Spent};
-use super::measure::Aborted;
-use super::measure::{self, Point, Timestamps, at_once, wait_all_within};
-use super::vs_multikueue_report::{Measured, Report, draw, print_table};
-use super::vs_multikueue_systems::System;
-use super::{
-    PodPoint, delete_all, left_after, record_pods, release_options, settled, start_clusters,
-};
+use crate::bench::shared::figures::{Figures, ratio};
+use crate::bench::shared::jobs::{PodPoint, delete_all, left_after, record_pods, settled};
+use crate::bench::shared::machine::{Run, Spent};
+use crate::bench::shared::measure::Aborted;
+use crate::bench::shared::measure::{self, Point, Timestamps, at_once, wait_all_within};
+use crate::bench::{release_options, start_clusters};
 use crate::{log, workspace_root};
+use report::{Measured, Report, draw, print_table};
+use systems::System;
 
 /// Each ClusterQueue's quota, in CPUs: never the limit.
 const QUOTA_CPU: u32 = 100_000;
@@ -73,7 +77,7 @@ pub async fn run(sizes: &[usize]) -> anyhow::Result<()> {
         kueues.push(Kueue::start(cluster, &set.state_dir, &Settings::default()).await?);
     }
     let relay = Relay::start_with(&set, release_options()).await?;
-    super::multikueue_setup::prepare(&set).await?;
+    setup::prepare(&set).await?;
     instant_check::prepare(&set.manager().client().await?).await?;
     let out = workspace_root().join("target").join("bench");
     std::fs::create_dir_all(&out)?;
@@ -149,7 +153,7 @@ async fn measure_system(set: &ClusterSet, system: System, n: usize) -> anyhow::R
     }
     if matches!(system, System::JobrelayKueue | System::JobrelayBothKueues) {
         let both = system == System::JobrelayBothKueues;
-        super::multikueue_setup::worker_side_kueue(set, both).await?;
+        setup::worker_side_kueue(set, both).await?;
     }
     // Answers the stand-in check while the system is measured.
     let _answering =

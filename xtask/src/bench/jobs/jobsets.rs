@@ -20,9 +20,9 @@ use kube::runtime::watcher::Event;
 use serde::Serialize;
 use serde_json::json;
 
-use super::figures::{Figures, ratio};
-use super::measure::{self, Timestamps, at_once, wait_all};
-use super::table::row;
+use crate::bench::shared::figures::{Figures, ratio};
+use crate::bench::shared::measure::{self, Timestamps, at_once, wait_all};
+use crate::bench::shared::table::row;
 use crate::log;
 
 /// The worker that runs the JobSet controller.

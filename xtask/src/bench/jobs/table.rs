@@ -1,18 +1,9 @@
-//! The bench's table on standard output.
+//! The full run's table on standard output.
 
-use std::collections::BTreeMap;
-
-use super::Report;
-use super::figures::Figures;
-use super::{ceiling, histogram};
-
-/// One measure's line: its rate and latencies.
-pub(super) fn row(what: &str, f: &Figures) {
-    println!(
-        "{what:<44} {:>9.1} {:>8} {:>8} {:>8} {:>8}",
-        f.jobs_per_second, f.p50_ms, f.p95_ms, f.p99_ms, f.max_ms
-    );
-}
+use super::ceiling;
+use super::one_size::Report;
+use crate::bench::shared::table::{print_cpu, row};
+use crate::bench::shared::{histogram, requests};
 
 pub(super) fn print_table(r: &Report) {
     println!();
@@ -190,27 +181,7 @@ pub(super) fn print_table(r: &Report) {
     for (step, used) in &r.cpu_seconds {
         print_cpu(step, used, r.run.jobs);
         if let Some(counts) = r.requests.get(step) {
-            super::requests::print(counts);
+            requests::print(counts);
         }
     }
-}
-
-/// One line: the CPU each program spent during `step` of `jobs` Jobs, the
-/// largest first, in seconds and per Job.
-pub(super) fn print_cpu(step: &str, used: &BTreeMap<String, f64>, jobs: usize) {
-    let total: f64 = used.values().sum();
-    let mut used: Vec<_> = used.iter().filter(|(_, s)| **s >= 0.05).collect();
-    used.sort_by(|a, b| b.1.total_cmp(a.1));
-    let each: Vec<String> = used
-        .iter()
-        .map(|(program, s)| {
-            let per_job = **s * 1000.0 / jobs as f64;
-            format!("{program} {s:.1} s ({per_job:.1} ms/Job)")
-        })
-        .collect();
-    let per_job = total * 1000.0 / jobs as f64;
-    println!(
-        "CPU during {step}: {total:.1} s in all ({per_job:.1} ms/Job): {}",
-        each.join(", ")
-    );
 }

@@ -21,9 +21,9 @@ use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
 use serde::Serialize;
 
-use super::measure::{self, Recording, wait_all};
 use super::resync::logged_at;
-use super::{delete_all, relayed};
+use crate::bench::shared::jobs::{delete_all, relayed};
+use crate::bench::shared::measure::{self, Recording, wait_all};
 use crate::log;
 
 /// How long a stopping replica may take before the kubelet would kill it
