@@ -30,7 +30,7 @@ pub struct PodSeen {
 
 /// What to make of a desired mirror.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub enum LossVerdict {
     /// Live and owning every Pod of its origin UID, or not created yet.
     Intact {
         /// The live mirror's UID, to remember it by.
@@ -51,10 +51,10 @@ pub enum Verdict {
 /// UID of the mirror Job the agent last saw live, if it saw one: a Job that
 /// was seen and is gone was lost, while no Job and no sign of one (the apply
 /// is in flight, or the Job's watch event has not arrived) is not.
-pub fn judge(jobs: &[JobSeen], pods: &[PodSeen], seen: Option<&str>) -> Verdict {
+pub fn judge(jobs: &[JobSeen], pods: &[PodSeen], seen: Option<&str>) -> LossVerdict {
     let remaining = pods.iter().filter(|p| !p.deleting).count();
     if let Some(job) = jobs.iter().find(|j| j.deleting) {
-        return Verdict::Lost {
+        return LossVerdict::Lost {
             mirror_uid: Some(job.uid.clone()),
             observed: format!(
                 "the mirror Job is being deleted by someone else ({} Pod(s) not yet deleted)",
@@ -70,9 +70,9 @@ pub fn judge(jobs: &[JobSeen], pods: &[PodSeen], seen: Option<&str>) -> Verdict 
             .collect();
         let live = live.uid.clone();
         return if pods.is_empty() {
-            Verdict::Intact { live: Some(live) }
+            LossVerdict::Intact { live: Some(live) }
         } else {
-            Verdict::Strays { live, pods }
+            LossVerdict::Strays { live, pods }
         };
     }
     // No Job. Pods that lost their owner (Orphan) or are being deleted
@@ -80,7 +80,7 @@ pub fn judge(jobs: &[JobSeen], pods: &[PodSeen], seen: Option<&str>) -> Verdict 
     // it (it was away when the Job went).
     let traces = pods.iter().any(|p| p.owner.is_none() || p.deleting);
     if seen.is_none() && !traces {
-        return Verdict::Intact { live: None };
+        return LossVerdict::Intact { live: None };
     }
     let mirror_uid = seen
         .map(str::to_string)
@@ -92,7 +92,7 @@ pub fn judge(jobs: &[JobSeen], pods: &[PodSeen], seen: Option<&str>) -> Verdict 
             "the mirror Job was deleted without its Pods; {r} of its {n} Pod(s) were left running"
         ),
     };
-    Verdict::Lost {
+    LossVerdict::Lost {
         mirror_uid,
         observed,
     }
@@ -121,7 +121,7 @@ mod tests {
     fn a_live_mirror_owning_its_pods_is_intact() {
         assert_eq!(
             judge(&[job("j1", false)], &[pod("p1", Some("j1"), false)], None),
-            Verdict::Intact {
+            LossVerdict::Intact {
                 live: Some("j1".into())
             }
         );
@@ -129,11 +129,11 @@ mod tests {
 
     #[test]
     fn nothing_yet_is_not_a_loss() {
-        assert_eq!(judge(&[], &[], None), Verdict::Intact { live: None });
+        assert_eq!(judge(&[], &[], None), LossVerdict::Intact { live: None });
         // A Pod whose owner the Job watch has not shown yet is no proof.
         assert_eq!(
             judge(&[], &[pod("p1", Some("j1"), false)], None),
-            Verdict::Intact { live: None }
+            LossVerdict::Intact { live: None }
         );
     }
 
@@ -142,7 +142,7 @@ mod tests {
         let verdict = judge(&[], &[], Some("j1"));
         assert_eq!(
             verdict,
-            Verdict::Lost {
+            LossVerdict::Lost {
                 mirror_uid: Some("j1".into()),
                 observed: "the mirror Job was deleted, with its Pods".into()
             }
@@ -151,7 +151,7 @@ mod tests {
 
     #[test]
     fn an_orphan_delete_is_seen_from_its_ownerless_pods() {
-        let Verdict::Lost {
+        let LossVerdict::Lost {
             mirror_uid,
             observed,
         } = judge(&[], &[pod("p1", None, false), pod("p2", None, false)], None)
@@ -170,7 +170,7 @@ mod tests {
         let verdict = judge(&[], &[pod("p1", Some("j1"), true)], None);
         assert_eq!(
             verdict,
-            Verdict::Lost {
+            LossVerdict::Lost {
                 mirror_uid: Some("j1".into()),
                 observed: "the mirror Job was deleted; its 1 Pod(s) are terminating".into()
             }
@@ -185,7 +185,7 @@ mod tests {
             Some("j1"),
         );
         assert!(
-            matches!(&verdict, Verdict::Lost { mirror_uid: Some(uid), .. } if uid == "j1"),
+            matches!(&verdict, LossVerdict::Lost { mirror_uid: Some(uid), .. } if uid == "j1"),
             "{verdict:?}"
         );
     }
@@ -203,7 +203,7 @@ mod tests {
         );
         assert_eq!(
             verdict,
-            Verdict::Strays {
+            LossVerdict::Strays {
                 live: "j2".into(),
                 pods: vec!["old".into(), "prev".into()]
             }

@@ -25,7 +25,7 @@ pub struct NamespacePolicy {
 
 /// What the policy says of one namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub enum NamespaceVerdict {
     Allowed,
     /// Only the namespace's labels can tell (the selector): read them, ask
     /// again with them.
@@ -46,24 +46,28 @@ impl NamespacePolicy {
 
     /// Whether a mirror may go into `namespace`, whose labels are `labels`
     /// when they were read.
-    pub fn decide(&self, namespace: &str, labels: Option<&BTreeMap<String, String>>) -> Verdict {
+    pub fn decide(
+        &self,
+        namespace: &str,
+        labels: Option<&BTreeMap<String, String>>,
+    ) -> NamespaceVerdict {
         if SYSTEM_NAMESPACES.contains(&namespace) {
-            return Verdict::Refused(format!(
+            return NamespaceVerdict::Refused(format!(
                 "namespace {namespace} is a system namespace of the worker; jobrelay never runs Jobs there"
             ));
         }
         if self.own.as_deref() == Some(namespace) {
-            return Verdict::Refused(format!(
+            return NamespaceVerdict::Refused(format!(
                 "namespace {namespace} is the jobrelay agent's own on the worker; jobrelay never runs Jobs there"
             ));
         }
         if self.all || self.names.contains(namespace) {
-            return Verdict::Allowed;
+            return NamespaceVerdict::Allowed;
         }
         match (&self.selector, labels) {
-            (Some(_), None) => Verdict::NeedsLabels,
-            (Some(selector), Some(labels)) if selector.matches(labels) => Verdict::Allowed,
-            _ => Verdict::Refused(format!(
+            (Some(_), None) => NamespaceVerdict::NeedsLabels,
+            (Some(selector), Some(labels)) if selector.matches(labels) => NamespaceVerdict::Allowed,
+            _ => NamespaceVerdict::Refused(format!(
                 "namespace {namespace} is not among the namespaces the worker's owner lets jobrelay use ({}); ask them to add it to the agent's namespace policy",
                 self.describe()
             )),
@@ -127,9 +131,9 @@ mod tests {
         }
     }
 
-    fn refused(verdict: Verdict) -> String {
+    fn refused(verdict: NamespaceVerdict) -> String {
         match verdict {
-            Verdict::Refused(message) => message,
+            NamespaceVerdict::Refused(message) => message,
             other => panic!("expected a refusal, got {other:?}"),
         }
     }
@@ -146,13 +150,13 @@ mod tests {
         }
         let message = refused(policy.decide("jobrelay-system", None));
         assert!(message.contains("agent's own"), "{message}");
-        assert_eq!(policy.decide("team-a", None), Verdict::Allowed);
+        assert_eq!(policy.decide("team-a", None), NamespaceVerdict::Allowed);
     }
 
     #[test]
     fn a_named_namespace_is_allowed_and_any_other_refused_with_the_policy() {
         let policy = only(&["team-a", "team-b"], None);
-        assert_eq!(policy.decide("team-a", None), Verdict::Allowed);
+        assert_eq!(policy.decide("team-a", None), NamespaceVerdict::Allowed);
         let message = refused(policy.decide("team-c", None));
         assert!(
             message.contains("team-c") && message.contains("namespaces team-a, team-b"),
@@ -167,10 +171,13 @@ mod tests {
     #[test]
     fn a_selector_needs_the_namespaces_labels_and_then_decides_by_them() {
         let policy = only(&["team-a"], Some(&[("jobrelay.dev/mirrors", "allowed")]));
-        assert_eq!(policy.decide("team-a", None), Verdict::Allowed);
-        assert_eq!(policy.decide("team-x", None), Verdict::NeedsLabels);
+        assert_eq!(policy.decide("team-a", None), NamespaceVerdict::Allowed);
+        assert_eq!(policy.decide("team-x", None), NamespaceVerdict::NeedsLabels);
         let opened = labels(&[("jobrelay.dev/mirrors", "allowed")]);
-        assert_eq!(policy.decide("team-x", Some(&opened)), Verdict::Allowed);
+        assert_eq!(
+            policy.decide("team-x", Some(&opened)),
+            NamespaceVerdict::Allowed
+        );
         let message = refused(policy.decide("team-y", Some(&labels(&[]))));
         assert!(
             message.contains("labelled jobrelay.dev/mirrors=allowed"),

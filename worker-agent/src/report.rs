@@ -32,13 +32,13 @@ pub fn apply_failure(error: &kube::Error) -> ApplyFailure {
     let kube::Error::Api(status) = error else {
         return ApplyFailure::Refused(RejectReason::Unavailable, error.to_string());
     };
-    let reason = refusal_reason(&Refusal::of(status));
+    let reason = refusal_reason(&ApiRefusal::of(status));
     ApplyFailure::Refused(reason, status.message.clone())
 }
 
 /// What of the API server's `metav1.Status` a refusal is classified by.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Refusal<'a> {
+pub struct ApiRefusal<'a> {
     /// The HTTP status code.
     pub code: u16,
     /// The machine-readable `reason` (`Forbidden`, `NotFound`, ...); empty
@@ -56,11 +56,11 @@ pub struct Refusal<'a> {
     pub message: &'a str,
 }
 
-impl<'a> Refusal<'a> {
+impl<'a> ApiRefusal<'a> {
     /// The parts of `status` a refusal is classified by.
     pub fn of(status: &'a kube::core::Status) -> Self {
         let details = status.details.as_ref();
-        Refusal {
+        ApiRefusal {
             code: status.code,
             reason: &status.reason,
             kind: details.map_or("", |d| d.kind.as_str()),
@@ -100,7 +100,7 @@ impl<'a> Refusal<'a> {
 }
 
 /// Classifies an API server's refusal of a mirror by its `Status`.
-pub fn refusal_reason(refusal: &Refusal) -> RejectReason {
+pub fn refusal_reason(refusal: &ApiRefusal) -> RejectReason {
     // Admission denials come first: each takes whatever code and reason its
     // author chose, so only the message tells them from the API server's
     // own. A webhook's status is passed through with nothing added but a

@@ -120,7 +120,7 @@ fn a_webhook_that_cannot_be_called_or_a_busy_server_is_unavailable() {
         let reconstructed =
             kube::core::Status::failure(text, "Failed to parse error data").with_code(code);
         assert_eq!(
-            refusal_reason(&Refusal::of(&reconstructed)),
+            refusal_reason(&ApiRefusal::of(&reconstructed)),
             RejectReason::Unavailable,
             "{code} {text}"
         );

@@ -217,7 +217,7 @@ impl<K: Dispatched> Reconciling<'_, K> {
         what: &str,
     ) -> Result<Action, kube::Error> {
         match expiry {
-            Expiry::StatusText => Ok(Action::await_change()),
+            Expiry::Never => Ok(Action::await_change()),
             Expiry::In(left) => Ok(Action::requeue(left)),
             Expiry::Due => {
                 if let Some(wait) = self.ctx.deletions.turn(&self.uid) {

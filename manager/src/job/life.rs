@@ -175,7 +175,7 @@ pub fn next_step<K: RelayedKind>(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expiry {
     /// Kept for good (no retention configured, or no moment to count from).
-    StatusText,
+    Never,
     /// Due after this long.
     In(Duration),
     /// Due now.
@@ -184,7 +184,7 @@ pub enum Expiry {
 
 pub fn expiry(since: Option<Timestamp>, keep: Option<Duration>, now: Timestamp) -> Expiry {
     let (Some(since), Some(keep)) = (since, keep) else {
-        return Expiry::StatusText;
+        return Expiry::Never;
     };
     match remaining(now, since, keep) {
         Some(left) => Expiry::In(left),

@@ -230,7 +230,7 @@ fn a_released_finished_job_expires_after_the_manager_retention() {
         expiry(since, keep, now()),
         Expiry::In(Duration::from_secs(1800))
     );
-    assert_eq!(expiry(since, None, now()), Expiry::StatusText);
+    assert_eq!(expiry(since, None, now()), Expiry::Never);
     assert_eq!(
         expiry(since, Some(Duration::from_secs(60)), now()),
         Expiry::Due

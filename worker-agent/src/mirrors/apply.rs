@@ -19,7 +19,7 @@ use super::{Mirrors, agent_message};
 use crate::report::ApplyFailure;
 
 /// An apply not yet taken by the worker.
-pub(super) struct Pending {
+pub(super) struct PendingApply {
     pub apply: ApplyMirror,
     /// Not before then; `None`: at the next pass.
     not_before: Option<Instant>,
@@ -76,7 +76,7 @@ impl Mirrors {
             if let Some(desired) = &mut self.desired {
                 desired.insert(uid.clone());
             }
-            let pending = Pending {
+            let pending = PendingApply {
                 apply,
                 not_before: None,
                 retry: None,

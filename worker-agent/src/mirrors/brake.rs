@@ -33,7 +33,7 @@ impl Default for BrakeSettings {
 
 /// What one orphan sweep may delete of the unknown orphans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum BrakeVerdict {
     /// Few enough: delete them.
     Release,
     /// Delete none of them yet; `first` on the sweep that began holding.
@@ -64,7 +64,7 @@ impl Brake {
 
     /// Judges a sweep that found `unknown` orphans among `live` mirrors (the
     /// orphans included) at `now`.
-    pub fn judge(&mut self, unknown: usize, live: usize, now: Instant) -> Verdict {
+    pub fn judge(&mut self, unknown: usize, live: usize, now: Instant) -> BrakeVerdict {
         let BrakeSettings {
             share,
             at_least,
@@ -73,15 +73,15 @@ impl Brake {
         let trips = unknown > 0 && unknown >= at_least && unknown as f64 > share * live as f64;
         if !trips {
             self.holding_since = None;
-            return Verdict::Release;
+            return BrakeVerdict::Release;
         }
         let since = *self.holding_since.get_or_insert(now);
         let held = now.saturating_duration_since(since);
         if held >= confirm {
             self.holding_since = None;
-            return Verdict::Confirmed { unknown, live };
+            return BrakeVerdict::Confirmed { unknown, live };
         }
-        Verdict::Hold {
+        BrakeVerdict::Hold {
             unknown,
             live,
             left: confirm - held,
@@ -109,15 +109,15 @@ mod tests {
     #[test]
     fn few_or_a_small_share_of_unknown_orphans_are_released() {
         let now = Instant::now();
-        assert_eq!(brake().judge(0, 0, now), Verdict::Release, "nothing");
+        assert_eq!(brake().judge(0, 0, now), BrakeVerdict::Release, "nothing");
         assert_eq!(
             brake().judge(19, 20, now),
-            Verdict::Release,
+            BrakeVerdict::Release,
             "below the minimum, however large the share"
         );
         assert_eq!(
             brake().judge(50, 100, now),
-            Verdict::Release,
+            BrakeVerdict::Release,
             "half is not more than half"
         );
     }
@@ -128,7 +128,7 @@ mod tests {
         let mut brake = brake();
         assert_eq!(
             brake.judge(51, 100, now),
-            Verdict::Hold {
+            BrakeVerdict::Hold {
                 unknown: 51,
                 live: 100,
                 left: 5 * MINUTE,
@@ -138,7 +138,7 @@ mod tests {
         assert!(brake.holding());
         assert_eq!(
             brake.judge(60, 100, now + MINUTE),
-            Verdict::Hold {
+            BrakeVerdict::Hold {
                 unknown: 60,
                 live: 100,
                 left: 4 * MINUTE,
@@ -155,7 +155,7 @@ mod tests {
         brake.judge(20, 20, now);
         assert_eq!(
             brake.judge(20, 20, now + 5 * MINUTE),
-            Verdict::Confirmed {
+            BrakeVerdict::Confirmed {
                 unknown: 20,
                 live: 20
             }
@@ -168,12 +168,12 @@ mod tests {
         let now = Instant::now();
         let mut brake = brake();
         brake.judge(30, 40, now);
-        assert_eq!(brake.judge(5, 40, now + MINUTE), Verdict::Release);
+        assert_eq!(brake.judge(5, 40, now + MINUTE), BrakeVerdict::Release);
         assert!(!brake.holding());
         assert!(
             matches!(
                 brake.judge(30, 40, now + 6 * MINUTE),
-                Verdict::Hold { first: true, .. }
+                BrakeVerdict::Hold { first: true, .. }
             ),
             "the time held before does not count"
         );
@@ -187,14 +187,17 @@ mod tests {
             at_least: 2,
             confirm: MINUTE,
         });
-        assert!(matches!(strict.judge(2, 10, now), Verdict::Hold { .. }));
+        assert!(matches!(
+            strict.judge(2, 10, now),
+            BrakeVerdict::Hold { .. }
+        ));
         let mut off = Brake::new(BrakeSettings {
             share: 1.0,
             ..BrakeSettings::default()
         });
         assert_eq!(
             off.judge(100, 100, now),
-            Verdict::Release,
+            BrakeVerdict::Release,
             "a share of 1 never trips"
         );
     }

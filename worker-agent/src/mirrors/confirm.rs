@@ -17,7 +17,7 @@ use tracing::{info, warn};
 
 use super::{Mirrors, agent_message, concurrently};
 use crate::kinds::MirrorKind;
-use crate::namespaces::Verdict;
+use crate::namespaces::NamespaceVerdict;
 
 impl Mirrors {
     /// Asks the API server whether the mirrors the caches show gone are;
@@ -73,7 +73,10 @@ impl Mirrors {
         } = batch;
         let namespace = namespace.as_str();
         if !namespace.is_empty()
-            && matches!(self.policy.decide(namespace, None), Verdict::Refused(_))
+            && matches!(
+                self.policy.decide(namespace, None),
+                NamespaceVerdict::Refused(_)
+            )
         {
             return Ok(uids.to_vec());
         }

@@ -13,7 +13,7 @@ use tracing::{info, warn};
 use super::deletion::{Lost, delete_object};
 use super::{Mirrors, Snapshot, Visit, concurrently};
 use crate::kinds::{self, Mirror};
-use crate::lost::{JobSeen, PodSeen, Verdict, judge};
+use crate::lost::{JobSeen, LossVerdict, PodSeen, judge};
 use crate::teardown::Deleted;
 
 impl Mirrors {
@@ -56,12 +56,12 @@ impl Mirrors {
                 &pods_seen,
                 self.seen.get(&uid).map(String::as_str),
             ) {
-                Verdict::Intact { live } => {
+                LossVerdict::Intact { live } => {
                     if let Some(live) = live {
                         self.seen.insert(uid, live);
                     }
                 }
-                Verdict::Strays { live, pods: stray } => {
+                LossVerdict::Strays { live, pods: stray } => {
                     self.seen.insert(uid.clone(), live);
                     let known = before.remove(&uid).unwrap_or_default();
                     let mut strays = HashMap::new();
@@ -80,7 +80,7 @@ impl Mirrors {
                         self.strays.insert(uid, strays);
                     }
                 }
-                Verdict::Lost {
+                LossVerdict::Lost {
                     mirror_uid,
                     observed,
                 } => {

@@ -45,7 +45,7 @@ use crate::namespaces::NamespacePolicy;
 pub use crate::watched::origin_uid;
 use crate::watched::{Changes, Watched};
 pub use apply::Applied;
-use apply::Pending;
+use apply::PendingApply;
 use deletion::Deletion;
 pub use visit::Pass;
 use visit::Visit;
@@ -157,7 +157,7 @@ pub struct Mirrors {
     deleting: HashMap<String, Deletion>,
     /// Applies not taken yet: an older mirror of that name is still going,
     /// or the worker refused them for a reason that can clear.
-    pending: HashMap<String, Pending>,
+    pending: HashMap<String, PendingApply>,
     /// Origin UIDs whose apply is out, not answered yet: no second one is
     /// sent, and their deletion waits for the answer.
     in_flight: HashSet<String>,

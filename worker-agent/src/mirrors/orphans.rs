@@ -12,7 +12,7 @@ use kube::{Resource, ResourceExt};
 use prometheus_client::metrics::gauge::Gauge;
 use tracing::{debug, info, warn};
 
-use super::brake::{Brake, Verdict};
+use super::brake::{Brake, BrakeVerdict};
 use super::{Mirrors, agent_message, origin_uid};
 use crate::kinds;
 
@@ -120,15 +120,15 @@ impl Sweep {
             .partition(|m| self.after_lost || self.released.contains(&m.origin_uid));
         let verdict = self.brake.judge(unknown.len(), live, now);
         let held = match verdict {
-            Verdict::Release => 0,
-            Verdict::Confirmed { unknown, live } => {
+            BrakeVerdict::Release => 0,
+            BrakeVerdict::Confirmed { unknown, live } => {
                 warn!(
                     unknown,
                     live, "deletion brake: the manager still does not want them; deleting"
                 );
                 0
             }
-            Verdict::Hold {
+            BrakeVerdict::Hold {
                 unknown,
                 live,
                 left,
@@ -150,7 +150,7 @@ impl Sweep {
         };
         self.held_gauge.set(held as i64);
         match verdict {
-            Verdict::Hold { .. } => known,
+            BrakeVerdict::Hold { .. } => known,
             _ => known.into_iter().chain(unknown).collect(),
         }
     }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use super::FIELD_MANAGER;
 use crate::kinds::{self, Mirror, MirrorKind, Prepare};
-use crate::namespaces::{NamespacePolicy, Verdict};
+use crate::namespaces::{NamespacePolicy, NamespaceVerdict};
 use crate::report::{ApplyFailure, apply_failure, revision_of};
 
 /// Creates the mirror `apply` carries, or updates this origin's one to its
@@ -299,7 +299,7 @@ async fn admitted(
     namespace: &str,
 ) -> Result<(), ApplyFailure> {
     let verdict = match policy.decide(namespace, None) {
-        Verdict::NeedsLabels => match Api::<Namespace>::all(client.clone())
+        NamespaceVerdict::NeedsLabels => match Api::<Namespace>::all(client.clone())
             .get_opt(namespace)
             .await
         {
@@ -315,12 +315,12 @@ async fn admitted(
         verdict => verdict,
     };
     match verdict {
-        Verdict::Allowed => Ok(()),
-        Verdict::Refused(message) => Err(ApplyFailure::Refused(
+        NamespaceVerdict::Allowed => Ok(()),
+        NamespaceVerdict::Refused(message) => Err(ApplyFailure::Refused(
             RejectReason::NamespaceNotAllowed,
             message,
         )),
-        Verdict::NeedsLabels => Err(ApplyFailure::Refused(
+        NamespaceVerdict::NeedsLabels => Err(ApplyFailure::Refused(
             RejectReason::NamespaceNotAllowed,
             format!("namespace {namespace}: its labels could not be read"),
         )),
