@@ -42,7 +42,7 @@ use jobrelay_e2e::scenario::{Scenario, WAIT, has_condition};
 use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
 use jobrelay_manager::clusters::worker_cluster_set::{WorkerClusterSet, WorkerClusterSetSpec};
-use jobrelay_manager::kueue::types::{AdmissionCheck, Workload};
+use jobrelay_manager::kueue::types::{AdmissionCheck, CheckState, Workload};
 use jobrelay_proto::wire::{AVOID_UNTIL_ANNOTATION, CLUSTER_KEY, WITHDRAWN_FROM_ANNOTATION};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -239,7 +239,7 @@ async fn quota_for_two_runs_five_jobs_never_more_than_two_at_once() {
         WAIT,
         || async {
             match workloads.get(&first).await.map(|w| w.check(CHECK).cloned()) {
-                Ok(Some(check)) if check.state == "Ready" => Seen::Ready(()),
+                Ok(Some(check)) if check.state == Some(CheckState::Ready) => Seen::Ready(()),
                 other => Seen::Waiting(format!("{other:?}")),
             }
         },

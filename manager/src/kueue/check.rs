@@ -5,38 +5,7 @@
 use std::time::Duration;
 
 pub use super::parameters::{Allowed, active, all_allowed, allowed};
-
-/// The state of an admission check on a Workload, as Kueue spells it in
-/// `status.admissionChecks[].state`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CheckState {
-    Pending,
-    Ready,
-    Retry,
-    Rejected,
-}
-
-impl CheckState {
-    /// The state Kueue wrote, if it is one of its four.
-    pub fn parse(text: &str) -> Option<CheckState> {
-        match text {
-            "Pending" => Some(CheckState::Pending),
-            "Ready" => Some(CheckState::Ready),
-            "Retry" => Some(CheckState::Retry),
-            "Rejected" => Some(CheckState::Rejected),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CheckState::Pending => "Pending",
-            CheckState::Ready => "Ready",
-            CheckState::Retry => "Retry",
-            CheckState::Rejected => "Rejected",
-        }
-    }
-}
+pub use super::types::CheckState;
 
 /// The state jobrelay answers for, of several jobrelay checks on one
 /// Workload: `Pending` while any is, else the first one's (`None`: the

@@ -110,8 +110,9 @@ pub struct PodSetAssignment {
 #[serde(rename_all = "camelCase")]
 pub struct AdmissionCheckState {
     pub name: String,
-    /// `Pending`, `Ready`, `Retry` or `Rejected`.
-    pub state: String,
+    /// `None`: a state this version does not know.
+    #[serde(default, deserialize_with = "known_state")]
+    pub state: Option<CheckState>,
     #[serde(default)]
     pub message: Option<String>,
 }
@@ -278,5 +279,66 @@ impl ClusterQueue {
             .iter()
             .flat_map(|s| &s.admission_checks)
             .map(|rule| rule.name.as_str())
+    }
+}
+
+/// The state of an admission check on a Workload, as Kueue spells it in
+/// `status.admissionChecks[].state`.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckState {
+    Pending,
+    Ready,
+    Retry,
+    Rejected,
+}
+
+impl CheckState {
+    /// The state Kueue wrote, if it is one of its four.
+    pub fn parse(text: &str) -> Option<CheckState> {
+        match text {
+            "Pending" => Some(CheckState::Pending),
+            "Ready" => Some(CheckState::Ready),
+            "Retry" => Some(CheckState::Retry),
+            "Rejected" => Some(CheckState::Rejected),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckState::Pending => "Pending",
+            CheckState::Ready => "Ready",
+            CheckState::Retry => "Retry",
+            CheckState::Rejected => "Rejected",
+        }
+    }
+}
+
+/// Reads a check's state as Kueue wrote it; one this version does not know
+/// is `None`, not an error, so the Workload still reads.
+fn known_state<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<CheckState>, D::Error> {
+    let text = Option::<String>::deserialize(deserializer)?;
+    Ok(text.as_deref().and_then(CheckState::parse))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_check_state_reads_as_kueue_wrote_it_and_an_unknown_one_as_none() {
+        let read = |state: serde_json::Value| {
+            serde_json::from_value::<AdmissionCheckState>(
+                serde_json::json!({"name": "jobrelay", "state": state}),
+            )
+            .expect("the check state reads")
+            .state
+        };
+        assert_eq!(read("Ready".into()), Some(CheckState::Ready));
+        assert_eq!(read("Retry".into()), Some(CheckState::Retry));
+        assert_eq!(read("SomethingNew".into()), None);
+        assert_eq!(read(serde_json::Value::Null), None);
     }
 }

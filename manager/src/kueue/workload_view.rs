@@ -12,7 +12,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::CONTROLLER_NAME;
-use super::check::{self, CheckState, Input, JobSide, WorkerKueueSide};
+use super::check::{self, Input, JobSide, WorkerKueueSide};
 use super::context::Context;
 use super::owner::{self, Owner};
 use super::scheduling::{self, Scheduling};
@@ -99,11 +99,11 @@ impl View {
                 .reason_of("Evicted")
                 .unwrap_or_default()
                 .to_string(),
-            state: check::joint_state(names.iter().map(|name| {
-                workload
-                    .check(name)
-                    .and_then(|c| CheckState::parse(&c.state))
-            })),
+            state: check::joint_state(
+                names
+                    .iter()
+                    .map(|name| workload.check(name).and_then(|c| c.state)),
+            ),
             job: job.as_ref().map(|job| job.side(&job_uid, ctx)),
             placeable: ctx.fleet.candidates().iter().any(|c| {
                 allowed.as_ref().is_ok_and(|a| a.allows(&c.name))

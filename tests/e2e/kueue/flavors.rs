@@ -7,7 +7,7 @@ use jobrelay_e2e::kit;
 use jobrelay_e2e::kueue_objects::{self, LOCAL_QUEUE, worker_pods_of, workload_of};
 use jobrelay_e2e::scenario::{Scenario, WAIT};
 use jobrelay_e2e::wait::{self, Seen};
-use jobrelay_manager::kueue::types::Workload;
+use jobrelay_manager::kueue::types::{CheckState, Workload};
 use jobrelay_proto::wire::REVISION_ANNOTATION;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::PodSpec;
@@ -119,7 +119,7 @@ async fn the_mirror_lacks_the_flavors_constraints_before_and_after_kueue_admits(
                 .await
                 .map(|w| w.check(CHECK).cloned())
             {
-                Ok(Some(check)) if check.state == "Ready" => Seen::Ready(()),
+                Ok(Some(check)) if check.state == Some(CheckState::Ready) => Seen::Ready(()),
                 other => Seen::Waiting(format!("{other:?}")),
             }
         },

@@ -70,7 +70,7 @@ async fn an_admitted_job_on_a_lost_worker_completes_on_another_and_nothing_of_it
             .await
             .map(|w| w.check(&check).cloned())
         {
-            Ok(Some(c)) if c.state == "Retry" => Seen::Ready(c.message),
+            Ok(Some(c)) if c.state == Some(CheckState::Retry) => Seen::Ready(c.message),
             other => Seen::Waiting(format!("{other:?}")),
         }
     })

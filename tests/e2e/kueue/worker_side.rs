@@ -77,7 +77,7 @@ async fn a_workers_own_kueue_admits_the_mirrors_one_by_one_within_its_quota() {
                 .map(|l| l.items)
                 .unwrap_or_default()
                 .into_iter()
-                .filter(|w| w.check(WORKER_CHECK).is_some_and(|c| c.state == "Ready"))
+                .filter(|w| w.check(WORKER_CHECK).is_some_and(|c| c.state == Some(CheckState::Ready)))
                 .filter_map(|w| w.owner_job().map(|(name, _)| name.to_string()))
                 .collect();
             let mirrors = mirrors_on_worker(&s).await;
