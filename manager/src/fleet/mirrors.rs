@@ -26,7 +26,7 @@ fn step<A>(mirror: &mut Mirror, decide: impl FnOnce(State) -> Transition<A>) -> 
 }
 
 /// Takes `event` into `mirror`'s state.
-fn take_in(mirror: &mut Mirror, event: Event) {
+pub(super) fn take_in(mirror: &mut Mirror, event: Event) {
     step(mirror, |state| transition(state, event));
 }
 

@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use crate::fleet::link::Link;
 use crate::job::placement::{Candidate, choose_cluster};
 use crate::kinds::key::Key;
-use crate::mirror::{Event, transition};
+use crate::mirror::Event;
 use jobrelay_proto::kinds::{self, KindName};
 use mirror_map::MirrorMap;
 
@@ -91,8 +91,7 @@ impl Fleet {
             .collect();
         state.mirrors.change_all(|uid, mirror| {
             let held = held.get(uid).copied();
-            let state = std::mem::replace(&mut mirror.state, crate::mirror::State::Unsent);
-            mirror.state = transition(state, Event::Reconnected { held }).state;
+            mirrors::take_in(mirror, Event::Reconnected { held });
         });
         let mut keys: Vec<Key> = Vec::new();
         keys.extend(state.mirrors.values().map(|m| m.key.clone()));

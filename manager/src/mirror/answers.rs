@@ -3,6 +3,8 @@
 //! status as the manager keeps it. Plain data.
 
 use jobrelay_proto::v1::RejectReason;
+use std::sync::Arc;
+
 use serde_json::Value;
 
 /// A refusal of the worker, as the agent reported it.
@@ -63,13 +65,14 @@ pub enum Cleanup {
 /// A copied status as the manager keeps it between a report and its write:
 /// its JSON text. The manager holds one per mirror, and the text takes a
 /// tenth of the memory of the parsed tree (a few hundred bytes for a
-/// finished Job's, where the tree's maps take several kilobytes).
+/// finished Job's, where the tree's maps take several kilobytes). Shared,
+/// so a copy of a mirror's state (each look at it) copies no text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StatusText(Box<str>);
+pub struct StatusText(Arc<str>);
 
 impl StatusText {
     pub fn new(copied: &Value) -> Self {
-        StatusText(copied.to_string().into_boxed_str())
+        StatusText(Arc::from(copied.to_string()))
     }
 
     /// The copied status again.

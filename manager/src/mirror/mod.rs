@@ -15,12 +15,16 @@ use jobrelay_proto::v1::MirrorPhase;
 use crate::kinds::key::Key;
 
 mod answers;
+mod asked;
+mod reports;
+mod step;
 mod transition;
 
 pub use answers::{Apply, Cleanup, LostMirror, Rejection, StatusText};
-pub use transition::{
-    Event, Outcome, Reported, Send, Transition, apply, cleanup, gone, reported, transition,
-};
+pub use asked::{apply, cleanup};
+pub use reports::{gone, reported};
+pub use step::{Outcome, Reported, Send, Transition};
+pub use transition::{Event, transition};
 
 /// A mirror the manager wants on one cluster, or is cleaning up there.
 #[derive(Debug, Clone, PartialEq)]
@@ -110,6 +114,26 @@ impl State {
         }
     }
 
+    /// What the worker holds, taken out of the state.
+    pub fn into_held(self) -> Option<Held> {
+        match self {
+            State::Held(held) => Some(held),
+            State::Sending { held, .. }
+            | State::Refused { held, .. }
+            | State::Deleting { held, .. } => held,
+            State::Unsent | State::Lost(_) | State::Gone { .. } => None,
+        }
+    }
+
+    /// The apply under way, if one went out.
+    pub fn sent(&self) -> Option<Sent> {
+        match self {
+            State::Sending { sent, .. } => Some(*sent),
+            State::Refused { sent, .. } => *sent,
+            _ => None,
+        }
+    }
+
     /// The phase the worker last reported (`Deleting` once lost).
     pub fn phase(&self) -> MirrorPhase {
         match self {
@@ -136,13 +160,7 @@ impl State {
 
     /// Since when an apply has gone unanswered, if one has.
     pub fn awaiting_held_since(&self) -> Option<Instant> {
-        match self {
-            State::Sending { sent, .. }
-            | State::Refused {
-                sent: Some(sent), ..
-            } => sent.since,
-            _ => None,
-        }
+        self.sent()?.since
     }
 
     /// Whether the mirror counts on its cluster: wanted and not confirmed gone.

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 use jobrelay_proto::v1::{MirrorPhase, RejectReason};
 
 use super::*;
-use crate::mirror::{Apply, Cleanup, Held, LostMirror, Rejection, Sent, State};
+use crate::mirror::{
+    Apply, Cleanup, Held, LostMirror, Outcome, Rejection, Reported, Send, Sent, State,
+};
 
 use MirrorPhase::{Deleting as PhaseDeleting, Running, Succeeded, Suspended, Unspecified};
 
