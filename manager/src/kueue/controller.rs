@@ -110,12 +110,13 @@ async fn reconcile_check(check: Arc<AdmissionCheck>, ctx: Arc<Context>) -> Resul
         .map(|c| c.name_any())
         .collect();
     let connected: BTreeSet<String> = ctx.fleet.candidates().into_iter().map(|c| c.name).collect();
+    let assessment = check::active(&allowed, &registered, &connected);
+    let status = assessment.status();
     let Assessment {
         holds: active,
         reason,
         message,
-    } = check::active(&allowed, &registered, &connected);
-    let status = if active { "True" } else { "False" };
+    } = assessment;
     let shown = check
         .status
         .iter()
