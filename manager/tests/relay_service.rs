@@ -77,8 +77,9 @@ async fn a_session_is_welcomed_with_the_desired_set_and_carries_applies_status_a
             .fleet
             .view("w1", UID)
             .and_then(|v| v.state.status().cloned())
-            .map(|s| s.value())
-            == Some(serde_json::json!({"active": 1}))
+            .and_then(|s| s.read::<k8s_openapi::api::batch::v1::JobStatus>())
+            .and_then(|s| s.active)
+            == Some(1)
     })
     .await;
     assert_eq!(

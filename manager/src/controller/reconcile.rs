@@ -234,7 +234,12 @@ impl<K: Dispatched> Reconciling<'_, K> {
 
     /// Carries out a plan's effects in order (a failure ends it; the
     /// reconcile is retried), then says when to look again.
-    async fn execute(&self, job: &K, cluster: &str, plan: Plan) -> Result<Action, kube::Error> {
+    async fn execute(
+        &self,
+        job: &K,
+        cluster: &str,
+        plan: Plan<K::Status>,
+    ) -> Result<Action, kube::Error> {
         let (ctx, jobs) = (self.ctx, &self.jobs);
         for effect in plan.effects {
             let written = match effect {

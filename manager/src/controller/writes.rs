@@ -240,7 +240,7 @@ pub async fn delete<K: RelayedKind>(
 pub async fn write_status<K: RelayedKind>(
     jobs: &Api<K>,
     job: &K,
-    worker: &serde_json::Value,
+    worker: &K::Status,
 ) -> Result<Written, kube::Error> {
     let Some(patch) = job.status_patch(worker) else {
         return Ok(None);

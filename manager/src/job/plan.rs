@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use jobrelay_proto::wire::{DISPATCH_WAITING_ANNOTATION, REMOTE_JOB_LOST, REMOTE_REJECTED};
 use k8s_openapi::jiff::Timestamp;
-use serde_json::Value;
 
 use super::life::{AWAIT_AGENT, AWAIT_CLUSTER, RESYNC};
 use crate::job::lifecycle::lifecycle;
@@ -19,11 +18,11 @@ use crate::reason::Reason;
 /// One write or record the controller carries out, in order; a failed one
 /// ends the plan (the reconcile is retried).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Effect {
+pub enum Effect<S> {
     /// Record an Event on the Job.
     Event(Reason, String),
     /// Write these copied status fields (a merge patch).
-    WriteStatus(Value),
+    WriteStatus(S),
     /// Set (or remove, with `None`) an annotation of the Job.
     Annotate(&'static str, Option<String>),
     /// Count a lost mirror in the Job's annotations, conditional on the Job
@@ -49,20 +48,20 @@ pub enum Effect {
 
 /// What to do, then when to look again (`None`: when the Job changes).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
-    pub effects: Vec<Effect>,
+pub struct Plan<S> {
+    pub effects: Vec<Effect<S>>,
     pub then: Option<Duration>,
 }
 
-impl Plan {
-    fn then(then: Option<Duration>) -> Plan {
+impl<S> Plan<S> {
+    fn then(then: Option<Duration>) -> Plan<S> {
         Plan {
             effects: Vec::new(),
             then,
         }
     }
 
-    fn with(mut self, effect: Effect) -> Plan {
+    fn with(mut self, effect: Effect<S>) -> Plan<S> {
         self.effects.push(effect);
         self
     }
@@ -77,7 +76,7 @@ pub fn after_apply<K: RelayedKind>(
     outcome: Apply,
     held: bool,
     now: Timestamp,
-) -> Plan {
+) -> Plan<K::Status> {
     let waiting = job
         .meta()
         .annotations
@@ -95,7 +94,7 @@ pub fn after_apply<K: RelayedKind>(
         Apply::Rejected(rejection) => {
             let message = refusal_text(cluster, &rejection);
             let shown = job.shown();
-            let failed = K::failed(&shown, REMOTE_REJECTED, &message, &now.to_string());
+            let failed = K::failed(&shown, REMOTE_REJECTED, &message, now);
             Plan::then(None).with(Effect::WriteStatus(failed))
         }
         Apply::Waiting(rejection) => {
@@ -127,7 +126,7 @@ pub fn refusal_text(cluster: &str, rejection: &Rejection) -> String {
 
 /// What follows the fleet's answer to a deletion of the mirror on `cluster`.
 /// `cluster_lost`: the cluster is Lost.
-pub fn after_cleanup(cluster: &str, outcome: Cleanup, cluster_lost: bool) -> Plan {
+pub fn after_cleanup<S>(cluster: &str, outcome: Cleanup, cluster_lost: bool) -> Plan<S> {
     match outcome {
         Cleanup::Gone { pods_deleted } => Plan::then(None)
             .with(Effect::RemoveFinalizer)
@@ -167,7 +166,7 @@ pub fn after_withdrawal<K: RelayedKind>(
     cluster_lost: bool,
     withdrawal: &Withdrawal,
     now: Timestamp,
-) -> Plan {
+) -> Plan<K::Status> {
     let gone = match outcome {
         Cleanup::Gone { .. } => true,
         Cleanup::Disconnected => cluster_lost,
@@ -229,7 +228,7 @@ pub fn show_loss<K: RelayedKind>(
     lost: &LostMirror,
     limit: u32,
     now: Timestamp,
-) -> Plan {
+) -> Plan<K::Status> {
     let step = on_lost(lifecycle(job), &lost_so_far(job), &lost.mirror_uid, limit);
     let count = match step {
         LostStep::AlreadyShown | LostStep::CleanUpOnly => {
@@ -246,7 +245,7 @@ pub fn show_loss<K: RelayedKind>(
         let message = format!(
             "{what}; that is {count} lost of {limit} allowed (mirrorLostLimit), so the Job is not run again"
         );
-        let failed = K::failed(&shown, REMOTE_JOB_LOST, &message, &now.to_string());
+        let failed = K::failed(&shown, REMOTE_JOB_LOST, &message, now);
         (failed, message)
     } else {
         let note = format!(

@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::job::life::tests::*;
 use crate::job::life::*;
 
-fn event(plan: &Plan) -> Option<(Reason, &str)> {
+fn event<S>(plan: &Plan<S>) -> Option<(Reason, &str)> {
     plan.effects.iter().find_map(|e| match e {
         Effect::Event(reason, note) => Some((*reason, note.as_str())),
         _ => None,
@@ -50,6 +50,7 @@ fn a_permanent_refusal_fails_the_job_remote_rejected() {
     let [Effect::WriteStatus(status)] = plan.effects.as_slice() else {
         panic!("{plan:?}");
     };
+    let status = &serde_json::to_value(status).unwrap();
     let failed = &status["conditions"][1];
     assert_eq!(
         (failed["type"].as_str(), failed["reason"].as_str()),
@@ -113,7 +114,7 @@ fn an_apply_that_must_wait_looks_again_later() {
 
 #[test]
 fn a_confirmed_deletion_releases_the_job() {
-    let plan = after_cleanup("w1", Cleanup::Gone { pods_deleted: 2 }, false);
+    let plan = after_cleanup::<()>("w1", Cleanup::Gone { pods_deleted: 2 }, false);
     assert_eq!(
         &plan.effects[..2],
         [Effect::RemoveFinalizer, Effect::Forget]
@@ -129,19 +130,19 @@ fn a_confirmed_deletion_releases_the_job() {
 
 #[test]
 fn a_lost_cluster_releases_a_deleted_job_without_confirmation() {
-    let plan = after_cleanup("w1", Cleanup::Disconnected, true);
+    let plan = after_cleanup::<()>("w1", Cleanup::Disconnected, true);
     assert_eq!(event(&plan).unwrap().0, Reason::ClusterLost);
     assert!(plan.effects.contains(&Effect::RemoveFinalizer));
-    let merely_away = after_cleanup("w1", Cleanup::Disconnected, false);
+    let merely_away = after_cleanup::<()>("w1", Cleanup::Disconnected, false);
     assert_eq!(merely_away.then, Some(AWAIT_CLUSTER));
 }
 
 #[test]
 fn the_first_delete_is_told_and_then_the_agent_is_awaited() {
-    let first = after_cleanup("w1", Cleanup::Started { first: true }, false);
+    let first = after_cleanup::<()>("w1", Cleanup::Started { first: true }, false);
     assert_eq!(event(&first).unwrap().0, Reason::RemoteCleanupStarted);
     for outcome in [Cleanup::Started { first: false }, Cleanup::Waiting] {
-        let plan = after_cleanup("w1", outcome, false);
+        let plan = after_cleanup::<()>("w1", outcome, false);
         assert!(plan.effects.is_empty());
         assert_eq!(plan.then, Some(AWAIT_AGENT));
     }
@@ -165,6 +166,7 @@ fn a_loss_is_counted_shown_with_nothing_running_and_run_again() {
     let Effect::WriteStatus(status) = &plan.effects[1] else {
         panic!("{plan:?}")
     };
+    let status = &serde_json::to_value(status).unwrap();
     assert_eq!(
         (status["active"].as_i64(), status["ready"].as_i64()),
         (Some(0), Some(0))
@@ -196,6 +198,7 @@ fn the_loss_that_reaches_the_limit_fails_the_job_remote_job_lost() {
     let Effect::WriteStatus(status) = &plan.effects[1] else {
         panic!("{plan:?}")
     };
+    let status = &serde_json::to_value(status).unwrap();
     assert_eq!(status["conditions"][1]["reason"], "RemoteJobLost");
     assert!(event(&plan).unwrap().1.contains("3 lost of 3 allowed"));
 }
@@ -314,6 +317,7 @@ fn a_withdrawal_unplaces_the_job_only_once_the_mirror_and_its_pods_are_gone() {
     let Effect::WriteStatus(status) = &gone.effects[0] else {
         panic!("{gone:?}");
     };
+    let status = &serde_json::to_value(status).unwrap();
     assert_eq!(
         status["active"], 0,
         "nothing runs: Kueue may release the quota"

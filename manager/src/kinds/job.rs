@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use jobrelay_proto::kinds::{JOB, KindName};
 use jobrelay_proto::wire::ends_job;
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
 use serde_json::Value;
@@ -63,31 +63,37 @@ impl RelayedKind for Job {
             .is_some_and(|s| s.template.spec.is_some())
     }
 
-    fn copied(worker_status: &[u8]) -> serde_json::Result<Value> {
+    type Status = JobStatus;
+
+    fn copied(worker_status: &[u8]) -> serde_json::Result<JobStatus> {
         job_status::copied(worker_status)
     }
 
-    fn finish_time(copied: &Value) -> Option<Timestamp> {
+    fn finish_time(copied: &JobStatus) -> Option<Timestamp> {
         job_status::newly_finished_at(None, copied)
     }
 
-    fn shown(&self) -> Value {
+    fn runs_pods(status: &JobStatus) -> bool {
+        job_status::runs_pods(status)
+    }
+
+    fn shown(&self) -> JobStatus {
         job_status::shown(self.status.as_ref())
     }
 
     /// The copied status, reconciled with what the Job shows (see
     /// [`job_status::reconciled`]).
-    fn status_patch(&self, copied: &Value) -> Option<Value> {
+    fn status_patch(&self, copied: &JobStatus) -> Option<Value> {
         let desired = job_status::reconciled(self.status.as_ref(), copied, self.suspended());
         job_status::differs(self.status.as_ref(), &desired)
             .then(|| job_status::patch_body(&desired))
     }
 
-    fn after_suspension(last: &Value) -> Value {
+    fn after_suspension(last: &JobStatus) -> JobStatus {
         job_status::after_suspension(last)
     }
 
-    fn failed(shown: &Value, reason: &str, message: &str, now: &str) -> Value {
+    fn failed(shown: &JobStatus, reason: &str, message: &str, now: Timestamp) -> JobStatus {
         job_status::failed(shown, reason, message, now)
     }
 

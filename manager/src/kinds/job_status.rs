@@ -1,13 +1,15 @@
 //! Copying a worker Job's status onto its manager Job (the status part of
-//! [`RelayedKind`](super::RelayedKind) for `batch/v1` Job). The manager Job's
-//! status is written with a merge patch that names every field copied here,
-//! a dropped one as null, so a field the worker dropped is dropped on the
-//! manager too, and no other field is touched.
+//! [`RelayedKind`](super::RelayedKind) for `batch/v1` Job). The copy is a
+//! [`JobStatus`] holding only the fields below; the manager Job's status is
+//! written with a merge patch that names every one of them, a dropped one as
+//! null, so a field the worker dropped is dropped on the manager too, and no
+//! other field is touched.
 
 use jobrelay_proto::wire::ends_job;
-use k8s_openapi::api::batch::v1::JobStatus;
+use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// The JobStatus fields that mirror what happens on the worker. The worker's
 /// condition order is kept (`SuccessCriteriaMet` before `Complete`,
@@ -28,8 +30,8 @@ const COPIED: [&str; 10] = [
 ];
 
 /// The copied part of a worker JobStatus (its JSON, as the agent sent it).
-pub fn copied(worker_status: &[u8]) -> Result<Value, serde_json::Error> {
-    let status: Value = serde_json::from_slice(worker_status)?;
+pub fn copied(worker_status: &[u8]) -> serde_json::Result<JobStatus> {
+    let status: JobStatus = serde_json::from_slice(worker_status)?;
     Ok(pick(&status))
 }
 
@@ -43,133 +45,118 @@ pub fn copied(worker_status: &[u8]) -> Result<Value, serde_json::Error> {
 /// — Kueue does on eviction) and counts the worker's terminating Pods as
 /// active: `active` reaches 0 only once every Pod on the worker is gone, and
 /// Kueue releases an evicted Workload's quota only then.
-pub fn reconciled(current: Option<&JobStatus>, desired: &Value, suspended: bool) -> Value {
-    let mut status = desired.as_object().cloned().unwrap_or_default();
+pub fn reconciled(current: Option<&JobStatus>, desired: &JobStatus, suspended: bool) -> JobStatus {
+    let mut status = desired.clone();
     // A finished Job needs a start time, suspended or not.
     if suspended && !finished(desired) {
-        status.remove("startTime");
-        let count = |field: &str| status.get(field).and_then(Value::as_i64).unwrap_or(0);
-        let remaining = count("active") + count("terminating");
+        status.start_time = None;
+        let remaining = status.active.unwrap_or(0) + status.terminating.unwrap_or(0);
         if remaining > 0 {
-            status.insert("active".into(), Value::from(remaining));
+            status.active = Some(remaining);
         }
     }
     let Some(current) = current else {
-        return Value::Object(status);
+        return status;
     };
-    if !suspended
-        && let Some(start) = &current.start_time
-        && let Ok(start) = serde_json::to_value(start)
-    {
-        status.insert("startTime".into(), start);
+    if !suspended && current.start_time.is_some() {
+        status.start_time.clone_from(&current.start_time);
     }
-    for (field, shown) in [("succeeded", current.succeeded), ("failed", current.failed)] {
-        let reported = status.get(field).and_then(Value::as_i64).unwrap_or(0);
-        let shown = i64::from(shown.unwrap_or(0));
-        if shown > reported {
-            status.insert(field.into(), Value::from(shown));
+    for (reported, shown) in [
+        (&mut status.succeeded, current.succeeded),
+        (&mut status.failed, current.failed),
+    ] {
+        let shown = shown.unwrap_or(0);
+        if shown > reported.unwrap_or(0) {
+            *reported = Some(shown);
         }
     }
-    Value::Object(status)
+    status
 }
 
 /// The copied part of a status whose mirror was removed by suspension:
 /// nothing runs any more, the counts of what ran stay.
-pub fn after_suspension(last: &Value) -> Value {
-    let mut status = last.as_object().cloned().unwrap_or_default();
-    for field in ["active", "ready", "terminating"] {
-        status.insert(field.into(), Value::from(0));
+pub fn after_suspension(last: &JobStatus) -> JobStatus {
+    JobStatus {
+        active: Some(0),
+        ready: Some(0),
+        terminating: Some(0),
+        ..last.clone()
     }
-    Value::Object(status)
 }
 
 /// The copied part of the status the manager Job shows now.
-pub fn shown(current: Option<&JobStatus>) -> Value {
-    current
-        .and_then(|s| serde_json::to_value(s).ok())
-        .map_or_else(|| Value::Object(Map::new()), |s| pick(&s))
+pub fn shown(current: Option<&JobStatus>) -> JobStatus {
+    current.map(pick).unwrap_or_default()
+}
+
+/// Whether the status counts Pods running.
+pub fn runs_pods(status: &JobStatus) -> bool {
+    status.active.is_some_and(|n| n > 0)
 }
 
 /// The status that ends a Job `Failed` for `reason` (no mirror runs any
 /// more), as the API server accepts it for a Job of another manager:
 /// `FailureTarget` before `Failed`, no active, ready or terminating Pods, a
 /// `startTime` (now, if it never started), no `completionTime`.
-pub fn failed(shown: &Value, reason: &str, message: &str, now: &str) -> Value {
-    let mut status = after_suspension(shown)
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
-    status.remove("completionTime");
-    status
-        .entry("startTime")
-        .or_insert_with(|| Value::from(now));
-    let mut conditions: Vec<Value> = status
-        .get("conditions")
-        .and_then(Value::as_array)
+pub fn failed(shown: &JobStatus, reason: &str, message: &str, now: Timestamp) -> JobStatus {
+    let mut status = after_suspension(shown);
+    status.completion_time = None;
+    status.start_time.get_or_insert(Time(now));
+    let mut conditions: Vec<JobCondition> = status
+        .conditions
+        .take()
         .into_iter()
         .flatten()
         .filter(|c| {
             !matches!(
-                c.get("type").and_then(Value::as_str),
-                Some("FailureTarget" | "Failed" | "SuccessCriteriaMet" | "Complete")
+                c.type_.as_str(),
+                "FailureTarget" | "Failed" | "SuccessCriteriaMet" | "Complete"
             )
         })
-        .cloned()
         .collect();
     for type_ in ["FailureTarget", "Failed"] {
-        conditions.push(serde_json::json!({
-            "type": type_, "status": "True", "reason": reason, "message": message,
-            "lastProbeTime": now, "lastTransitionTime": now,
-        }));
+        conditions.push(JobCondition {
+            type_: type_.into(),
+            status: "True".into(),
+            reason: Some(reason.into()),
+            message: Some(message.into()),
+            last_probe_time: Some(Time(now)),
+            last_transition_time: Some(Time(now)),
+        });
     }
-    status.insert("conditions".into(), Value::Array(conditions));
-    Value::Object(status)
+    status.conditions = Some(conditions);
+    status
 }
 
-/// Whether `status` (copied fields) shows `Complete` or `Failed`.
-fn finished(status: &Value) -> bool {
-    status["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(terminal)
+/// Whether `status` shows `Complete` or `Failed`.
+fn finished(status: &JobStatus) -> bool {
+    status.conditions.iter().flatten().any(terminal)
 }
 
 /// A `Complete` or `Failed` condition that is true.
-fn terminal(condition: &Value) -> bool {
-    ends_job(
-        condition["type"].as_str().unwrap_or_default(),
-        condition["status"].as_str().unwrap_or_default(),
-    )
+fn terminal(condition: &JobCondition) -> bool {
+    ends_job(&condition.type_, &condition.status)
 }
 
 /// When the worker's Job finished, if `desired` shows it finished and the
 /// manager Job does not yet (the moment a finish first reaches the manager).
-pub fn newly_finished_at(current: Option<&JobStatus>, desired: &Value) -> Option<Timestamp> {
-    let shown = current
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| ends_job(&c.type_, &c.status));
-    if shown {
+pub fn newly_finished_at(current: Option<&JobStatus>, desired: &JobStatus) -> Option<Timestamp> {
+    if current.is_some_and(finished) {
         return None;
     }
-    desired["conditions"]
-        .as_array()?
+    desired
+        .conditions
         .iter()
+        .flatten()
         .find(|c| terminal(c))?
-        .get("lastTransitionTime")?
-        .as_str()?
-        .parse()
-        .ok()
+        .last_transition_time
+        .as_ref()
+        .map(|t| t.0)
 }
 
 /// Whether the manager Job's status differs from `desired` in a copied field.
-pub fn differs(current: Option<&JobStatus>, desired: &Value) -> bool {
-    let current = current
-        .and_then(|s| serde_json::to_value(s).ok())
-        .unwrap_or(Value::Null);
-    normalized(&pick(&current)) != normalized(desired)
+pub fn differs(current: Option<&JobStatus>, desired: &JobStatus) -> bool {
+    normalized(shown(current)) != normalized(desired.clone())
 }
 
 /// The merge patch for the status subresource that makes the copied fields
@@ -177,19 +164,41 @@ pub fn differs(current: Option<&JobStatus>, desired: &Value) -> bool {
 /// manager's cache shows, so a write that cache has not seen yet is undone
 /// too. A merge patch costs the API server less than a server-side apply of
 /// the same fields (no applied configuration to convert and merge).
-pub fn patch_body(status: &Value) -> Value {
+pub fn patch_body(status: &JobStatus) -> Value {
     super::patch_naming(&COPIED, status)
 }
 
-fn pick(status: &Value) -> Value {
-    super::pick(&COPIED, status)
+/// The copied fields of `status`, the others left out.
+fn pick(status: &JobStatus) -> JobStatus {
+    JobStatus {
+        conditions: status.conditions.clone(),
+        start_time: status.start_time.clone(),
+        completion_time: status.completion_time.clone(),
+        active: status.active,
+        ready: status.ready,
+        succeeded: status.succeeded,
+        failed: status.failed,
+        terminating: status.terminating,
+        completed_indexes: status.completed_indexes.clone(),
+        failed_indexes: status.failed_indexes.clone(),
+        uncounted_terminated_pods: None,
+    }
 }
 
 /// Zero counts and absent counts mean the same to the API server.
-fn normalized(status: &Value) -> Value {
-    let mut status = status.as_object().cloned().unwrap_or_default();
-    status.retain(|_, v| v != &Value::from(0));
-    Value::Object(status)
+fn normalized(mut status: JobStatus) -> JobStatus {
+    for count in [
+        &mut status.active,
+        &mut status.ready,
+        &mut status.succeeded,
+        &mut status.failed,
+        &mut status.terminating,
+    ] {
+        if *count == Some(0) {
+            *count = None;
+        }
+    }
+    status
 }
 
 #[cfg(test)]

@@ -1,5 +1,19 @@
 use super::*;
-use serde_json::json;
+use serde_json::{Map, json};
+
+/// A status as the API server would read it.
+fn typed(status: Value) -> JobStatus {
+    serde_json::from_value(status).unwrap()
+}
+
+/// A status as it would be written.
+fn json(status: &JobStatus) -> Value {
+    serde_json::to_value(status).unwrap()
+}
+
+fn copied_json(worker: &[u8]) -> Value {
+    json(&copied(worker).unwrap())
+}
 
 const WORKER: &str = r#"{
     "active": 0, "ready": 0, "succeeded": 10, "failed": 1, "terminating": 0,
@@ -21,7 +35,7 @@ fn condition_types(status: &Value) -> Vec<&str> {
 
 #[test]
 fn copies_counts_times_and_conditions_in_the_workers_order() {
-    let status = copied(WORKER.as_bytes()).unwrap();
+    let status = copied_json(WORKER.as_bytes());
     assert_eq!(status["succeeded"], 10);
     assert_eq!(status["completionTime"], "2026-11-22T10:05:00Z");
     assert_eq!(condition_types(&status), ["SuccessCriteriaMet", "Complete"]);
@@ -44,8 +58,8 @@ fn a_mirror_that_started_over_keeps_the_counts_and_start_time_already_shown() {
         "startTime": "2026-11-22T09:00:00Z", "succeeded": 3, "failed": 1, "active": 0
     }))
     .unwrap();
-    let restarted = json!({"active": 2, "succeeded": 1});
-    let status = reconciled(Some(&shown), &restarted, false);
+    let restarted = typed(json!({"active": 2, "succeeded": 1}));
+    let status = json(&reconciled(Some(&shown), &restarted, false));
     assert_eq!(status["startTime"], "2026-11-22T09:00:00Z");
     assert_eq!(
         (status["succeeded"].as_i64(), status["failed"].as_i64()),
@@ -61,22 +75,23 @@ fn a_suspended_job_shows_no_start_time_and_its_terminating_pods_as_active() {
         "startTime": "2026-11-22T09:00:00Z", "active": 2
     }))
     .unwrap();
-    let stopping = json!({"active": 0, "terminating": 2, "startTime": "2026-11-22T09:00:00Z"});
-    let status = reconciled(Some(&shown), &stopping, true);
+    let stopping =
+        typed(json!({"active": 0, "terminating": 2, "startTime": "2026-11-22T09:00:00Z"}));
+    let status = json(&reconciled(Some(&shown), &stopping, true));
     assert!(status.get("startTime").is_none(), "{status}");
     assert_eq!(status["active"], 2, "Pods still on the worker count");
-    let stopped = json!({"active": 0, "terminating": 0, "succeeded": 1});
-    let status = reconciled(Some(&shown), &stopped, true);
+    let stopped = typed(json!({"active": 0, "terminating": 0, "succeeded": 1}));
+    let status = json(&reconciled(Some(&shown), &stopped, true));
     assert_eq!(status["active"], 0, "every Pod is gone");
     assert!(status.get("startTime").is_none());
     assert_eq!(status["succeeded"], 1);
     let refused = failed(
-        &json!({}),
+        &JobStatus::default(),
         "RemoteRejected",
         "invalid",
-        "2026-11-22T11:00:00Z",
+        "2026-11-22T11:00:00Z".parse().unwrap(),
     );
-    let status = reconciled(None, &refused, true);
+    let status = json(&reconciled(None, &refused, true));
     assert_eq!(
         status["startTime"], "2026-11-22T11:00:00Z",
         "a finished Job keeps the start time the API server requires"
@@ -85,16 +100,16 @@ fn a_suspended_job_shows_no_start_time_and_its_terminating_pods_as_active() {
 
 #[test]
 fn a_failed_status_follows_the_api_servers_rules_for_a_foreign_manager() {
-    let running = json!({
+    let running = typed(json!({
         "active": 2, "ready": 1, "succeeded": 1, "startTime": "2026-11-22T10:00:00Z",
         "conditions": [{"type": "Suspended", "status": "False"}],
-    });
-    let status = failed(
+    }));
+    let status = json(&failed(
         &running,
         "RemoteJobLost",
         "lost 3 times",
-        "2026-11-22T11:00:00Z",
-    );
+        "2026-11-22T11:00:00Z".parse().unwrap(),
+    ));
     assert_eq!(
         (status["active"].as_i64(), status["ready"].as_i64()),
         (Some(0), Some(0))
@@ -110,12 +125,12 @@ fn a_failed_status_follows_the_api_servers_rules_for_a_foreign_manager() {
     );
     assert_eq!(status["conditions"][2]["reason"], "RemoteJobLost");
 
-    let never_started = failed(
-        &json!({}),
+    let never_started = json(&failed(
+        &JobStatus::default(),
         "RemoteRejected",
         "invalid",
-        "2026-11-22T11:00:00Z",
-    );
+        "2026-11-22T11:00:00Z".parse().unwrap(),
+    ));
     assert_eq!(never_started["startTime"], "2026-11-22T11:00:00Z");
     assert!(never_started.get("completionTime").is_none());
 }
@@ -134,7 +149,7 @@ fn a_finish_is_timed_once_when_it_first_reaches_the_manager() {
         "already shown"
     );
     assert_eq!(
-        newly_finished_at(None, &json!({"active": 1})),
+        newly_finished_at(None, &typed(json!({"active": 1}))),
         None,
         "still running"
     );
@@ -142,19 +157,24 @@ fn a_finish_is_timed_once_when_it_first_reaches_the_manager() {
 
 #[test]
 fn suspension_zeroes_what_runs_and_keeps_what_ran() {
-    let status = after_suspension(&json!({"active": 3, "ready": 2, "succeeded": 4}));
+    let status = after_suspension(&typed(json!({"active": 3, "ready": 2, "succeeded": 4})));
     assert_eq!(
-        status,
+        json(&status),
         json!({"active": 0, "ready": 0, "terminating": 0, "succeeded": 4})
     );
 }
 
 #[test]
 fn the_patch_sets_the_copied_fields_and_removes_those_the_worker_dropped() {
-    let patch = patch_body(&json!({"active": 1, "conditions": [{"type": "Complete"}]}));
+    let patch = patch_body(&typed(
+        json!({"active": 1, "conditions": [{"type": "Complete", "status": "True"}]}),
+    ));
     let status = &patch["status"];
     assert_eq!(status["active"], 1);
-    assert_eq!(status["conditions"], json!([{"type": "Complete"}]));
+    assert_eq!(
+        status["conditions"],
+        json!([{"type": "Complete", "status": "True"}])
+    );
     for dropped in ["ready", "startTime", "completionTime", "failedIndexes"] {
         assert!(
             status.get(dropped).is_some_and(Value::is_null),
@@ -171,7 +191,7 @@ fn a_patch_merged_onto_a_status_leaves_exactly_the_copied_fields_and_the_rest() 
         "active": 1, "ready": 1, "startTime": "2026-01-01T00:00:00Z",
         "uncountedTerminatedPods": {"succeeded": ["a"]}
     }});
-    let desired = json!({"succeeded": 1, "startTime": "2026-01-01T00:00:00Z"});
+    let desired = typed(json!({"succeeded": 1, "startTime": "2026-01-01T00:00:00Z"}));
     json_patch::merge(&mut current, &patch_body(&desired));
     assert_eq!(
         current,

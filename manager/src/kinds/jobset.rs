@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use jobrelay_kinds::jobset::{JobSet, JobSetSpec};
+use jobrelay_kinds::jobset::{JobSet, JobSetSpec, JobSetStatus};
 use jobrelay_proto::kinds::{JOBSET, KindName};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
@@ -60,33 +60,36 @@ impl RelayedKind for JobSet {
         })
     }
 
-    fn copied(worker_status: &[u8]) -> serde_json::Result<Value> {
+    type Status = JobSetStatus;
+
+    fn copied(worker_status: &[u8]) -> serde_json::Result<JobSetStatus> {
         jobset_status::copied(worker_status)
     }
 
-    fn finish_time(copied: &Value) -> Option<Timestamp> {
+    fn finish_time(copied: &JobSetStatus) -> Option<Timestamp> {
         jobset_status::finish_time(copied)
     }
 
-    fn shown(&self) -> Value {
-        self.status
-            .as_ref()
-            .and_then(|s| serde_json::to_value(s).ok())
-            .map_or_else(
-                || Value::Object(Default::default()),
-                |s| jobset_status::pick(&s),
-            )
+    fn runs_pods(status: &JobSetStatus) -> bool {
+        jobset_status::runs_pods(status)
     }
 
-    fn status_patch(&self, copied: &Value) -> Option<Value> {
+    fn shown(&self) -> JobSetStatus {
+        self.status
+            .as_ref()
+            .map(jobset_status::pick)
+            .unwrap_or_default()
+    }
+
+    fn status_patch(&self, copied: &JobSetStatus) -> Option<Value> {
         (self.shown() != *copied).then(|| jobset_status::patch_body(copied))
     }
 
-    fn after_suspension(last: &Value) -> Value {
+    fn after_suspension(last: &JobSetStatus) -> JobSetStatus {
         jobset_status::after_suspension(last)
     }
 
-    fn failed(shown: &Value, reason: &str, message: &str, now: &str) -> Value {
+    fn failed(shown: &JobSetStatus, reason: &str, message: &str, now: Timestamp) -> JobSetStatus {
         jobset_status::failed(shown, reason, message, now)
     }
 

@@ -32,6 +32,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
+use crate::mirror::StatusText;
+
 /// Why an object cannot be mirrored.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MirrorError {
@@ -74,27 +76,42 @@ pub trait RelayedKind: Object {
     /// returns does; a cached copy does not.
     fn is_whole(&self) -> bool;
 
+    /// The part of its status a manager object shows of its mirror's, typed:
+    /// the copied fields only.
+    type Status: Clone
+        + std::fmt::Debug
+        + Default
+        + PartialEq
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync;
+
     /// The part of a worker's status (its JSON, as the agent sent it) the
     /// manager object shows.
-    fn copied(worker_status: &[u8]) -> serde_json::Result<Value>;
+    fn copied(worker_status: &[u8]) -> serde_json::Result<Self::Status>;
 
     /// When the worker's object finished, if `copied` shows it finished.
-    fn finish_time(copied: &Value) -> Option<Timestamp>;
+    fn finish_time(copied: &Self::Status) -> Option<Timestamp>;
+
+    /// Whether `status` counts Pods running (for a JobSet: in any of its
+    /// replicated Jobs).
+    fn runs_pods(status: &Self::Status) -> bool;
 
     /// The copied part of the status the manager object shows now.
-    fn shown(&self) -> Value;
+    fn shown(&self) -> Self::Status;
 
     /// The merge patch of the status subresource that makes the object show
     /// `copied`; `None` when it shows that already.
-    fn status_patch(&self, copied: &Value) -> Option<Value>;
+    fn status_patch(&self, copied: &Self::Status) -> Option<Value>;
 
     /// A copied status whose mirror runs nothing any more: the counts of
     /// what ran stay.
-    fn after_suspension(last: &Value) -> Value;
+    fn after_suspension(last: &Self::Status) -> Self::Status;
 
     /// The status that ends the object `Failed` for `reason`, from what it
     /// shows (no mirror runs any more).
-    fn failed(shown: &Value, reason: &str, message: &str, now: &str) -> Value;
+    fn failed(shown: &Self::Status, reason: &str, message: &str, now: Timestamp) -> Self::Status;
 
     /// The object to apply on the worker, of the manager's `origin`: same
     /// namespace and name, the origin labels on it and on every pod
@@ -154,21 +171,11 @@ pub fn mirror_metadata<K: RelayedKind>(
     Ok((metadata, origin_labels))
 }
 
-/// The `fields` of `status` that are set.
-fn pick(fields: &[&str], status: &Value) -> Value {
-    let mut picked = serde_json::Map::new();
-    for field in fields {
-        if let Some(value) = status.get(*field).filter(|v| !v.is_null()) {
-            picked.insert((*field).into(), value.clone());
-        }
-    }
-    Value::Object(picked)
-}
-
 /// The merge patch of the status subresource that makes `fields` read as
 /// in `status`: each it lacks is removed (null), whatever the manager's
 /// cache shows, so a write that cache has not seen yet is undone too.
-fn patch_naming(fields: &[&str], status: &Value) -> Value {
+fn patch_naming(fields: &[&str], status: &impl serde::Serialize) -> Value {
+    let status = serde_json::to_value(status).unwrap_or_default();
     let mut patch = serde_json::Map::new();
     for field in fields {
         let value = status.get(*field).cloned().unwrap_or(Value::Null);
@@ -178,15 +185,16 @@ fn patch_naming(fields: &[&str], status: &Value) -> Value {
 }
 
 /// What [`RelayedKind::copied`] and [`RelayedKind::finish_time`] say for a
-/// status report of a mirror of `kind`.
+/// status report of a mirror of `kind`: the copied status as the manager
+/// keeps it, and when the mirror finished.
 pub fn copied_status(
     kind: KindName,
     worker_status: &[u8],
-) -> serde_json::Result<(Value, Option<Timestamp>)> {
-    fn of<K: RelayedKind>(status: &[u8]) -> serde_json::Result<(Value, Option<Timestamp>)> {
+) -> serde_json::Result<(StatusText, Option<Timestamp>)> {
+    fn of<K: RelayedKind>(status: &[u8]) -> serde_json::Result<(StatusText, Option<Timestamp>)> {
         let copied = K::copied(status)?;
         let finished = K::finish_time(&copied);
-        Ok((copied, finished))
+        Ok((StatusText::new(&copied), finished))
     }
     if kind == kinds::JOBSET {
         of::<jobrelay_kinds::jobset::JobSet>(worker_status)
@@ -212,6 +220,7 @@ mod tests {
     use super::*;
     use jobrelay_proto::kinds::{JOB, JOBSET};
     use k8s_openapi::api::batch::v1::Job;
+    use k8s_openapi::api::batch::v1::Job as K8sJob;
 
     #[test]
     fn a_job_goes_to_any_agent_that_names_it_or_names_nothing() {
@@ -221,5 +230,34 @@ mod tests {
         );
         assert!(placeable::<Job>(&[JOB.to_wire(), JOBSET.to_wire()]));
         assert!(!placeable::<Job>(&[JOBSET.to_wire()]));
+    }
+
+    #[test]
+    fn running_pods_are_counted_for_a_job_and_a_jobset() {
+        use jobrelay_kinds::jobset::JobSet;
+        use serde_json::json;
+        let job = |status| K8sJob::runs_pods(&serde_json::from_value(status).unwrap());
+        assert!(job(json!({"active": 1})));
+        assert!(!job(json!({"active": 0, "ready": 0})));
+        assert!(!job(json!({})));
+        let set = |active| {
+            JobSet::runs_pods(
+                &serde_json::from_value(json!({"replicatedJobsStatus": [
+                {"name": "a", "active": 0}, {"name": "b", "active": active}]}))
+                .unwrap(),
+            )
+        };
+        assert!(set(2));
+        assert!(!set(0));
+    }
+
+    #[test]
+    fn a_copied_status_is_kept_as_its_kinds_fields_only() {
+        let worker = br#"{"active": 2, "uncountedTerminatedPods": {"succeeded": ["p"]}}"#;
+        let (kept, finished) = copied_status(JOB, worker).unwrap();
+        let status: k8s_openapi::api::batch::v1::JobStatus = kept.read().unwrap();
+        assert_eq!(status.active, Some(2));
+        assert_eq!(status.uncounted_terminated_pods, None);
+        assert_eq!(finished, None);
     }
 }

@@ -5,7 +5,8 @@
 use jobrelay_proto::v1::RejectReason;
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 /// A refusal of the worker, as the agent reported it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,29 +67,37 @@ pub enum Cleanup {
 /// its JSON text. The manager holds one per mirror, and the text takes a
 /// tenth of the memory of the parsed tree (a few hundred bytes for a
 /// finished Job's, where the tree's maps take several kilobytes). Shared,
-/// so a copy of a mirror's state (each look at it) copies no text.
+/// so a copy of a mirror's state (each look at it) copies no text. The
+/// kind's reader reads it back as its typed status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatusText(Arc<str>);
 
 impl StatusText {
-    pub fn new(copied: &Value) -> Self {
-        StatusText(Arc::from(copied.to_string()))
+    pub fn new(copied: &impl Serialize) -> Self {
+        let text = serde_json::to_string(copied).expect("a copied status is plain JSON");
+        StatusText(Arc::from(text))
     }
 
-    /// The copied status again.
-    pub fn value(&self) -> Value {
-        serde_json::from_str(&self.0).expect("the text of a JSON value reads back")
+    /// The copied status again, as the kind `S` of the mirror that sent it
+    /// (`None` if it was another kind's).
+    pub fn read<S: DeserializeOwned>(&self) -> Option<S> {
+        serde_json::from_str(&self.0).ok()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::batch::v1::JobStatus;
 
     #[test]
     fn a_kept_status_reads_back_as_written() {
-        let status = serde_json::json!({"active": 1, "conditions": [{"type": "Complete", "status": "True"}]});
+        let status: JobStatus = serde_json::from_value(serde_json::json!({
+            "active": 1,
+            "conditions": [{"type": "Complete", "status": "True"}],
+        }))
+        .unwrap();
         let kept = StatusText::new(&status);
-        assert_eq!(kept.value(), status);
+        assert_eq!(kept.read::<JobStatus>(), Some(status));
     }
 }

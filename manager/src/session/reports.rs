@@ -13,7 +13,7 @@ use tracing::{debug, warn};
 
 use super::{Ended, Sessions};
 use crate::kinds;
-use crate::mirror::{Rejection, StatusText};
+use crate::mirror::Rejection;
 use crate::telemetry::events::{Reason, object_reference};
 
 impl Sessions {
@@ -53,13 +53,10 @@ impl Sessions {
             }
         };
         let phase = report.phase();
-        let Some((changed_from, held_after)) = self.fleet.record_status(
-            cluster,
-            &report.origin_uid,
-            report.revision,
-            phase,
-            copied.as_ref().map(StatusText::new),
-        ) else {
+        let Some((changed_from, held_after)) =
+            self.fleet
+                .record_status(cluster, &report.origin_uid, report.revision, phase, copied)
+        else {
             debug!(uid = %report.origin_uid, "status of a mirror not placed here; dropped");
             self.metrics.report_dropped(cluster);
             return;

@@ -36,7 +36,7 @@ use crate::job::placement::assigned_cluster;
 use crate::job::retention::deactivated_at;
 use crate::kinds::RelayedKind;
 use crate::kinds::key::Key;
-use crate::status_copy::queue::{Lane, StatusQueue, counts_active_pods};
+use crate::status_copy::queue::{Lane, StatusQueue};
 
 /// The status copy: `workers` copies at once, at most half of them for Jobs
 /// whose mirror has not finished, until `shutdown` (copies under way
@@ -139,14 +139,14 @@ fn lane<K: RelayedKind>(job: Option<&K>, ctx: &Context) -> Lane {
 /// Whether the Job's worker reports active Pods its status shows none of.
 fn shows_new_pods<K: RelayedKind>(job: Option<&K>, ctx: &Context) -> bool {
     // The worker's status is parsed only while the Job shows no Pods active.
-    let Some(job) = job.filter(|job| !counts_active_pods(&job.shown())) else {
+    let Some(job) = job.filter(|job| !K::runs_pods(&job.shown())) else {
         return false;
     };
     assigned_cluster(job)
         .zip(job.uid())
         .and_then(|(cluster, uid)| ctx.fleet.view(cluster, &uid))
-        .and_then(|view| view.state.status().map(|kept| kept.value()))
-        .is_some_and(|reported| counts_active_pods(&reported))
+        .and_then(|view| view.state.status()?.read::<K::Status>())
+        .is_some_and(|reported| K::runs_pods(&reported))
 }
 
 /// One copy of a Job's status; when to look at it again, if ever.
@@ -238,9 +238,12 @@ pub async fn reconcile<K: RelayedKind>(
     // A mirror being deleted says nothing more about this Job's run.
     if let Some(held) = view.state.held()
         && held.phase != MirrorPhase::Deleting
-        && let Some(kept) = &held.status
+        && let Some(worker_status) = held
+            .status
+            .as_ref()
+            .and_then(|kept| kept.read::<K::Status>())
     {
-        let worker_status = &kept.value();
+        let worker_status = &worker_status;
         let jobs: Api<K> = Api::namespaced(ctx.client.clone(), &namespace);
         let finished_at = (!job.is_finished())
             .then(|| K::finish_time(worker_status))

@@ -55,16 +55,6 @@ impl Lane {
     }
 }
 
-/// Whether a Job's status counts active Pods: its own `active`, or a
-/// JobSet's replicated Jobs'.
-pub fn counts_active_pods(status: &serde_json::Value) -> bool {
-    let active = |status: &serde_json::Value| status["active"].as_i64().is_some_and(|n| n > 0);
-    active(status)
-        || status["replicatedJobsStatus"]
-            .as_array()
-            .is_some_and(|jobs| jobs.iter().any(active))
-}
-
 #[derive(Debug)]
 pub struct StatusQueue<K: Changing> {
     finished: ChangedKeys<K>,
@@ -184,17 +174,6 @@ mod tests {
     #[test]
     fn pods_the_manager_job_does_not_show_yet_are_shown_at_once() {
         assert_eq!(Lane::Progress.hold(|| true), Duration::ZERO);
-    }
-
-    #[test]
-    fn active_pods_are_counted_for_a_job_and_a_jobset() {
-        use serde_json::json;
-        assert!(counts_active_pods(&json!({"active": 1})));
-        assert!(!counts_active_pods(&json!({"active": 0, "ready": 0})));
-        assert!(!counts_active_pods(&json!({})));
-        let set = |active| json!({"replicatedJobsStatus": [{"name": "a", "active": 0}, {"name": "b", "active": active}]});
-        assert!(counts_active_pods(&set(2)));
-        assert!(!counts_active_pods(&set(0)));
     }
 
     fn drain(queue: &mut StatusQueue<Job>) -> Vec<String> {
