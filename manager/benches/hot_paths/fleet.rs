@@ -3,7 +3,7 @@
 
 use divan::{Bencher, black_box};
 use jobrelay_manager::fleet::Fleet;
-use jobrelay_manager::kinds::key::Key;
+use jobrelay_manager::kinds::Key;
 use jobrelay_manager::outbox::Outbox;
 use jobrelay_proto::v1::{DesiredMirror, InventoryEntry, MirrorPhase};
 use k8s_openapi::api::batch::v1::Job;

@@ -28,10 +28,10 @@ use crate::clusters::worker_cluster::{
 };
 use crate::clusters::write_budget::{Due, due, refresh_interval, refreshes_per_tick};
 use crate::fleet::Fleet;
-use crate::fleet::link::Link;
+use crate::fleet::Link;
 use crate::job::placement::assigned_cluster;
+use crate::kinds::Key;
 use crate::kinds::RelayedKind;
-use crate::kinds::key::Key;
 use crate::kinds::stores::Stores;
 
 /// How often links are looked at; the resolution of `lostAfter`.

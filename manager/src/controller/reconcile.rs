@@ -26,7 +26,7 @@ use crate::job::placement::assigned_cluster;
 use crate::job::plan::{self, Effect, Plan};
 use crate::job::retention::remote_retention;
 use crate::job::withdrawal::Withdrawal;
-use crate::kinds::key::Key;
+use crate::kinds::Key;
 use crate::kueue::controller::is_queued;
 use crate::telemetry::events::Reason;
 use jobrelay_proto::v1::DeleteReason;

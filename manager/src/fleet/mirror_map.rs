@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
-use crate::kinds::key::Key;
+use crate::kinds::Key;
 use crate::mirror::Mirror;
 
 #[derive(Debug, Default)]

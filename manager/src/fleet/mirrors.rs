@@ -10,7 +10,7 @@ use jobrelay_proto::v1::{
 };
 
 use super::{Fleet, message};
-use crate::kinds::key::Key;
+use crate::kinds::Key;
 use crate::mirror::{
     self, Apply, Cleanup, Event, Held, Mirror, Rejection, Send, State, StatusText, Transition,
     transition,

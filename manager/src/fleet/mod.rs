@@ -18,14 +18,24 @@ use jobrelay_proto::v1::{
 use k8s_openapi::jiff::Timestamp;
 use tokio::sync::mpsc;
 
-use crate::fleet::link::Link;
 use crate::job::placement::{Candidate, choose_cluster};
-use crate::kinds::key::Key;
+use crate::kinds::Key;
 use crate::mirror::Event;
 use jobrelay_proto::kinds::{self, KindName};
 use mirror_map::MirrorMap;
 
 pub use crate::outbox::Outbox;
+
+/// The state of one cluster's link, for its WorkerCluster status.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Link {
+    pub connected: bool,
+    /// When the last session opened or closed; `None` if none did since start.
+    pub since: Option<Timestamp>,
+    pub agent_version: String,
+    pub last_heard: Option<Timestamp>,
+    pub active_mirrors: u32,
+}
 
 #[derive(Default)]
 struct Cluster {
@@ -259,7 +269,6 @@ pub fn message(kind: Kind) -> ManagerMessage {
     ManagerMessage { kind: Some(kind) }
 }
 
-pub mod link;
 mod mirrors;
 
 mod mirror_map;

@@ -4,7 +4,7 @@
 
 use super::tests::{fleet, key, kinds, outbox};
 use super::*;
-use crate::kinds::key::Key;
+use crate::kinds::Key;
 
 #[test]
 fn jobs_placed_together_spread_and_a_placement_is_stable() {

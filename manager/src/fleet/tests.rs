@@ -1,7 +1,7 @@
 //! The fleet's bookkeeping, session by session, without a cluster.
 
 use super::*;
-use crate::kinds::key::Key;
+use crate::kinds::Key;
 use crate::mirror::{Apply, Cleanup, State, StatusText, rejection};
 use jobrelay_proto::v1::{DeleteReason, RejectReason};
 use k8s_openapi::api::batch::v1::Job;

@@ -66,7 +66,7 @@ pub(crate) fn config() -> Config {
 }
 
 pub(crate) fn lost(accounted: bool) -> Mirror {
-    let key = crate::kinds::key::Key::of(
+    let key = crate::kinds::Key::of(
         &kube::runtime::reflector::ObjectRef::<Job>::new("train").within("ml"),
     );
     Mirror {

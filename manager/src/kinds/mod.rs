@@ -18,10 +18,10 @@ pub mod job;
 pub mod job_status;
 pub mod jobset;
 pub mod jobset_status;
-pub mod key;
 pub mod stores;
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use jobrelay_kinds::Object;
 use jobrelay_kinds::jobset::JOBSET_UID_LABEL;
@@ -30,6 +30,8 @@ use jobrelay_proto::v1::ObjectKind;
 use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL, OWNER_ANNOTATION, REVISION_ANNOTATION};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
 use serde_json::Value;
 
 use crate::mirror::StatusText;
@@ -215,12 +217,53 @@ pub fn placeable<K: RelayedKind>(announced: &[ObjectKind]) -> bool {
     kinds::mirrors(announced, K::NAME)
 }
 
+/// The key of a relayed object of any kind: what the fleet keeps for each
+/// mirror and what its triggers carry, so one fleet serves every kind's
+/// controller.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key {
+    pub kind: KindName,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl Key {
+    /// The key of a `K` of that reference.
+    pub fn of<K: RelayedKind>(reference: &ObjectRef<K>) -> Key {
+        Key {
+            kind: K::NAME,
+            namespace: reference.namespace.clone().unwrap_or_default(),
+            name: reference.name.clone(),
+        }
+    }
+
+    /// The key of `object`.
+    pub fn from_obj<K: RelayedKind>(object: &K) -> Key {
+        Key {
+            kind: K::NAME,
+            namespace: object.namespace().unwrap_or_default(),
+            name: object.name_any(),
+        }
+    }
+
+    /// The reference of a `K`, if this is the key of one.
+    pub fn typed<K: RelayedKind>(&self) -> Option<ObjectRef<K>> {
+        (self.kind == K::NAME).then(|| ObjectRef::new(&self.name).within(&self.namespace))
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}/{}", self.kind.kind, self.namespace, self.name)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use jobrelay_kinds::jobset::JobSet;
     use jobrelay_proto::kinds::{JOB, JOBSET};
     use k8s_openapi::api::batch::v1::Job;
-    use k8s_openapi::api::batch::v1::Job as K8sJob;
 
     #[test]
     fn a_job_goes_to_any_agent_that_names_it_or_names_nothing() {
@@ -234,9 +277,8 @@ mod tests {
 
     #[test]
     fn running_pods_are_counted_for_a_job_and_a_jobset() {
-        use jobrelay_kinds::jobset::JobSet;
         use serde_json::json;
-        let job = |status| K8sJob::runs_pods(&serde_json::from_value(status).unwrap());
+        let job = |status| Job::runs_pods(&serde_json::from_value(status).unwrap());
         assert!(job(json!({"active": 1})));
         assert!(!job(json!({"active": 0, "ready": 0})));
         assert!(!job(json!({})));
@@ -259,5 +301,18 @@ mod tests {
         assert_eq!(status.active, Some(2));
         assert_eq!(status.uncounted_terminated_pods, None);
         assert_eq!(finished, None);
+    }
+
+    #[test]
+    fn a_key_is_typed_back_only_as_its_own_kind() {
+        let job = Key::of(&ObjectRef::<Job>::new("train").within("ml"));
+        assert_eq!(job.to_string(), "Job ml/train");
+        assert_eq!(
+            job.typed::<Job>(),
+            Some(ObjectRef::new("train").within("ml"))
+        );
+        assert_eq!(job.typed::<JobSet>(), None);
+        let jobset = Key::of(&ObjectRef::<JobSet>::new("train").within("ml"));
+        assert_ne!(job, jobset, "same name, another kind");
     }
 }

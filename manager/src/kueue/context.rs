@@ -14,7 +14,7 @@ use super::types::{AdmissionCheck, ResourceFlavor};
 use crate::clusters::registry::Registry;
 use crate::clusters::worker_cluster_set::WorkerClusterSet;
 use crate::fleet::Fleet;
-use crate::kinds::key::Key;
+use crate::kinds::Key;
 use crate::kinds::stores::Stores;
 use crate::telemetry::events::Events;
 

@@ -15,7 +15,7 @@ use kube::runtime::reflector::ObjectRef;
 use super::check::Allowed;
 use super::scheduling::Scheduling;
 use super::types::Workload;
-use crate::kinds::key::Key;
+use crate::kinds::Key;
 
 /// What placing a reserved Job must respect.
 #[derive(Debug, Clone, PartialEq)]

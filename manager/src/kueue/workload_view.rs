@@ -20,8 +20,8 @@ use super::types::{AdmissionCheck, Workload};
 use super::worker_queue::worker_admitted;
 use crate::clusters::worker_cluster_set::WorkerClusterSet;
 use crate::job::placement::{Preferences, assigned_cluster, pinned_cluster, preferences};
+use crate::kinds::Key;
 use crate::kinds::RelayedKind;
-use crate::kinds::key::Key;
 
 pub(super) struct View {
     /// jobrelay's checks on the Workload.

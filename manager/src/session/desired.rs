@@ -14,8 +14,8 @@ use kube::runtime::reflector::Store;
 use crate::job::lifecycle::is_relayed;
 use crate::job::placement::{assigned_cluster, awaits_placement};
 use crate::job::retention::keeps_mirror;
+use crate::kinds::Key;
 use crate::kinds::RelayedKind;
-use crate::kinds::key::Key;
 use crate::kinds::stores::Stores;
 
 /// What a session opens with: the DesiredSet of `cluster` over the objects

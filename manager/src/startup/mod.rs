@@ -14,7 +14,7 @@ mod watches;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::kinds::key::Key;
+use crate::kinds::Key;
 use jobrelay_process::{Shutdown, Tasks};
 use tokio::sync::{mpsc, watch};
 use tracing::info;

@@ -34,8 +34,8 @@ use crate::job::life::RESYNC;
 use crate::job::lifecycle::{Lifecycle, has_finalizer, is_relayed, lifecycle};
 use crate::job::placement::assigned_cluster;
 use crate::job::retention::deactivated_at;
+use crate::kinds::Key;
 use crate::kinds::RelayedKind;
-use crate::kinds::key::Key;
 use crate::status_copy::queue::{Lane, StatusQueue};
 
 /// The status copy: `workers` copies at once, at most half of them for Jobs

@@ -13,7 +13,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch};
 use tokio::sync::mpsc;
 
-use crate::kinds::key::Key;
+use crate::kinds::Key;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 pub use crate::reason::{JobEvents, Reason};

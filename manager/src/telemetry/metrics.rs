@@ -344,7 +344,7 @@ mod tests {
         let fleet = Arc::new(Fleet::new(triggers));
         let (outbox, _rx) = crate::outbox::Outbox::new(16);
         fleet.connect("w1", "test", &[], vec![], vec![], outbox);
-        let key = crate::kinds::key::Key::of(&ObjectRef::<Job>::new("a").within("ns"));
+        let key = crate::kinds::Key::of(&ObjectRef::<Job>::new("a").within("ns"));
         fleet.ensure_applied("w1", "u1", &key, 1, Vec::new);
         fleet.record_status("w1", "u1", 1, MirrorPhase::Running, None);
         let metrics = Metrics::new(

@@ -15,7 +15,7 @@ use jobrelay_manager::clusters::registry::Registry;
 use jobrelay_manager::clusters::worker_cluster::{WorkerCluster, WorkerClusterSpec};
 use jobrelay_manager::deletion_turns::DeletionTurns;
 use jobrelay_manager::fleet::Fleet;
-use jobrelay_manager::kinds::key::Key;
+use jobrelay_manager::kinds::Key;
 use jobrelay_manager::kinds::stores::Stores;
 use jobrelay_manager::session::{RelayService, SessionLimits, Sessions};
 use jobrelay_manager::telemetry::events::{Events, JobEvents};
