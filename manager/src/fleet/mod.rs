@@ -22,7 +22,7 @@ use crate::job::placement::{Candidate, choose_cluster};
 use crate::kinds::Key;
 use crate::mirror::Event;
 use jobrelay_proto::kinds::{self, KindName};
-use mirror_map::MirrorMap;
+use mirrors::MirrorMap;
 
 pub use crate::outbox::Outbox;
 
@@ -270,8 +270,6 @@ pub fn message(kind: Kind) -> ManagerMessage {
 }
 
 mod mirrors;
-
-mod mirror_map;
 
 #[cfg(test)]
 pub(crate) mod tests;

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use super::step::{Send, Transition, stay};
+use super::{Send, Transition, stay};
 use crate::mirror::{Apply, Cleanup, Sent, State};
 
 /// Have `revision` in place.

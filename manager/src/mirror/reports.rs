@@ -5,8 +5,7 @@ use std::time::{Duration, Instant};
 
 use jobrelay_proto::v1::MirrorPhase;
 
-use super::step::Reported;
-use super::step::{Transition, stay};
+use super::{Reported, Transition, stay};
 use crate::mirror::{Held, LostMirror, Rejection, Sent, State};
 
 /// Take in a status of what the worker holds.

@@ -8,8 +8,8 @@ use jobrelay_proto::v1::MirrorPhase;
 
 use super::asked::{apply, cleanup};
 use super::reports::{gone, loss_shown, lost, reconnected, refused, reported};
-use super::step::{Outcome, Transition, stay};
 use super::{Held, Rejection, State, StatusText};
+use super::{Outcome, Transition, stay};
 
 /// What happens to a mirror: asked of it by the Job's life, or reported
 /// by its agent.
