@@ -2,36 +2,38 @@
 //! Job's own changes and by what agents report (through the [`Fleet`](crate::fleet::Fleet)).
 //!
 //! It decides nothing itself: [`crate::job::life`] says what the next step is and
-//! what follows each answer of the fleet; this file does the fleet's part
-//! (delete, retention) and carries out the resulting [`Plan`];
-//! `dispatch.rs` places the Job, holds it and has its mirror applied.
+//! what follows each answer of the fleet. This file takes the step to the
+//! fleet (cleanup, withdrawal) or to `dispatch.rs`, which places the Job,
+//! holds it and has its mirror applied; `effects.rs` carries out the
+//! resulting [`plan::Plan`] and the writes, last. One direction: reconcile,
+//! dispatch, effects.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use tracing::{debug, info, instrument, warn};
+use tracing::{debug, instrument, warn};
 
 use crate::controller::context::retry_in;
 pub use crate::controller::context::{Context, Error};
 use crate::controller::superseded;
-use crate::controller::writes::{self, Written, write_status};
-use crate::job::life::{self, Expiry, KueueAsks, Step};
+use crate::controller::writes;
+use crate::job::life::{self, KueueAsks, Step};
 use crate::job::lifecycle::{Lifecycle, has_finalizer, is_relayed, lifecycle};
 use crate::job::placement::assigned_cluster;
-use crate::job::plan::{self, Effect, Plan};
+use crate::job::plan;
 use crate::job::retention::remote_retention;
 use crate::job::withdrawal::Withdrawal;
 use crate::kinds::Key;
 use crate::kueue::controller::is_queued;
-use crate::telemetry::events::Reason;
 use jobrelay_proto::v1::DeleteReason;
 
 mod dispatch;
+mod effects;
 
 pub use dispatch::Dispatched;
 use dispatch::{Placed, Proceed};
@@ -194,98 +196,6 @@ impl<K: Dispatched> Reconciling<'_, K> {
         } else {
             KueueAsks::Nothing
         }
-    }
-
-    /// Records that a write replaced this copy of the Job: a reconcile handed
-    /// it later waits for the cache to catch up.
-    fn wrote(&self, job: &K, written: Written) {
-        self.ctx.superseded.wrote(
-            &self.uid,
-            job.meta().resource_version.as_deref(),
-            written.as_deref(),
-            Instant::now(),
-        );
-    }
-
-    /// Deletes the manager Job when its retention ran out, at the pace of
-    /// retention deletions: a backlog waits for its turns in the requeue,
-    /// never in a reconcile slot.
-    async fn expire(
-        &self,
-        expiry: Expiry,
-        keep: Option<Duration>,
-        what: &str,
-    ) -> Result<Action, kube::Error> {
-        match expiry {
-            Expiry::Never => Ok(Action::await_change()),
-            Expiry::In(left) => Ok(Action::requeue(left)),
-            Expiry::Due => {
-                if let Some(wait) = self.ctx.deletions.turn(&self.uid) {
-                    return Ok(Action::requeue(wait));
-                }
-                let kept = keep.unwrap_or_default();
-                if writes::delete(&self.jobs, self.job, what, kept).await? {
-                    self.ctx.deletions.done();
-                }
-                Ok(Action::await_change())
-            }
-        }
-    }
-
-    /// Carries out a plan's effects in order (a failure ends it; the
-    /// reconcile is retried), then says when to look again.
-    async fn execute(
-        &self,
-        job: &K,
-        cluster: &str,
-        plan: Plan<K::Status>,
-    ) -> Result<Action, kube::Error> {
-        let (ctx, jobs) = (self.ctx, &self.jobs);
-        for effect in plan.effects {
-            let written = match effect {
-                Effect::Event(reason, note) => {
-                    self.publish(reason, note);
-                    None
-                }
-                Effect::WriteStatus(status) => write_status(jobs, job, &status).await?,
-                Effect::Annotate(key, value) => {
-                    writes::annotate(jobs, job, key, value.as_deref()).await?
-                }
-                Effect::CountLoss { lost, mirror_uid } => {
-                    writes::count_loss(jobs, job, lost, &mirror_uid).await?
-                }
-                Effect::LossShown => {
-                    ctx.fleet.lost_accounted(cluster, &self.uid);
-                    None
-                }
-                Effect::RemoveFinalizer => writes::remove_finalizer(jobs, job).await?,
-                Effect::Forget => {
-                    ctx.fleet.forget(cluster, &self.uid);
-                    ctx.reservations.withdrawn(&self.uid);
-                    None
-                }
-                Effect::Unplace {
-                    from,
-                    not_admitted,
-                    avoid_until,
-                } => {
-                    let written =
-                        writes::unplace(jobs, job, &from, not_admitted, avoid_until).await?;
-                    ctx.reservations.withdrawn(&self.uid);
-                    written
-                }
-            };
-            self.wrote(job, written);
-        }
-        Ok(plan.then.map_or_else(Action::await_change, Action::requeue))
-    }
-
-    /// Records an Event on the Job, and logs it.
-    fn publish(&self, reason: Reason, note: String) {
-        info!(reason = reason.as_str(), %note, "event");
-        self.ctx
-            .events
-            .publish(&self.job.object_ref(&()), reason, note);
     }
 }
 

@@ -179,7 +179,6 @@ impl State {
     }
 }
 
-/// A refusal of revision 1, for tests.
 // One step of a mirror's life as data: the next state, the message to
 // send its agent, and the answer.
 
@@ -239,6 +238,7 @@ fn stay<A>(state: State, outcome: A) -> Transition<A> {
     }
 }
 
+/// A refusal of revision 1, for tests.
 #[cfg(test)]
 pub(crate) fn rejection(reason: jobrelay_proto::v1::RejectReason) -> Rejection {
     Rejection {
