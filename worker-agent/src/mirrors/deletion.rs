@@ -17,6 +17,7 @@ use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
 use super::confirm::Gone;
+use super::mirror::{Event, Record};
 use super::{Mirrors, Snapshot, agent_message, concurrently};
 use crate::kinds::{Mirror, MirrorKind};
 use crate::teardown::{self, Deleted, Leftover, Next, Progress};
@@ -29,7 +30,7 @@ const BACKLOG: usize = 100;
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
 /// A mirror being deleted.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub(super) struct Deletion {
     pub namespace: String,
     pub name: String,
@@ -44,12 +45,31 @@ pub(super) struct Deletion {
 }
 
 /// What the agent tells the manager of a lost mirror.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub(super) struct Lost {
     pub mirror_uid: Option<String>,
     pub observed: String,
     /// Sent to the manager in the current session.
     pub reported: bool,
+}
+
+impl Deletion {
+    /// A deletion not started yet.
+    pub fn new(
+        namespace: String,
+        name: String,
+        kind: Option<KindName>,
+        lost: Option<Lost>,
+    ) -> Self {
+        Deletion {
+            namespace,
+            name,
+            progress: Progress::default(),
+            pods_deleted: 0,
+            kind,
+            lost,
+        }
+    }
 }
 
 /// What one pass's deletion steps found due.
@@ -61,54 +81,46 @@ struct Due {
 }
 
 impl Mirrors {
-    /// Starts deleting a mirror at the manager's request.
+    /// Starts deleting a mirror at the manager's request; an apply waiting
+    /// for it is dropped.
     pub fn delete(&mut self, delete: DeleteMirror) {
         if let Some(desired) = &mut self.desired {
             desired.remove(&delete.origin_uid);
         }
-        self.pending.remove(&delete.origin_uid);
         info!(uid = %delete.origin_uid, namespace = %delete.namespace, name = %delete.name, reason = delete.reason().as_str_name(), "deleting mirror");
         let kind = [JOB, JOBSET]
             .into_iter()
             .find(|kind| kind.is(delete.kind.as_ref()));
-        self.begin(delete.origin_uid, delete.namespace, delete.name, kind, None);
+        let deletion = Deletion::new(delete.namespace, delete.name, kind, None);
+        let commands = self.step(&delete.origin_uid, Event::Delete(deletion));
+        self.carry_out(&delete.origin_uid, commands, &mut Vec::new());
     }
 
     /// Starts deleting a mirror the agent found to delete itself.
     pub(super) fn begin_delete(&mut self, uid: String, namespace: String, name: String) {
-        self.begin(uid, namespace, name, None, None);
+        self.begin_found(&uid, Deletion::new(namespace, name, None, None));
     }
 
     /// Starts deleting what is left of a mirror lost behind jobrelay's back;
     /// the manager is told (again after each reconnect) until it is gone.
     pub(super) fn begin_lost(&mut self, uid: String, namespace: String, name: String, lost: Lost) {
-        self.begin(uid, namespace, name, None, Some(lost));
+        self.begin_found(&uid, Deletion::new(namespace, name, None, Some(lost)));
     }
 
-    fn begin(
-        &mut self,
-        uid: String,
-        namespace: String,
-        name: String,
-        kind: Option<KindName>,
-        lost: Option<Lost>,
-    ) {
-        self.due.insert(uid.clone());
-        self.deleting.entry(uid).or_insert(Deletion {
-            namespace,
-            name,
-            progress: Progress::default(),
-            pods_deleted: 0,
-            kind,
-            lost,
-        });
+    fn begin_found(&mut self, uid: &str, deletion: Deletion) {
+        let commands = self.step(uid, Event::Found(deletion));
+        self.carry_out(uid, commands, &mut Vec::new());
     }
 
     /// Tells the manager of every lost mirror it has not heard of in this
     /// session.
     pub(super) fn report_lost(&mut self, out: &mut Vec<AgentMessage>) {
-        for (uid, deletion) in &mut self.deleting {
-            let Some(lost) = deletion.lost.as_mut().filter(|l| !l.reported) else {
+        for (uid, record) in &mut self.records {
+            let deletion = record.work.deletion_mut();
+            let Some(lost) = deletion
+                .and_then(|d| d.lost.as_mut())
+                .filter(|l| !l.reported)
+            else {
                 continue;
             };
             lost.reported = true;
@@ -139,14 +151,23 @@ impl Mirrors {
         let mut job_deletes = Vec::new();
         let mut pod_deletes = Vec::new();
         let mut gone = Vec::new();
-        let visited = snapshot.visited(self.deleting.keys(), |uid| self.deleting.contains_key(uid));
+        let deleting = |record: &Record| record.work.is_deleting();
+        let visited = snapshot.visited(
+            self.records
+                .iter()
+                .filter(|(_, r)| deleting(r))
+                .map(|(uid, _)| uid),
+            |uid| self.records.get(uid).is_some_and(deleting),
+        );
         for uid in &visited {
-            // A create still out could land after "gone" was confirmed: its
-            // answer brings the mirror back to the next pass.
-            if self.in_flight.contains(uid) {
-                continue;
-            }
-            let Some(deletion) = self.deleting.get_mut(uid) else {
+            // A create still out could land after "gone" was confirmed: the
+            // deletion waits for its answer, which brings the mirror back to
+            // the next pass.
+            let Some(deletion) = self
+                .records
+                .get_mut(uid)
+                .and_then(|r| r.work.deletion_to_drive())
+            else {
                 continue;
             };
             // The mirror and its children (a JobSet's Jobs) go together.
@@ -216,14 +237,19 @@ impl Mirrors {
         }))
         .await;
         for uid in deleted_pods.into_iter().flatten() {
-            if let Some(deletion) = self.deleting.get_mut(&uid) {
+            if let Some(deletion) = self
+                .records
+                .get_mut(&uid)
+                .and_then(|r| r.work.deletion_mut())
+            {
                 deletion.pods_deleted += 1;
             }
         }
     }
 
-    pub(super) fn log_progress(&mut self) {
-        if self.deleting.len() <= BACKLOG
+    /// Logs progress on a backlog of `deleting` deletions now and then.
+    pub(super) fn log_progress(&mut self, deleting: usize) {
+        if deleting <= BACKLOG
             || self
                 .progress_logged
                 .is_some_and(|at| at.elapsed() < PROGRESS_EVERY)
@@ -232,7 +258,7 @@ impl Mirrors {
         }
         self.progress_logged = Some(Instant::now());
         info!(
-            in_progress = self.deleting.len(),
+            in_progress = deleting,
             gone_so_far = self.confirmed_gone,
             "deletions: working off a backlog"
         );

@@ -30,16 +30,26 @@ impl Mirrors {
         // Strays of the mirrors looked at are judged again (since when they
         // were first seen kept); others keep theirs.
         let mut before: HashMap<String, HashMap<String, Instant>> = match &snapshot.visit {
-            Visit::Everything => std::mem::take(&mut self.strays),
+            Visit::Everything => self
+                .records
+                .iter_mut()
+                .filter(|(_, r)| !r.strays.is_empty())
+                .map(|(uid, r)| (uid.clone(), std::mem::take(&mut r.strays)))
+                .collect(),
             Visit::These(uids) => uids
                 .iter()
-                .filter_map(|uid| Some((uid.clone(), self.strays.remove(uid)?)))
+                .filter_map(|uid| {
+                    let strays = std::mem::take(&mut self.records.get_mut(uid)?.strays);
+                    Some((uid.clone(), strays))
+                })
                 .collect(),
         };
         for uid in snapshot.visited(desired.iter(), |uid| desired.contains(uid)) {
-            if self.deleting.contains_key(&uid) {
+            let record = self.records.get(&uid);
+            if record.is_some_and(|r| r.work.is_deleting()) {
                 continue;
             }
+            let seen_mirror = record.and_then(|r| r.seen_mirror.clone());
             let jobs = snapshot.mirrors(&uid);
             let pods = snapshot.pods(&uid);
             let jobs_seen: Vec<JobSeen> = jobs
@@ -51,18 +61,15 @@ impl Mirrors {
                 .collect();
             let parents = parents(snapshot.objects(&uid));
             let pods_seen: Vec<PodSeen> = pods.iter().map(|p| pod_seen(p, &parents)).collect();
-            match judge(
-                &jobs_seen,
-                &pods_seen,
-                self.seen.get(&uid).map(String::as_str),
-            ) {
+            match judge(&jobs_seen, &pods_seen, seen_mirror.as_deref()) {
                 LossVerdict::Intact { live } => {
                     if let Some(live) = live {
-                        self.seen.insert(uid, live);
+                        self.records.entry(uid).or_default().seen_mirror = Some(live);
                     }
                 }
                 LossVerdict::Strays { live, pods: stray } => {
-                    self.seen.insert(uid.clone(), live);
+                    let record = self.records.entry(uid.clone()).or_default();
+                    record.seen_mirror = Some(live);
                     let known = before.remove(&uid).unwrap_or_default();
                     let mut strays = HashMap::new();
                     for pod in pods.iter().filter(|p| {
@@ -76,9 +83,7 @@ impl Mirrors {
                             due.push((uid.clone(), Arc::clone(pod)));
                         }
                     }
-                    if !strays.is_empty() {
-                        self.strays.insert(uid, strays);
-                    }
+                    record.strays = strays;
                 }
                 LossVerdict::Lost {
                     mirror_uid,
@@ -102,13 +107,19 @@ impl Mirrors {
         }
         for (uid, namespace, name, mirror_uid, observed) in lost {
             warn!(%uid, %namespace, %name, mirror_uid = mirror_uid.as_deref().unwrap_or(""), %observed, "mirror lost behind jobrelay's back; deleting what is left of it");
-            self.seen.remove(&uid);
+            if let Some(record) = self.records.get_mut(&uid) {
+                record.seen_mirror = None;
+            }
             let lost = Lost {
                 mirror_uid,
                 observed,
                 reported: false,
             };
             self.begin_lost(uid, namespace, name, lost);
+        }
+        // Strays judged no more were dropped above.
+        for uid in before.keys() {
+            self.forget_if_empty(uid);
         }
         due
     }

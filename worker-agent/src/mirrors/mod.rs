@@ -9,19 +9,21 @@
 
 mod apply;
 mod brake;
+mod carry_out;
 mod confirm;
 mod deletion;
 mod inventory;
 mod losses;
+mod mirror;
 mod orphans;
 mod status;
 mod visit;
 mod write;
 
 pub use brake::BrakeSettings;
+use mirror::{ApplyRetry, Record};
 use orphans::Sweep;
 pub use orphans::{HeldMirror, orphans};
-use status::LastReport;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -45,8 +47,6 @@ use crate::namespaces::NamespacePolicy;
 pub use crate::watched::origin_uid;
 use crate::watched::{Changes, Watched};
 pub use apply::Applied;
-use apply::PendingApply;
-use deletion::Deletion;
 pub use visit::Pass;
 use visit::Visit;
 
@@ -154,28 +154,15 @@ pub struct Mirrors {
     /// Origin UIDs the manager wants here (DesiredSet, then applies and deletes).
     desired: Option<HashSet<String>>,
     sweep: Sweep,
-    deleting: HashMap<String, Deletion>,
-    /// Applies not taken yet: an older mirror of that name is still going,
-    /// or the worker refused them for a reason that can clear.
-    pending: HashMap<String, PendingApply>,
-    /// Origin UIDs whose apply is out, not answered yet: no second one is
-    /// sent, and their deletion waits for the answer.
-    in_flight: HashSet<String>,
+    /// Every mirror the agent holds something of, by origin UID.
+    records: HashMap<String, Record>,
     /// At most [`REQUEST_CONCURRENCY`] applies at once.
     apply_slots: Arc<Semaphore>,
     /// Where the applies' answers come back.
     answers: mpsc::UnboundedSender<Applied>,
     answered: mpsc::UnboundedReceiver<Applied>,
-    sent: HashMap<String, LastReport>,
-    /// UID of the live mirror Job last seen for each origin UID, so one that
-    /// disappears is known to be lost.
-    seen: HashMap<String, String>,
-    /// Pods not owned by their live mirror, by origin UID, then Pod UID:
-    /// since when.
-    strays: HashMap<String, HashMap<String, Instant>>,
     deletions: DeletionPace,
-    apply_retry: ExponentialBuilder,
-    apply_retry_max: Duration,
+    apply_retry: ApplyRetry,
     /// Mirrors confirmed gone since start, and when progress was last logged.
     confirmed_gone: u64,
     progress_logged: Option<Instant>,
@@ -207,22 +194,19 @@ impl Mirrors {
             everything_due: true,
             desired: None,
             sweep: Sweep::new(brake::Brake::new(pacing.brake)),
-            deleting: HashMap::new(),
-            pending: HashMap::new(),
-            in_flight: HashSet::new(),
+            records: HashMap::new(),
             apply_slots: Arc::new(Semaphore::new(REQUEST_CONCURRENCY)),
             answers,
             answered,
-            sent: HashMap::new(),
-            seen: HashMap::new(),
-            strays: HashMap::new(),
             deletions: pacing.deletions,
-            apply_retry: ExponentialBuilder::default()
-                .with_min_delay(Duration::from_secs(1))
-                .with_max_delay(pacing.apply_retry_max)
-                .with_jitter()
-                .without_max_times(),
-            apply_retry_max: pacing.apply_retry_max,
+            apply_retry: ApplyRetry {
+                delays: ExponentialBuilder::default()
+                    .with_min_delay(Duration::from_secs(1))
+                    .with_max_delay(pacing.apply_retry_max)
+                    .with_jitter()
+                    .without_max_times(),
+                max: pacing.apply_retry_max,
+            },
             confirmed_gone: 0,
             progress_logged: None,
             deleting_gauge: Gauge::default(),
@@ -265,12 +249,13 @@ impl Mirrors {
     /// included), and the manager's DesiredSet is awaited before anything is
     /// swept.
     pub fn new_session(&mut self) {
-        self.sent.clear();
         self.desired = None;
         self.everything_due = true;
-        for lost in self.deleting.values_mut().filter_map(|d| d.lost.as_mut()) {
-            lost.reported = false;
+        for record in self.records.values_mut() {
+            record.last_report = None;
+            record.on(mirror::Event::NewSession, &self.apply_retry);
         }
+        self.records.retain(|_, record| !record.holds_nothing());
     }
 
     /// What the watches saw change; resolves `notified` once they did.
@@ -290,7 +275,10 @@ impl Mirrors {
             self.changes.take(),
             std::mem::take(&mut self.due),
             std::mem::take(&mut self.everything_due),
-            self.deleting.keys().chain(self.strays.keys()),
+            self.records
+                .iter()
+                .filter(|(_, record)| record.waits_on_the_clock())
+                .map(|(uid, _)| uid),
         );
         let snapshot = match &visit {
             Visit::Everything => Snapshot {
@@ -317,9 +305,23 @@ impl Mirrors {
     pub async fn act(&mut self, findings: Findings, out: &mut Vec<AgentMessage>) {
         self.delete_strays(findings.strays).await;
         self.drive_deletions(&findings.snapshot, out).await;
-        self.log_progress();
-        self.deleting_gauge.set(self.deleting.len() as i64);
+        let deleting = self.deleting_count();
+        self.log_progress(deleting);
+        self.deleting_gauge.set(deleting as i64);
         self.apply_due();
+    }
+
+    /// Whether the mirror of `uid` is being deleted.
+    fn is_deleting(&self, uid: &str) -> bool {
+        self.records.get(uid).is_some_and(|r| r.work.is_deleting())
+    }
+
+    /// The mirrors being deleted (or waiting for their Pods to go).
+    fn deleting_count(&self) -> usize {
+        self.records
+            .values()
+            .filter(|r| r.work.is_deleting())
+            .count()
     }
 }
 
