@@ -41,12 +41,7 @@ impl Mirrors {
     /// a mirror that finished is reported while a burst of others is applied.
     pub(super) fn apply_due(&mut self) {
         let now = Instant::now();
-        let due: Vec<String> = self
-            .records
-            .iter()
-            .filter(|(_, record)| record.work.apply_due(now))
-            .map(|(uid, _)| uid.clone())
-            .collect();
+        let due = self.records.applies_due(now);
         for uid in due {
             let commands = self.step(&uid, Event::ApplyDue(now));
             self.carry_out(&uid, commands, &mut Vec::new());

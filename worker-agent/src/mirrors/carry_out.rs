@@ -12,20 +12,10 @@ use super::{Mirrors, agent_message};
 use crate::report::ApplyFailure;
 
 impl Mirrors {
-    /// Runs `event` on the record of `uid` (a new one if there is none), and
-    /// forgets the record once it holds nothing.
+    /// Runs `event` on the record of `uid` (a new one if there is none).
     pub(super) fn step(&mut self, uid: &str, event: Event) -> Vec<Command> {
-        let record = self.records.entry(uid.to_string()).or_default();
-        let commands = record.on(event, &self.apply_retry);
-        self.forget_if_empty(uid);
-        commands
-    }
-
-    /// Forgets the record of `uid` if it holds nothing.
-    pub(super) fn forget_if_empty(&mut self, uid: &str) {
-        if self.records.get(uid).is_some_and(|r| r.holds_nothing()) {
-            self.records.remove(uid);
-        }
+        let retry = self.apply_retry;
+        self.records.update(uid, |record| record.on(event, &retry))
     }
 
     /// Carries out what the transition of `uid` decided; messages for the

@@ -17,7 +17,7 @@ use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
 use super::confirm::Gone;
-use super::mirror::{Event, Record};
+use super::mirror::Event;
 use super::{Mirrors, Snapshot, agent_message, concurrently};
 use crate::kinds::{Mirror, MirrorKind};
 use crate::teardown::{self, Deleted, Leftover, Next, Progress};
@@ -115,21 +115,17 @@ impl Mirrors {
     /// Tells the manager of every lost mirror it has not heard of in this
     /// session.
     pub(super) fn report_lost(&mut self, out: &mut Vec<AgentMessage>) {
-        for (uid, record) in &mut self.records {
-            let deletion = record.work.deletion_mut();
-            let Some(lost) = deletion
-                .and_then(|d| d.lost.as_mut())
-                .filter(|l| !l.reported)
-            else {
-                continue;
+        self.records.each_deletion(|uid, deletion| {
+            let Some(lost) = deletion.lost.as_mut().filter(|l| !l.reported) else {
+                return;
             };
             lost.reported = true;
             out.push(agent_message(Kind::MirrorLost(MirrorLost {
-                origin_uid: uid.clone(),
+                origin_uid: uid.to_string(),
                 mirror_uid: lost.mirror_uid.clone().unwrap_or_default(),
                 observed: lost.observed.clone(),
             })));
-        }
+        });
     }
 
     /// Runs one step of the deletion machine (`teardown::step`) for every
@@ -151,23 +147,13 @@ impl Mirrors {
         let mut job_deletes = Vec::new();
         let mut pod_deletes = Vec::new();
         let mut gone = Vec::new();
-        let deleting = |record: &Record| record.work.is_deleting();
-        let visited = snapshot.visited(
-            self.records
-                .iter()
-                .filter(|(_, r)| deleting(r))
-                .map(|(uid, _)| uid),
-            |uid| self.records.get(uid).is_some_and(deleting),
-        );
+        let records = &self.records;
+        let visited = snapshot.visited(records.deleting(), |uid| records.is_deleting(uid));
         for uid in &visited {
             // A create still out could land after "gone" was confirmed: the
             // deletion waits for its answer, which brings the mirror back to
             // the next pass.
-            let Some(deletion) = self
-                .records
-                .get_mut(uid)
-                .and_then(|r| r.work.deletion_to_drive())
-            else {
+            let Some(deletion) = self.records.deletion_to_drive(uid) else {
                 continue;
             };
             // The mirror and its children (a JobSet's Jobs) go together.
@@ -237,11 +223,7 @@ impl Mirrors {
         }))
         .await;
         for uid in deleted_pods.into_iter().flatten() {
-            if let Some(deletion) = self
-                .records
-                .get_mut(&uid)
-                .and_then(|r| r.work.deletion_mut())
-            {
+            if let Some(deletion) = self.records.deletion_mut(&uid) {
                 deletion.pods_deleted += 1;
             }
         }

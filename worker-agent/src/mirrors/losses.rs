@@ -29,21 +29,10 @@ impl Mirrors {
         let mut due = Vec::new();
         // Strays of the mirrors looked at are judged again (since when they
         // were first seen kept); others keep theirs.
-        let mut before: HashMap<String, HashMap<String, Instant>> = match &snapshot.visit {
-            Visit::Everything => self
-                .records
-                .iter_mut()
-                .filter(|(_, r)| !r.strays.is_empty())
-                .map(|(uid, r)| (uid.clone(), std::mem::take(&mut r.strays)))
-                .collect(),
-            Visit::These(uids) => uids
-                .iter()
-                .filter_map(|uid| {
-                    let strays = std::mem::take(&mut self.records.get_mut(uid)?.strays);
-                    Some((uid.clone(), strays))
-                })
-                .collect(),
-        };
+        let mut before = self.records.take_strays(match &snapshot.visit {
+            Visit::Everything => None,
+            Visit::These(uids) => Some(uids),
+        });
         for uid in snapshot.visited(desired.iter(), |uid| desired.contains(uid)) {
             let record = self.records.get(&uid);
             if record.is_some_and(|r| r.work.is_deleting()) {
@@ -64,12 +53,10 @@ impl Mirrors {
             match judge(&jobs_seen, &pods_seen, seen_mirror.as_deref()) {
                 LossVerdict::Intact { live } => {
                     if let Some(live) = live {
-                        self.records.entry(uid).or_default().seen_mirror = Some(live);
+                        self.records.update(&uid, |r| r.seen_mirror = Some(live));
                     }
                 }
                 LossVerdict::Strays { live, pods: stray } => {
-                    let record = self.records.entry(uid.clone()).or_default();
-                    record.seen_mirror = Some(live);
                     let known = before.remove(&uid).unwrap_or_default();
                     let mut strays = HashMap::new();
                     for pod in pods.iter().filter(|p| {
@@ -83,7 +70,10 @@ impl Mirrors {
                             due.push((uid.clone(), Arc::clone(pod)));
                         }
                     }
-                    record.strays = strays;
+                    self.records.update(&uid, |r| {
+                        r.seen_mirror = Some(live);
+                        r.strays = strays;
+                    });
                 }
                 LossVerdict::Lost {
                     mirror_uid,
@@ -107,19 +97,13 @@ impl Mirrors {
         }
         for (uid, namespace, name, mirror_uid, observed) in lost {
             warn!(%uid, %namespace, %name, mirror_uid = mirror_uid.as_deref().unwrap_or(""), %observed, "mirror lost behind jobrelay's back; deleting what is left of it");
-            if let Some(record) = self.records.get_mut(&uid) {
-                record.seen_mirror = None;
-            }
+            self.records.update(&uid, |r| r.seen_mirror = None);
             let lost = Lost {
                 mirror_uid,
                 observed,
                 reported: false,
             };
             self.begin_lost(uid, namespace, name, lost);
-        }
-        // Strays judged no more were dropped above.
-        for uid in before.keys() {
-            self.forget_if_empty(uid);
         }
         due
     }

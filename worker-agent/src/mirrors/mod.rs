@@ -21,7 +21,7 @@ mod visit;
 mod write;
 
 pub use brake::BrakeSettings;
-use mirror::{ApplyRetry, Record};
+use mirror::{ApplyRetry, Records};
 use orphans::Sweep;
 pub use orphans::{HeldMirror, orphans};
 
@@ -155,7 +155,7 @@ pub struct Mirrors {
     desired: Option<HashSet<String>>,
     sweep: Sweep,
     /// Every mirror the agent holds something of, by origin UID.
-    records: HashMap<String, Record>,
+    records: Records,
     /// At most [`REQUEST_CONCURRENCY`] applies at once.
     apply_slots: Arc<Semaphore>,
     /// Where the applies' answers come back.
@@ -194,7 +194,7 @@ impl Mirrors {
             everything_due: true,
             desired: None,
             sweep: Sweep::new(brake::Brake::new(pacing.brake)),
-            records: HashMap::new(),
+            records: Records::default(),
             apply_slots: Arc::new(Semaphore::new(REQUEST_CONCURRENCY)),
             answers,
             answered,
@@ -251,11 +251,11 @@ impl Mirrors {
     pub fn new_session(&mut self) {
         self.desired = None;
         self.everything_due = true;
-        for record in self.records.values_mut() {
+        let retry = self.apply_retry;
+        self.records.update_all(|record| {
             record.last_report = None;
-            record.on(mirror::Event::NewSession, &self.apply_retry);
-        }
-        self.records.retain(|_, record| !record.holds_nothing());
+            record.on(mirror::Event::NewSession, &retry);
+        });
     }
 
     /// What the watches saw change; resolves `notified` once they did.
@@ -275,10 +275,7 @@ impl Mirrors {
             self.changes.take(),
             std::mem::take(&mut self.due),
             std::mem::take(&mut self.everything_due),
-            self.records
-                .iter()
-                .filter(|(_, record)| record.waits_on_the_clock())
-                .map(|(uid, _)| uid),
+            self.records.on_the_clock(),
         );
         let snapshot = match &visit {
             Visit::Everything => Snapshot {
@@ -313,15 +310,12 @@ impl Mirrors {
 
     /// Whether the mirror of `uid` is being deleted.
     fn is_deleting(&self, uid: &str) -> bool {
-        self.records.get(uid).is_some_and(|r| r.work.is_deleting())
+        self.records.is_deleting(uid)
     }
 
     /// The mirrors being deleted (or waiting for their Pods to go).
     fn deleting_count(&self) -> usize {
-        self.records
-            .values()
-            .filter(|r| r.work.is_deleting())
-            .count()
+        self.records.deleting_count()
     }
 }
 

@@ -67,10 +67,11 @@ impl Mirrors {
                 })));
             }
             let resource_version = meta.resource_version.clone();
-            self.records.entry(uid).or_default().last_report = Some(LastReport {
+            let last = LastReport {
                 resource_version,
                 report,
-            });
+            };
+            self.records.update(&uid, |r| r.last_report = Some(last));
         }
     }
 }

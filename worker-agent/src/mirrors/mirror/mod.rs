@@ -4,8 +4,10 @@
 //! [`transition`], a pure function that returns what to do as data
 //! ([`Command`]); the passes carry that out.
 
+mod records;
 mod transition;
 
+pub(super) use records::Records;
 pub(super) use transition::{ApplyRetry, Command, Event, Note, transition};
 
 use std::collections::HashMap;
@@ -50,12 +52,6 @@ impl Record {
             && self.last_report.is_none()
             && self.seen_mirror.is_none()
             && self.strays.is_empty()
-    }
-
-    /// A deletion is under way, or a stray Pod is within its grace: the
-    /// periodic tick looks at it.
-    pub fn waits_on_the_clock(&self) -> bool {
-        self.work.is_deleting() || !self.strays.is_empty()
     }
 }
 
