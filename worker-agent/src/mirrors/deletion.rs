@@ -18,7 +18,7 @@ use tracing::{info, warn};
 
 use super::confirm::Gone;
 use super::mirror::Event;
-use super::{Mirrors, Snapshot, agent_message, concurrently};
+use super::{Looking, Mirrors, Snapshot, agent_message, concurrently};
 use crate::kinds::{Mirror, MirrorKind};
 use crate::teardown::{self, Deleted, Leftover, Next, Progress};
 
@@ -73,6 +73,7 @@ impl Deletion {
 }
 
 /// What one pass's deletion steps found due.
+#[derive(Default)]
 struct Due {
     job_deletes: Vec<Arc<dyn Mirror>>,
     pod_deletes: Vec<(String, Arc<Pod>)>,
@@ -144,65 +145,24 @@ impl Mirrors {
     /// The deletion machine's step for each mirror `snapshot` shows being
     /// deleted: what to delete now, and what looks gone.
     fn step_deletions(&mut self, snapshot: &Snapshot, now: Instant) -> Due {
-        let mut job_deletes = Vec::new();
-        let mut pod_deletes = Vec::new();
-        let mut gone = Vec::new();
+        let looking = Looking {
+            snapshot,
+            now,
+            grace: self.orphan_pod_grace,
+            deletions: &self.deletions,
+        };
+        let mut due = Due::default();
         let records = &self.records;
         let visited = snapshot.visited(records.deleting(), |uid| records.is_deleting(uid));
         for uid in &visited {
             // A create still out could land after "gone" was confirmed: the
             // deletion waits for its answer, which brings the mirror back to
             // the next pass.
-            let Some(deletion) = self.records.deletion_to_drive(uid) else {
-                continue;
-            };
-            // The mirror and its children (a JobSet's Jobs) go together.
-            let jobs = snapshot.objects(uid);
-            let pods = snapshot.pods(uid);
-            let (progress, next) = teardown::step(
-                deletion.progress,
-                &jobs
-                    .iter()
-                    .map(|j| seen(j.object_meta()))
-                    .collect::<Vec<_>>(),
-                &pods.iter().map(|p| seen(p.meta())).collect::<Vec<_>>(),
-                now,
-                self.orphan_pod_grace,
-                DELETE_RESEND,
-            );
-            match next {
-                Next::Wait => deletion.progress = progress,
-                Next::ConfirmGone => {
-                    deletion.progress = progress;
-                    gone.push(Gone {
-                        namespace: deletion.namespace.clone(),
-                        kind: deletion.kind,
-                        uid: uid.clone(),
-                    });
-                }
-                // All of a Job's deletes or none, so none waits on a half.
-                Next::DeleteJobs(due) if self.deletions.try_take_n(due.len()) => {
-                    deletion.progress = progress;
-                    job_deletes.extend(due.into_iter().map(|i| Arc::clone(&jobs[i])));
-                }
-                Next::DeleteJobs(_) => {}
-                Next::DeletePods(due) => {
-                    deletion.progress = progress;
-                    for i in due {
-                        if !self.deletions.try_take_n(1) {
-                            break;
-                        }
-                        info!(%uid, pod = %pods[i].name_any(), "Pod outlived its Job; deleting it");
-                        pod_deletes.push((uid.clone(), Arc::clone(&pods[i])));
-                    }
-                }
+            if let Some(deletion) = self.records.deletion_to_drive(uid) {
+                step_deletion(deletion, uid, &looking, &mut due);
             }
         }
-        Due {
-            job_deletes,
-            pod_deletes,
-            gone,
-        }
+        due
     }
 
     /// Deletes the Jobs and Pods due, counting each mirror's Pods deleted.
@@ -244,6 +204,61 @@ impl Mirrors {
             gone_so_far = self.confirmed_gone,
             "deletions: working off a backlog"
         );
+    }
+}
+
+/// The deletion machine's step for one mirror being deleted: what to delete
+/// now, as far as the deletion pace allows, and whether it looks gone, into
+/// `due`.
+fn step_deletion(deletion: &mut Deletion, uid: &str, looking: &Looking, due: &mut Due) {
+    let Looking {
+        snapshot,
+        now,
+        grace,
+        deletions,
+    } = *looking;
+    // The mirror and its children (a JobSet's Jobs) go together.
+    let jobs = snapshot.objects(uid);
+    let pods = snapshot.pods(uid);
+    let (progress, next) = teardown::step(
+        deletion.progress,
+        &jobs
+            .iter()
+            .map(|j| seen(j.object_meta()))
+            .collect::<Vec<_>>(),
+        &pods.iter().map(|p| seen(p.meta())).collect::<Vec<_>>(),
+        now,
+        grace,
+        DELETE_RESEND,
+    );
+    match next {
+        Next::Wait => deletion.progress = progress,
+        Next::ConfirmGone => {
+            deletion.progress = progress;
+            due.gone.push(Gone {
+                namespace: deletion.namespace.clone(),
+                kind: deletion.kind,
+                uid: uid.to_string(),
+            });
+        }
+        // All of a Job's deletes or none, so none waits on a half.
+        Next::DeleteJobs(jobs_due) if deletions.try_take_n(jobs_due.len()) => {
+            deletion.progress = progress;
+            due.job_deletes
+                .extend(jobs_due.into_iter().map(|i| Arc::clone(&jobs[i])));
+        }
+        Next::DeleteJobs(_) => {}
+        Next::DeletePods(pods_due) => {
+            deletion.progress = progress;
+            for i in pods_due {
+                if !deletions.try_take_n(1) {
+                    break;
+                }
+                info!(%uid, pod = %pods[i].name_any(), "Pod outlived its Job; deleting it");
+                due.pod_deletes
+                    .push((uid.to_string(), Arc::clone(&pods[i])));
+            }
+        }
     }
 }
 

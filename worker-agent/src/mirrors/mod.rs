@@ -129,6 +129,18 @@ impl Snapshot {
     }
 }
 
+/// What a pass's look at one mirror takes beside its record: what the
+/// caches showed at the pass's start, the clock, the orphan grace and the
+/// deletion pace.
+struct Looking<'a> {
+    snapshot: &'a Snapshot,
+    now: Instant,
+    /// How long a Pod may outlive its mirror, or be owned by none of the
+    /// live one.
+    grace: Duration,
+    deletions: &'a DeletionPace,
+}
+
 /// What the first half of a pass found, for the second.
 pub struct Findings {
     snapshot: Snapshot,
