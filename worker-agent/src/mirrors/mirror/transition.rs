@@ -93,118 +93,89 @@ pub(in crate::mirrors) fn transition(
     event: Event,
     retry: &ApplyRetry,
 ) -> (Work, Vec<Command>) {
-    use Work::{Applying, Deleting, Idle, Waiting};
     match (work, event) {
-        (Idle | Waiting(_), Event::Apply(apply)) => (Waiting(PendingApply::new(apply)), vec![]),
-        (
-            Applying {
-                next: Next::Apply(_),
-            },
-            Event::Apply(apply),
-        ) => (applying(PendingApply::new(apply)), vec![]),
-        (
-            Applying {
-                next: Next::Delete { deletion, .. },
-            },
-            Event::Apply(apply),
-        ) => {
-            let then_apply = Some(PendingApply::new(apply));
-            (
-                Applying {
-                    next: Next::Delete {
-                        deletion,
-                        then_apply,
-                    },
-                },
-                vec![],
-            )
-        }
-        (Deleting { deletion, .. }, Event::Apply(apply)) => {
-            let then_apply = Some(PendingApply::new(apply));
-            (
-                Deleting {
-                    deletion,
-                    then_apply,
-                },
-                vec![],
-            )
-        }
-        (Waiting(pending), Event::ApplyDue(now)) if pending.is_due(now) => {
+        (work, Event::Apply(apply)) => (with_apply(work, PendingApply::new(apply)), vec![]),
+        (Work::Waiting(pending), Event::ApplyDue(now)) if pending.is_due(now) => {
             let send = Command::Send(pending.apply.clone());
             (applying(pending), vec![send])
         }
+        (work, Event::ApplyDue(_)) => (work, vec![]),
         (
-            Applying { next },
+            Work::Applying { next },
             Event::Answered {
                 revision,
                 result,
                 now,
             },
         ) => answered(next, revision, result, now, retry),
-        (work @ (Idle | Waiting(_) | Deleting { .. }), Event::Answered { revision, .. }) => {
+        (work, Event::Answered { revision, .. }) => {
             (work, vec![Command::Note(Note::Stale { revision })])
         }
-        (Idle | Waiting(_), Event::Delete(deletion)) => {
-            (deleting(deletion, None), vec![Command::LookAgain])
-        }
-        (Idle, Event::Found(deletion)) => (deleting(deletion, None), vec![Command::LookAgain]),
-        (Waiting(pending), Event::Found(deletion)) => {
-            (deleting(deletion, Some(pending)), vec![Command::LookAgain])
-        }
-        (
-            Applying {
-                next: Next::Apply(_),
-            },
-            Event::Delete(deletion),
-        ) => (
-            delete_after_answer(deletion, None),
+        (work, Event::Delete(deletion)) => (
+            with_deletion(work, deletion, false),
+            vec![Command::LookAgain],
+        ),
+        (work, Event::Found(deletion)) => (
+            with_deletion(work, deletion, true),
             vec![Command::LookAgain],
         ),
         (
-            Applying {
-                next: Next::Apply(pending),
-            },
-            Event::Found(deletion),
-        ) => (
-            delete_after_answer(deletion, Some(pending)),
-            vec![Command::LookAgain],
-        ),
-        (
-            Applying {
-                next: Next::Delete { deletion, .. },
-            },
-            Event::Delete(_),
-        ) => (
-            delete_after_answer(deletion, None),
-            vec![Command::LookAgain],
-        ),
-        (
-            work @ Applying {
-                next: Next::Delete { .. },
-            },
-            Event::Found(_),
-        ) => (work, vec![Command::LookAgain]),
-        (Deleting { deletion, .. }, Event::Delete(_)) => {
-            (deleting(deletion, None), vec![Command::LookAgain])
-        }
-        (work @ Deleting { .. }, Event::Found(_)) => (work, vec![Command::LookAgain]),
-        (
-            Deleting {
+            Work::Deleting {
                 deletion,
                 then_apply,
             },
             Event::Gone,
         ) => {
-            let work = then_apply.map_or(Idle, Waiting);
+            let work = then_apply.map_or(Work::Idle, Work::Waiting);
             (work, vec![Command::Gone(deletion)])
         }
+        (work, Event::Gone) => (work, vec![]),
         (mut work, Event::NewSession) => {
             if let Some(lost) = work.deletion_mut().and_then(|d| d.lost.as_mut()) {
                 lost.reported = false;
             }
             (work, vec![])
         }
-        (work, Event::ApplyDue(_) | Event::Gone) => (work, vec![]),
+    }
+}
+
+/// `work` with `pending` waiting in it: in place of an apply waiting, or
+/// behind the apply out or the deletion under way.
+fn with_apply(work: Work, pending: PendingApply) -> Work {
+    match work {
+        Work::Idle | Work::Waiting(_) => Work::Waiting(pending),
+        Work::Applying {
+            next: Next::Apply(_),
+        } => applying(pending),
+        Work::Applying {
+            next: Next::Delete { deletion, .. },
+        } => delete_after_answer(deletion, Some(pending)),
+        Work::Deleting { deletion, .. } => deleting(deletion, Some(pending)),
+    }
+}
+
+/// `work` with `deletion` begun, after the apply out if there is one; a
+/// deletion under way is kept. An apply waiting is dropped (the manager's
+/// delete) or waits until the mirror is gone (`keep_apply`).
+fn with_deletion(work: Work, deletion: Deletion, keep_apply: bool) -> Work {
+    let keep = |pending: PendingApply| keep_apply.then_some(pending);
+    match work {
+        Work::Idle => deleting(deletion, None),
+        Work::Waiting(pending) => deleting(deletion, keep(pending)),
+        Work::Applying {
+            next: Next::Apply(pending),
+        } => delete_after_answer(deletion, keep(pending)),
+        Work::Applying {
+            next:
+                Next::Delete {
+                    deletion: under_way,
+                    then_apply,
+                },
+        } => delete_after_answer(under_way, then_apply.and_then(keep)),
+        Work::Deleting {
+            deletion: under_way,
+            then_apply,
+        } => deleting(under_way, then_apply.and_then(keep)),
     }
 }
 
