@@ -2,6 +2,8 @@
 //! their status, deleting them with Background propagation and confirming
 //! every Pod gone (`deletion`), noticing mirrors lost behind jobrelay's back
 //! (`losses`), and sweeping what the manager no longer wants (`orphans`).
+//! Each mirror is one record (`mirror`), whose work a pure transition
+//! changes; `carry_out` does what it decides.
 //!
 //! The agent sees only objects carrying its manager's `jobrelay.dev/origin`
 //! label (its watches select on it), and never touches anything else: a
