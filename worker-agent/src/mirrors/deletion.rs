@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jobrelay_kinds::jobset::JobSet;
-use jobrelay_proto::kinds::{JOB, JOBSET, KindName};
+use jobrelay_proto::kinds::{JOB, JOBSET};
 use jobrelay_proto::v1::{AgentMessage, DeleteMirror, MirrorLost, agent_message::Kind};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -17,10 +17,10 @@ use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
 use super::confirm::Gone;
-use super::mirror::Event;
+use super::mirror::{Deletion, Event, Lost};
 use super::{Looking, Mirrors, Snapshot, agent_message, concurrently};
 use crate::kinds::{Mirror, MirrorKind};
-use crate::teardown::{self, Deleted, Leftover, Next, Progress};
+use crate::teardown::{self, Deleted, Leftover, Next};
 
 /// How long after a delete without effect it is sent again.
 const DELETE_RESEND: Duration = Duration::from_secs(5);
@@ -28,49 +28,6 @@ const DELETE_RESEND: Duration = Duration::from_secs(5);
 const BACKLOG: usize = 100;
 /// How often progress on a backlog is logged.
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
-
-/// A mirror being deleted.
-#[derive(Debug, PartialEq)]
-pub(super) struct Deletion {
-    pub namespace: String,
-    pub name: String,
-    progress: Progress,
-    pub pods_deleted: u32,
-    /// The mirror's kind, where the manager named it; `None` for what the
-    /// agent found to delete itself (an orphan, what is left of a loss).
-    pub kind: Option<KindName>,
-    /// Set when the mirror was lost behind jobrelay's back, not deleted at
-    /// the manager's request.
-    pub lost: Option<Lost>,
-}
-
-/// What the agent tells the manager of a lost mirror.
-#[derive(Debug, PartialEq)]
-pub(super) struct Lost {
-    pub mirror_uid: Option<String>,
-    pub observed: String,
-    /// Sent to the manager in the current session.
-    pub reported: bool,
-}
-
-impl Deletion {
-    /// A deletion not started yet.
-    pub fn new(
-        namespace: String,
-        name: String,
-        kind: Option<KindName>,
-        lost: Option<Lost>,
-    ) -> Self {
-        Deletion {
-            namespace,
-            name,
-            progress: Progress::default(),
-            pods_deleted: 0,
-            kind,
-            lost,
-        }
-    }
-}
 
 /// What one pass's deletion steps found due.
 #[derive(Default)]

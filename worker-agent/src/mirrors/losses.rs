@@ -11,8 +11,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
-use super::deletion::{Lost, delete_object};
-use super::mirror::Record;
+use super::deletion::delete_object;
+use super::mirror::{Lost, Record};
 use super::{Looking, Mirrors, Snapshot, Visit, concurrently};
 use crate::kinds::{self, Mirror};
 use crate::lost::{JobSeen, LossVerdict, PodSeen, judge};

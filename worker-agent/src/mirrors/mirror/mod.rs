@@ -14,10 +14,11 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use backon::ExponentialBackoff;
+use jobrelay_proto::kinds::KindName;
 use jobrelay_proto::v1::{ApplyMirror, RejectReason};
 
-use super::deletion::Deletion;
 use super::status::LastReport;
+use crate::teardown::Progress;
 
 /// Everything the agent holds of one mirror. A record that holds nothing is
 /// forgotten ([`Record::holds_nothing`]).
@@ -124,6 +125,50 @@ impl Work {
     /// An apply waits whose time has come.
     pub fn apply_due(&self, now: Instant) -> bool {
         matches!(self, Work::Waiting(pending) if pending.is_due(now))
+    }
+}
+
+/// A mirror being deleted.
+#[derive(Debug, PartialEq)]
+pub(in crate::mirrors) struct Deletion {
+    pub namespace: String,
+    pub name: String,
+    /// What the deletion machine (`teardown::step`) remembers.
+    pub progress: Progress,
+    pub pods_deleted: u32,
+    /// The mirror's kind, where the manager named it; `None` for what the
+    /// agent found to delete itself (an orphan, what is left of a loss).
+    pub kind: Option<KindName>,
+    /// Set when the mirror was lost behind jobrelay's back, not deleted at
+    /// the manager's request.
+    pub lost: Option<Lost>,
+}
+
+/// What the agent tells the manager of a lost mirror.
+#[derive(Debug, PartialEq)]
+pub(in crate::mirrors) struct Lost {
+    pub mirror_uid: Option<String>,
+    pub observed: String,
+    /// Sent to the manager in the current session.
+    pub reported: bool,
+}
+
+impl Deletion {
+    /// A deletion not started yet.
+    pub fn new(
+        namespace: String,
+        name: String,
+        kind: Option<KindName>,
+        lost: Option<Lost>,
+    ) -> Self {
+        Deletion {
+            namespace,
+            name,
+            progress: Progress::default(),
+            pods_deleted: 0,
+            kind,
+            lost,
+        }
     }
 }
 

@@ -9,8 +9,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
-use super::{Record, Work};
-use crate::mirrors::deletion::Deletion;
+use super::{Deletion, Record, Work};
 
 #[derive(Debug, Default)]
 pub(in crate::mirrors) struct Records {

@@ -13,8 +13,7 @@ use std::time::{Duration, Instant};
 use backon::{BackoffBuilder, ExponentialBuilder};
 use jobrelay_proto::v1::{ApplyMirror, RejectReason};
 
-use super::{Next, PendingApply, Retry, Work};
-use crate::mirrors::deletion::Deletion;
+use super::{Deletion, Next, PendingApply, Retry, Work};
 use crate::report::ApplyFailure;
 
 /// What happens to a mirror.

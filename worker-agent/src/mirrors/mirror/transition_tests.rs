@@ -7,7 +7,6 @@ use backon::{BackoffBuilder, ExponentialBuilder};
 use jobrelay_proto::v1::{ApplyMirror, RejectReason};
 
 use super::*;
-use crate::mirrors::deletion::{Deletion, Lost};
 use crate::report::ApplyFailure;
 
 use RejectReason::{Invalid, NamespaceMissing, QuotaExceeded};
