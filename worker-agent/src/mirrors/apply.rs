@@ -28,8 +28,7 @@ impl Mirrors {
             if let Some(desired) = &mut self.desired {
                 desired.insert(uid.clone());
             }
-            let commands = self.step(&uid, Event::Apply(apply));
-            self.carry_out(&uid, commands, &mut Vec::new());
+            self.on(&uid, Event::Apply(apply), &mut Vec::new());
         }
         self.apply_due();
     }
@@ -43,8 +42,7 @@ impl Mirrors {
         let now = Instant::now();
         let due = self.records.applies_due(now);
         for uid in due {
-            let commands = self.step(&uid, Event::ApplyDue(now));
-            self.carry_out(&uid, commands, &mut Vec::new());
+            self.on(&uid, Event::ApplyDue(now), &mut Vec::new());
         }
     }
 
@@ -94,7 +92,6 @@ impl Mirrors {
             result,
             now: Instant::now(),
         };
-        let commands = self.step(&uid, answered);
-        self.carry_out(&uid, commands, out);
+        self.on(&uid, answered, out);
     }
 }

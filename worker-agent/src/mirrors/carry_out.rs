@@ -12,20 +12,16 @@ use super::{Mirrors, agent_message};
 use crate::report::ApplyFailure;
 
 impl Mirrors {
-    /// Runs `event` on the record of `uid` (a new one if there is none).
-    pub(super) fn step(&mut self, uid: &str, event: Event) -> Vec<Command> {
+    /// Runs `event` on the record of `uid` (a new one if there is none) and
+    /// carries out what its transition decided; messages for the manager go
+    /// to `out`.
+    pub(super) fn on(&mut self, uid: &str, event: Event, out: &mut Vec<AgentMessage>) {
         let retry = self.apply_retry;
-        self.records.update(uid, |record| record.on(event, &retry))
+        let commands = self.records.update(uid, |record| record.on(event, &retry));
+        self.carry_out(uid, commands, out);
     }
 
-    /// Carries out what the transition of `uid` decided; messages for the
-    /// manager go to `out`.
-    pub(super) fn carry_out(
-        &mut self,
-        uid: &str,
-        commands: Vec<Command>,
-        out: &mut Vec<AgentMessage>,
-    ) {
+    fn carry_out(&mut self, uid: &str, commands: Vec<Command>, out: &mut Vec<AgentMessage>) {
         for command in commands {
             match command {
                 Command::Send(apply) => self.send_apply(apply),

@@ -46,8 +46,7 @@ impl Mirrors {
                 }
             };
             for uid in confirmed {
-                let commands = self.step(&uid, Event::Gone);
-                self.carry_out(&uid, commands, out);
+                self.on(&uid, Event::Gone, out);
             }
         }
     }

@@ -50,8 +50,7 @@ impl Mirrors {
             .into_iter()
             .find(|kind| kind.is(delete.kind.as_ref()));
         let deletion = Deletion::new(delete.namespace, delete.name, kind, None);
-        let commands = self.step(&delete.origin_uid, Event::Delete(deletion));
-        self.carry_out(&delete.origin_uid, commands, &mut Vec::new());
+        self.on(&delete.origin_uid, Event::Delete(deletion), &mut Vec::new());
     }
 
     /// Starts deleting a mirror the agent found to delete itself.
@@ -66,8 +65,7 @@ impl Mirrors {
     }
 
     fn begin_found(&mut self, uid: &str, deletion: Deletion) {
-        let commands = self.step(uid, Event::Found(deletion));
-        self.carry_out(uid, commands, &mut Vec::new());
+        self.on(uid, Event::Found(deletion), &mut Vec::new());
     }
 
     /// Tells the manager of every lost mirror it has not heard of in this
