@@ -7,15 +7,16 @@
 
 use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::kinds::{JOB, KindName};
-use jobrelay_proto::v1::{AgentMessage, MirrorGone, agent_message::Kind};
+use jobrelay_proto::v1::AgentMessage;
 use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
 use kube::api::{Api, ListParams, ObjectMeta};
-use tracing::{info, warn};
+use tracing::warn;
 
-use super::{Mirrors, agent_message, concurrently};
+use super::mirror::Event;
+use super::{Mirrors, concurrently};
 use crate::kinds::MirrorKind;
 use crate::namespaces::NamespaceVerdict;
 
@@ -45,17 +46,7 @@ impl Mirrors {
                 }
             };
             for uid in confirmed {
-                let Some(deletion) = self.deleting.remove(&uid) else {
-                    continue;
-                };
-                info!(%uid, namespace = %deletion.namespace, name = %deletion.name, pods_deleted = deletion.pods_deleted, "mirror and every Pod gone");
-                self.sent.remove(&uid);
-                self.seen.remove(&uid);
-                self.confirmed_gone += 1;
-                out.push(agent_message(Kind::MirrorGone(MirrorGone {
-                    origin_uid: uid,
-                    pods_deleted: deletion.pods_deleted,
-                })));
+                self.on(&uid, Event::Gone, out);
             }
         }
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jobrelay_kinds::jobset::JobSet;
-use jobrelay_proto::kinds::{JOB, JOBSET, KindName};
+use jobrelay_proto::kinds::{JOB, JOBSET};
 use jobrelay_proto::v1::{AgentMessage, DeleteMirror, MirrorLost, agent_message::Kind};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -17,9 +17,10 @@ use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
 use super::confirm::Gone;
-use super::{Mirrors, Snapshot, agent_message, concurrently};
+use super::mirror::{Deletion, Event, Lost};
+use super::{Looking, Mirrors, Snapshot, agent_message, concurrently};
 use crate::kinds::{Mirror, MirrorKind};
-use crate::teardown::{self, Deleted, Leftover, Next, Progress};
+use crate::teardown::{self, Deleted, Leftover, Next};
 
 /// How long after a delete without effect it is sent again.
 const DELETE_RESEND: Duration = Duration::from_secs(5);
@@ -28,31 +29,8 @@ const BACKLOG: usize = 100;
 /// How often progress on a backlog is logged.
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
-/// A mirror being deleted.
-#[derive(Debug)]
-pub(super) struct Deletion {
-    pub namespace: String,
-    pub name: String,
-    progress: Progress,
-    pub pods_deleted: u32,
-    /// The mirror's kind, where the manager named it; `None` for what the
-    /// agent found to delete itself (an orphan, what is left of a loss).
-    pub kind: Option<KindName>,
-    /// Set when the mirror was lost behind jobrelay's back, not deleted at
-    /// the manager's request.
-    pub lost: Option<Lost>,
-}
-
-/// What the agent tells the manager of a lost mirror.
-#[derive(Debug)]
-pub(super) struct Lost {
-    pub mirror_uid: Option<String>,
-    pub observed: String,
-    /// Sent to the manager in the current session.
-    pub reported: bool,
-}
-
 /// What one pass's deletion steps found due.
+#[derive(Default)]
 struct Due {
     job_deletes: Vec<Arc<dyn Mirror>>,
     pod_deletes: Vec<(String, Arc<Pod>)>,
@@ -61,63 +39,49 @@ struct Due {
 }
 
 impl Mirrors {
-    /// Starts deleting a mirror at the manager's request.
+    /// Starts deleting a mirror at the manager's request; an apply waiting
+    /// for it is dropped.
     pub fn delete(&mut self, delete: DeleteMirror) {
         if let Some(desired) = &mut self.desired {
             desired.remove(&delete.origin_uid);
         }
-        self.pending.remove(&delete.origin_uid);
         info!(uid = %delete.origin_uid, namespace = %delete.namespace, name = %delete.name, reason = delete.reason().as_str_name(), "deleting mirror");
         let kind = [JOB, JOBSET]
             .into_iter()
             .find(|kind| kind.is(delete.kind.as_ref()));
-        self.begin(delete.origin_uid, delete.namespace, delete.name, kind, None);
+        let deletion = Deletion::new(delete.namespace, delete.name, kind, None);
+        self.on(&delete.origin_uid, Event::Delete(deletion), &mut Vec::new());
     }
 
     /// Starts deleting a mirror the agent found to delete itself.
     pub(super) fn begin_delete(&mut self, uid: String, namespace: String, name: String) {
-        self.begin(uid, namespace, name, None, None);
+        self.begin_found(&uid, Deletion::new(namespace, name, None, None));
     }
 
     /// Starts deleting what is left of a mirror lost behind jobrelay's back;
     /// the manager is told (again after each reconnect) until it is gone.
     pub(super) fn begin_lost(&mut self, uid: String, namespace: String, name: String, lost: Lost) {
-        self.begin(uid, namespace, name, None, Some(lost));
+        self.begin_found(&uid, Deletion::new(namespace, name, None, Some(lost)));
     }
 
-    fn begin(
-        &mut self,
-        uid: String,
-        namespace: String,
-        name: String,
-        kind: Option<KindName>,
-        lost: Option<Lost>,
-    ) {
-        self.due.insert(uid.clone());
-        self.deleting.entry(uid).or_insert(Deletion {
-            namespace,
-            name,
-            progress: Progress::default(),
-            pods_deleted: 0,
-            kind,
-            lost,
-        });
+    fn begin_found(&mut self, uid: &str, deletion: Deletion) {
+        self.on(uid, Event::Found(deletion), &mut Vec::new());
     }
 
     /// Tells the manager of every lost mirror it has not heard of in this
     /// session.
     pub(super) fn report_lost(&mut self, out: &mut Vec<AgentMessage>) {
-        for (uid, deletion) in &mut self.deleting {
+        self.records.each_deletion(|uid, deletion| {
             let Some(lost) = deletion.lost.as_mut().filter(|l| !l.reported) else {
-                continue;
+                return;
             };
             lost.reported = true;
             out.push(agent_message(Kind::MirrorLost(MirrorLost {
-                origin_uid: uid.clone(),
+                origin_uid: uid.to_string(),
                 mirror_uid: lost.mirror_uid.clone().unwrap_or_default(),
                 observed: lost.observed.clone(),
             })));
-        }
+        });
     }
 
     /// Runs one step of the deletion machine (`teardown::step`) for every
@@ -136,66 +100,24 @@ impl Mirrors {
     /// The deletion machine's step for each mirror `snapshot` shows being
     /// deleted: what to delete now, and what looks gone.
     fn step_deletions(&mut self, snapshot: &Snapshot, now: Instant) -> Due {
-        let mut job_deletes = Vec::new();
-        let mut pod_deletes = Vec::new();
-        let mut gone = Vec::new();
-        let visited = snapshot.visited(self.deleting.keys(), |uid| self.deleting.contains_key(uid));
+        let looking = Looking {
+            snapshot,
+            now,
+            grace: self.orphan_pod_grace,
+            deletions: &self.deletions,
+        };
+        let mut due = Due::default();
+        let records = &self.records;
+        let visited = snapshot.visited(records.deleting(), |uid| records.is_deleting(uid));
         for uid in &visited {
-            // A create still out could land after "gone" was confirmed: its
-            // answer brings the mirror back to the next pass.
-            if self.in_flight.contains(uid) {
-                continue;
-            }
-            let Some(deletion) = self.deleting.get_mut(uid) else {
-                continue;
-            };
-            // The mirror and its children (a JobSet's Jobs) go together.
-            let jobs = snapshot.objects(uid);
-            let pods = snapshot.pods(uid);
-            let (progress, next) = teardown::step(
-                deletion.progress,
-                &jobs
-                    .iter()
-                    .map(|j| seen(j.object_meta()))
-                    .collect::<Vec<_>>(),
-                &pods.iter().map(|p| seen(p.meta())).collect::<Vec<_>>(),
-                now,
-                self.orphan_pod_grace,
-                DELETE_RESEND,
-            );
-            match next {
-                Next::Wait => deletion.progress = progress,
-                Next::ConfirmGone => {
-                    deletion.progress = progress;
-                    gone.push(Gone {
-                        namespace: deletion.namespace.clone(),
-                        kind: deletion.kind,
-                        uid: uid.clone(),
-                    });
-                }
-                // All of a Job's deletes or none, so none waits on a half.
-                Next::DeleteJobs(due) if self.deletions.try_take_n(due.len()) => {
-                    deletion.progress = progress;
-                    job_deletes.extend(due.into_iter().map(|i| Arc::clone(&jobs[i])));
-                }
-                Next::DeleteJobs(_) => {}
-                Next::DeletePods(due) => {
-                    deletion.progress = progress;
-                    for i in due {
-                        if !self.deletions.try_take_n(1) {
-                            break;
-                        }
-                        info!(%uid, pod = %pods[i].name_any(), "Pod outlived its Job; deleting it");
-                        pod_deletes.push((uid.clone(), Arc::clone(&pods[i])));
-                    }
-                }
+            // A create still out could land after "gone" was confirmed: the
+            // deletion waits for its answer, which brings the mirror back to
+            // the next pass.
+            if let Some(deletion) = self.records.deletion_to_drive(uid) {
+                step_deletion(deletion, uid, &looking, &mut due);
             }
         }
-        Due {
-            job_deletes,
-            pod_deletes,
-            gone,
-        }
+        due
     }
 
     /// Deletes the Jobs and Pods due, counting each mirror's Pods deleted.
@@ -216,14 +138,15 @@ impl Mirrors {
         }))
         .await;
         for uid in deleted_pods.into_iter().flatten() {
-            if let Some(deletion) = self.deleting.get_mut(&uid) {
+            if let Some(deletion) = self.records.deletion_mut(&uid) {
                 deletion.pods_deleted += 1;
             }
         }
     }
 
-    pub(super) fn log_progress(&mut self) {
-        if self.deleting.len() <= BACKLOG
+    /// Logs progress on a backlog of `deleting` deletions now and then.
+    pub(super) fn log_progress(&mut self, deleting: usize) {
+        if deleting <= BACKLOG
             || self
                 .progress_logged
                 .is_some_and(|at| at.elapsed() < PROGRESS_EVERY)
@@ -232,10 +155,65 @@ impl Mirrors {
         }
         self.progress_logged = Some(Instant::now());
         info!(
-            in_progress = self.deleting.len(),
+            in_progress = deleting,
             gone_so_far = self.confirmed_gone,
             "deletions: working off a backlog"
         );
+    }
+}
+
+/// The deletion machine's step for one mirror being deleted: what to delete
+/// now, as far as the deletion pace allows, and whether it looks gone, into
+/// `due`.
+fn step_deletion(deletion: &mut Deletion, uid: &str, looking: &Looking, due: &mut Due) {
+    let Looking {
+        snapshot,
+        now,
+        grace,
+        deletions,
+    } = *looking;
+    // The mirror and its children (a JobSet's Jobs) go together.
+    let jobs = snapshot.objects(uid);
+    let pods = snapshot.pods(uid);
+    let (progress, next) = teardown::step(
+        deletion.progress,
+        &jobs
+            .iter()
+            .map(|j| seen(j.object_meta()))
+            .collect::<Vec<_>>(),
+        &pods.iter().map(|p| seen(p.meta())).collect::<Vec<_>>(),
+        now,
+        grace,
+        DELETE_RESEND,
+    );
+    match next {
+        Next::Wait => deletion.progress = progress,
+        Next::ConfirmGone => {
+            deletion.progress = progress;
+            due.gone.push(Gone {
+                namespace: deletion.namespace.clone(),
+                kind: deletion.kind,
+                uid: uid.to_string(),
+            });
+        }
+        // All of a Job's deletes or none, so none waits on a half.
+        Next::DeleteJobs(jobs_due) if deletions.try_take_n(jobs_due.len()) => {
+            deletion.progress = progress;
+            due.job_deletes
+                .extend(jobs_due.into_iter().map(|i| Arc::clone(&jobs[i])));
+        }
+        Next::DeleteJobs(_) => {}
+        Next::DeletePods(pods_due) => {
+            deletion.progress = progress;
+            for i in pods_due {
+                if !deletions.try_take_n(1) {
+                    break;
+                }
+                info!(%uid, pod = %pods[i].name_any(), "Pod outlived its Job; deleting it");
+                due.pod_deletes
+                    .push((uid.to_string(), Arc::clone(&pods[i])));
+            }
+        }
     }
 }
 

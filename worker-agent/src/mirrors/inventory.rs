@@ -72,7 +72,7 @@ impl Mirrors {
 
     fn phase(&self, mirror: &dyn Mirror) -> MirrorPhase {
         match origin_uid(mirror.object_meta()) {
-            Some(uid) if self.deleting.contains_key(&uid) => MirrorPhase::Deleting,
+            Some(uid) if self.is_deleting(&uid) => MirrorPhase::Deleting,
             _ => mirror.mirror_phase(),
         }
     }

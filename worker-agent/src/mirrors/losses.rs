@@ -1,6 +1,7 @@
 //! Noticing, on every pass the watches trigger, desired mirrors that were
 //! removed behind jobrelay's back and Pods their live mirror does not own
-//! (the judgement itself is [`crate::lost::judge`]).
+//! (the judgement itself is [`crate::lost::judge`]), one mirror's record at
+//! a time.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,8 +11,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
-use super::deletion::{Lost, delete_object};
-use super::{Mirrors, Snapshot, Visit, concurrently};
+use super::deletion::delete_object;
+use super::mirror::{Lost, Record};
+use super::{Looking, Mirrors, Snapshot, Visit, concurrently};
 use crate::kinds::{self, Mirror};
 use crate::lost::{JobSeen, LossVerdict, PodSeen, judge};
 use crate::teardown::Deleted;
@@ -24,85 +26,41 @@ impl Mirrors {
         let Some(desired) = &self.desired else {
             return Vec::new();
         };
-        let now = Instant::now();
+        let looking = Looking {
+            snapshot,
+            now: Instant::now(),
+            grace: self.orphan_pod_grace,
+            deletions: &self.deletions,
+        };
         let mut lost = Vec::new();
         let mut due = Vec::new();
         // Strays of the mirrors looked at are judged again (since when they
         // were first seen kept); others keep theirs.
-        let mut before: HashMap<String, HashMap<String, Instant>> = match &snapshot.visit {
-            Visit::Everything => std::mem::take(&mut self.strays),
-            Visit::These(uids) => uids
-                .iter()
-                .filter_map(|uid| Some((uid.clone(), self.strays.remove(uid)?)))
-                .collect(),
-        };
+        let mut before = self.records.take_strays(match &snapshot.visit {
+            Visit::Everything => None,
+            Visit::These(uids) => Some(uids),
+        });
         for uid in snapshot.visited(desired.iter(), |uid| desired.contains(uid)) {
-            if self.deleting.contains_key(&uid) {
+            if self.records.is_deleting(&uid) {
                 continue;
             }
-            let jobs = snapshot.mirrors(&uid);
-            let pods = snapshot.pods(&uid);
-            let jobs_seen: Vec<JobSeen> = jobs
-                .iter()
-                .map(|j| JobSeen {
-                    uid: j.object_meta().uid.clone().unwrap_or_default(),
-                    deleting: j.object_meta().deletion_timestamp.is_some(),
-                })
-                .collect();
-            let parents = parents(snapshot.objects(&uid));
-            let pods_seen: Vec<PodSeen> = pods.iter().map(|p| pod_seen(p, &parents)).collect();
-            match judge(
-                &jobs_seen,
-                &pods_seen,
-                self.seen.get(&uid).map(String::as_str),
-            ) {
-                LossVerdict::Intact { live } => {
-                    if let Some(live) = live {
-                        self.seen.insert(uid, live);
-                    }
-                }
-                LossVerdict::Strays { live, pods: stray } => {
-                    self.seen.insert(uid.clone(), live);
-                    let known = before.remove(&uid).unwrap_or_default();
-                    let mut strays = HashMap::new();
-                    for pod in pods.iter().filter(|p| {
-                        p.metadata.deletion_timestamp.is_none()
-                            && stray.contains(&p.uid().unwrap_or_default())
-                    }) {
-                        let pod_uid = pod.uid().unwrap_or_default();
-                        let since = *known.get(&pod_uid).unwrap_or(&now);
-                        strays.insert(pod_uid, since);
-                        if now - since >= self.orphan_pod_grace && self.deletions.try_take_n(1) {
-                            due.push((uid.clone(), Arc::clone(pod)));
-                        }
-                    }
-                    if !strays.is_empty() {
-                        self.strays.insert(uid, strays);
-                    }
-                }
-                LossVerdict::Lost {
-                    mirror_uid,
-                    observed,
-                } => {
-                    let (namespace, name) = jobs
-                        .first()
-                        .map(|j| {
-                            let meta = j.object_meta();
-                            let namespace = meta.namespace.clone().unwrap_or_default();
-                            (namespace, meta.name.clone().unwrap_or_default())
-                        })
-                        .or_else(|| {
-                            pods.first()
-                                .map(|p| (p.namespace().unwrap_or_default(), String::new()))
-                        })
-                        .unwrap_or_default();
-                    lost.push((uid.clone(), namespace, name, mirror_uid, observed));
-                }
+            let known = before.remove(&uid).unwrap_or_default();
+            match self
+                .records
+                .update(&uid, |record| notice(record, &uid, known, &looking))
+            {
+                Noticed::Due(pods) => due.extend(pods),
+                Noticed::Lost(loss) => lost.push((uid, loss)),
             }
         }
-        for (uid, namespace, name, mirror_uid, observed) in lost {
+        for (uid, loss) in lost {
+            let Loss {
+                namespace,
+                name,
+                mirror_uid,
+                observed,
+            } = loss;
             warn!(%uid, %namespace, %name, mirror_uid = mirror_uid.as_deref().unwrap_or(""), %observed, "mirror lost behind jobrelay's back; deleting what is left of it");
-            self.seen.remove(&uid);
             let lost = Lost {
                 mirror_uid,
                 observed,
@@ -123,6 +81,92 @@ impl Mirrors {
         }))
         .await;
     }
+}
+
+/// What judging a mirror found.
+enum Noticed {
+    /// Stray Pods due for deletion, if any.
+    Due(Vec<(String, Arc<Pod>)>),
+    Lost(Loss),
+}
+
+/// A mirror lost behind jobrelay's back: where what is left of it is, and
+/// what the manager is told.
+struct Loss {
+    namespace: String,
+    name: String,
+    mirror_uid: Option<String>,
+    observed: String,
+}
+
+/// Judges one desired mirror by what the caches show of it, keeping in its
+/// record the live mirror Job seen and the Pods it does not own (since when
+/// `known` says, or from now).
+fn notice(
+    record: &mut Record,
+    uid: &str,
+    known: HashMap<String, Instant>,
+    looking: &Looking,
+) -> Noticed {
+    let Looking { snapshot, now, .. } = *looking;
+    let jobs = snapshot.mirrors(uid);
+    let pods = snapshot.pods(uid);
+    let jobs_seen: Vec<JobSeen> = jobs
+        .iter()
+        .map(|j| JobSeen {
+            uid: j.object_meta().uid.clone().unwrap_or_default(),
+            deleting: j.object_meta().deletion_timestamp.is_some(),
+        })
+        .collect();
+    let parents = parents(snapshot.objects(uid));
+    let pods_seen: Vec<PodSeen> = pods.iter().map(|p| pod_seen(p, &parents)).collect();
+    let mut due = Vec::new();
+    match judge(&jobs_seen, &pods_seen, record.seen_mirror.as_deref()) {
+        LossVerdict::Intact { live } => {
+            if let Some(live) = live {
+                record.seen_mirror = Some(live);
+            }
+        }
+        LossVerdict::Strays { live, pods: stray } => {
+            record.seen_mirror = Some(live);
+            for pod in pods.iter().filter(|p| {
+                p.metadata.deletion_timestamp.is_none()
+                    && stray.contains(&p.uid().unwrap_or_default())
+            }) {
+                let pod_uid = pod.uid().unwrap_or_default();
+                let since = *known.get(&pod_uid).unwrap_or(&now);
+                record.strays.insert(pod_uid, since);
+                if now - since >= looking.grace && looking.deletions.try_take_n(1) {
+                    due.push((uid.to_string(), Arc::clone(pod)));
+                }
+            }
+        }
+        LossVerdict::Lost {
+            mirror_uid,
+            observed,
+        } => {
+            let (namespace, name) = jobs
+                .first()
+                .map(|j| {
+                    let meta = j.object_meta();
+                    let namespace = meta.namespace.clone().unwrap_or_default();
+                    (namespace, meta.name.clone().unwrap_or_default())
+                })
+                .or_else(|| {
+                    pods.first()
+                        .map(|p| (p.namespace().unwrap_or_default(), String::new()))
+                })
+                .unwrap_or_default();
+            record.seen_mirror = None;
+            return Noticed::Lost(Loss {
+                namespace,
+                name,
+                mirror_uid,
+                observed,
+            });
+        }
+    }
+    Noticed::Due(due)
 }
 
 /// The mirror each child object (a JobSet's Job) belongs to, by the

@@ -2,6 +2,8 @@
 //! their status, deleting them with Background propagation and confirming
 //! every Pod gone (`deletion`), noticing mirrors lost behind jobrelay's back
 //! (`losses`), and sweeping what the manager no longer wants (`orphans`).
+//! Each mirror is one record (`mirror`), whose work a pure transition
+//! changes; `carry_out` does what it decides.
 //!
 //! The agent sees only objects carrying its manager's `jobrelay.dev/origin`
 //! label (its watches select on it), and never touches anything else: a
@@ -9,19 +11,21 @@
 
 mod apply;
 mod brake;
+mod carry_out;
 mod confirm;
 mod deletion;
 mod inventory;
 mod losses;
+mod mirror;
 mod orphans;
 mod status;
 mod visit;
 mod write;
 
 pub use brake::BrakeSettings;
+use mirror::{ApplyRetry, Records};
 use orphans::Sweep;
 pub use orphans::{HeldMirror, orphans};
-use status::LastReport;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -45,8 +49,6 @@ use crate::namespaces::NamespacePolicy;
 pub use crate::watched::origin_uid;
 use crate::watched::{Changes, Watched};
 pub use apply::Applied;
-use apply::PendingApply;
-use deletion::Deletion;
 pub use visit::Pass;
 use visit::Visit;
 
@@ -129,6 +131,18 @@ impl Snapshot {
     }
 }
 
+/// What a pass's look at one mirror takes beside its record: what the
+/// caches showed at the pass's start, the clock, the orphan grace and the
+/// deletion pace.
+struct Looking<'a> {
+    snapshot: &'a Snapshot,
+    now: Instant,
+    /// How long a Pod may outlive its mirror, or be owned by none of the
+    /// live one.
+    grace: Duration,
+    deletions: &'a DeletionPace,
+}
+
 /// What the first half of a pass found, for the second.
 pub struct Findings {
     snapshot: Snapshot,
@@ -154,28 +168,15 @@ pub struct Mirrors {
     /// Origin UIDs the manager wants here (DesiredSet, then applies and deletes).
     desired: Option<HashSet<String>>,
     sweep: Sweep,
-    deleting: HashMap<String, Deletion>,
-    /// Applies not taken yet: an older mirror of that name is still going,
-    /// or the worker refused them for a reason that can clear.
-    pending: HashMap<String, PendingApply>,
-    /// Origin UIDs whose apply is out, not answered yet: no second one is
-    /// sent, and their deletion waits for the answer.
-    in_flight: HashSet<String>,
+    /// Every mirror the agent holds something of, by origin UID.
+    records: Records,
     /// At most [`REQUEST_CONCURRENCY`] applies at once.
     apply_slots: Arc<Semaphore>,
     /// Where the applies' answers come back.
     answers: mpsc::UnboundedSender<Applied>,
     answered: mpsc::UnboundedReceiver<Applied>,
-    sent: HashMap<String, LastReport>,
-    /// UID of the live mirror Job last seen for each origin UID, so one that
-    /// disappears is known to be lost.
-    seen: HashMap<String, String>,
-    /// Pods not owned by their live mirror, by origin UID, then Pod UID:
-    /// since when.
-    strays: HashMap<String, HashMap<String, Instant>>,
     deletions: DeletionPace,
-    apply_retry: ExponentialBuilder,
-    apply_retry_max: Duration,
+    apply_retry: ApplyRetry,
     /// Mirrors confirmed gone since start, and when progress was last logged.
     confirmed_gone: u64,
     progress_logged: Option<Instant>,
@@ -207,22 +208,19 @@ impl Mirrors {
             everything_due: true,
             desired: None,
             sweep: Sweep::new(brake::Brake::new(pacing.brake)),
-            deleting: HashMap::new(),
-            pending: HashMap::new(),
-            in_flight: HashSet::new(),
+            records: Records::default(),
             apply_slots: Arc::new(Semaphore::new(REQUEST_CONCURRENCY)),
             answers,
             answered,
-            sent: HashMap::new(),
-            seen: HashMap::new(),
-            strays: HashMap::new(),
             deletions: pacing.deletions,
-            apply_retry: ExponentialBuilder::default()
-                .with_min_delay(Duration::from_secs(1))
-                .with_max_delay(pacing.apply_retry_max)
-                .with_jitter()
-                .without_max_times(),
-            apply_retry_max: pacing.apply_retry_max,
+            apply_retry: ApplyRetry {
+                delays: ExponentialBuilder::default()
+                    .with_min_delay(Duration::from_secs(1))
+                    .with_max_delay(pacing.apply_retry_max)
+                    .with_jitter()
+                    .without_max_times(),
+                max: pacing.apply_retry_max,
+            },
             confirmed_gone: 0,
             progress_logged: None,
             deleting_gauge: Gauge::default(),
@@ -265,12 +263,13 @@ impl Mirrors {
     /// included), and the manager's DesiredSet is awaited before anything is
     /// swept.
     pub fn new_session(&mut self) {
-        self.sent.clear();
         self.desired = None;
         self.everything_due = true;
-        for lost in self.deleting.values_mut().filter_map(|d| d.lost.as_mut()) {
-            lost.reported = false;
-        }
+        let retry = self.apply_retry;
+        self.records.update_all(|record| {
+            record.last_report = None;
+            record.on(mirror::Event::NewSession, &retry);
+        });
     }
 
     /// What the watches saw change; resolves `notified` once they did.
@@ -290,7 +289,7 @@ impl Mirrors {
             self.changes.take(),
             std::mem::take(&mut self.due),
             std::mem::take(&mut self.everything_due),
-            self.deleting.keys().chain(self.strays.keys()),
+            self.records.on_the_clock(),
         );
         let snapshot = match &visit {
             Visit::Everything => Snapshot {
@@ -317,9 +316,20 @@ impl Mirrors {
     pub async fn act(&mut self, findings: Findings, out: &mut Vec<AgentMessage>) {
         self.delete_strays(findings.strays).await;
         self.drive_deletions(&findings.snapshot, out).await;
-        self.log_progress();
-        self.deleting_gauge.set(self.deleting.len() as i64);
+        let deleting = self.deleting_count();
+        self.log_progress(deleting);
+        self.deleting_gauge.set(deleting as i64);
         self.apply_due();
+    }
+
+    /// Whether the mirror of `uid` is being deleted.
+    fn is_deleting(&self, uid: &str) -> bool {
+        self.records.is_deleting(uid)
+    }
+
+    /// The mirrors being deleted (or waiting for their Pods to go).
+    fn deleting_count(&self) -> usize {
+        self.records.deleting_count()
     }
 }
 

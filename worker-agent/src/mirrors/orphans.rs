@@ -77,10 +77,10 @@ impl Mirrors {
         let live = held
             .iter()
             .map(|m| m.origin_uid.as_str())
-            .filter(|uid| !self.deleting.contains_key(*uid))
+            .filter(|uid| !self.is_deleting(uid))
             .collect::<HashSet<_>>()
             .len();
-        let orphans = orphans(held, desired, |uid| self.deleting.contains_key(uid));
+        let orphans = orphans(held, desired, |uid| self.is_deleting(uid));
         let orphans = self.sweep.allowed(orphans, live, Instant::now());
         if orphans.len() > LOG_EACH_UP_TO {
             info!(
@@ -88,13 +88,18 @@ impl Mirrors {
                 "orphan sweep: deleting what the manager does not want"
             );
         }
-        for HeldMirror {
-            origin_uid: uid,
-            namespace,
-            name,
-        } in orphans
+        // An orphan is never being deleted already: each one begun adds one.
+        let deleting = self.deleting_count();
+        for (
+            begun,
+            HeldMirror {
+                origin_uid: uid,
+                namespace,
+                name,
+            },
+        ) in orphans.into_iter().enumerate()
         {
-            if self.deleting.len() < LOG_EACH_UP_TO {
+            if deleting + begun < LOG_EACH_UP_TO {
                 info!(%uid, %namespace, %name, "not desired by the manager; deleting");
             } else {
                 debug!(%uid, %namespace, %name, "not desired by the manager; deleting");

@@ -38,10 +38,11 @@ impl Mirrors {
             let Some(uid) = origin_uid(meta) else {
                 continue;
             };
-            if self.deleting.contains_key(&uid) {
+            let record = self.records.get(&uid);
+            if record.is_some_and(|r| r.work.is_deleting()) {
                 continue;
             }
-            let previous = self.sent.get(&uid);
+            let previous = record.and_then(|r| r.last_report.as_ref());
             if previous.is_some_and(|sent| sent.resource_version == meta.resource_version) {
                 continue;
             }
@@ -66,13 +67,11 @@ impl Mirrors {
                 })));
             }
             let resource_version = meta.resource_version.clone();
-            self.sent.insert(
-                uid,
-                LastReport {
-                    resource_version,
-                    report,
-                },
-            );
+            let last = LastReport {
+                resource_version,
+                report,
+            };
+            self.records.update(&uid, |r| r.last_report = Some(last));
         }
     }
 }
