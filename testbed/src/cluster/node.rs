@@ -13,33 +13,29 @@
 //! owner was killed — removes every process, cgroup and folder it had.
 
 use std::collections::BTreeSet;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use kube::api::{Api, PostParams};
-
-use crate::certs::{self, Pki};
+use crate::certs::Pki;
 use crate::cluster::ClusterInfo;
 use crate::host::processes::{die_with_parent, log_to, signal};
 use crate::wait::{self, Seen};
-pub use info::{Error, RealNodeInfo};
 
 mod cleanup;
 mod config;
+mod containerd;
 pub mod info;
+mod kubelet;
 mod namespace;
 pub mod runtime;
 mod slot;
 
 pub use config::{REAL_NODE_LABEL, REAL_NODE_TAINT};
+pub use info::{Error, RealNodeInfo};
 pub use runtime::{PAUSE_IMAGE, WORKLOAD_IMAGE, ensure_node_runtime_built, node_runtime};
 
-use config::{KubeletPorts, Layout, RuntimePaths};
-use runtime::NodeRuntime;
+use config::Layout;
 use slot::{SLOTS_DIR, Slot};
 
 /// The name of the (first) real node in a cluster that has one; the
@@ -51,10 +47,6 @@ pub fn real_node_name(index: usize) -> String {
     format!("real-node-{index}")
 }
 
-/// How long a node gets to register and turn Ready.
-const READY_TIMEOUT: Duration = Duration::from_secs(120);
-/// How long containerd gets to answer on its socket.
-const CONTAINERD_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a stopped kubelet or containerd gets before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
@@ -256,171 +248,6 @@ impl RealNode {
         }
     }
 
-    async fn start_containerd(&mut self, runtime: &NodeRuntime) -> Result<(), Error> {
-        let layout = &self.layout;
-        for dir in [
-            layout.root.clone(),
-            layout.cni_conf_dir(),
-            layout.pki(),
-            layout.kubelet_root(),
-            layout.pod_logs.clone(),
-        ] {
-            std::fs::create_dir_all(&dir).map_err(|e| Error::Io(dir.display().to_string(), e))?;
-        }
-        let snapshotter = if overlay_works(&layout.root) {
-            "overlayfs"
-        } else {
-            eprintln!(
-                "real node of {}: overlay mounts fail here; containerd unpacks with `native`",
-                self.cluster
-            );
-            "native"
-        };
-        self.info.snapshotter = snapshotter.into();
-        let paths = RuntimePaths {
-            runc: runtime.runc(),
-            cni_bin: runtime.cni_dir(),
-        };
-        write(
-            &layout.containerd_config(),
-            &config::containerd_toml(layout, &paths, snapshotter),
-        )?;
-        write(
-            &layout.cni_conf_dir().join("10-jobrelay.conflist"),
-            &config::cni_conflist(layout),
-        )?;
-
-        let mut command = Command::new(runtime.binary("containerd"));
-        command.arg(format!("--config={}", layout.containerd_config().display()));
-        // containerd finds its shim on PATH.
-        let path = std::env::var("PATH").unwrap_or_default();
-        command.env("PATH", format!("{}:{path}", runtime.bin_dir().display()));
-        namespace::start_new(&mut command, layout)
-            .map_err(|e| Error::Io("preparing the node's mount namespace".into(), e))?;
-        self.containerd = Some(self.spawn("containerd", command)?);
-
-        let ctr = runtime.binary("ctr");
-        let socket = layout.containerd_socket();
-        let pid = self.pid("containerd");
-        let log = self.log_path("containerd");
-        wait::try_until(
-            format!("{} containerd on {}", self.cluster, socket.display()),
-            CONTAINERD_TIMEOUT,
-            || {
-                let answered = Command::new(&ctr)
-                    .arg(format!("--address={}", socket.display()))
-                    .arg("version")
-                    .output();
-                let seen = match answered {
-                    Ok(out) if out.status.success() => Seen::Ready(()),
-                    _ if !alive(pid) => Seen::Ready(()),
-                    Ok(out) => Seen::Waiting(String::from_utf8_lossy(&out.stderr).trim().into()),
-                    Err(e) => Seen::Waiting(e.to_string()),
-                };
-                async move { seen }
-            },
-        )
-        .await?;
-        if !alive(pid) {
-            return Err(self.exited_error("containerd", &log));
-        }
-        Ok(())
-    }
-
-    async fn start_kubelet(
-        &mut self,
-        runtime: &NodeRuntime,
-        cluster: &ClusterInfo,
-        pki: &Pki,
-    ) -> Result<(), Error> {
-        let layout = self.layout.clone();
-        let (cert, key) =
-            certs::node_client(pki, &layout.name)?.write(&layout.pki(), "kubelet-client")?;
-        let kubeconfig = layout.pki().join("kubelet.kubeconfig");
-        write(
-            &kubeconfig,
-            &config::kubelet_kubeconfig(&cluster.server, &pki.ca_cert, &cert, &key),
-        )?;
-        let ports = KubeletPorts {
-            server: free_port()?,
-            healthz: free_port()?,
-        };
-        write(
-            &layout.kubelet_config(),
-            &config::kubelet_yaml(&layout, ports, &pki.ca_cert),
-        )?;
-
-        let client = cluster.client().await.map_err(|e| Error::Client {
-            cluster: cluster.name.clone(),
-            message: e.to_string(),
-        })?;
-        allow_node(&client, &cluster.name, &layout.name).await?;
-
-        // The kubelet takes an address of the host's as the node's: the
-        // bridge's, made now (CNI's bridge plugin keeps what it finds).
-        bridge_up(&layout)?;
-        let mut command = Command::new(runtime.binary("kubelet"));
-        command.args([
-            format!("--node-ip={}", layout.gateway()),
-            format!("--config={}", layout.kubelet_config().display()),
-            format!("--kubeconfig={}", kubeconfig.display()),
-            format!("--root-dir={}", layout.kubelet_root().display()),
-            format!("--cert-dir={}", layout.pki().display()),
-            format!("--hostname-override={}", layout.name),
-            format!("--node-labels={REAL_NODE_LABEL}=true"),
-            "--v=2".into(),
-        ]);
-        let containerd = self.pid("containerd");
-        namespace::join(&mut command, containerd as u32)
-            .map_err(|e| Error::Io("joining the node's mount namespace".into(), e))?;
-        self.kubelet = Some(self.spawn("kubelet", command)?);
-
-        let pid = self.pid("kubelet");
-        let nodes: Api<Node> = Api::all(client);
-        let name = layout.name.clone();
-        wait::try_until(
-            format!("{} node {name} Ready", cluster.name),
-            READY_TIMEOUT,
-            || {
-                let nodes = nodes.clone();
-                let name = name.clone();
-                let exited = !alive(pid) || !alive(containerd);
-                async move {
-                    if exited {
-                        return Seen::Ready(());
-                    }
-                    match nodes.get_opt(&name).await {
-                        Ok(Some(node)) if ready(&node) => Seen::Ready(()),
-                        Ok(Some(node)) => Seen::Waiting(format!(
-                            "conditions {:?}",
-                            node.status
-                                .and_then(|s| s.conditions)
-                                .unwrap_or_default()
-                                .into_iter()
-                                .map(|c| format!(
-                                    "{}={} ({})",
-                                    c.type_,
-                                    c.status,
-                                    c.message.unwrap_or_default()
-                                ))
-                                .collect::<Vec<_>>()
-                        )),
-                        Ok(None) => Seen::Waiting("not registered yet".into()),
-                        Err(e) => Seen::Waiting(e.to_string()),
-                    }
-                }
-            },
-        )
-        .await?;
-        for (what, pid) in [("kubelet", pid), ("containerd", containerd)] {
-            if !alive(pid) {
-                let log = self.log_path(what);
-                return Err(self.exited_error(what, &log));
-            }
-        }
-        Ok(())
-    }
-
     fn spawn(&self, what: &str, mut command: Command) -> Result<Child, Error> {
         let log_path = self.log_path(what);
         log_to(&mut command, &log_path)
@@ -464,79 +291,6 @@ impl Drop for RealNode {
     fn drop(&mut self) {
         self.terminate();
     }
-}
-
-/// Lets the kubelet of `node` act as one: the `system:node` ClusterRole for
-/// user `system:node:<node>` (the test API servers authorize with RBAC only).
-async fn allow_node(client: &kube::Client, cluster: &str, node: &str) -> Result<(), Error> {
-    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
-    let binding: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": format!("jobrelay:real-node:{node}")},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:node"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": format!("system:node:{node}")}],
-    }))
-    .expect("static binding");
-    match bindings.create(&PostParams::default(), &binding).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-        Err(source) => Err(Error::Api {
-            cluster: cluster.into(),
-            source,
-        }),
-    }
-}
-
-fn ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-/// Whether an overlay mount works in `dir` (it does not on every
-/// filesystem, e.g. overlay on overlay); tried in the host's namespace and
-/// undone at once.
-#[allow(unsafe_code)]
-fn overlay_works(dir: &Path) -> bool {
-    let check = dir.join("overlay-check");
-    let [lower, upper, work, merged] = ["lower", "upper", "work", "merged"].map(|d| check.join(d));
-    let made = [&lower, &upper, &work, &merged]
-        .iter()
-        .all(|d| std::fs::create_dir_all(d).is_ok());
-    let options = format!(
-        "lowerdir={},upperdir={},workdir={}",
-        lower.display(),
-        upper.display(),
-        work.display()
-    );
-    let (Ok(target), Ok(options), Ok(kind)) = (
-        std::ffi::CString::new(merged.as_os_str().as_encoded_bytes()),
-        std::ffi::CString::new(options),
-        std::ffi::CString::new("overlay"),
-    ) else {
-        return false;
-    };
-    // SAFETY: mount(2)/umount2(2) with NUL-terminated strings that outlive
-    // the calls.
-    let mounted = made
-        && unsafe {
-            libc::mount(
-                kind.as_ptr(),
-                target.as_ptr(),
-                kind.as_ptr(),
-                0,
-                options.as_ptr().cast(),
-            ) == 0
-        };
-    if mounted {
-        unsafe {
-            libc::umount2(target.as_ptr(), libc::MNT_DETACH);
-        }
-    }
-    let _ = std::fs::remove_dir_all(&check);
-    mounted
 }
 
 /// Whether process `pid` runs (not a zombie).
@@ -590,21 +344,4 @@ fn run(command: &mut Command) -> Result<(), Error> {
         .trim()
         .to_string(),
     })
-}
-
-/// Creates the node's bridge with its gateway address, up, unless it is.
-fn bridge_up(layout: &Layout) -> Result<(), Error> {
-    let bridge = layout.bridge();
-    let address = format!("{}/24", layout.gateway());
-    if !Path::new("/sys/class/net").join(&bridge).exists() {
-        run(Command::new("ip").args(["link", "add", &bridge, "type", "bridge"]))?;
-    }
-    let shown = Command::new("ip")
-        .args(["-4", "-o", "addr", "show", "dev", &bridge])
-        .output()
-        .map_err(|e| Error::Io(format!("ip addr show dev {bridge}"), e))?;
-    if !String::from_utf8_lossy(&shown.stdout).contains(&address) {
-        run(Command::new("ip").args(["addr", "add", &address, "dev", &bridge]))?;
-    }
-    run(Command::new("ip").args(["link", "set", &bridge, "up"]))
 }
