@@ -143,7 +143,7 @@ impl ClusterSet {
         Ok(path)
     }
 
-    /// Shell lines that point kubectl and the test kit at these clusters.
+    /// Shell lines that point kubectl and the test bed at these clusters.
     pub fn export_lines(&self) -> String {
         let mut lines = vec![format!(
             "export JOBRELAY_CLUSTERS={}",

@@ -1,6 +1,6 @@
 //! A real node beside kwok's fake one: a kubelet and a containerd of its
 //! own (runc, CNI bridge) registered with one test cluster, so Pods run as
-//! real containers from images the test kit builds.
+//! real containers from images the test bed builds.
 //!
 //! The node runs in the host's network namespace (Pods that must reach the
 //! API server use `hostNetwork: true` and `KUBERNETES_SERVICE_HOST`/`PORT`
@@ -139,7 +139,7 @@ pub struct RealNode {
 
 impl RealNode {
     /// Starts real node number `index` of `cluster` — containerd with the
-    /// kit's pause and workload images, then a kubelet with a client
+    /// test bed's pause and workload images, then a kubelet with a client
     /// certificate of the clusters' CA (`pki`) — and returns once the Node
     /// is Ready. Its logs go to `logs` (`<cluster>-<node>-containerd.log`,
     /// `<cluster>-<node>-kubelet.log`), Pod logs under

@@ -24,7 +24,7 @@ use crate::host::ports::free_port;
 pub const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
 /// Label JobSet puts on every child Job and Pod, naming its replicated Job.
 pub const REPLICATED_JOB_LABEL: &str = "jobset.sigs.k8s.io/replicatedjob-name";
-/// Field manager of what the test kit applies for JobSet.
+/// Field manager of what the test bed applies for JobSet.
 const FIELD_MANAGER: &str = "jobrelay-e2e-jobset";
 /// How long JobSet gets to start and install.
 const START_TIMEOUT: Duration = Duration::from_secs(90);

@@ -26,7 +26,7 @@ pub const NAMESPACE: &str = "kueue-system";
 /// Where Kueue v0.19.2 reads its metrics serving certificate when it does
 /// not manage certificates itself; the path is fixed in its `main`.
 const METRICS_CERTS: &str = "/etc/kueue/metrics/certs";
-/// Field manager of what the test kit applies for Kueue.
+/// Field manager of what the test bed applies for Kueue.
 const FIELD_MANAGER: &str = "jobrelay-e2e-kueue";
 /// How long Kueue gets to start and install.
 const START_TIMEOUT: Duration = Duration::from_secs(90);

@@ -1,4 +1,4 @@
-//! Container images the test kit makes itself, for a real node's containerd
+//! Container images the test bed makes itself, for a real node's containerd
 //! to import (`ctr images import`): an OCI image layout in a tar archive,
 //! one uncompressed layer from scratch. Written reproducibly — entries
 //! sorted, timestamps zero, owned by root — with no daemon and no registry,

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::wait::{self, Seen};
 
-/// Field manager of what the test kit applies for Kueue.
+/// Field manager of what the test bed applies for Kueue.
 const FIELD_MANAGER: &str = "jobrelay-e2e-kueue";
 /// How long a ClusterQueue gets to become active.
 const ACTIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(90);

@@ -1,4 +1,4 @@
-//! A real node as the rest of the test kit sees it: how to reach a running
+//! A real node as the rest of the test bed sees it: how to reach a running
 //! one (as written to `clusters.json`) and how starting one fails. What
 //! runs it lives in `node`.
 

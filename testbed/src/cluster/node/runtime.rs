@@ -2,7 +2,7 @@
 //! plane: kubelet (from the control plane's own `k8s.io/kubernetes` module),
 //! containerd with ctr and the runc shim, runc (cgo, `seccomp`, linked
 //! statically against Debian's libseccomp), the CNI plugins, and two images
-//! of the kit's own — the sandbox's pause and a workload for test Pods.
+//! of the test bed's own — the sandbox's pause and a workload for test Pods.
 //!
 //! The pins live in `tests/controlplane/node/{containerd,runc,cni}/go.mod`
 //! (one module each, so minimal version selection keeps every upstream's own
