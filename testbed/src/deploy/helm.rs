@@ -78,3 +78,12 @@ pub async fn helm(kubeconfig: Option<&Path>, args: &[&str]) -> Ran {
         );
     run(command, None).await
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_chart_is_found_from_the_test_bed() {
+        let chart = super::chart().join("Chart.yaml");
+        assert!(chart.is_file(), "{} is missing", chart.display());
+    }
+}

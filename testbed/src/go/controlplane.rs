@@ -100,9 +100,15 @@ impl Binaries {
     }
 }
 
-/// The Go modules (`go.mod`, `go.sum`) that pin the control plane.
+/// The Go modules (`go.mod`, `go.sum`) that pin the control plane:
+/// `tests/controlplane`, beside the scenarios whose README describes them.
+/// Named without `..`, so Go sees the same folder whoever asks.
 pub fn source_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("controlplane")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the test bed sits in the workspace")
+        .join("tests")
+        .join("controlplane")
 }
 
 /// The project's cache, outside the repository: `$JOBRELAY_CACHE`, else
@@ -399,5 +405,26 @@ pub fn seconds(d: Duration) -> String {
         format!("{s:.1}s")
     } else {
         format!("{}m{:02}s", d.as_secs() / 60, d.as_secs() % 60)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pin_is_found_from_the_test_bed() {
+        for file in [
+            "go.mod",
+            "kwok/go.mod",
+            "helm/go.mod",
+            "kueue/go.mod",
+            "jobset/go.mod",
+            "kwok-stages.yaml",
+        ] {
+            let path = source_dir().join(file);
+            assert!(path.is_file(), "{} is missing", path.display());
+        }
+        assert!(!source_dir().to_string_lossy().contains(".."));
     }
 }
