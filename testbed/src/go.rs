@@ -4,6 +4,7 @@
 //! releases, and the container images made without a daemon.
 
 pub mod controlplane;
+pub mod helm_build;
 pub mod jobset_build;
 pub mod kueue_build;
 pub mod oci_image;

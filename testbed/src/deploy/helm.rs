@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 
-use crate::go::controlplane;
+use crate::go::helm_build;
 
 /// Longer than helm or kubectl ever take here, `--wait` included; a command
 /// still running then is stuck.
@@ -64,7 +64,7 @@ pub async fn run(mut command: tokio::process::Command, stdin: Option<&str>) -> R
 /// Runs the pinned helm with its own (empty) configuration, against the
 /// cluster of `kubeconfig`, or none.
 pub async fn helm(kubeconfig: Option<&Path>, args: &[&str]) -> Ran {
-    let binary = controlplane::helm().unwrap_or_else(|e| panic!("{e}"));
+    let binary = helm_build::helm().unwrap_or_else(|e| panic!("{e}"));
     let home = std::env::temp_dir().join("jobrelay-helm-home");
     let mut command = tokio::process::Command::new(binary);
     command

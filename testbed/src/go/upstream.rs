@@ -1,10 +1,9 @@
 //! Every upstream part the tests run, built or found: the Kubernetes control
 //! plane, helm and Kueue. Each is cached by its own pin (`controlplane`,
-//! `kueue_build`); this asks for all of them at once.
+//! `helm_build`, `kueue_build`); this asks for all of them at once.
 
-use crate::go::controlplane::{
-    Binaries, Error, KUBERNETES_VERSION, build, cached, ensure_helm_built,
-};
+use crate::go::controlplane::{Binaries, Error, KUBERNETES_VERSION, build, cached};
+use crate::go::helm_build::ensure_helm_built;
 use crate::go::kueue_build::ensure_kueue_built;
 
 /// Returns the cached binaries, building them first when they are missing;
