@@ -25,7 +25,7 @@ pub enum Error {
     Read(PathBuf, #[source] std::io::Error),
 }
 
-/// Paths of the PEM files written by [`write`].
+/// Paths of the PEM files written by [`write()`].
 #[derive(Debug, Clone)]
 pub struct Pki {
     pub ca_cert: PathBuf,

@@ -27,6 +27,7 @@ mod config;
 mod containerd;
 pub mod info;
 mod kubelet;
+mod layout;
 mod namespace;
 pub mod runtime;
 mod slot;
@@ -35,7 +36,7 @@ pub use config::{REAL_NODE_LABEL, REAL_NODE_TAINT};
 pub use info::{Error, RealNodeInfo};
 pub use runtime::{PAUSE_IMAGE, WORKLOAD_IMAGE, ensure_node_runtime_built, node_runtime};
 
-use config::Layout;
+use layout::Layout;
 use slot::{SLOTS_DIR, Slot};
 
 /// The name of the (first) real node in a cluster that has one; the

@@ -1,10 +1,8 @@
 //! JobSet in a test: the real controller (JobSet's `main` of the pinned
-//! release, built by
-//! [`jobset_build::ensure_jobset_built`](crate::go::jobset_build::ensure_jobset_built))
-//! run as a process against one test cluster. Its CRD is applied
-//! server-side, and its webhook configurations are registered, each pointing
-//! by URL at the process on loopback, with a serving certificate of a CA made
-//! for it.
+//! release, built by [`jobset_build::ensure_jobset_built`]) run as a process
+//! against one test cluster. Its CRD is applied server-side, and its webhook
+//! configurations are registered, each pointing by URL at the process on
+//! loopback, with a serving certificate of a CA made for it.
 
 use std::path::Path;
 use std::process::Command;

@@ -1,5 +1,5 @@
 //! Kueue in a test: the real controller (`cmd/kueue` of the pinned release,
-//! built by [`kueue_build::ensure_kueue_built`](crate::go::kueue_build::ensure_kueue_built)) run as a process against
+//! built by [`kueue_build::ensure_kueue_built`]) run as a process against
 //! one test cluster, as Kueue's own integration tests run it. Its CRDs are
 //! applied server-side with their conversion webhook, and its webhook
 //! configurations are registered, each pointing by URL at the process on
@@ -46,7 +46,7 @@ pub struct Settings {
 #[derive(Debug, Clone, Default)]
 pub struct Integrations {
     /// `jobset.x-k8s.io/jobset`: JobSet's CRD (of the release
-    /// [`jobset_build`](crate::go::jobset_build) pins) is installed on the
+    /// [`jobset_build`] pins) is installed on the
     /// cluster before Kueue starts, and Kueue's JobSet webhooks are
     /// registered. No JobSet controller is started; see
     /// [`crate::controllers::jobset::JobSetController`].

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::config::Layout;
+use super::layout::Layout;
 use super::slot;
 
 /// The cgroup containerd's CRI puts every container under.

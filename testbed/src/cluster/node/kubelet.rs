@@ -14,7 +14,8 @@ use crate::certs::{self, Pki};
 use crate::cluster::ClusterInfo;
 use crate::wait::{self, Seen};
 
-use super::config::{self, KubeletPorts, Layout, REAL_NODE_LABEL};
+use super::config::{self, KubeletPorts, REAL_NODE_LABEL};
+use super::layout::Layout;
 use super::runtime::NodeRuntime;
 use super::{Error, RealNode, alive, free_port, namespace, run, write};
 

@@ -21,7 +21,8 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
 
-use super::config::{Layout, PRIVATE_FOLDERS, SYSCTLS};
+use super::config::{PRIVATE_FOLDERS, SYSCTLS};
+use super::layout::Layout;
 
 /// Prepares the node's stand-in folders and sysctl files and has `command`
 /// start in a new mount namespace with them bound over the host's.
