@@ -14,12 +14,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use jobrelay_e2e::election::lease_holder;
-use jobrelay_e2e::kit;
-use jobrelay_e2e::proxy::Mode;
-use jobrelay_e2e::relay::{Options, Relay};
 use jobrelay_e2e::scenario::Scenario;
-use jobrelay_e2e::wait::{self, Seen};
+use jobrelay_testbed::kit;
+use jobrelay_testbed::relay::election::lease_holder;
+use jobrelay_testbed::relay::proxy::Mode;
+use jobrelay_testbed::relay::{Options, Relay};
+use jobrelay_testbed::wait::{self, Seen};
 use kube::api::{DeleteParams, Patch, PatchParams};
 
 /// Jobs in one run (`JOBRELAY_CHAOS_JOBS` overrides: the long mode, e.g.

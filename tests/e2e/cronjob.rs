@@ -6,13 +6,13 @@
 
 use std::time::Duration;
 
-use jobrelay_e2e::fixtures::TestJob;
-use jobrelay_e2e::kit;
-use jobrelay_e2e::leaks::assert_no_leaks;
-use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::{
     CLUSTER_KEY, MANAGED_BY, ORIGIN_UID_LABEL, OWNER_ANNOTATION, REMOTE_RETENTION_ANNOTATION,
 };
+use jobrelay_testbed::kit;
+use jobrelay_testbed::objects::fixtures::TestJob;
+use jobrelay_testbed::objects::leaks::assert_no_leaks;
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;

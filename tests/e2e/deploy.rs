@@ -16,19 +16,19 @@ mod ha;
 #[path = "deploy/policy.rs"]
 mod policy;
 
-use jobrelay_e2e::deploy::{Installed, NAMESPACE};
 use jobrelay_e2e::deployed::{
     TIMEOUT, create, finish, namespace, wait_connected, wait_outcome, worker,
 };
-use jobrelay_e2e::fixtures::TestJob;
-use jobrelay_e2e::images::images;
-use jobrelay_e2e::kit::{self, ClusterOptions};
-use jobrelay_e2e::kueue::{Kueue, Settings};
-use jobrelay_e2e::kueue_objects::{self, LOCAL_QUEUE};
-use jobrelay_e2e::node::{REAL_NODE_LABEL, REAL_NODE_TAINT, WORKLOAD_IMAGE};
 use jobrelay_e2e::scenario::has_condition;
-use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::{CLUSTER_KEY, MANAGED_BY, ORIGIN_UID_LABEL, QUEUE_NAME_LABEL};
+use jobrelay_testbed::cluster::node::{REAL_NODE_LABEL, REAL_NODE_TAINT, WORKLOAD_IMAGE};
+use jobrelay_testbed::controllers::kueue::{Kueue, Settings};
+use jobrelay_testbed::deploy::images::images;
+use jobrelay_testbed::deploy::{Installed, NAMESPACE};
+use jobrelay_testbed::kit::{self, ClusterOptions};
+use jobrelay_testbed::objects::fixtures::TestJob;
+use jobrelay_testbed::objects::kueue_objects::{self, LOCAL_QUEUE};
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;

@@ -8,13 +8,13 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use jobrelay_e2e::audit::writes_after;
-use jobrelay_e2e::election::lease_holder;
-use jobrelay_e2e::kit::{self, Clusters};
-use jobrelay_e2e::relay::{Options, Relay};
 use jobrelay_e2e::scenario::Scenario;
-use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::{LEADER_LABEL, ORIGIN_UID_LABEL};
+use jobrelay_testbed::cluster::audit::writes_after;
+use jobrelay_testbed::kit::{self, Clusters};
+use jobrelay_testbed::relay::election::lease_holder;
+use jobrelay_testbed::relay::{Options, Relay};
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;

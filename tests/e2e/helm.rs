@@ -8,10 +8,10 @@
 
 use std::collections::BTreeSet;
 
-use jobrelay_e2e::controlplane;
-use jobrelay_e2e::helm::{chart, helm, run};
-use jobrelay_e2e::kit::{self, clusters};
 use jobrelay_proto::wire::LEADER_LABEL;
+use jobrelay_testbed::deploy::helm::{chart, helm, run};
+use jobrelay_testbed::go::controlplane;
+use jobrelay_testbed::kit::{self, clusters};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;

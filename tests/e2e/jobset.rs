@@ -7,17 +7,18 @@
 
 use std::time::Duration;
 
-use jobrelay_e2e::fixtures::{RUN_FOR, pod_spec};
-use jobrelay_e2e::jobset::{JOBSET_NAME_LABEL, JobSetController};
-use jobrelay_e2e::kit::{self, Clusters};
-use jobrelay_e2e::kueue::{Integrations, Kueue};
-use jobrelay_e2e::kueue_objects::{self, live_worker_pods};
-use jobrelay_e2e::leaks::{assert_no_leaks, leaks};
-use jobrelay_e2e::relay::Relay;
+use jobrelay_e2e::scenario::live_worker_pods;
 use jobrelay_e2e::scenario::{Scenario, WAIT};
-use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::wire::{CLUSTER_KEY, MANAGED_BY, ORIGIN_UID_LABEL, REMOTE_CLEANUP_FINALIZER};
+use jobrelay_testbed::controllers::jobset::{JOBSET_NAME_LABEL, JobSetController};
+use jobrelay_testbed::controllers::kueue::{Integrations, Kueue};
+use jobrelay_testbed::kit::{self, Clusters};
+use jobrelay_testbed::objects::fixtures::{RUN_FOR, pod_spec};
+use jobrelay_testbed::objects::kueue_objects;
+use jobrelay_testbed::objects::leaks::{assert_no_leaks, leaks};
+use jobrelay_testbed::relay::Relay;
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;

@@ -7,12 +7,12 @@
 
 use std::time::Duration;
 
-use jobrelay_e2e::fixtures::pod_spec;
-use jobrelay_e2e::jobset::{JOBSET_NAME_LABEL, JobSetController, jobset_resource};
-use jobrelay_e2e::kit::{self, Clusters};
-use jobrelay_e2e::kueue::{Integrations, Kueue, Settings};
-use jobrelay_e2e::kueue_objects::{self, LOCAL_QUEUE, condition_true};
-use jobrelay_e2e::wait::{self, Seen};
+use jobrelay_testbed::controllers::jobset::{JOBSET_NAME_LABEL, JobSetController, jobset_resource};
+use jobrelay_testbed::controllers::kueue::{Integrations, Kueue, Settings};
+use jobrelay_testbed::kit::{self, Clusters};
+use jobrelay_testbed::objects::fixtures::pod_spec;
+use jobrelay_testbed::objects::kueue_objects::{self, LOCAL_QUEUE, condition_true};
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};

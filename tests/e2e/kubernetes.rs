@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use jobrelay_e2e::fixtures::TestJob;
-use jobrelay_e2e::kit::{self, clusters};
-use jobrelay_e2e::wait::{self, Seen};
+use jobrelay_testbed::kit::{self, clusters};
+use jobrelay_testbed::objects::fixtures::TestJob;
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, PropagationPolicy};

@@ -33,17 +33,18 @@ mod worker_side;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use jobrelay_e2e::kit::{self, Clusters};
-use jobrelay_e2e::kueue::{Kueue, Settings};
-use jobrelay_e2e::kueue_objects::LOCAL_QUEUE;
-use jobrelay_e2e::kueue_objects::{self, live_worker_pods, worker_pods_of, workload_of};
-use jobrelay_e2e::relay::{Options, Relay};
 use jobrelay_e2e::scenario::{Scenario, WAIT, has_condition};
-use jobrelay_e2e::wait::{self, Seen};
+use jobrelay_e2e::scenario::{live_worker_pods, worker_pods_of, workload_of};
 use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
 use jobrelay_manager::clusters::worker_cluster_set::{WorkerClusterSet, WorkerClusterSetSpec};
 use jobrelay_manager::kueue::types::{AdmissionCheck, CheckState, Workload};
 use jobrelay_proto::wire::{AVOID_UNTIL_ANNOTATION, CLUSTER_KEY, WITHDRAWN_FROM_ANNOTATION};
+use jobrelay_testbed::controllers::kueue::{Kueue, Settings};
+use jobrelay_testbed::kit::{self, Clusters};
+use jobrelay_testbed::objects::kueue_objects;
+use jobrelay_testbed::objects::kueue_objects::LOCAL_QUEUE;
+use jobrelay_testbed::relay::{Options, Relay};
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
@@ -219,7 +220,7 @@ async fn running_on_a_worker(s: &Scenario, uid: &str, what: &str) {
 }
 
 /// A Job queued in the scenario's LocalQueue, requesting one CPU.
-fn queued_job(s: &Scenario, name: &str) -> jobrelay_e2e::fixtures::TestJob {
+fn queued_job(s: &Scenario, name: &str) -> jobrelay_testbed::objects::fixtures::TestJob {
     s.job(name)
         .label(QUEUE_NAME, kueue_objects::LOCAL_QUEUE)
         .cpu("1")
@@ -334,7 +335,8 @@ async fn kueue_deleting_a_finished_workload_leaves_nothing_that_blocks_the_names
         },
     )
     .await;
-    jobrelay_e2e::leaks::assert_no_leaks(s.clusters.set(), &s.relay.origin, &s.ns).await;
+    jobrelay_testbed::objects::leaks::assert_no_leaks(s.clusters.set(), &s.relay.origin, &s.ns)
+        .await;
 }
 
 #[tokio::test]
@@ -342,7 +344,7 @@ async fn a_queued_job_a_worker_refuses_for_good_fails_and_its_workload_finishes(
     let s = queued("refused", 1).await;
     // A Job of the same name that jobrelay did not create waits on worker-1.
     let foreign_jobs: Api<Job> = s.worker_api("worker-1").await;
-    let foreign = jobrelay_e2e::fixtures::TestJob::new(&s.ns, "clash").run_for("1h");
+    let foreign = jobrelay_testbed::objects::fixtures::TestJob::new(&s.ns, "clash").run_for("1h");
     foreign_jobs
         .create(&Default::default(), &foreign.build())
         .await

@@ -8,15 +8,15 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use jobrelay_e2e::cluster::ClusterInfo;
-use jobrelay_e2e::fixtures::TestJob;
-use jobrelay_e2e::kit;
 use jobrelay_e2e::scenario::{Scenario, WAIT, condition, has_condition};
-use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::{
     CLUSTER_KEY, DISPATCH_WAITING_ANNOTATION, MIRRORS_LOST_ANNOTATION, ORIGIN_LABEL,
     ORIGIN_UID_LABEL,
 };
+use jobrelay_testbed::cluster::ClusterInfo;
+use jobrelay_testbed::kit;
+use jobrelay_testbed::objects::fixtures::TestJob;
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Pod, ResourceQuota};
 use kube::ResourceExt;

@@ -7,12 +7,12 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use jobrelay_e2e::kit;
-use jobrelay_e2e::registration::wait_cluster_event;
-use jobrelay_e2e::relay::Options;
 use jobrelay_e2e::scenario::Scenario;
-use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::{CLUSTER_KEY, ORIGIN_LABEL, ORIGIN_UID_LABEL};
+use jobrelay_testbed::kit;
+use jobrelay_testbed::relay::Options;
+use jobrelay_testbed::relay::registration::wait_cluster_event;
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
@@ -85,7 +85,8 @@ async fn the_orphan_sweep_deletes_only_this_origins_unwanted_objects() {
 
     // Objects of this origin nobody wants, of another origin, and of none.
     let stray = |name: &str, origin: Option<&str>| {
-        let mut job = jobrelay_e2e::fixtures::TestJob::new(&scenario.ns, name).run_for("600s");
+        let mut job =
+            jobrelay_testbed::objects::fixtures::TestJob::new(&scenario.ns, name).run_for("600s");
         if let Some(origin) = origin {
             job = job
                 .label(ORIGIN_LABEL, origin)
@@ -165,7 +166,7 @@ async fn hundreds_of_orphans_are_swept_at_a_steady_pace_with_progress_in_the_log
             ])),
             ..Default::default()
         },
-        spec: Some(jobrelay_e2e::fixtures::pod_spec()),
+        spec: Some(jobrelay_testbed::objects::fixtures::pod_spec()),
         ..Default::default()
     };
     // Pods of this origin whose Jobs the manager no longer knows, as a long

@@ -13,14 +13,14 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use jobrelay_e2e::cluster::{ClusterInfo, NODE};
-use jobrelay_e2e::controlplane::seconds;
-use jobrelay_e2e::kit;
-use jobrelay_e2e::node::{
+use jobrelay_testbed::cluster::node::{
     REAL_NODE, REAL_NODE_LABEL, REAL_NODE_TAINT, RealNodeInfo, WORKLOAD_IMAGE, node_runtime,
 };
-use jobrelay_e2e::supervisor::Supervisor;
-use jobrelay_e2e::wait::{self, Seen};
+use jobrelay_testbed::cluster::supervisor::Supervisor;
+use jobrelay_testbed::cluster::{ClusterInfo, NODE};
+use jobrelay_testbed::go::controlplane::seconds;
+use jobrelay_testbed::kit;
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -115,7 +115,7 @@ async fn node_is_ready_tainted_and_labelled(client: &kube::Client, info: &RealNo
         .unwrap_or_default();
     assert_eq!(
         info_runtime.0,
-        jobrelay_e2e::controlplane::KUBERNETES_VERSION
+        jobrelay_testbed::go::controlplane::KUBERNETES_VERSION
     );
     assert!(
         info_runtime.1.starts_with("containerd://2."),

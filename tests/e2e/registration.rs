@@ -6,17 +6,17 @@
 
 use std::time::{Duration, Instant};
 
-use jobrelay_e2e::certs::{Issued, RelayCa};
-use jobrelay_e2e::kit::{self, Clusters};
-use jobrelay_e2e::relay::{Relay, serving_status};
 use jobrelay_e2e::scenario::Scenario;
-use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
 use jobrelay_process::Pem;
 use jobrelay_process::health::RELAY;
 use jobrelay_proto::v1::relay_client::RelayClient;
 use jobrelay_proto::v1::{AgentMessage, Hello, agent_message};
 use jobrelay_proto::wire::{CLUSTER_KEY, DEACTIVATED_ANNOTATION, ORIGIN_UID_LABEL};
+use jobrelay_testbed::certs::{Issued, RelayCa};
+use jobrelay_testbed::kit::{self, Clusters};
+use jobrelay_testbed::relay::{Relay, serving_status};
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::events::v1::Event;
@@ -185,7 +185,7 @@ async fn worker_clusters_show_their_agents_and_a_killed_agent_shows_disconnected
     }
 
     // `kubectl get wc` reads as the columns promise.
-    let kubectl = jobrelay_e2e::controlplane::cached()
+    let kubectl = jobrelay_testbed::go::controlplane::cached()
         .unwrap()
         .path("kubectl");
     let output = std::process::Command::new(kubectl)
@@ -230,7 +230,7 @@ async fn worker_clusters_show_their_agents_and_a_killed_agent_shows_disconnected
 /// the handshake refuses it), and the reason it is counted under.
 type RefusalCase = (
     &'static str,
-    Result<Issued, jobrelay_e2e::certs::Error>,
+    Result<Issued, jobrelay_testbed::certs::Error>,
     &'static str,
     Option<Code>,
     &'static str,
@@ -404,7 +404,7 @@ async fn certificates_are_rotated_without_a_restart() {
 
     // The manager's CA bundle gains the new CA: the agent gets in.
     let sessions = relay.sessions_opened(WORKER_A);
-    jobrelay_e2e::certs::write_atomically(
+    jobrelay_testbed::certs::write_atomically(
         relay.ca_path(),
         &format!("{ca_bundle}{}", next_ca.ca_pem),
     )
@@ -414,9 +414,9 @@ async fn certificates_are_rotated_without_a_restart() {
 
     // Back to the original files.
     let sessions = relay.sessions_opened(WORKER_A);
-    jobrelay_e2e::certs::write_atomically(relay.ca_path(), &ca_bundle).unwrap();
-    jobrelay_e2e::certs::write_atomically(key, &original.1).unwrap();
-    jobrelay_e2e::certs::write_atomically(cert, &original.0).unwrap();
+    jobrelay_testbed::certs::write_atomically(relay.ca_path(), &ca_bundle).unwrap();
+    jobrelay_testbed::certs::write_atomically(key, &original.1).unwrap();
+    jobrelay_testbed::certs::write_atomically(cert, &original.0).unwrap();
     relay.wait_sessions(WORKER_A, sessions + 1).await.unwrap();
     wait_condition(&registrations, WORKER_A, "Connected", "True").await;
 }
@@ -660,7 +660,7 @@ async fn placement_honours_the_namespace_selector() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_manager_refuses_to_start_without_the_crd() {
     let clusters = kit::clusters(2);
-    let (manager_bin, _) = jobrelay_e2e::binaries::binaries().unwrap();
+    let (manager_bin, _) = jobrelay_testbed::relay::binaries::binaries().unwrap();
     // A worker cluster has no WorkerCluster CRD.
     let mut manager = std::process::Command::new(manager_bin);
     manager
@@ -670,7 +670,7 @@ async fn the_manager_refuses_to_start_without_the_crd() {
         .args(["--metrics-listen", "127.0.0.1:0"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
-    let child = jobrelay_e2e::processes::spawn(manager).unwrap();
+    let child = jobrelay_testbed::host::processes::spawn(manager).unwrap();
     let exited = tokio::task::spawn_blocking(move || child.wait_with_output());
     let output = tokio::time::timeout(TIMEOUT, exited)
         .await

@@ -2,10 +2,10 @@
 //! and two `jobrelay-agent`s running as their real binaries. Every scenario
 //! ends with the leak check over all workers.
 
-use jobrelay_e2e::leaks::assert_no_leaks;
 use jobrelay_e2e::scenario::{Scenario, WAIT as TIMEOUT, has_condition};
-use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::{CLUSTER_KEY, ORIGIN_LABEL, ORIGIN_UID_LABEL, REMOTE_CLEANUP_FINALIZER};
+use jobrelay_testbed::objects::leaks::assert_no_leaks;
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;

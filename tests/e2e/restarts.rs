@@ -7,14 +7,14 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use jobrelay_e2e::cluster_config::PAGED_LISTS_ONLY;
-use jobrelay_e2e::kit::{self, Clusters};
-use jobrelay_e2e::proxy::Mode;
-use jobrelay_e2e::relay::{Options, Relay, inventory_in};
 use jobrelay_e2e::scenario::Scenario;
-use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
 use jobrelay_proto::wire::CLUSTER_KEY;
+use jobrelay_testbed::cluster::config::PAGED_LISTS_ONLY;
+use jobrelay_testbed::kit::{self, Clusters};
+use jobrelay_testbed::relay::proxy::Mode;
+use jobrelay_testbed::relay::{Options, Relay, inventory_in};
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;

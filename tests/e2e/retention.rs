@@ -7,15 +7,15 @@
 
 use std::time::Duration;
 
-use jobrelay_e2e::fixtures::{TestJob, succeeded_status};
-use jobrelay_e2e::kit::{self, Clusters};
-use jobrelay_e2e::leaks::assert_no_leaks;
-use jobrelay_e2e::relay::{Options, Relay};
 use jobrelay_e2e::scenario::condition;
-use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::{
     CLUSTER_KEY, MANAGED_BY, REMOTE_CLEANUP_FINALIZER, REMOTE_RETENTION_ANNOTATION,
 };
+use jobrelay_testbed::kit::{self, Clusters};
+use jobrelay_testbed::objects::fixtures::{TestJob, succeeded_status};
+use jobrelay_testbed::objects::leaks::assert_no_leaks;
+use jobrelay_testbed::relay::{Options, Relay};
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::{Timestamp, ToSpan};

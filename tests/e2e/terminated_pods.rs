@@ -10,13 +10,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use jobrelay_e2e::fixtures::{OUTCOME, RUN_FOR, TestJob};
-use jobrelay_e2e::kit::{self, Clusters};
-use jobrelay_e2e::relay::{Options, Relay};
-use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::{
     CLUSTER_KEY, MANAGED_BY, ORIGIN_UID_LABEL, REMOTE_RETENTION_ANNOTATION,
 };
+use jobrelay_testbed::kit::{self, Clusters};
+use jobrelay_testbed::objects::fixtures::{OUTCOME, RUN_FOR, TestJob};
+use jobrelay_testbed::relay::{Options, Relay};
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
@@ -54,7 +54,10 @@ async fn setup() -> (&'static Clusters, &'static Relay) {
     (clusters, relay)
 }
 
-fn worker(clusters: &'static Clusters, name: &str) -> &'static jobrelay_e2e::cluster::ClusterInfo {
+fn worker(
+    clusters: &'static Clusters,
+    name: &str,
+) -> &'static jobrelay_testbed::cluster::ClusterInfo {
     clusters
         .workers()
         .iter()

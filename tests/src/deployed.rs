@@ -10,12 +10,12 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
-use crate::cluster::ClusterInfo;
-use crate::deploy::{Installed, NAMESPACES, ORIGIN};
-use crate::kit::{self, Clusters};
-use crate::leaks::assert_no_leaks;
 use crate::scenario::outcome;
-use crate::wait::{self, Seen};
+use jobrelay_testbed::cluster::ClusterInfo;
+use jobrelay_testbed::deploy::{Installed, NAMESPACES, ORIGIN};
+use jobrelay_testbed::kit::{self, Clusters};
+use jobrelay_testbed::objects::leaks::assert_no_leaks;
+use jobrelay_testbed::wait::{self, Seen};
 
 /// How long a step of a deploy scenario may take.
 pub const TIMEOUT: Duration = Duration::from_secs(120);

@@ -14,7 +14,7 @@ use jobrelay_proto::v1::{AgentMessage, Hello, agent_message};
 use tokio::task::JoinHandle;
 use tonic::transport::Endpoint;
 
-use crate::certs::Issued;
+use jobrelay_testbed::certs::Issued;
 
 /// How long a flooding peer takes to say Hello: far past any deadline.
 const SLOW_HELLO: Duration = Duration::from_secs(120);

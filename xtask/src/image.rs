@@ -22,7 +22,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::Context;
-use jobrelay_e2e::controlplane::seconds;
+use jobrelay_testbed::go::controlplane::seconds;
 use serde::Serialize;
 
 use crate::{log, workspace_root};

@@ -19,9 +19,9 @@ use std::process::Command;
 use std::time::Instant;
 
 use clap::{Parser, Subcommand};
-use jobrelay_e2e::controlplane::seconds;
-use jobrelay_e2e::supervisor::{self, SuperviseArgs, Supervisor};
-use jobrelay_e2e::upstream;
+use jobrelay_testbed::cluster::supervisor::{self, SuperviseArgs, Supervisor};
+use jobrelay_testbed::go::controlplane::seconds;
+use jobrelay_testbed::go::upstream;
 
 #[derive(Parser)]
 #[command(name = "cargo xtask", about = "Build, run and test jobrelay locally")]
@@ -78,7 +78,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::K8s => {
             let started = Instant::now();
             upstream::ensure_built(&mut log)?;
-            jobrelay_e2e::node::ensure_node_runtime_built(&mut log)?;
+            jobrelay_testbed::cluster::node::ensure_node_runtime_built(&mut log)?;
             log(&format!("done in {}", seconds(started.elapsed())));
             Ok(())
         }

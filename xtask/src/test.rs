@@ -6,8 +6,8 @@
 use std::process::Command;
 use std::time::Instant;
 
-use jobrelay_e2e::controlplane::{self, seconds};
-use jobrelay_e2e::upstream;
+use jobrelay_testbed::go::controlplane::{self, seconds};
+use jobrelay_testbed::go::upstream;
 
 use crate::{log, workspace_root};
 
@@ -44,9 +44,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     upstream::ensure_built(&mut log)?;
-    jobrelay_e2e::node::ensure_node_runtime_built(&mut log)?;
-    jobrelay_e2e::kueue_build::ensure_kueue_built(&mut log)?;
-    jobrelay_e2e::jobset_build::ensure_jobset_built(&mut log)?;
+    jobrelay_testbed::cluster::node::ensure_node_runtime_built(&mut log)?;
+    jobrelay_testbed::go::kueue_build::ensure_kueue_built(&mut log)?;
+    jobrelay_testbed::go::jobset_build::ensure_jobset_built(&mut log)?;
     controlplane::trim_go_build_cache(&mut log)?;
     // The deploy test runs the images users run, built once here.
     let images = crate::image::build_images(&crate::image::Options::default())?;
@@ -65,7 +65,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let left = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?
-        .block_on(jobrelay_e2e::node::host_leftovers(NODES_STOP));
+        .block_on(jobrelay_testbed::cluster::node::host_leftovers(NODES_STOP));
     anyhow::ensure!(
         left.is_empty(),
         "the real nodes left this on the host:\n  {}",

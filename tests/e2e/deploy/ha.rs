@@ -12,12 +12,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use jobrelay_e2e::deploy::{Installed, NAMESPACE, helm_in, kubectl_in, release_args};
 use jobrelay_e2e::deployed::{TIMEOUT, create, finish, namespace, wait_outcome};
-use jobrelay_e2e::fixtures::TestJob;
-use jobrelay_e2e::kit;
-use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::{LEADER_LABEL, MANAGED_BY};
+use jobrelay_testbed::deploy::{Installed, NAMESPACE, helm_in, kubectl_in, release_args};
+use jobrelay_testbed::kit;
+use jobrelay_testbed::objects::fixtures::TestJob;
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;

@@ -7,12 +7,12 @@
 //! the manager Job `Failed` (RemoteRejected) with a sentence that names the
 //! cause, and nothing is created on the worker.
 
-use jobrelay_e2e::deploy::{Installed, ORIGIN, OUTSIDE, SCOPED_WORKER};
 use jobrelay_e2e::deployed::{TIMEOUT, create, finish, namespace, worker};
-use jobrelay_e2e::fixtures::TestJob;
-use jobrelay_e2e::kit;
-use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::{CLUSTER_KEY, MANAGED_BY, ORIGIN_LABEL, ORIGIN_UID_LABEL};
+use jobrelay_testbed::deploy::{Installed, ORIGIN, OUTSIDE, SCOPED_WORKER};
+use jobrelay_testbed::kit;
+use jobrelay_testbed::objects::fixtures::TestJob;
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::PodSpec;
 use kube::api::{Api, DeleteParams, ListParams};

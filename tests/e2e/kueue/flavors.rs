@@ -3,12 +3,13 @@
 //! cluster, and its mirror carries neither — before admission (created
 //! suspended) nor after (the revision Kueue's unsuspend sent).
 
-use jobrelay_e2e::kit;
-use jobrelay_e2e::kueue_objects::{self, LOCAL_QUEUE, worker_pods_of, workload_of};
 use jobrelay_e2e::scenario::{Scenario, WAIT};
-use jobrelay_e2e::wait::{self, Seen};
+use jobrelay_e2e::scenario::{worker_pods_of, workload_of};
 use jobrelay_manager::kueue::types::{CheckState, Workload};
 use jobrelay_proto::wire::REVISION_ANNOTATION;
+use jobrelay_testbed::kit;
+use jobrelay_testbed::objects::kueue_objects::{self, LOCAL_QUEUE};
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::PodSpec;
 use kube::ResourceExt;

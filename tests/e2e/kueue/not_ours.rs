@@ -4,11 +4,11 @@
 //! and the fix — which Kueue repeats in its Event as it deactivates the
 //! Workload and gives its quota back — instead of waiting forever.
 
-use jobrelay_e2e::fixtures::TestJob;
-use jobrelay_e2e::kueue_objects::{self, LOCAL_QUEUE};
 use jobrelay_e2e::scenario::{Scenario, WAIT};
-use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_manager::kueue::types::Workload;
+use jobrelay_testbed::objects::fixtures::TestJob;
+use jobrelay_testbed::objects::kueue_objects::{self, LOCAL_QUEUE};
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{Api, ObjectMeta, PostParams};
@@ -59,7 +59,9 @@ async fn a_queued_job_without_jobrelays_managed_by_is_rejected_saying_so() {
             .cpu("1"),
     )
     .await;
-    let workload = kueue_objects::workload_of(&s, "plain").await.name_any();
+    let workload = jobrelay_e2e::scenario::workload_of(&s, "plain")
+        .await
+        .name_any();
     let message = rejected(&s, &workload, true).await;
     println!("check {CHECK}: Rejected: {message}");
     assert!(

@@ -3,11 +3,11 @@
 //! which only Kueue there would lift. Its mirror goes without the gate, so
 //! the worker's own scheduler places its Pod, which runs and completes.
 
-use jobrelay_e2e::kit;
-use jobrelay_e2e::kueue_objects::{self, condition_true};
 use jobrelay_e2e::scenario::{Scenario, WAIT};
-use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::TOPOLOGY_SCHEDULING_GATE;
+use jobrelay_testbed::kit;
+use jobrelay_testbed::objects::kueue_objects::{self, condition_true};
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::Api;
 use serde_json::json;

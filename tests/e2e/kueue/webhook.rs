@@ -11,12 +11,12 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
-use jobrelay_e2e::certs::RelayCa;
-use jobrelay_e2e::kit;
-use jobrelay_e2e::kueue_objects::LOCAL_QUEUE;
 use jobrelay_e2e::scenario::WAIT;
-use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_manager::kueue::CONTROLLER_NAME;
+use jobrelay_testbed::certs::RelayCa;
+use jobrelay_testbed::kit;
+use jobrelay_testbed::objects::kueue_objects::LOCAL_QUEUE;
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Namespace;
@@ -46,7 +46,7 @@ pub fn manager_args(state_dir: &Path) -> Vec<String> {
         .server()
         .and_then(|issued| issued.write(&state_dir.join("webhook-tls"), "webhook"))
         .unwrap_or_else(|e| panic!("the webhook's certificate: {e}"));
-    let port = jobrelay_e2e::ports::free_port().unwrap_or_else(|e| panic!("a port: {e}"));
+    let port = jobrelay_testbed::host::ports::free_port().unwrap_or_else(|e| panic!("a port: {e}"));
     let addr = format!("127.0.0.1:{port}");
     let served = SERVED.get_or_init(|| Served {
         url: format!("https://{addr}/mutate-batch-v1-job"),
@@ -114,7 +114,7 @@ async fn a_job_with_only_the_queue_label_is_given_jobrelays_managed_by_and_relay
         .expect("label the namespace");
     register(&client).await;
     let job = || {
-        jobrelay_e2e::fixtures::TestJob::new(&s.ns, "plain")
+        jobrelay_testbed::objects::fixtures::TestJob::new(&s.ns, "plain")
             .label(QUEUE_NAME, LOCAL_QUEUE)
             .cpu("1")
             .build()

@@ -3,9 +3,9 @@
 //! exactly when the manager's parser reads it, so a value is never stored
 //! and then quietly replaced by a default.
 
-use jobrelay_e2e::kit;
 use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
 use jobrelay_proto::duration::{EXAMPLES, parse};
+use jobrelay_testbed::kit;
 use kube::api::{Api, PostParams};
 
 /// Whether the API server stores a WorkerCluster whose `field` (under

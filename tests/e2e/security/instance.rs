@@ -6,12 +6,12 @@
 
 use std::time::Duration;
 
-use jobrelay_e2e::kit;
-use jobrelay_e2e::registration::wait_cluster_event;
-use jobrelay_e2e::relay::metric_in;
 use jobrelay_e2e::scenario::{Scenario, WAIT};
-use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::CLUSTER_KEY;
+use jobrelay_testbed::kit;
+use jobrelay_testbed::relay::metric_in;
+use jobrelay_testbed::relay::registration::wait_cluster_event;
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, ListParams};
 

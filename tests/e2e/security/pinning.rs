@@ -8,13 +8,13 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use jobrelay_e2e::certs::{public_key_sha256, write_atomically};
-use jobrelay_e2e::relay::Relay;
 use jobrelay_e2e::scenario::{Scenario, WAIT};
-use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_manager::clusters::agent_certificates::{CERTIFICATE_ACCEPTED, CERTIFICATE_EXPIRING};
 use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
 use jobrelay_proto::wire::CLUSTER_KEY;
+use jobrelay_testbed::certs::{public_key_sha256, write_atomically};
+use jobrelay_testbed::relay::Relay;
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, Patch, PatchParams};
 
@@ -122,7 +122,7 @@ async fn a_pinned_certificate_replaced_by_another_valid_one_is_refused_until_the
     let s = Scenario::relayed("pinning").await;
     let relay = s.relay;
     let clusters: Api<WorkerCluster> =
-        Api::all(jobrelay_e2e::kit::client(s.clusters.manager()).await);
+        Api::all(jobrelay_testbed::kit::client(s.clusters.manager()).await);
     let mirrors: Api<Job> = s.worker_api(WORKER).await;
     let (cert_path, key_path) = relay.agent_certificate_files(WORKER).unwrap();
     let (original_cert, original_key) = (read(cert_path), read(key_path));
@@ -224,7 +224,7 @@ async fn a_session_ends_when_its_certificate_expires_and_the_cluster_shows_it_ex
     let s = Scenario::relayed("expiry").await;
     let relay = s.relay;
     let clusters: Api<WorkerCluster> =
-        Api::all(jobrelay_e2e::kit::client(s.clusters.manager()).await);
+        Api::all(jobrelay_testbed::kit::client(s.clusters.manager()).await);
     let (cert_path, key_path) = relay.agent_certificate_files(WORKER).unwrap();
     let (original_cert, original_key) = (read(cert_path), read(key_path));
 

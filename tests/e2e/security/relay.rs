@@ -7,15 +7,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use jobrelay_e2e::certs::self_signed_client;
 use jobrelay_e2e::flood::{Flood, rss_bytes};
-use jobrelay_e2e::relay::Relay;
 use jobrelay_e2e::scenario::{Scenario, WAIT};
-use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_process::Pem;
 use jobrelay_proto::v1::relay_client::RelayClient;
 use jobrelay_proto::v1::{AgentMessage, Hello, InventoryEntry, agent_message};
 use jobrelay_proto::wire::CLUSTER_KEY;
+use jobrelay_testbed::certs::self_signed_client;
+use jobrelay_testbed::relay::Relay;
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::Api;
 use tonic::Code;
@@ -236,7 +236,7 @@ async fn vouched_for(relay: &Relay, cluster: &str) -> Channel {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_peer_the_ca_vouches_for_gets_seconds_for_its_hello_and_no_more_than_a_hellos_size() {
     let _exclusive = EXCLUSIVE.lock().await;
-    let (_clusters, relay) = jobrelay_e2e::kit::relay().await;
+    let (_clusters, relay) = jobrelay_testbed::kit::relay().await;
 
     // Says nothing: cut at the Hello deadline.
     let before = refused(relay, "hello_timeout").await;

@@ -1,8 +1,8 @@
 //! Runs one set of test clusters until its standard input closes or it is
-//! signalled; see `jobrelay_e2e::supervisor`.
+//! signalled; see `jobrelay_testbed::cluster::supervisor`.
 
 use clap::Parser;
-use jobrelay_e2e::supervisor::{SuperviseArgs, supervise};
+use jobrelay_testbed::cluster::supervisor::{SuperviseArgs, supervise};
 
 #[derive(Parser)]
 #[command(name = "jobrelay-cluster")]

@@ -43,11 +43,11 @@ mod jobs;
 mod shared;
 mod vs_multikueue;
 
-use jobrelay_e2e::binaries::Profile;
-use jobrelay_e2e::cluster::ClusterSet;
-use jobrelay_e2e::relay::Options;
-use jobrelay_e2e::supervisor::Supervisor;
-use jobrelay_e2e::upstream;
+use jobrelay_testbed::cluster::ClusterSet;
+use jobrelay_testbed::cluster::supervisor::Supervisor;
+use jobrelay_testbed::go::upstream;
+use jobrelay_testbed::relay::Options;
+use jobrelay_testbed::relay::binaries::Profile;
 
 use crate::{log, supervisor_command, workspace_root};
 

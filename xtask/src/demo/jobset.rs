@@ -2,11 +2,11 @@
 //! worker-1, the worker that runs the JobSet controller (worker-2 serves no
 //! JobSets, so its agent does not take them).
 
-use jobrelay_e2e::cluster::ClusterSet;
-use jobrelay_e2e::fixtures::{RUN_FOR, TERMINATE_AFTER, pod_spec};
-use jobrelay_e2e::jobset::JobSetController;
 use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::wire::{CLUSTER_KEY, MANAGED_BY, REMOTE_CLEANUP_FINALIZER};
+use jobrelay_testbed::cluster::ClusterSet;
+use jobrelay_testbed::controllers::jobset::JobSetController;
+use jobrelay_testbed::objects::fixtures::{RUN_FOR, TERMINATE_AFTER, pod_spec};
 use kube::ResourceExt;
 use kube::api::Api;
 use serde_json::json;

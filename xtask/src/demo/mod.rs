@@ -14,17 +14,17 @@ use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-use jobrelay_e2e::controlplane::seconds;
-use jobrelay_e2e::fixtures::TestJob;
-use jobrelay_e2e::kit;
-use jobrelay_e2e::kueue::{Integrations, Kueue};
-use jobrelay_e2e::kueue_objects;
-use jobrelay_e2e::leaks::leaks;
-use jobrelay_e2e::relay::Relay;
-use jobrelay_e2e::supervisor::Supervisor;
-use jobrelay_e2e::upstream;
 use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::wire::{CLUSTER_KEY, MANAGED_BY, REMOTE_CLEANUP_FINALIZER};
+use jobrelay_testbed::cluster::supervisor::Supervisor;
+use jobrelay_testbed::controllers::kueue::{Integrations, Kueue};
+use jobrelay_testbed::go::controlplane::seconds;
+use jobrelay_testbed::go::upstream;
+use jobrelay_testbed::kit;
+use jobrelay_testbed::objects::fixtures::TestJob;
+use jobrelay_testbed::objects::kueue_objects;
+use jobrelay_testbed::objects::leaks::leaks;
+use jobrelay_testbed::relay::Relay;
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -177,7 +177,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             .delete(jobset::NAME, &DeleteParams::default())
             .await?;
     }
-    jobrelay_e2e::wait::try_until(
+    jobrelay_testbed::wait::try_until(
         "every demo Job and the JobSet gone from the manager",
         Duration::from_secs(60),
         || async {
@@ -187,12 +187,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             ) {
                 (Ok(list), Ok(jobset)) => list.items.len() + usize::from(jobset.is_some()),
                 (Err(e), _) | (_, Err(e)) => {
-                    return jobrelay_e2e::wait::Seen::Waiting(e.to_string());
+                    return jobrelay_testbed::wait::Seen::Waiting(e.to_string());
                 }
             };
             match left {
-                0 => jobrelay_e2e::wait::Seen::Ready(()),
-                n => jobrelay_e2e::wait::Seen::Waiting(format!("{n} left")),
+                0 => jobrelay_testbed::wait::Seen::Ready(()),
+                n => jobrelay_testbed::wait::Seen::Waiting(format!("{n} left")),
             }
         },
     )

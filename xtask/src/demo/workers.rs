@@ -1,9 +1,9 @@
 //! The demo's view of its worker clusters: the demo namespace's Jobs, Pods
 //! and JobSets on each.
 
-use jobrelay_e2e::cluster::{ClusterInfo, ClusterSet};
 use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::wire::ORIGIN_UID_LABEL;
+use jobrelay_testbed::cluster::{ClusterInfo, ClusterSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};

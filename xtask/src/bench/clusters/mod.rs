@@ -15,14 +15,14 @@ mod writes;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use jobrelay_e2e::cluster::{ClusterSet, MANAGER};
-use jobrelay_e2e::election::lease_holder;
-use jobrelay_e2e::fixtures::TestJob;
-use jobrelay_e2e::kit;
-use jobrelay_e2e::registration::register_on;
-use jobrelay_e2e::relay::{Options, Relay};
-use jobrelay_e2e::supervisor::Supervisor;
-use jobrelay_e2e::wait::{self, Seen};
+use jobrelay_testbed::cluster::supervisor::Supervisor;
+use jobrelay_testbed::cluster::{ClusterSet, MANAGER};
+use jobrelay_testbed::kit;
+use jobrelay_testbed::objects::fixtures::TestJob;
+use jobrelay_testbed::relay::election::lease_holder;
+use jobrelay_testbed::relay::registration::register_on;
+use jobrelay_testbed::relay::{Options, Relay};
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
@@ -51,7 +51,7 @@ const SHOWN_CONNECTED: &str = "jobrelay_cluster_connected";
 const STEP_DEADLINE: Duration = Duration::from_secs(1800);
 
 pub async fn run(sizes: &[usize], jobs: usize) -> anyhow::Result<()> {
-    jobrelay_e2e::upstream::ensure_built(&mut log)?;
+    jobrelay_testbed::go::upstream::ensure_built(&mut log)?;
     let state_dir = workspace_root()
         .join("target/jobrelay")
         .join(format!("clusters-{}", std::process::id()));

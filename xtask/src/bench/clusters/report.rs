@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use jobrelay_e2e::relay::Relay;
+use jobrelay_testbed::relay::Relay;
 use serde::Serialize;
 
 use super::writes::Written;

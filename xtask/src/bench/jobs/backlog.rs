@@ -6,11 +6,11 @@
 
 use std::time::Instant;
 
-use jobrelay_e2e::cluster::ClusterSet;
-use jobrelay_e2e::fixtures::{TestJob, succeeded_status};
-use jobrelay_e2e::kit;
-use jobrelay_e2e::relay::Relay;
 use jobrelay_proto::wire::MANAGED_BY;
+use jobrelay_testbed::cluster::ClusterSet;
+use jobrelay_testbed::kit;
+use jobrelay_testbed::objects::fixtures::{TestJob, succeeded_status};
+use jobrelay_testbed::relay::Relay;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::jiff::{Timestamp, ToSpan};

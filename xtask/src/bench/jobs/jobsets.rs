@@ -7,13 +7,13 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
-use jobrelay_e2e::cluster::ClusterSet;
-use jobrelay_e2e::fixtures::{RUN_FOR, pod_spec};
-use jobrelay_e2e::jobset::{JOBSET_NAME_LABEL, JobSetController, install_crds};
-use jobrelay_e2e::jobset_build::ensure_jobset_built;
-use jobrelay_e2e::kit;
 use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::wire::MANAGED_BY;
+use jobrelay_testbed::cluster::ClusterSet;
+use jobrelay_testbed::controllers::jobset::{JOBSET_NAME_LABEL, JobSetController, install_crds};
+use jobrelay_testbed::go::jobset_build::ensure_jobset_built;
+use jobrelay_testbed::kit;
+use jobrelay_testbed::objects::fixtures::{RUN_FOR, pod_spec};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::watcher::Event;

@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use jobrelay_e2e::cluster::ClusterSet;
-use jobrelay_e2e::fixtures::TestJob;
+use jobrelay_testbed::cluster::ClusterSet;
+use jobrelay_testbed::objects::fixtures::TestJob;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, PostParams};
 

@@ -14,7 +14,7 @@ mod status;
 mod table;
 mod upkeep;
 
-use jobrelay_e2e::relay::{Options, Relay};
+use jobrelay_testbed::relay::{Options, Relay};
 
 use super::{release_options, start_clusters};
 use crate::{log, workspace_root};

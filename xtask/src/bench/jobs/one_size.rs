@@ -2,10 +2,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use jobrelay_e2e::cluster::ClusterSet;
-use jobrelay_e2e::fixtures::TestJob;
-use jobrelay_e2e::kit;
-use jobrelay_e2e::relay::Relay;
+use jobrelay_testbed::cluster::ClusterSet;
+use jobrelay_testbed::kit;
+use jobrelay_testbed::objects::fixtures::TestJob;
+use jobrelay_testbed::relay::Relay;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;

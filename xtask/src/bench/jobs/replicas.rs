@@ -5,11 +5,11 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use jobrelay_e2e::cluster::ClusterSet;
-use jobrelay_e2e::controlplane::seconds;
-use jobrelay_e2e::election::lease_holder;
-use jobrelay_e2e::kit;
-use jobrelay_e2e::relay::Relay;
+use jobrelay_testbed::cluster::ClusterSet;
+use jobrelay_testbed::go::controlplane::seconds;
+use jobrelay_testbed::kit;
+use jobrelay_testbed::relay::Relay;
+use jobrelay_testbed::relay::election::lease_holder;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, PostParams};
 

@@ -4,9 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use jobrelay_e2e::controlplane::seconds;
-use jobrelay_e2e::relay::{Relay, SESSION_OPEN, inventory_in, metric_in};
-use jobrelay_e2e::wait::{self, Seen};
+use jobrelay_testbed::go::controlplane::seconds;
+use jobrelay_testbed::relay::{Relay, SESSION_OPEN, inventory_in, metric_in};
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 

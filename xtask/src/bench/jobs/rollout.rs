@@ -9,10 +9,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use jobrelay_e2e::cluster::ClusterSet;
-use jobrelay_e2e::election::{LEASE, LEASE_NAMESPACE, holder_of, lease_holder};
-use jobrelay_e2e::relay::{Relay, agent_connected};
-use jobrelay_e2e::wait::{self, Seen};
+use jobrelay_testbed::cluster::ClusterSet;
+use jobrelay_testbed::relay::election::{LEASE, LEASE_NAMESPACE, holder_of, lease_holder};
+use jobrelay_testbed::relay::{Relay, agent_connected};
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;

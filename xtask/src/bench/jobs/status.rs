@@ -1,8 +1,8 @@
 //! The status step: N short Jobs, from a worker Job finished to its manager
 //! Job showing it, with the manager's own account of where the time went.
 
-use jobrelay_e2e::cluster::ClusterSet;
-use jobrelay_e2e::relay::{Relay, metric_in};
+use jobrelay_testbed::cluster::ClusterSet;
+use jobrelay_testbed::relay::{Relay, metric_in};
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::Api;
 

@@ -4,10 +4,10 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use jobrelay_e2e::cluster::ClusterSet;
-use jobrelay_e2e::fixtures::TestJob;
-use jobrelay_e2e::wait::{self, Seen};
 use jobrelay_proto::wire::MANAGED_BY;
+use jobrelay_testbed::cluster::ClusterSet;
+use jobrelay_testbed::objects::fixtures::TestJob;
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::Instant;
 
-use jobrelay_e2e::cluster::ClusterSet;
+use jobrelay_testbed::cluster::ClusterSet;
 use serde::Serialize;
 
 use super::requests::{Count, Mark};

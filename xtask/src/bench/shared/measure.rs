@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
-use jobrelay_e2e::controlplane::seconds;
-use jobrelay_e2e::wait::{self, Seen};
+use jobrelay_testbed::go::controlplane::seconds;
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use kube::api::Api;
@@ -111,7 +111,7 @@ pub fn record(api: Api<Job>, point: Point, seen: Timestamps) -> Recording {
 /// Records `manager_point` of the manager Jobs in `jobs` and `worker_point`
 /// of the Jobs in the same namespace on every worker, listed already.
 pub async fn record_relayed(
-    set: &jobrelay_e2e::cluster::ClusterSet,
+    set: &jobrelay_testbed::cluster::ClusterSet,
     jobs: &Api<Job>,
     (manager_point, on_manager): (Point, &Timestamps),
     (worker_point, on_workers): (Point, &Timestamps),

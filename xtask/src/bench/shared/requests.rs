@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 
-use jobrelay_e2e::audit::audit_log;
-use jobrelay_e2e::cluster::ClusterSet;
+use jobrelay_testbed::cluster::ClusterSet;
+use jobrelay_testbed::cluster::audit::audit_log;
 use serde::Serialize;
 use serde_json::Value;
 

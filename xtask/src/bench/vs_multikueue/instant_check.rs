@@ -5,7 +5,7 @@
 //! controller does; it relays nothing.
 
 use futures::TryStreamExt;
-use jobrelay_e2e::kueue_objects;
+use jobrelay_testbed::objects::kueue_objects;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};

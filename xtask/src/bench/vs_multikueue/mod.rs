@@ -36,11 +36,11 @@ mod systems;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use jobrelay_e2e::cluster::ClusterSet;
-use jobrelay_e2e::kit;
-use jobrelay_e2e::kueue::{Kueue, Settings};
-use jobrelay_e2e::kueue_objects;
-use jobrelay_e2e::relay::Relay;
+use jobrelay_testbed::cluster::ClusterSet;
+use jobrelay_testbed::controllers::kueue::{Kueue, Settings};
+use jobrelay_testbed::kit;
+use jobrelay_testbed::objects::kueue_objects;
+use jobrelay_testbed::relay::Relay;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};

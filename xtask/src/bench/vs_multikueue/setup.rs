@@ -6,8 +6,8 @@
 
 use std::path::Path;
 
-use jobrelay_e2e::cluster::{ClusterInfo, ClusterSet};
-use jobrelay_e2e::kueue_objects;
+use jobrelay_testbed::cluster::{ClusterInfo, ClusterSet};
+use jobrelay_testbed::objects::kueue_objects;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;

@@ -1,9 +1,9 @@
 //! The systems `--vs-multikueue` compares: each one's name, namespace,
 //! settings and Jobs.
 
-use jobrelay_e2e::fixtures::TestJob;
-use jobrelay_e2e::kueue_objects;
 use jobrelay_proto::wire::{MANAGED_BY, QUEUE_NAME_LABEL};
+use jobrelay_testbed::objects::fixtures::TestJob;
+use jobrelay_testbed::objects::kueue_objects;
 use k8s_openapi::api::batch::v1::Job;
 
 /// MultiKueue's controller name, and the manager value of `spec.managedBy`

@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use jobrelay_agent::Dial;
-use jobrelay_e2e::certs::RelayCa;
 use jobrelay_process::Pem;
+use jobrelay_testbed::certs::RelayCa;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 

@@ -6,7 +6,7 @@
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Duration;
 
-use jobrelay_e2e::fixtures::RUN_FOR;
+use jobrelay_testbed::objects::fixtures::RUN_FOR;
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus, UncountedTerminatedPods};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -89,7 +89,7 @@ impl CleanupDelays {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use jobrelay_e2e::fixtures::TestJob;
+    use jobrelay_testbed::objects::fixtures::TestJob;
 
     fn at(s: i64) -> Timestamp {
         Timestamp::from_second(1_800_000_000 + s).unwrap()

@@ -1,0 +1,356 @@
+//! jobrelay installed as users install it: the images of `cargo xtask
+//! image` loaded onto each cluster's real node, the chart installed with
+//! helm — the manager's release in the manager cluster, an agent's in each
+//! worker — and the Deployments, ReplicaSets and kubelets running the Pods
+//! with their own ServiceAccount tokens, ConfigMaps and Secrets. Every
+//! permission a binary uses is the chart's.
+//!
+//! The real nodes share the host's network, so the Pods run with
+//! `hostNetwork`, listen on their node's address only (`listenOnPodIP`) on
+//! ports of their own and reach their API server at its loopback address
+//! (`k8sServiceHost`), as the chart offers for clusters without
+//! kube-proxy. The manager cluster has three real nodes for the two
+//! replicas (one more for a rollout's surge or a drained node's
+//! replacement); nothing routes the agents' Service without kube-proxy, so
+//! the agents list every manager node's address and find the leader there.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams};
+
+use crate::certs::{Issued, RelayCa};
+use crate::cluster::ClusterInfo;
+use crate::cluster::node::{REAL_NODE_LABEL, REAL_NODE_TAINT};
+use crate::host::ports::free_port;
+use crate::kit::{self, Clusters};
+use helm::{chart, helm};
+use images::{Image, Images};
+
+pub mod helm;
+pub mod images;
+
+/// The namespace both releases install into.
+pub const NAMESPACE: &str = "jobrelay-system";
+/// Both releases' name.
+pub const RELEASE: &str = "jobrelay";
+/// The origin of the installed relay.
+pub const ORIGIN: &str = "deploy-e2e";
+/// The namespaces the scenarios use, one each, made on every cluster before
+/// the agents are installed: worker-2's agent is open to these alone (its
+/// namespace policy names them, so it holds Roles in them and no
+/// ClusterRole).
+pub const NAMESPACES: [&str; 7] = [
+    "deploy-basic",
+    "deploy-real",
+    "deploy-kueue",
+    "deploy-suspend",
+    "deploy-lost",
+    "deploy-ha",
+    "deploy-policy",
+];
+/// A namespace on every cluster that worker-2's policy does not name.
+pub const OUTSIDE: &str = "deploy-outside";
+
+/// The worker whose agent's namespace policy names the scenario namespaces
+/// ([`NAMESPACES`]); the others' opens every namespace.
+pub const SCOPED_WORKER: &str = "worker-2";
+
+/// A relay installed by the chart on clusters with real nodes.
+pub struct Installed {
+    pub clusters: &'static Clusters,
+    pub images: Images,
+    /// The manager's Relay port on its nodes (its Pods run on the host's
+    /// network).
+    pub relay_port: u16,
+    /// The values the manager's release was installed with, for upgrades.
+    pub manager_values: Vec<String>,
+}
+
+/// The port of a cluster's API server on 127.0.0.1.
+fn api_port(cluster: &ClusterInfo) -> anyhow::Result<String> {
+    cluster
+        .server
+        .rsplit_once(':')
+        .map(|(_, port)| port.to_string())
+        .with_context(|| format!("no port in {}", cluster.server))
+}
+
+/// Values every release takes: the image, run on the real node only, on
+/// the host's network, reaching its API server at 127.0.0.1.
+fn common_values(part: &str, image: &Image, cluster: &ClusterInfo) -> anyhow::Result<Vec<String>> {
+    let selector = serde_json::json!({ REAL_NODE_LABEL: "true" });
+    let tolerations = serde_json::json!([
+        {"key": REAL_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}
+    ]);
+    Ok(vec![
+        "--set".into(),
+        format!("origin={ORIGIN}"),
+        "--set".into(),
+        format!("{part}.enabled=true"),
+        "--set".into(),
+        format!("{part}.image.repository={}", image.repository()),
+        "--set".into(),
+        format!("{part}.image.tag={}", image.tag()),
+        "--set".into(),
+        format!("{part}.image.pullPolicy=Never"),
+        "--set".into(),
+        format!("{part}.hostNetwork=true"),
+        "--set".into(),
+        format!("{part}.listenOnPodIP=true"),
+        "--set-json".into(),
+        format!("{part}.nodeSelector={selector}"),
+        "--set-json".into(),
+        format!("{part}.tolerations={tolerations}"),
+        "--set".into(),
+        "k8sServiceHost=127.0.0.1".into(),
+        "--set-string".into(),
+        format!("k8sServicePort={}", api_port(cluster)?),
+        "--set".into(),
+        format!("{part}.logLevel=info\\,jobrelay_manager=debug\\,jobrelay_agent=debug"),
+    ])
+}
+
+/// A `kubernetes.io/tls` Secret as the chart reads it.
+async fn tls_secret(
+    cluster: &ClusterInfo,
+    name: &str,
+    issued: &Issued,
+    ca: &str,
+) -> anyhow::Result<()> {
+    let secrets: Api<Secret> = Api::namespaced(cluster.client().await?, NAMESPACE);
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "type": "kubernetes.io/tls",
+        "stringData": {"tls.crt": issued.cert, "tls.key": issued.key, "ca.crt": ca},
+    }))?;
+    secrets.create(&PostParams::default(), &secret).await?;
+    Ok(())
+}
+
+/// Runs helm against `cluster`; fails with its output unless it succeeds.
+pub async fn helm_in(cluster: &ClusterInfo, args: &[String]) -> anyhow::Result<String> {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let ran = helm(Some(&cluster.kubeconfig), &args).await;
+    anyhow::ensure!(
+        ran.success,
+        "helm {} in {} failed:\n{}\n{}",
+        args.join(" "),
+        cluster.name,
+        ran.stdout,
+        ran.stderr
+    );
+    Ok(ran.stdout)
+}
+
+/// Runs the pinned kubectl against `cluster`; fails with its output unless
+/// it succeeds.
+pub async fn kubectl_in(cluster: &ClusterInfo, args: &[&str]) -> anyhow::Result<String> {
+    let kubectl = crate::go::controlplane::cached()?.path("kubectl");
+    let mut command = tokio::process::Command::new(kubectl);
+    command
+        .args(["--namespace", NAMESPACE])
+        .args(args)
+        .env("KUBECONFIG", &cluster.kubeconfig);
+    let ran = crate::deploy::helm::run(command, None).await;
+    anyhow::ensure!(
+        ran.success,
+        "kubectl {} in {} failed:\n{}\n{}",
+        args.join(" "),
+        cluster.name,
+        ran.stdout,
+        ran.stderr
+    );
+    Ok(ran.stdout)
+}
+
+/// `helm install` (or `upgrade`) of the chart with `values`, waiting until
+/// its Deployments are available.
+pub fn release_args(verb: &str, values: &[String]) -> Vec<String> {
+    let chart: PathBuf = chart();
+    let mut args: Vec<String> = vec![
+        verb.into(),
+        RELEASE.into(),
+        chart.display().to_string(),
+        "--namespace".into(),
+        NAMESPACE.into(),
+        "--wait".into(),
+        "--timeout".into(),
+        "3m".into(),
+    ];
+    args.extend(values.iter().cloned());
+    args
+}
+
+impl Installed {
+    /// Loads the images, writes the certificates, installs the manager's
+    /// release (with its CRDs), registers the workers, and installs an
+    /// agent's release in each; returns once every `helm --wait` did.
+    pub async fn install(clusters: &'static Clusters, images: Images) -> anyhow::Result<Self> {
+        let ca = RelayCa::new("jobrelay-deploy-ca")?;
+        let manager = clusters.manager();
+        load(manager, &images.manager)?;
+        kit::create_namespace(&manager.client().await?, NAMESPACE).await;
+        let addresses: Vec<String> = manager.real_nodes.iter().map(|n| n.address()).collect();
+        tls_secret(
+            manager,
+            "manager-tls",
+            &ca.server_for(&addresses)?,
+            &ca.ca_pem,
+        )
+        .await?;
+        let relay_port = free_port()?;
+        let manager_urls: Vec<String> = addresses
+            .iter()
+            .map(|address| format!("https://{address}:{relay_port}"))
+            .collect();
+        let mut manager_values = common_values("manager", &images.manager, manager)?;
+        manager_values.extend([
+            "--set".into(),
+            "manager.tls.secretName=manager-tls".into(),
+            "--set".into(),
+            format!("manager.ports.relay={relay_port}"),
+            "--set".into(),
+            format!("manager.ports.health={}", free_port()?),
+            "--set".into(),
+            format!("manager.ports.metrics={}", free_port()?),
+            // The API server calls a webhook at its Service's ClusterIP
+            // (it runs without --enable-aggregator-routing), which nothing
+            // routes without kube-proxy: every queued Job's create would
+            // wait out the webhook's timeout. The Kueue e2e calls the
+            // webhook by URL instead (tests/e2e/kueue/webhook.rs).
+            "--set".into(),
+            "manager.webhook.enabled=false".into(),
+        ]);
+        helm_in(manager, &release_args("install", &manager_values)).await?;
+        register(manager, clusters.workers()).await?;
+        for cluster in std::iter::once(manager).chain(clusters.workers()) {
+            let client = cluster.client().await?;
+            for namespace in NAMESPACES.iter().chain([&OUTSIDE]) {
+                kit::create_namespace(&client, namespace).await;
+            }
+        }
+        for worker in clusters.workers() {
+            load(worker, &images.agent)?;
+            kit::create_namespace(&worker.client().await?, NAMESPACE).await;
+            tls_secret(worker, "agent-tls", &ca.client(&worker.name)?, &ca.ca_pem).await?;
+            let mut values = common_values("agent", &images.agent, worker)?;
+            values.extend([
+                "--set".into(),
+                "agent.tls.secretName=agent-tls".into(),
+                "--set".into(),
+                format!("agent.cluster={}", worker.name),
+                "--set".into(),
+                // helm's `--set` splits on unescaped commas.
+                format!("agent.managerUrl={}", manager_urls.join("\\,")),
+                "--set".into(),
+                format!("agent.ports.health={}", free_port()?),
+                "--set".into(),
+                format!("agent.ports.metrics={}", free_port()?),
+                "--set".into(),
+                "agent.orphanPodGrace=2s".into(),
+            ]);
+            if worker.name == SCOPED_WORKER {
+                let policy = serde_json::json!({"namespaces": {"names": NAMESPACES}});
+                values.extend(["--set-json".into(), format!("agent.config={policy}")]);
+            }
+            helm_in(worker, &release_args("install", &values)).await?;
+        }
+        Ok(Installed {
+            clusters,
+            images,
+            relay_port,
+            manager_values,
+        })
+    }
+
+    /// The lines of every jobrelay container's log on the clusters' real
+    /// nodes that tell of a refusal by the API server's authorization (HTTP
+    /// 403, reason Forbidden; not a 422 whose field is "Forbidden").
+    pub fn forbidden_lines(&self) -> Vec<String> {
+        let mut found = Vec::new();
+        for cluster in std::iter::once(self.clusters.manager()).chain(self.clusters.workers()) {
+            for (file, text) in cluster
+                .real_nodes
+                .iter()
+                .flat_map(|node| pod_logs(&node.pod_logs, NAMESPACE))
+            {
+                for line in text.lines() {
+                    if line.contains("code: 403") || line.contains("reason: \"Forbidden\"") {
+                        found.push(format!("{}: {file}: {line}", cluster.name));
+                    }
+                }
+            }
+        }
+        found
+    }
+}
+
+/// Imports `image` into the cluster's real node.
+fn load(cluster: &ClusterInfo, image: &Image) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !cluster.real_nodes.is_empty(),
+        "{} has no real node",
+        cluster.name
+    );
+    for node in &cluster.real_nodes {
+        node.import_image(&image.tar).with_context(|| {
+            format!(
+                "importing {} into {}'s {}",
+                image.reference,
+                cluster.name,
+                node.name()
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Registers every worker as a WorkerCluster, with the CRD the chart
+/// installed.
+async fn register(manager: &ClusterInfo, workers: &[ClusterInfo]) -> anyhow::Result<()> {
+    let clusters: Api<WorkerCluster> = Api::all(manager.client().await?);
+    for worker in workers {
+        let cluster: WorkerCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "jobrelay.dev/v1alpha1",
+            "kind": "WorkerCluster",
+            "metadata": {"name": worker.name},
+            "spec": {"lostAfter": "5m"},
+        }))?;
+        clusters.create(&PostParams::default(), &cluster).await?;
+    }
+    Ok(())
+}
+
+/// The container logs the kubelet wrote for Pods of `namespace`, by file.
+pub fn pod_logs(root: &std::path::Path, namespace: &str) -> BTreeMap<String, String> {
+    let mut logs = BTreeMap::new();
+    let prefix = format!("{namespace}_");
+    let Ok(pods) = std::fs::read_dir(root) else {
+        return logs;
+    };
+    for pod in pods.flatten() {
+        if !pod.file_name().to_string_lossy().starts_with(&prefix) {
+            continue;
+        }
+        for container in std::fs::read_dir(pod.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            for file in std::fs::read_dir(container.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                if let Ok(text) = std::fs::read_to_string(file.path()) {
+                    logs.insert(file.path().display().to_string(), text);
+                }
+            }
+        }
+    }
+    logs
+}

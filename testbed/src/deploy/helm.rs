@@ -1,0 +1,89 @@
+//! helm as the tests run it: the pinned binary built by `cargo xtask k8s`,
+//! with a home of its own (never the user's configuration), rendering the
+//! chart with no cluster, or installing it into one cluster.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+
+use crate::go::helm_build;
+
+/// Longer than helm or kubectl ever take here, `--wait` included; a command
+/// still running then is stuck.
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(240);
+
+/// The chart under test. `JOBRELAY_HELM_CHART` points the tests at another
+/// copy (e.g. one with a freshly generated CRD).
+pub fn chart() -> PathBuf {
+    std::env::var_os("JOBRELAY_HELM_CHART")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/helm/jobrelay"))
+}
+
+/// The output of a finished command.
+pub struct Ran {
+    pub success: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `command` to its end, feeding it `stdin`; panics if it cannot be
+/// started or does not finish within [`COMMAND_TIMEOUT`].
+pub async fn run(mut command: tokio::process::Command, stdin: Option<&str>) -> Ran {
+    let described = format!("{:?}", command.as_std());
+    command
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {described}: {e}"));
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(text.as_bytes())
+            .await
+            .unwrap_or_else(|e| panic!("writing to {described}: {e}"));
+    }
+    let out = tokio::time::timeout(COMMAND_TIMEOUT, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("{described} did not finish within {COMMAND_TIMEOUT:?}"))
+        .unwrap_or_else(|e| panic!("waiting for {described}: {e}"));
+    Ran {
+        success: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Runs the pinned helm with its own (empty) configuration, against the
+/// cluster of `kubeconfig`, or none.
+pub async fn helm(kubeconfig: Option<&Path>, args: &[&str]) -> Ran {
+    let binary = helm_build::helm().unwrap_or_else(|e| panic!("{e}"));
+    let home = std::env::temp_dir().join("jobrelay-helm-home");
+    let mut command = tokio::process::Command::new(binary);
+    command
+        .args(args)
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .env(
+            "KUBECONFIG",
+            kubeconfig.unwrap_or_else(|| Path::new("/dev/null")),
+        );
+    run(command, None).await
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_chart_is_found_from_the_test_bed() {
+        let chart = super::chart().join("Chart.yaml");
+        assert!(chart.is_file(), "{} is missing", chart.display());
+    }
+}
