@@ -34,8 +34,6 @@ use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::Value;
 
-use crate::mirror::StatusText;
-
 /// Why an object cannot be mirrored.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MirrorError {
@@ -186,25 +184,6 @@ fn patch_naming(fields: &[&str], status: &impl serde::Serialize) -> Value {
     serde_json::json!({ "status": patch })
 }
 
-/// What [`RelayedKind::copied`] and [`RelayedKind::finish_time`] say for a
-/// status report of a mirror of `kind`: the copied status as the manager
-/// keeps it, and when the mirror finished.
-pub fn copied_status(
-    kind: KindName,
-    worker_status: &[u8],
-) -> serde_json::Result<(StatusText, Option<Timestamp>)> {
-    fn of<K: RelayedKind>(status: &[u8]) -> serde_json::Result<(StatusText, Option<Timestamp>)> {
-        let copied = K::copied(status)?;
-        let finished = K::finish_time(&copied);
-        Ok((StatusText::new(&copied), finished))
-    }
-    if kind == kinds::JOBSET {
-        of::<jobrelay_kinds::jobset::JobSet>(worker_status)
-    } else {
-        of::<k8s_openapi::api::batch::v1::Job>(worker_status)
-    }
-}
-
 /// The revision a mirror is applied from: the manager object's generation,
 /// which the API server bumps on every spec change.
 pub fn revision<K: kube::Resource>(object: &K) -> u64 {
@@ -296,11 +275,10 @@ mod tests {
     #[test]
     fn a_copied_status_is_kept_as_its_kinds_fields_only() {
         let worker = br#"{"active": 2, "uncountedTerminatedPods": {"succeeded": ["p"]}}"#;
-        let (kept, finished) = copied_status(JOB, worker).unwrap();
-        let status: k8s_openapi::api::batch::v1::JobStatus = kept.read().unwrap();
+        let status = Job::copied(worker).unwrap();
         assert_eq!(status.active, Some(2));
         assert_eq!(status.uncounted_terminated_pods, None);
-        assert_eq!(finished, None);
+        assert_eq!(Job::finish_time(&status), None);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use jobrelay_proto::kinds::{JOBSET, KindName};
 use jobrelay_proto::v1::{
     ApplyRejected, DeletionsHeld, MirrorGone, MirrorLost, MirrorPhase, MirrorStatus, agent_message,
 };
@@ -12,8 +13,8 @@ use kube::Resource;
 use tracing::{debug, warn};
 
 use super::{Ended, Sessions};
-use crate::kinds;
-use crate::mirror::Rejection;
+use crate::kinds::RelayedKind;
+use crate::mirror::{Rejection, StatusText};
 use crate::telemetry::events::{Reason, object_reference};
 
 impl Sessions {
@@ -45,7 +46,7 @@ impl Sessions {
             self.metrics.report_dropped(cluster);
             return;
         };
-        let (copied, finished_at) = match kinds::copied_status(kind, &report.status) {
+        let (copied, finished_at) = match copied_status(kind, &report.status) {
             Ok((copied, finished_at)) => (Some(copied), finished_at),
             Err(error) => {
                 warn!(uid = %report.origin_uid, %kind, %error, "unreadable status from agent");
@@ -187,5 +188,24 @@ impl Sessions {
             let regarding = worker.object_ref(&());
             self.events.publish(&regarding, Reason::DeletionsHeld, note);
         }
+    }
+}
+
+/// What [`RelayedKind::copied`] and [`RelayedKind::finish_time`] say for a
+/// status report of a mirror of `kind`: the copied status as the manager
+/// keeps it, and when the mirror finished.
+fn copied_status(
+    kind: KindName,
+    worker_status: &[u8],
+) -> serde_json::Result<(StatusText, Option<Timestamp>)> {
+    fn of<K: RelayedKind>(status: &[u8]) -> serde_json::Result<(StatusText, Option<Timestamp>)> {
+        let copied = K::copied(status)?;
+        let finished = K::finish_time(&copied);
+        Ok((StatusText::new(&copied), finished))
+    }
+    if kind == JOBSET {
+        of::<jobrelay_kinds::jobset::JobSet>(worker_status)
+    } else {
+        of::<k8s_openapi::api::batch::v1::Job>(worker_status)
     }
 }
