@@ -175,7 +175,7 @@ pub fn mirror_metadata<K: RelayedKind>(
 /// in `status`: each it lacks is removed (null), whatever the manager's
 /// cache shows, so a write that cache has not seen yet is undone too.
 fn patch_naming(fields: &[&str], status: &impl serde::Serialize) -> Value {
-    let status = serde_json::to_value(status).unwrap_or_default();
+    let status = serde_json::to_value(status).expect("a typed status is plain JSON");
     let mut patch = serde_json::Map::new();
     for field in fields {
         let value = status.get(*field).cloned().unwrap_or(Value::Null);
