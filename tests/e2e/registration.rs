@@ -83,6 +83,62 @@ async fn set_spec(registrations: &Api<WorkerCluster>, cluster: &str, spec: serde
         .unwrap_or_else(|e| panic!("patching WorkerCluster {cluster}: {e}"));
 }
 
+async fn wait_health(addr: &str, service: &str, expected: ServingStatus) {
+    wait::until(
+        format!("health of {service:?} at {addr} to be {expected:?}"),
+        TIMEOUT,
+        || async {
+            match serving_status(addr, service).await {
+                Ok(status) if status == expected => Seen::Ready(()),
+                other => Seen::Waiting(format!("{other:?}")),
+            }
+        },
+    )
+    .await
+}
+
+/// Opens a session the way an agent does, with `identity`'s certificate,
+/// saying Hello as `cluster`; returns the manager's answer.
+async fn hello(
+    relay: &Relay,
+    identity: Option<&Issued>,
+    cluster: &str,
+) -> Result<(), tonic::Status> {
+    let ca = std::fs::read(relay.ca_path()).expect("read the relay CA");
+    let mut endpoint = Endpoint::from_shared(relay.manager_url.clone())
+        .expect("manager URL")
+        .connect_timeout(Duration::from_secs(5));
+    let tls = match identity {
+        Some(identity) => jobrelay_process::client::client_config(&Pem {
+            cert: identity.cert.clone().into_bytes(),
+            key: identity.key.clone().into_bytes(),
+            ca,
+        }),
+        None => tonic::transport::ClientTlsConfig::new()
+            .ca_certificate(tonic::transport::Certificate::from_pem(ca)),
+    };
+    endpoint = endpoint.tls_config(tls).expect("TLS configuration");
+    let channel = endpoint
+        .connect()
+        .await
+        .map_err(|e| tonic::Status::unavailable(format!("connect: {e:?}")))?;
+    let hello = AgentMessage {
+        kind: Some(agent_message::Kind::Hello(Hello {
+            cluster: cluster.into(),
+            agent_version: env!("CARGO_PKG_VERSION").into(),
+            inventory: Vec::new(),
+            ..Hello::default()
+        })),
+    };
+    let mut stream = RelayClient::new(channel)
+        .connect(futures::stream::iter([hello]).chain(futures::stream::pending()))
+        .await?
+        .into_inner();
+    // Accepted: the manager's Welcome arrives.
+    stream.message().await?;
+    Ok(())
+}
+
 async fn refused_count(relay: &Relay, reason: &str) -> f64 {
     relay
         .metric(&format!(
@@ -112,6 +168,64 @@ async fn wait_refused(relay: &Relay, reason: &str, before: f64) {
 
 use futures::StreamExt;
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn worker_clusters_show_their_agents_and_a_killed_agent_shows_disconnected() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let (clusters, relay, registrations) = setup().await;
+    for worker in clusters.workers() {
+        wait_condition(&registrations, &worker.name, "Connected", "True").await;
+        wait_condition(&registrations, &worker.name, "Lost", "False").await;
+        let wc = registrations.get(&worker.name).await.unwrap();
+        let status = wc.status.unwrap();
+        assert_eq!(
+            status.agent_version.as_deref(),
+            Some(env!("CARGO_PKG_VERSION"))
+        );
+        assert!(status.last_heartbeat_time.is_some(), "{status:?}");
+    }
+
+    // `kubectl get wc` reads as the columns promise.
+    let kubectl = jobrelay_testbed::go::controlplane::cached()
+        .unwrap()
+        .path("kubectl");
+    let output = std::process::Command::new(kubectl)
+        .env("KUBECONFIG", &clusters.manager().kubeconfig)
+        .args(["get", "wc"])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&output.stdout);
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "CONNECTED", "MIRRORS", "LAST-HEARTBEAT", "AGE"],
+        "{table}"
+    );
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with(WORKER_A) && l.contains("True")),
+        "{table}"
+    );
+
+    relay.kill_agent(WORKER_A);
+    let shown = wait_condition(&registrations, WORKER_A, "Connected", "False").await;
+    println!("killed agent shown Connected=False after {shown:?} (heartbeat interval 1s)");
+    assert_eq!(
+        condition(&registrations, WORKER_B, "Connected").await,
+        "True"
+    );
+
+    let sessions = relay.sessions_opened(WORKER_A);
+    relay.start_agent(WORKER_A).unwrap();
+    relay.wait_sessions(WORKER_A, sessions + 1).await.unwrap();
+    wait_condition(&registrations, WORKER_A, "Connected", "True").await;
+}
+
 /// What is presented, as which cluster, the gRPC status it gets (none when
 /// the handshake refuses it), and the reason it is counted under.
 type RefusalCase = (
@@ -121,6 +235,209 @@ type RefusalCase = (
     Option<Code>,
     &'static str,
 );
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn connections_without_a_valid_identity_are_refused_and_change_nothing() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let (_clusters, relay, registrations) = setup().await;
+    let sessions_before = relay.sessions_opened(WORKER_A);
+
+    // A certificate the CA did not vouch for, or not made for a client,
+    // fails the TLS handshake itself: the peer never reaches the Relay
+    // service, and gets no gRPC status from it.
+    let handshake = None;
+    let cases: [RefusalCase; 5] = [
+        (
+            "a certificate naming no registered cluster",
+            relay.ca().client("ghost"),
+            "ghost",
+            Some(Code::PermissionDenied),
+            "unknown_cluster",
+        ),
+        (
+            "a certificate from another CA",
+            RelayCa::new("another CA").and_then(|ca| ca.client(WORKER_A)),
+            WORKER_A,
+            handshake,
+            "certificate_untrusted",
+        ),
+        (
+            "an expired certificate",
+            relay.ca().expired_client(WORKER_A),
+            WORKER_A,
+            handshake,
+            "certificate_expired",
+        ),
+        (
+            "a certificate without the clientAuth usage",
+            relay.ca().server_usage_client(WORKER_A),
+            WORKER_A,
+            handshake,
+            "certificate_without_client_auth",
+        ),
+        (
+            "a Hello claiming another cluster than the certificate",
+            relay.ca().client(WORKER_B),
+            WORKER_A,
+            Some(Code::PermissionDenied),
+            "cluster_mismatch",
+        ),
+    ];
+    for (what, identity, claimed, code, reason) in cases {
+        let counted = refused_count(relay, reason).await;
+        let identity = identity.unwrap();
+        let refused = hello(relay, Some(&identity), claimed)
+            .await
+            .expect_err(what);
+        match code {
+            Some(code) => assert_eq!(refused.code(), code, "{what}: {refused:?}"),
+            None => assert!(
+                matches!(
+                    refused.code(),
+                    Code::Cancelled | Code::Unavailable | Code::Unknown
+                ),
+                "{what}: refused at the handshake, not by the service: {refused:?}"
+            ),
+        }
+        println!(
+            "{what}: refused with {:?}: {}",
+            refused.code(),
+            refused.message()
+        );
+        wait_refused(relay, reason, counted).await;
+        // A refused handshake breaks the client's connection, which its
+        // transport may dial again once: each dial is counted.
+        if code.is_some() {
+            assert_eq!(
+                refused_count(relay, reason).await,
+                counted + 1.0,
+                "{what} is counted once"
+            );
+        }
+        assert!(
+            relay
+                .manager_log()
+                .contains(&format!("reason=\"{reason}\"")),
+            "{what} is logged with its reason"
+        );
+    }
+
+    // No client certificate at all: the handshake itself fails.
+    let counted = refused_count(relay, "tls_handshake_failed").await;
+    let refused = hello(relay, None, WORKER_A)
+        .await
+        .expect_err("no certificate");
+    println!(
+        "no client certificate: {:?}: {}",
+        refused.code(),
+        refused.message()
+    );
+    wait_refused(relay, "tls_handshake_failed", counted).await;
+
+    // The real agent of worker-1 kept its session: nothing was replaced.
+    assert_eq!(relay.sessions_opened(WORKER_A), sessions_before);
+    assert_eq!(
+        condition(&registrations, WORKER_A, "Connected").await,
+        "True"
+    );
+    assert!(
+        registrations.get_opt("ghost").await.unwrap().is_none(),
+        "a refused identity registers nothing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn health_follows_readiness_and_every_agent_rejoins_a_restarted_manager() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let (clusters, relay, _registrations) = setup().await;
+    let agent = relay.agent_health_addr(WORKER_A).unwrap().to_string();
+    wait_health(&relay.health_addr, "", ServingStatus::Serving).await;
+    wait_health(&relay.health_addr, RELAY, ServingStatus::Serving).await;
+    wait_health(&agent, RELAY, ServingStatus::Serving).await;
+
+    let sessions: Vec<usize> = clusters
+        .workers()
+        .iter()
+        .map(|w| relay.sessions_opened(&w.name))
+        .collect();
+    relay.kill_manager();
+    // Without its manager the agent is alive but not ready.
+    wait_health(&agent, RELAY, ServingStatus::NotServing).await;
+    wait_health(&agent, "", ServingStatus::Serving).await;
+
+    let restarted = Instant::now();
+    relay.start_manager().unwrap();
+    for (worker, before) in clusters.workers().iter().zip(sessions) {
+        relay.wait_sessions(&worker.name, before + 1).await.unwrap();
+    }
+    println!(
+        "all {} agents rejoined the restarted manager within {:?}",
+        clusters.workers().len(),
+        restarted.elapsed()
+    );
+    wait_health(&relay.health_addr, RELAY, ServingStatus::Serving).await;
+    wait_health(&agent, RELAY, ServingStatus::Serving).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn certificates_are_rotated_without_a_restart() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let (_clusters, relay, registrations) = setup().await;
+    let (cert, key) = relay.agent_certificate_files(WORKER_A).unwrap();
+    let original = (
+        std::fs::read_to_string(cert).unwrap(),
+        std::fs::read_to_string(key).unwrap(),
+    );
+    let ca_bundle = std::fs::read_to_string(relay.ca_path()).unwrap();
+
+    // The agent gets a certificate of a CA the manager does not trust yet:
+    // it picks the files up, reconnects, and is refused.
+    let next_ca = RelayCa::new("next relay CA").unwrap();
+    let untrusted = refused_count(relay, "certificate_untrusted").await;
+    next_ca
+        .client(WORKER_A)
+        .unwrap()
+        .write(cert.parent().unwrap(), WORKER_A)
+        .unwrap();
+    wait_refused(relay, "certificate_untrusted", untrusted).await;
+    wait_condition(&registrations, WORKER_A, "Connected", "False").await;
+
+    // The manager's CA bundle gains the new CA: the agent gets in.
+    let sessions = relay.sessions_opened(WORKER_A);
+    jobrelay_testbed::certs::write_atomically(
+        relay.ca_path(),
+        &format!("{ca_bundle}{}", next_ca.ca_pem),
+    )
+    .unwrap();
+    relay.wait_sessions(WORKER_A, sessions + 1).await.unwrap();
+    wait_condition(&registrations, WORKER_A, "Connected", "True").await;
+
+    // Back to the original files.
+    let sessions = relay.sessions_opened(WORKER_A);
+    jobrelay_testbed::certs::write_atomically(relay.ca_path(), &ca_bundle).unwrap();
+    jobrelay_testbed::certs::write_atomically(key, &original.1).unwrap();
+    jobrelay_testbed::certs::write_atomically(cert, &original.0).unwrap();
+    relay.wait_sessions(WORKER_A, sessions + 1).await.unwrap();
+    wait_condition(&registrations, WORKER_A, "Connected", "True").await;
+}
+
+/// The mirror Job of `uid` on a worker, with its Pods.
+async fn mirror_objects(worker: &kube::Client, ns: &str, uid: &str) -> (usize, usize) {
+    let selector = ListParams::default().labels(&format!("{ORIGIN_UID_LABEL}={uid}"));
+    let jobs: Api<Job> = Api::namespaced(worker.clone(), ns);
+    let pods: Api<Pod> = Api::namespaced(worker.clone(), ns);
+    let jobs = jobs
+        .list(&selector)
+        .await
+        .map(|l| l.items.len())
+        .unwrap_or(usize::MAX);
+    let pods = pods
+        .list(&selector)
+        .await
+        .map(|l| l.items.len())
+        .unwrap_or(usize::MAX);
+    (jobs, pods)
+}
 
 async fn events_with_reason(manager: &kube::Client, ns: &str, name: &str, reason: &str) -> usize {
     let events: Api<Event> = Api::namespaced(manager.clone(), ns);
@@ -139,11 +456,257 @@ async fn events_with_reason(manager: &kube::Client, ns: &str, name: &str, reason
         .unwrap_or(0)
 }
 
-#[path = "registration/identity.rs"]
-mod identity;
-#[path = "registration/link.rs"]
-mod link;
-#[path = "registration/lost.rs"]
-mod lost;
-#[path = "registration/placement.rs"]
-mod placement;
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lost_cluster_releases_deleted_jobs_and_its_returning_agent_cleans_up() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let (clusters, relay, registrations) = setup().await;
+    let scenario = Scenario::new(clusters, relay, "lost").await;
+    let (ns, jobs) = (scenario.ns.clone(), scenario.jobs.clone());
+    let manager = kit::client(clusters.manager()).await;
+    let worker_a = clusters
+        .workers()
+        .iter()
+        .find(|w| w.name == WORKER_A)
+        .unwrap();
+    let worker_a_client = kit::client(worker_a).await;
+
+    // A long Job running on worker-1.
+    let job = scenario
+        .job("stranded")
+        .label(CLUSTER_KEY, WORKER_A)
+        .run_for("600s")
+        .build();
+    let uid = jobs
+        .create(&PostParams::default(), &job)
+        .await
+        .unwrap()
+        .uid()
+        .unwrap();
+    wait::until("the mirror's Pod on worker-1", TIMEOUT, || async {
+        match mirror_objects(&worker_a_client, &ns, &uid).await {
+            (1, pods) if pods >= 1 && pods != usize::MAX => Seen::Ready(()),
+            seen => Seen::Waiting(format!("{seen:?} (Jobs, Pods)")),
+        }
+    })
+    .await;
+
+    // The agent goes away; the Job is deleted while it is away.
+    set_spec(
+        &registrations,
+        WORKER_A,
+        serde_json::json!({"lostAfter": "3s"}),
+    )
+    .await;
+    relay.kill_agent(WORKER_A);
+    jobs.delete("stranded", &DeleteParams::default())
+        .await
+        .unwrap();
+    let lost = wait_condition(&registrations, WORKER_A, "Lost", "True").await;
+    println!("worker-1 Lost {lost:?} after the agent was killed (lostAfter 3s)");
+
+    // The finalizer is released so the namespace could go, with a warning.
+    wait::until("the manager Job released and gone", TIMEOUT, || async {
+        match jobs.get_opt("stranded").await {
+            Ok(None) => Seen::Ready(()),
+            Ok(Some(job)) => Seen::Waiting(format!("finalizers {:?}", job.finalizers())),
+            Err(e) => Seen::Waiting(e.to_string()),
+        }
+    })
+    .await;
+    assert!(events_with_reason(&manager, &ns, "stranded", "ClusterLost").await >= 1);
+    let (left_jobs, _) = mirror_objects(&worker_a_client, &ns, &uid).await;
+    assert_eq!(
+        left_jobs, 1,
+        "with its agent away, the mirror is still on worker-1"
+    );
+
+    // While worker-1 is Lost, an unpinned Job goes elsewhere and a Job
+    // pinned to it is deactivated.
+    let elsewhere = scenario.job("elsewhere").run_for("1s").build();
+    jobs.create(&PostParams::default(), &elsewhere)
+        .await
+        .unwrap();
+    let pinned = scenario
+        .job("pinned-to-lost")
+        .label(CLUSTER_KEY, WORKER_A)
+        .build();
+    jobs.create(&PostParams::default(), &pinned).await.unwrap();
+    wait::until("placement around the Lost cluster", TIMEOUT, || async {
+        let elsewhere = jobs.get("elsewhere").await.ok();
+        let pinned = jobs.get("pinned-to-lost").await.ok();
+        let placed = elsewhere
+            .as_ref()
+            .and_then(|j| j.annotations().get(CLUSTER_KEY).cloned());
+        let deactivated = pinned
+            .as_ref()
+            .is_some_and(|j| j.annotations().contains_key(DEACTIVATED_ANNOTATION));
+        if placed.as_deref() == Some(WORKER_B) && deactivated {
+            Seen::Ready(())
+        } else {
+            Seen::Waiting(format!(
+                "elsewhere on {placed:?}, pinned deactivated {deactivated}"
+            ))
+        }
+    })
+    .await;
+    let pinned = jobs.get("pinned-to-lost").await.unwrap();
+    assert!(
+        pinned.annotations().get(CLUSTER_KEY).is_none(),
+        "nothing was sent to the Lost cluster"
+    );
+
+    // The agent returns: its DesiredSet no longer lists the mirror, and the
+    // sweep deletes it and its Pods.
+    let sessions = relay.sessions_opened(WORKER_A);
+    relay.start_agent(WORKER_A).unwrap();
+    relay.wait_sessions(WORKER_A, sessions + 1).await.unwrap();
+    wait_condition(&registrations, WORKER_A, "Lost", "False").await;
+    wait::until(
+        "the stranded mirror and its Pods gone from worker-1",
+        TIMEOUT,
+        || async {
+            match mirror_objects(&worker_a_client, &ns, &uid).await {
+                (0, 0) => Seen::Ready(()),
+                seen => Seen::Waiting(format!("{seen:?} (Jobs, Pods)")),
+            }
+        },
+    )
+    .await;
+    set_spec(
+        &registrations,
+        WORKER_A,
+        serde_json::json!({"lostAfter": null}),
+    )
+    .await;
+
+    scenario.finish(TIMEOUT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn placement_honours_the_namespace_selector() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let (clusters, relay, registrations) = setup().await;
+    let scenario = Scenario::new(clusters, relay, "selector").await;
+    let (ns, jobs) = (scenario.ns.clone(), scenario.jobs.clone());
+    let manager = kit::client(clusters.manager()).await;
+    // worker-1 takes only namespaces of team b; this one is team a.
+    let namespaces: Api<Namespace> = Api::all(manager.clone());
+    let label = serde_json::json!({"metadata": {"labels": {"team": "a"}}});
+    namespaces
+        .patch(&ns, &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .unwrap();
+    set_spec(
+        &registrations,
+        WORKER_A,
+        serde_json::json!({"namespaceSelector": {"matchLabels": {"team": "b"}}}),
+    )
+    .await;
+    // The manager's caches see both changes before the Jobs arrive.
+    wait::until(
+        "the manager's cache sees the new selector",
+        TIMEOUT,
+        || async {
+            let probe = scenario.job("probe").label(CLUSTER_KEY, WORKER_A).build();
+            let _ = jobs.create(&PostParams::default(), &probe).await;
+            if events_with_reason(&manager, &ns, "probe", "Unplaceable").await > 0 {
+                Seen::Ready(())
+            } else {
+                Seen::Waiting("no Unplaceable Event on the pinned probe yet".into())
+            }
+        },
+    )
+    .await;
+    let probe = jobs.get("probe").await.unwrap();
+    assert!(
+        probe.annotations().get(CLUSTER_KEY).is_none(),
+        "the pinned probe was not sent"
+    );
+
+    for i in 0..4 {
+        let job = scenario.job(&format!("spread-{i}")).run_for("1s").build();
+        jobs.create(&PostParams::default(), &job).await.unwrap();
+    }
+    let placed = wait::until("every Job placed", TIMEOUT, || async {
+        let mut placed = Vec::new();
+        for i in 0..4 {
+            match jobs
+                .get(&format!("spread-{i}"))
+                .await
+                .ok()
+                .and_then(|j| j.annotations().get(CLUSTER_KEY).cloned())
+            {
+                Some(cluster) => placed.push(cluster),
+                None => return Seen::Waiting(format!("{} placed", placed.len())),
+            }
+        }
+        Seen::Ready(placed)
+    })
+    .await;
+    assert!(
+        placed.iter().all(|c| c == WORKER_B),
+        "team a runs only where admitted: {placed:?}"
+    );
+
+    set_spec(
+        &registrations,
+        WORKER_A,
+        serde_json::json!({"namespaceSelector": null}),
+    )
+    .await;
+    scenario.finish(TIMEOUT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_manager_refuses_to_start_without_the_crd() {
+    let clusters = kit::clusters(2);
+    let (manager_bin, _) = jobrelay_testbed::relay::binaries::binaries().unwrap();
+    // A worker cluster has no WorkerCluster CRD.
+    let mut manager = std::process::Command::new(manager_bin);
+    manager
+        .env("KUBECONFIG", &clusters.workers()[0].kubeconfig)
+        .args(["--origin", "e2e-no-crd", "--insecure-plaintext"])
+        .args(["--listen", "127.0.0.1:0", "--health-listen", "127.0.0.1:0"])
+        .args(["--metrics-listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let child = jobrelay_testbed::host::processes::spawn(manager).unwrap();
+    let exited = tokio::task::spawn_blocking(move || child.wait_with_output());
+    let output = tokio::time::timeout(TIMEOUT, exited)
+        .await
+        .expect("the manager should exit when the CRD is missing")
+        .unwrap()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("the WorkerCluster CRD (workerclusters.jobrelay.dev) is not installed"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deleting_a_worker_cluster_ends_its_session_until_it_is_registered_again() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let (_clusters, relay, registrations) = setup().await;
+    wait_condition(&registrations, WORKER_B, "Connected", "True").await;
+    let unknown = refused_count(relay, "unknown_cluster").await;
+    registrations
+        .delete(WORKER_B, &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_refused(relay, "unknown_cluster", unknown).await;
+    assert!(
+        relay.agent_log(WORKER_B).contains("PermissionDenied"),
+        "the agent logs why it was refused"
+    );
+
+    let sessions = relay.sessions_opened(WORKER_B);
+    let registration = WorkerCluster::new(WORKER_B, Default::default());
+    registrations
+        .create(&PostParams::default(), &registration)
+        .await
+        .unwrap();
+    relay.wait_sessions(WORKER_B, sessions + 1).await.unwrap();
+    wait_condition(&registrations, WORKER_B, "Connected", "True").await;
+}
