@@ -194,6 +194,7 @@ impl Relay for RelayService {
             leader_lease: epoch.lease,
             leader_epoch: epoch.transitions,
             manager_instance: self.sessions.instance.clone(),
+            fence_after: self.sessions.fence_after(&hello.cluster),
         };
         let _ = outbox.send(message(Kind::Welcome(welcome)));
         let (cut, cut_status) = oneshot::channel();
@@ -259,6 +260,20 @@ fn unfenced_response(
 }
 
 impl Sessions {
+    /// How long the cluster's agent may hear no manager before it fences:
+    /// its spec's `fenceAfter`, or the default for its `lostAfter` (either
+    /// default when the spec is refused; the API server refuses such a
+    /// spec when it is written).
+    fn fence_after(&self, cluster: &str) -> Option<prost_types::Duration> {
+        let fencing = self.registry.get(cluster).map(|wc| {
+            wc.fencing().unwrap_or_else(|error| {
+                warn!(%error, "using the default fencing");
+                crate::clusters::fencing::DEFAULT
+            })
+        })?;
+        prost_types::Duration::try_from(fencing.fence_after).ok()
+    }
+
     async fn serve(
         self: Arc<Self>,
         hello: Hello,

@@ -3,10 +3,12 @@
 
 mod cli;
 mod config;
+mod cut_off;
 mod deletion_pace;
 mod dial;
 mod epoch;
 mod error;
+mod fence;
 mod initial_list;
 mod kinds;
 mod lost;

@@ -14,6 +14,7 @@ mod brake;
 mod carry_out;
 mod confirm;
 mod deletion;
+mod fencing;
 mod inventory;
 mod losses;
 mod mirror;
