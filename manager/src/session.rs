@@ -10,9 +10,7 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use jobrelay_proto::v1::relay_server::Relay;
-use jobrelay_proto::v1::{
-    AgentMessage, Heartbeat, Hello, ManagerMessage, Welcome, manager_message::Kind,
-};
+use jobrelay_proto::v1::{AgentMessage, Heartbeat, Hello, ManagerMessage, manager_message::Kind};
 use tokio::sync::{mpsc, oneshot, watch};
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{Instrument, info_span, warn};
@@ -33,6 +31,7 @@ mod certificate;
 mod desired;
 pub mod limits;
 mod reports;
+mod welcome;
 
 use admission::{Dismissal, versions_match};
 use limits::TooLarge;
@@ -185,17 +184,7 @@ impl Relay for RelayService {
             }
         };
         let (outbox, queued) = Outbox::new(self.sessions.limits.outbox_capacity);
-        let epoch = self.sessions.epoch.borrow().clone();
-        let welcome = Welcome {
-            heartbeat_interval: prost_types::Duration::try_from(self.sessions.heartbeat_interval)
-                .ok(),
-            manager_version: env!("CARGO_PKG_VERSION").into(),
-            origin: self.sessions.origin.clone(),
-            leader_lease: epoch.lease,
-            leader_epoch: epoch.transitions,
-            manager_instance: self.sessions.instance.clone(),
-            fence_after: self.sessions.fence_after(&hello.cluster),
-        };
+        let welcome = self.sessions.welcome(&hello.cluster);
         let _ = outbox.send(message(Kind::Welcome(welcome)));
         let (cut, cut_status) = oneshot::channel();
         let span =
@@ -260,20 +249,6 @@ fn unfenced_response(
 }
 
 impl Sessions {
-    /// How long the cluster's agent may hear no manager before it fences:
-    /// its spec's `fenceAfter`, or the default for its `lostAfter` (either
-    /// default when the spec is refused; the API server refuses such a
-    /// spec when it is written).
-    fn fence_after(&self, cluster: &str) -> Option<prost_types::Duration> {
-        let fencing = self.registry.get(cluster).map(|wc| {
-            wc.fencing().unwrap_or_else(|error| {
-                warn!(%error, "using the default fencing");
-                crate::clusters::fencing::DEFAULT
-            })
-        })?;
-        prost_types::Duration::try_from(fencing.fence_after).ok()
-    }
-
     async fn serve(
         self: Arc<Self>,
         hello: Hello,
@@ -290,6 +265,11 @@ impl Sessions {
             outbox.clone(),
             every,
             || message(Kind::Heartbeat(Heartbeat {})),
+        ));
+        let fencing = tokio::spawn(Arc::clone(&self).keep_fencing_current(
+            cluster.clone(),
+            clusters_changed.clone(),
+            outbox.clone(),
         ));
         let (desired, released) = desired::for_cluster(
             &self.stores,
@@ -348,6 +328,7 @@ impl Sessions {
             }
         };
         heartbeats.abort();
+        fencing.abort();
         self.fleet.disconnect(&cluster, session);
         if let Some(Dismissal {
             reason: label,

@@ -3,7 +3,6 @@
 
 mod cli;
 mod config;
-mod cut_off;
 mod deletion_pace;
 mod dial;
 mod epoch;

@@ -17,7 +17,15 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tracing::warn;
 
-use crate::cut_off::FenceMetrics;
+/// The fence's metrics: whether it is up, how often it went up, how many
+/// mirrors it stopped and how many of their Pods the worker still shows.
+#[derive(Clone, Default)]
+pub struct FenceMetrics {
+    pub up: Gauge,
+    pub fences: Counter,
+    pub mirrors: Gauge,
+    pub pods: Gauge,
+}
 
 /// Every metric of the agent.
 pub struct Metrics {

@@ -259,7 +259,7 @@ pub(crate) fn agent(
             args.fence_after,
             std::time::Instant::now(),
         )),
-        fenced: crate::cut_off::Fenced::shown_on(metrics.fence()),
+        fenced: crate::session::Fenced::shown_on(metrics.fence()),
     }
 }
 

@@ -6,13 +6,12 @@
 
 use std::time::{Duration, Instant};
 
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use super::Agent;
 use crate::fence::Clock;
-use crate::session::Agent;
+use crate::metrics::FenceMetrics;
 
 /// How often a fence that is up is looked at: its Pods counted.
 const FOLLOW_EVERY: Duration = Duration::from_secs(1);
@@ -30,16 +29,6 @@ pub struct Fenced {
     /// Every Pod of them was seen gone.
     pods_gone: bool,
     pub metrics: FenceMetrics,
-}
-
-/// The fence's metrics: whether it is up, how often it went up, how many
-/// mirrors it stopped and how many of their Pods the worker still shows.
-#[derive(Clone, Default)]
-pub struct FenceMetrics {
-    pub up: Gauge,
-    pub fences: Counter,
-    pub mirrors: Gauge,
-    pub pods: Gauge,
 }
 
 impl Fenced {

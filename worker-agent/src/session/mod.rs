@@ -14,12 +14,15 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::transport::Channel;
 use tracing::{info, warn};
 
-use crate::cut_off::{Fenced, fence_due};
+mod cut_off;
+
 use crate::dial::{Dial, Redial};
 use crate::epoch::Epochs;
 use crate::fence;
 use crate::metrics::DesiredSets;
 use crate::mirrors::{Mirrors, Pass, agent_message};
+pub use cut_off::Fenced;
+use cut_off::fence_due;
 
 /// Heartbeats missed before the manager counts as gone.
 const MISSED_HEARTBEATS: u32 = 3;
