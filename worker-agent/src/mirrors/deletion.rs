@@ -282,3 +282,7 @@ where
     }
     outcome
 }
+
+#[cfg(test)]
+#[path = "deletion_tests.rs"]
+mod tests;

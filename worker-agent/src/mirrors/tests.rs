@@ -39,7 +39,7 @@ where
 
 /// The mirrors of caches that listed `jobs` and no Pod, whose every request
 /// to the API server fails: nothing listens where their client points.
-async fn reaching_nothing(jobs: Vec<Job>) -> Mirrors {
+pub(super) async fn reaching_nothing(jobs: Vec<Job>) -> Mirrors {
     let changes = Arc::new(Changes::default());
     let jobs = listed(jobs, &changes).await;
     let pods = listed(Vec::<Pod>::new(), &changes).await;
@@ -55,7 +55,7 @@ async fn reaching_nothing(jobs: Vec<Job>) -> Mirrors {
     Mirrors::new(client, "test".into(), pacing, objects, pods, changes)
 }
 
-fn deleted(uid: &str, namespace: &str) -> DeleteMirror {
+pub(super) fn deleted(uid: &str, namespace: &str) -> DeleteMirror {
     DeleteMirror {
         origin_uid: uid.into(),
         namespace: namespace.into(),
@@ -115,6 +115,16 @@ fn a_pod_watched_by_its_metadata_is_cached_with_that_metadata_and_the_same_event
     assert!(matches!(pod_of_metadata(Event::InitDone), Event::InitDone));
 }
 
+/// A policy that names `ml` only: the watches cover nothing else.
+pub(super) fn only_ml() -> Arc<crate::namespaces::NamespacePolicy> {
+    Arc::new(crate::namespaces::NamespacePolicy {
+        all: false,
+        names: ["ml".to_string()].into(),
+        selector: None,
+        own: Some("jobrelay-system".into()),
+    })
+}
+
 /// The mirrors a pass reported gone.
 async fn reported_gone(mirrors: &mut Mirrors) -> Vec<String> {
     let mut out = Vec::new();
@@ -132,13 +142,7 @@ async fn reported_gone(mirrors: &mut Mirrors) -> Vec<String> {
 async fn a_mirror_outside_the_watches_is_not_gone_while_its_namespace_cannot_be_read() {
     // The agent restarted with a policy that no longer names `team-b`: its
     // caches show nothing there, and the API server cannot be read.
-    let policy = crate::namespaces::NamespacePolicy {
-        all: false,
-        names: ["ml".to_string()].into(),
-        selector: None,
-        own: Some("jobrelay-system".into()),
-    };
-    let mut mirrors = reaching_nothing(vec![]).await.within(Arc::new(policy));
+    let mut mirrors = reaching_nothing(vec![]).await.within(only_ml());
     mirrors.delete(deleted("outside", "team-b"));
     mirrors.delete(deleted("watched", "ml"));
     mirrors.delete(deleted("system", "kube-system"));
