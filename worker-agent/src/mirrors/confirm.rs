@@ -15,7 +15,9 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
 use kube::api::{Api, ListParams, ObjectMeta};
-use tracing::warn;
+use std::time::{Duration, Instant};
+
+use tracing::{debug, warn};
 
 use super::mirror::Event;
 use super::reads::{Confirmation, Read, Scope, confirmation, read_failure, scope_of};
@@ -54,9 +56,23 @@ impl Mirrors {
                 }
             }
             if let (mirrors, Some(reason)) = unknown {
-                warn!(%namespace, mirrors, %reason, "could not confirm the mirrors gone; asking again on a later pass");
+                self.log_unconfirmed(&namespace, mirrors, &reason);
             }
         }
+    }
+
+    /// Logs that `mirrors` of `namespace` are not confirmed gone, and why:
+    /// as a warning once per namespace every [`UNCONFIRMED_LOGGED_EVERY`],
+    /// not on every pass while a namespace cannot be read.
+    pub(super) fn log_unconfirmed(&mut self, namespace: &str, mirrors: usize, reason: &str) {
+        let now = Instant::now();
+        let last = self.unconfirmed_logged.get(namespace).copied();
+        if !log_due(last, now, UNCONFIRMED_LOGGED_EVERY) {
+            debug!(%namespace, mirrors, %reason, "could not confirm the mirrors gone; asking again on a later pass");
+            return;
+        }
+        self.unconfirmed_logged.insert(namespace.to_string(), now);
+        warn!(%namespace, mirrors, %reason, "could not confirm the mirrors gone; asking again on a later pass");
     }
 
     /// Whether each mirror of `batch` is gone: the API server shows neither
@@ -81,7 +97,7 @@ impl Mirrors {
                 let read = listed.as_ref().map(|listed| match listed {
                     Ok(gone) if gone.contains(uid) => Read::Nothing,
                     Ok(_) => Read::Standing,
-                    Err(failed) => failed.clone(),
+                    Err(failure) => Read::Failed(failure.clone()),
                 });
                 let confirmation = confirmation(&batch.namespace, scope, read.as_ref());
                 (uid.clone(), confirmation)
@@ -156,6 +172,15 @@ where
         "" => Api::all(client.clone()),
         namespace => Api::namespaced(client.clone(), namespace),
     }
+}
+
+/// How often a namespace whose mirrors cannot be confirmed gone is logged
+/// as a warning again.
+const UNCONFIRMED_LOGGED_EVERY: Duration = Duration::from_secs(30);
+
+/// Whether a warning last logged at `last` is due again at `now`.
+fn log_due(last: Option<Instant>, now: Instant, every: Duration) -> bool {
+    last.is_none_or(|at| now.saturating_duration_since(at) >= every)
 }
 
 /// At most this many mirrors are confirmed gone by one pair of requests.

@@ -95,7 +95,10 @@ impl Mirrors {
         out: &mut Vec<AgentMessage>,
     ) {
         let unwatched = self.unwatched_deletions(snapshot);
-        let direct = self.read_directly(unwatched).await;
+        let mut direct = self.read_directly(unwatched).await;
+        for (namespace, mirrors, reason) in std::mem::take(&mut direct.unread) {
+            self.log_unconfirmed(&namespace, mirrors, &reason);
+        }
         let due = self.step_deletions(snapshot, &direct, Instant::now());
         self.send_deletes(due.job_deletes, due.pod_deletes).await;
         self.confirm_gone_and_report(due.gone, out).await;

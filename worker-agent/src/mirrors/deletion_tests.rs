@@ -29,6 +29,7 @@ fn read(read: &[&str], objects: Vec<(&str, Arc<dyn Mirror>)>) -> Direct {
             pods: HashMap::new(),
         },
         read,
+        unread: Vec::new(),
     }
 }
 

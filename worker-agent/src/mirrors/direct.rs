@@ -15,10 +15,9 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
 use kube::api::{Api, ListParams};
-use tracing::warn;
 
 use super::confirm::{Batch, Gone, confirmation_batches, selector_of};
-use super::reads::{Scope, scope_of};
+use super::reads::{Scope, read_failure, scope_of, unread};
 use super::visit::Visit;
 use super::{Mirrors, Snapshot, by_origin_uid, concurrently};
 use crate::kinds::{Mirror, MirrorKind};
@@ -30,6 +29,8 @@ pub(super) struct Direct {
     /// The mirrors whose namespace was read: a mirror not among them was
     /// not seen at all, which says nothing of it.
     pub read: HashSet<String>,
+    /// The namespaces that could not be read: how many mirrors, and why.
+    pub unread: Vec<(String, usize, String)>,
 }
 
 /// The objects and Pods of some mirrors, by origin UID.
@@ -62,7 +63,7 @@ impl Mirrors {
 
     /// Reads what the API server shows of the mirrors `unwatched` names, up
     /// to 50 mirrors per request. A namespace whose read failed (the agent
-    /// may no longer read there, say) is logged and left out: its mirrors
+    /// may no longer read there, say) is left out, with why: its mirrors
     /// wait for a later pass.
     pub(super) async fn read_directly(&self, unwatched: Vec<Gone>) -> Direct {
         let mut direct = Direct {
@@ -72,6 +73,7 @@ impl Mirrors {
                 pods: HashMap::new(),
             },
             read: HashSet::new(),
+            unread: Vec::new(),
         };
         if unwatched.is_empty() {
             return direct;
@@ -91,7 +93,10 @@ impl Mirrors {
                     direct.read.extend(batch.uids);
                 }
                 Err(error) => {
-                    warn!(namespace = %batch.namespace, mirrors = batch.uids.len(), %error, "could not read the mirrors being deleted in a namespace outside the agent's watches; reading again on a later pass");
+                    let reason = unread(&batch.namespace, Scope::Unwatched, &read_failure(&error));
+                    direct
+                        .unread
+                        .push((batch.namespace, batch.uids.len(), reason));
                 }
             }
         }

@@ -52,17 +52,26 @@ pub(super) enum Read {
     Standing,
     /// Nothing of its origin UID is there.
     Nothing,
-    /// The API server refused the list (403): the agent may not read there.
-    Forbidden(String),
-    /// The list failed otherwise: the network, a timeout, the API server.
-    Failed(String),
+    /// The list did not answer: nothing is known.
+    Failed(ReadFailure),
 }
 
-/// The read a failed list stands for: a refusal, or a failure.
-pub(super) fn read_failure(error: &kube::Error) -> Read {
+/// Why a list did not answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum ReadFailure {
+    /// The API server refused it (403): the agent may not read there.
+    Forbidden(String),
+    /// It failed otherwise: the network, a timeout, the API server.
+    Other(String),
+}
+
+/// Why a list failed with `error`: a refusal, or another failure.
+pub(super) fn read_failure(error: &kube::Error) -> ReadFailure {
     match error {
-        kube::Error::Api(status) if status.code == 403 => Read::Forbidden(status.message.clone()),
-        error => Read::Failed(error.to_string()),
+        kube::Error::Api(status) if status.code == 403 => {
+            ReadFailure::Forbidden(status.message.clone())
+        }
+        error => ReadFailure::Other(error.to_string()),
     }
 }
 
@@ -81,25 +90,35 @@ pub(super) enum Confirmation {
 /// Whether a mirror of `namespace` (seen from `scope`) is gone, given the
 /// read of the API server made for it (`None`: none was made).
 pub(super) fn confirmation(namespace: &str, scope: Scope, read: Option<&Read>) -> Confirmation {
+    match (scope, read) {
+        (Scope::NeverWritten, _) => Confirmation::Gone,
+        (_, Some(Read::Nothing)) => Confirmation::Gone,
+        (_, Some(Read::Standing)) => Confirmation::Standing,
+        (_, None) => Confirmation::Unknown(format!(
+            "namespace {namespace} was not read; the mirror is not confirmed gone"
+        )),
+        (_, Some(Read::Failed(failure))) => {
+            Confirmation::Unknown(unread(namespace, scope, failure))
+        }
+    }
+}
+
+/// Why nothing is concluded of the mirrors of `namespace` (seen from
+/// `scope`) whose list failed, for the log.
+pub(super) fn unread(namespace: &str, scope: Scope, failure: &ReadFailure) -> String {
     let outside = match scope {
-        Scope::NeverWritten => return Confirmation::Gone,
-        Scope::Watched => "",
         Scope::Unwatched => {
             " (the namespace is outside the agent's namespace policy and watches; give the agent read access there until its mirrors are gone)"
         }
+        Scope::Watched | Scope::NeverWritten => "",
     };
-    match read {
-        Some(Read::Nothing) => Confirmation::Gone,
-        Some(Read::Standing) => Confirmation::Standing,
-        None => Confirmation::Unknown(format!(
-            "namespace {namespace} was not read; the mirror is not confirmed gone"
-        )),
-        Some(Read::Forbidden(message)) => Confirmation::Unknown(format!(
+    match failure {
+        ReadFailure::Forbidden(message) => format!(
             "the agent may not list Jobs and Pods in namespace {namespace}: {message}; the mirror is not confirmed gone{outside}"
-        )),
-        Some(Read::Failed(message)) => Confirmation::Unknown(format!(
+        ),
+        ReadFailure::Other(message) => format!(
             "listing Jobs and Pods in namespace {namespace} failed: {message}; the mirror is not confirmed gone{outside}"
-        )),
+        ),
     }
 }
 

@@ -44,8 +44,8 @@ enum Expect {
 
 #[test]
 fn only_a_read_that_succeeded_confirms_a_mirror_gone() {
-    let forbidden = Read::Forbidden("jobs is forbidden".into());
-    let failed = Read::Failed("connection refused".into());
+    let forbidden = Read::Failed(ReadFailure::Forbidden("jobs is forbidden".into()));
+    let failed = Read::Failed(ReadFailure::Other("connection refused".into()));
     let outside = "outside the agent's namespace policy";
     let rows = [
         // (scope, read, expected)
@@ -97,10 +97,10 @@ fn a_refused_list_is_forbidden_and_any_other_failure_a_failure() {
     };
     assert_eq!(
         read_failure(&status(403)),
-        Read::Forbidden("code 403".into())
+        ReadFailure::Forbidden("code 403".into())
     );
-    assert!(matches!(read_failure(&status(500)), Read::Failed(m) if m.contains("code 500")));
-    assert!(matches!(read_failure(&status(401)), Read::Failed(_)));
+    assert!(matches!(read_failure(&status(500)), ReadFailure::Other(m) if m.contains("code 500")));
+    assert!(matches!(read_failure(&status(401)), ReadFailure::Other(_)));
 }
 
 fn labelled(origin: &str, uid: &str) -> ObjectMeta {
