@@ -134,9 +134,16 @@ pub(super) fn unread(namespace: &str, scope: Scope, failure: &ReadFailure) -> St
 /// refusal would be permanent and fail the manager Job while its Pods run
 /// on; a mirror held but not updated is the lesser surprise, and the
 /// manager's delete still removes it. Without such a mirror the apply is
-/// refused as before (`NAMESPACE_NOT_ALLOWED`). A failed read tells
-/// neither: the apply is refused for a reason that can clear, and tried
-/// again.
+/// refused as before (`NAMESPACE_NOT_ALLOWED`).
+///
+/// A read that failed tells neither. Where the agent may not read the
+/// namespace at all (403: with the chart, no Role there — the usual case of
+/// a namespace never in the policy), the refusal stands as before, saying
+/// that the agent could not look: were it only retried, a Job sent to a
+/// namespace the worker never allowed would wait forever instead of
+/// failing with the reason. Any other failure (the network, a timeout, the
+/// API server) can clear: the apply is refused for a reason that can, and
+/// tried again.
 pub(super) fn resent_outside_policy(
     namespace: &str,
     refusal: String,
@@ -160,6 +167,12 @@ pub(super) fn resent_outside_policy(
         Ok(_) => Err(ApplyFailure::Refused(
             RejectReason::NamespaceNotAllowed,
             refusal,
+        )),
+        Err(ApplyFailure::Refused(RejectReason::Forbidden, message)) => Err(ApplyFailure::Refused(
+            RejectReason::NamespaceNotAllowed,
+            format!(
+                "{refusal} (the agent may not read namespace {namespace} either, so it cannot tell whether a mirror of this Job still runs there: {message})"
+            ),
         )),
         Err(ApplyFailure::Refused(reason, message)) => {
             let reason = match reason.is_permanent() {

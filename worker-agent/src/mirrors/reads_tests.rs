@@ -149,20 +149,20 @@ fn a_resent_apply_keeps_only_this_origins_mirror_of_that_uid_and_refuses_otherwi
 #[test]
 fn a_resent_apply_whose_read_failed_is_refused_for_a_reason_that_can_clear() {
     let rows = [
-        (RejectReason::Forbidden, RejectReason::Forbidden),
         (RejectReason::Unavailable, RejectReason::Unavailable),
+        (RejectReason::Other, RejectReason::Other),
         // A permanent refusal would fail the manager Job: it cannot be
         // told from a read that failed.
         (RejectReason::Invalid, RejectReason::Unavailable),
     ];
     for (failed, reported) in rows {
-        let found = Err(ApplyFailure::Refused(failed, "jobs is forbidden".into()));
+        let found = Err(ApplyFailure::Refused(failed, "the server is down".into()));
         match resent_outside_policy("team-b", "not in the policy".into(), ("hub", "u"), found) {
             Err(ApplyFailure::Refused(reason, message)) => {
                 assert_eq!(reason, reported);
                 assert!(!reason.is_permanent());
                 assert!(
-                    message.contains("team-b") && message.contains("jobs is forbidden"),
+                    message.contains("team-b") && message.contains("the server is down"),
                     "{message}"
                 );
             }
@@ -174,4 +174,21 @@ fn a_resent_apply_whose_read_failed_is_refused_for_a_reason_that_can_clear() {
         resent_outside_policy("team-b", "no".into(), ("hub", "u"), Err(wait.clone())),
         Err(wait)
     );
+}
+
+#[test]
+fn a_resent_apply_where_the_agent_may_not_read_is_refused_as_before_saying_so() {
+    let found = Err(ApplyFailure::Refused(
+        RejectReason::Forbidden,
+        "jobs.batch \"train\" is forbidden".into(),
+    ));
+    match resent_outside_policy("team-b", "not in the policy".into(), ("hub", "u"), found) {
+        Err(ApplyFailure::Refused(RejectReason::NamespaceNotAllowed, message)) => assert!(
+            message.starts_with("not in the policy")
+                && message.contains("may not read namespace team-b")
+                && message.contains("is forbidden"),
+            "{message}"
+        ),
+        other => panic!("{other:?}"),
+    }
 }

@@ -198,7 +198,7 @@ async fn an_apply_outside_the_policy_is_refused_for_good_only_where_no_mirror_ca
         );
     }
     // An earlier policy may have: whether its mirror runs there could not
-    // be read, so the refusal can clear.
+    // be read (the API server did not answer), so the refusal can clear.
     match answer("team-b").await {
         Err(ApplyFailure::Refused(reason, message)) => {
             assert!(!reason.is_permanent(), "{reason:?}: {message}");
