@@ -186,7 +186,8 @@ fn log_due(last: Option<Instant>, now: Instant, every: Duration) -> bool {
 /// At most this many mirrors are confirmed gone by one pair of requests.
 const CONFIRM_AT_ONCE: usize = 50;
 
-/// A mirror the caches show gone, to be confirmed on the API server.
+/// A mirror to ask the API server about: one the caches show gone, to be
+/// confirmed, or one being deleted outside the watches (`direct`).
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Gone {
     pub namespace: String,
