@@ -37,12 +37,12 @@ where
     watched
 }
 
-#[tokio::test]
-async fn the_first_half_of_a_pass_reports_status_without_a_request() {
+/// The mirrors of caches that listed `jobs` and no Pod, whose every request
+/// to the API server fails: nothing listens where their client points.
+pub(super) async fn reaching_nothing(jobs: Vec<Job>) -> Mirrors {
     let changes = Arc::new(Changes::default());
-    let jobs = listed(vec![mirror("u1", true), mirror("u2", false)], &changes).await;
+    let jobs = listed(jobs, &changes).await;
     let pods = listed(Vec::<Pod>::new(), &changes).await;
-    // Nothing listens there: a request would fail, not answer.
     let nowhere = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
     let pacing = Pacing {
         orphan_pod_grace: Duration::from_secs(10),
@@ -52,14 +52,23 @@ async fn the_first_half_of_a_pass_reports_status_without_a_request() {
     };
     let client = kube::Client::try_from(nowhere).unwrap();
     let objects = crate::kinds::objects::Objects::new(jobs, None);
-    let mut mirrors = Mirrors::new(client, "test".into(), pacing, objects, pods, changes);
-    mirrors.delete(DeleteMirror {
-        origin_uid: "u2".into(),
-        namespace: "ml".into(),
-        name: "job-u2".into(),
+    Mirrors::new(client, "test".into(), pacing, objects, pods, changes)
+}
+
+pub(super) fn deleted(uid: &str, namespace: &str) -> DeleteMirror {
+    DeleteMirror {
+        origin_uid: uid.into(),
+        namespace: namespace.into(),
+        name: format!("job-{uid}"),
         reason: DeleteReason::ManagerJobDeleted as i32,
         kind: None,
-    });
+    }
+}
+
+#[tokio::test]
+async fn the_first_half_of_a_pass_reports_status_without_a_request() {
+    let mut mirrors = reaching_nothing(vec![mirror("u1", true), mirror("u2", false)]).await;
+    mirrors.delete(deleted("u2", "ml"));
 
     let mut out = Vec::new();
     let _look = mirrors.look(Pass::Changes, &mut out);
@@ -104,4 +113,44 @@ fn a_pod_watched_by_its_metadata_is_cached_with_that_metadata_and_the_same_event
     }
     assert!(matches!(pod_of_metadata(Event::Init), Event::Init));
     assert!(matches!(pod_of_metadata(Event::InitDone), Event::InitDone));
+}
+
+/// A policy that names `ml` only: the watches cover nothing else.
+pub(super) fn only_ml() -> Arc<crate::namespaces::NamespacePolicy> {
+    Arc::new(crate::namespaces::NamespacePolicy {
+        all: false,
+        names: ["ml".to_string()].into(),
+        selector: None,
+        own: Some("jobrelay-system".into()),
+    })
+}
+
+/// The mirrors a pass reported gone.
+async fn reported_gone(mirrors: &mut Mirrors) -> Vec<String> {
+    let mut out = Vec::new();
+    let findings = mirrors.look(Pass::Full, &mut out);
+    mirrors.act(findings, &mut out).await;
+    out.into_iter()
+        .filter_map(|m| match m.kind {
+            Some(Kind::MirrorGone(gone)) => Some(gone.origin_uid),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_mirror_outside_the_watches_is_not_gone_while_its_namespace_cannot_be_read() {
+    // The agent restarted with a policy that no longer names `team-b`: its
+    // caches show nothing there, and the API server cannot be read.
+    let mut mirrors = reaching_nothing(vec![]).await.within(only_ml());
+    mirrors.delete(deleted("outside", "team-b"));
+    mirrors.delete(deleted("watched", "ml"));
+    mirrors.delete(deleted("system", "kube-system"));
+    assert_eq!(
+        reported_gone(&mut mirrors).await,
+        ["system"],
+        "only where jobrelay never writes is nothing read; elsewhere a failed read confirms nothing"
+    );
+    assert_eq!(reported_gone(&mut mirrors).await, Vec::<String>::new());
+    assert!(mirrors.is_deleting("outside") && mirrors.is_deleting("watched"));
 }
