@@ -93,19 +93,7 @@ async fn an_admitted_job_on_a_lost_worker_completes_on_another_and_nothing_of_it
     let watched = s
         .watch_cut_off("stranded", &uid, LOST_WORKER, cut, Duration::from_secs(180))
         .await;
-    println!("cut off (fenceAfter {FENCE_AFTER}, lostAfter {LOST_AFTER}): {watched:?}");
-    assert!(
-        watched.overlaps.is_empty(),
-        "two workers ran the Job at once: {:?}",
-        watched.overlaps
-    );
-    let (Some(pods_gone), Some(lost)) = (watched.pods_gone, watched.lost) else {
-        panic!("fenced and Lost both seen: {watched:?}");
-    };
-    assert!(
-        pods_gone < lost,
-        "the fenced mirror's Pods gone ({pods_gone:?}) before the cluster is Lost ({lost:?})"
-    );
+    watched.assert_fenced_before_lost(&format!("fenceAfter {FENCE_AFTER}, lostAfter {LOST_AFTER}"));
     let done = watched.job;
     let annotations = done.annotations();
     assert_eq!(

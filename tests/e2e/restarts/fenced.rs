@@ -33,19 +33,7 @@ async fn a_cut_off_worker_fences_before_it_is_lost_and_the_job_never_runs_on_two
     let watched = s
         .watch_cut_off("checkpointing", &uid, &cut_worker, cut, TIMEOUT * 2)
         .await;
-    println!("cut off (fenceAfter {FENCE_AFTER}, lostAfter {LOST_AFTER}): {watched:?}");
-    assert!(
-        watched.overlaps.is_empty(),
-        "two workers ran the Job at once: {:?}",
-        watched.overlaps
-    );
-    let (Some(pods_gone), Some(lost)) = (watched.pods_gone, watched.lost) else {
-        panic!("fenced and Lost both seen: {watched:?}");
-    };
-    assert!(
-        pods_gone < lost,
-        "the fenced mirror's Pods gone ({pods_gone:?}) before the cluster is Lost ({lost:?})"
-    );
+    watched.assert_fenced_before_lost(&format!("fenceAfter {FENCE_AFTER}, lostAfter {LOST_AFTER}"));
     let done_on = watched.job.annotations().get(CLUSTER_KEY).cloned();
     assert!(
         done_on.is_some() && done_on.as_deref() != Some(cut_worker.as_str()),

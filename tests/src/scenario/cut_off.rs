@@ -31,6 +31,30 @@ pub struct CutOff {
     pub job: Job,
 }
 
+impl CutOff {
+    /// Asserts what fencing promises, and prints the timings (`clocks`
+    /// names the fencing set): no two workers ran the Job at once, and the
+    /// cut-off worker's Pods of it were gone before the cluster was Lost.
+    pub fn assert_fenced_before_lost(&self, clocks: &str) {
+        println!(
+            "cut off ({clocks}): Pods gone after {:?}, Lost after {:?}",
+            self.pods_gone, self.lost
+        );
+        assert!(
+            self.overlaps.is_empty(),
+            "two workers ran the Job at once: {:?}",
+            self.overlaps
+        );
+        let (Some(pods_gone), Some(lost)) = (self.pods_gone, self.lost) else {
+            panic!("fenced and Lost both seen: {self:?}");
+        };
+        assert!(
+            pods_gone < lost,
+            "the fenced mirror's Pods gone ({pods_gone:?}) before the cluster is Lost ({lost:?})"
+        );
+    }
+}
+
 impl Scenario {
     /// Every worker's Pods of origin UID `uid`: (running ones, all ones).
     pub async fn pods_by_worker(&self, uid: &str) -> BTreeMap<String, (usize, usize)> {
