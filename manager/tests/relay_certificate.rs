@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use jobrelay_manager::clusters::certificate_pin::CertificatePin;
 use jobrelay_manager::clusters::worker_cluster::{WorkerCluster, WorkerClusterSpec};
+use jobrelay_proto::v1::ManagerMessage;
+use jobrelay_proto::v1::manager_message::Kind;
 use tonic::{Code, Status};
 
 #[path = "support/relay.rs"]
@@ -53,9 +55,32 @@ async fn a_session_ends_when_its_clusters_pin_changes_to_refuse_it_and_not_on_ot
     session.next().await; // Welcome
     session.next().await; // DesiredSet
 
-    // Another field changes: the session stays.
+    // The fencing changes: the session stays, and the agent is welcomed
+    // again with its new fenceAfter.
     manager.update_cluster(w1(WorkerClusterSpec {
         lost_after: Some("5m".into()),
+        ..Default::default()
+    }));
+    let again = tokio::time::timeout(Duration::from_secs(5), session.inbound.message()).await;
+    let Ok(Ok(Some(ManagerMessage {
+        kind: Some(Kind::Welcome(welcome)),
+    }))) = again
+    else {
+        panic!("welcomed again: {again:?}");
+    };
+    assert_eq!(
+        welcome.fence_after,
+        Some(prost_types::Duration {
+            seconds: 260,
+            nanos: 0
+        }),
+        "5m less 2/15 of it"
+    );
+
+    // Another field changes: nothing arrives, the session stays.
+    manager.update_cluster(w1(WorkerClusterSpec {
+        lost_after: Some("5m".into()),
+        namespace_selector: Some(Default::default()),
         ..Default::default()
     }));
     let stayed = tokio::time::timeout(Duration::from_millis(300), session.inbound.message()).await;
