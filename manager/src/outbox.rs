@@ -80,7 +80,7 @@ mod tests {
     use jobrelay_proto::v1::{Heartbeat, manager_message::Kind};
 
     fn beat() -> ManagerMessage {
-        message(Kind::Heartbeat(Heartbeat {}))
+        message(Kind::Heartbeat(Heartbeat::default()))
     }
 
     #[test]

@@ -274,7 +274,7 @@ impl Sessions {
         let heartbeats = tokio::spawn(jobrelay_process::heartbeat::send_every(
             outbox.clone(),
             every,
-            || message(Kind::Heartbeat(Heartbeat {})),
+            || message(Kind::Heartbeat(Heartbeat::default())),
         ));
         let (desired, released) = desired::for_cluster(
             &self.stores,

@@ -110,7 +110,7 @@ impl Agent {
         let beats = tokio::spawn(jobrelay_process::heartbeat::send_every(
             outbox.clone(),
             heartbeat_interval,
-            || agent_message(agent_message::Kind::Heartbeat(Heartbeat {})),
+            || agent_message(agent_message::Kind::Heartbeat(Heartbeat::default())),
         ));
         let ended = self.work(&mut inbox, &outbox, &interval, &last_heard).await;
         beats.abort();
