@@ -37,10 +37,11 @@ where
     watched
 }
 
-#[tokio::test]
-async fn the_first_half_of_a_pass_reports_status_without_a_request() {
+/// The mirrors of a worker whose caches listed `jobs` and no Pod, with an
+/// API server that answers nothing.
+async fn mirrors_over(jobs: Vec<Job>) -> Mirrors {
     let changes = Arc::new(Changes::default());
-    let jobs = listed(vec![mirror("u1", true), mirror("u2", false)], &changes).await;
+    let jobs = listed(jobs, &changes).await;
     let pods = listed(Vec::<Pod>::new(), &changes).await;
     // Nothing listens there: a request would fail, not answer.
     let nowhere = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
@@ -52,14 +53,23 @@ async fn the_first_half_of_a_pass_reports_status_without_a_request() {
     };
     let client = kube::Client::try_from(nowhere).unwrap();
     let objects = crate::kinds::objects::Objects::new(jobs, None);
-    let mut mirrors = Mirrors::new(client, "test".into(), pacing, objects, pods, changes);
-    mirrors.delete(DeleteMirror {
-        origin_uid: "u2".into(),
+    Mirrors::new(client, "test".into(), pacing, objects, pods, changes)
+}
+
+fn delete(uid: &str) -> DeleteMirror {
+    DeleteMirror {
+        origin_uid: uid.into(),
         namespace: "ml".into(),
-        name: "job-u2".into(),
+        name: format!("job-{uid}"),
         reason: DeleteReason::ManagerJobDeleted as i32,
         kind: None,
-    });
+    }
+}
+
+#[tokio::test]
+async fn the_first_half_of_a_pass_reports_status_without_a_request() {
+    let mut mirrors = mirrors_over(vec![mirror("u1", true), mirror("u2", false)]).await;
+    mirrors.delete(delete("u2"));
 
     let mut out = Vec::new();
     let _look = mirrors.look(Pass::Changes, &mut out);
@@ -104,4 +114,58 @@ fn a_pod_watched_by_its_metadata_is_cached_with_that_metadata_and_the_same_event
     }
     assert!(matches!(pod_of_metadata(Event::Init), Event::Init));
     assert!(matches!(pod_of_metadata(Event::InitDone), Event::InitDone));
+}
+
+#[tokio::test]
+async fn what_the_agent_holds_follows_each_desired_set_apply_and_delete() {
+    let mut mirrors = mirrors_over(vec![mirror("u1", false), mirror("u2", false)]).await;
+    let holding = mirrors.holding();
+    assert_eq!(
+        *holding.borrow(),
+        None,
+        "nothing before the session's DesiredSet"
+    );
+    mirrors.set_desired(["u1".to_string(), "u2".to_string()], Vec::new(), false);
+    let held = |received, uids: &[&str]| {
+        Some(jobrelay_proto::holding::Summary::of(uids.iter().copied()).holding(received))
+    };
+    assert_eq!(*holding.borrow(), held(1, &["u1", "u2"]));
+    mirrors.apply_all(vec![apply("u3")]);
+    assert_eq!(*holding.borrow(), held(2, &["u1", "u2", "u3"]));
+    mirrors.delete(delete("u1"));
+    assert_eq!(*holding.borrow(), held(3, &["u2", "u3"]));
+    mirrors.new_session();
+    assert_eq!(
+        *holding.borrow(),
+        None,
+        "a new session waits for its DesiredSet"
+    );
+}
+
+#[tokio::test]
+async fn a_second_desired_set_drops_an_apply_waiting_for_a_mirror_it_no_longer_names() {
+    let mut mirrors = mirrors_over(vec![mirror("u1", false)]).await;
+    mirrors.set_desired(["u1".to_string()], Vec::new(), false);
+    // The apply of a new generation waits until the old mirror is gone.
+    mirrors.delete(delete("u1"));
+    mirrors.apply_all(vec![apply("u1")]);
+    let waits = |mirrors: &Mirrors| match &mirrors.records.get("u1").map(|r| &r.work) {
+        Some(mirror::Work::Deleting { then_apply, .. }) => then_apply.is_some(),
+        other => panic!("u1 is being deleted, not {other:?}"),
+    };
+    assert!(waits(&mirrors));
+    mirrors.set_desired(Vec::<String>::new(), Vec::new(), false);
+    assert!(
+        !waits(&mirrors),
+        "the apply is dropped, the deletion goes on"
+    );
+}
+
+fn apply(uid: &str) -> jobrelay_proto::v1::ApplyMirror {
+    jobrelay_proto::v1::ApplyMirror {
+        origin_uid: uid.into(),
+        revision: 2,
+        object: Vec::new(),
+        kind: None,
+    }
 }
