@@ -29,10 +29,13 @@ use jobrelay_process::{Peer, PeerCertificate, RefusedConnection};
 use k8s_openapi::jiff::Timestamp;
 
 mod admission;
+mod anti_entropy;
 mod certificate;
 mod desired;
+mod drift;
 pub mod limits;
 mod reports;
+pub mod wanted;
 
 use admission::{Dismissal, versions_match};
 use limits::TooLarge;
@@ -152,6 +155,8 @@ pub struct Sessions {
     /// Marked changed whenever a WorkerCluster changes (once in `registry`),
     /// so a session whose pin changed is judged again.
     pub clusters_changed: tokio::sync::watch::Receiver<()>,
+    /// What the manager wants on each cluster, for the agents' Heartbeats.
+    pub wanted: wanted::WantedCache,
 }
 
 type ManagerStream = Pin<Box<dyn Stream<Item = Result<ManagerMessage, Status>> + Send>>;
@@ -303,6 +308,11 @@ impl Sessions {
         self.fleet
             .trigger_all(desired::awaiting_placement(&self.stores));
 
+        let mut anti_entropy = anti_entropy::AntiEntropy {
+            session,
+            outbox: outbox.clone(),
+            drift: drift::Drift::default(),
+        };
         let silence = self.heartbeat_interval * MISSED_HEARTBEATS;
         let mut certificate_ends =
             std::pin::pin!(self.certificate_ends(&cluster, certificate, clusters_changed));
@@ -325,7 +335,7 @@ impl Sessions {
                         break Ended::Unregistered;
                     }
                     self.fleet.heard(&cluster);
-                    if let Err(why) = self.receive(&cluster, kind).await {
+                    if let Err(why) = self.receive(&cluster, kind, &mut anti_entropy).await {
                         break why;
                     }
                 }

@@ -272,6 +272,10 @@ impl MirrorMap {
         self.mirrors.contains_key(uid)
     }
 
+    pub(super) fn uids(&self) -> impl Iterator<Item = &str> {
+        self.mirrors.keys().map(String::as_str)
+    }
+
     pub(super) fn values(&self) -> impl Iterator<Item = &Mirror> {
         self.mirrors.values()
     }

@@ -277,3 +277,44 @@ fn reports_about_mirrors_never_placed_on_the_cluster_are_dropped() {
         "nor for an unknown cluster"
     );
 }
+
+#[test]
+fn a_desired_set_sent_again_releases_what_is_tracked_there_known_and_not_wanted() {
+    let (fleet, _) = fleet();
+    let (tx, mut rx) = outbox();
+    let session = fleet.connect("w1", "test", &[], vec![], vec![], tx);
+    fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
+    fleet.ensure_applied("w1", "u2", &key("b"), 1, Vec::new);
+    fleet.ensure_applied("w1", "u3", &key("c"), 1, Vec::new);
+    let _ = kinds(&mut rx);
+    let desired = vec![(
+        DesiredMirror {
+            origin_uid: "u1".into(),
+        },
+        key("a"),
+    )];
+    // u3's object is gone from the stores: the agent's brake weighs it.
+    let known: HashSet<String> = ["u1", "u2", "elsewhere"].map(String::from).into();
+    let mut keys = fleet
+        .resync("w1", session, desired.clone(), &known)
+        .expect("the session is open");
+    keys.sort_by_key(|k| k.to_string());
+    assert_eq!(
+        keys,
+        [key("a"), key("b"), key("c")],
+        "every mirror tracked there"
+    );
+    match rx.try_recv().map(|m| m.kind) {
+        Ok(Some(Kind::DesiredSet(set))) => {
+            assert_eq!(set.mirrors, [desired[0].0.clone()]);
+            assert_eq!(set.released, ["u2"]);
+            assert!(!set.after_lost);
+        }
+        other => panic!("a DesiredSet, not {other:?}"),
+    }
+    assert!(
+        fleet.resync("w1", session + 1, desired, &known).is_none(),
+        "another session's resync sends nothing"
+    );
+    assert!(kinds(&mut rx).is_empty());
+}

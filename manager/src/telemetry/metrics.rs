@@ -79,6 +79,7 @@ pub struct Metrics {
     apply_refusals: Family<ByRefusal, Counter>,
     mirrors_lost: Family<ByCluster, Counter>,
     reports_dropped: Family<ByCluster, Counter>,
+    desired_set_resyncs: Family<ByCluster, Counter>,
     dispatch_seconds: Seconds,
     status_seconds: Seconds,
     status_heard_seconds: Seconds,
@@ -115,6 +116,7 @@ impl Metrics {
             apply_refusals: Family::default(),
             mirrors_lost: Family::default(),
             reports_dropped: Family::default(),
+            desired_set_resyncs: Family::default(),
             dispatch_seconds: Family::new_with_constructor(seconds),
             status_seconds: Family::new_with_constructor(seconds),
             status_heard_seconds: Family::new_with_constructor(seconds),
@@ -171,6 +173,11 @@ impl Metrics {
             "reports_dropped",
             "Agent reports about mirrors not placed on their cluster, dropped, by cluster",
             self.reports_dropped.clone(),
+        );
+        registry.register(
+            "desired_set_resyncs",
+            "DesiredSets sent again mid-session because the agent held another desired set than the manager wants, by cluster",
+            self.desired_set_resyncs.clone(),
         );
     }
 
@@ -356,6 +363,7 @@ mod tests {
         metrics.refused("unknown_cluster");
         metrics.refused("unknown_cluster");
         metrics.mirror_lost("w1");
+        metrics.desired_set_resent("w2");
         metrics.apply_refused("w2", "QUOTA_EXCEEDED", false);
         metrics.dispatched("w1", Duration::from_millis(120));
         metrics.cleaned_up("w1", Duration::from_secs(3));
@@ -366,6 +374,7 @@ mod tests {
             "jobrelay_connected_clusters 1\n",
             "jobrelay_sessions_refused_total{reason=\"unknown_cluster\"} 2\n",
             "jobrelay_mirrors_lost_total{cluster=\"w1\"} 1\n",
+            "jobrelay_desired_set_resyncs_total{cluster=\"w2\"} 1\n",
             "jobrelay_apply_refusals_total{cluster=\"w2\",reason=\"QUOTA_EXCEEDED\",permanent=\"false\"} 1\n",
             "jobrelay_mirrors{cluster=\"w1\",phase=\"running\"} 1\n",
             "jobrelay_dispatch_seconds_count{cluster=\"w1\"} 1\n",
