@@ -272,8 +272,8 @@ impl MirrorMap {
         self.mirrors.contains_key(uid)
     }
 
-    pub(super) fn uids(&self) -> impl Iterator<Item = &str> {
-        self.mirrors.keys().map(String::as_str)
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&String, &Mirror)> {
+        self.mirrors.iter()
     }
 
     pub(super) fn values(&self) -> impl Iterator<Item = &Mirror> {

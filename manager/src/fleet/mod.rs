@@ -7,7 +7,7 @@
 //! Every change that a reconcile should react to returns or queues the
 //! manager Job's key, which the controller then reconciles.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -24,7 +24,6 @@ use crate::mirror::Event;
 use jobrelay_proto::kinds::{self, KindName};
 use mirrors::MirrorMap;
 
-use crate::outbox::Delivery;
 pub use crate::outbox::Outbox;
 
 /// The state of one cluster's link, for its WorkerCluster status.
@@ -124,42 +123,6 @@ impl Fleet {
             let _ = self.triggers.send(key);
         }
         id
-    }
-
-    /// Sends the DesiredSet of an open session again (anti-entropy: its
-    /// agent holds another desired set than the manager wants): `desired`
-    /// as a session's first one, releasing of the mirrors tracked on the
-    /// cluster those whose objects the stores still hold (`known`) but are not
-    /// desired; what the manager does not know is for the agent's brake.
-    /// Returns the keys of every mirror tracked there, for a reconcile;
-    /// `None` if `session` is no longer the cluster's, or its outbox took
-    /// nothing.
-    pub fn resync(
-        &self,
-        cluster: &str,
-        session: u64,
-        desired: Vec<(DesiredMirror, Key)>,
-        known: &HashSet<String>,
-    ) -> Option<Vec<Key>> {
-        let mut clusters = self.lock();
-        let state = clusters.get_mut(cluster)?;
-        let outbox = match &state.session {
-            Some((id, outbox)) if *id == session => outbox.clone(),
-            _ => return None,
-        };
-        for (mirror, key) in &desired {
-            state.mirrors.change(&mirror.origin_uid, key, |_| ());
-        }
-        let wanted: HashSet<&str> = desired.iter().map(|(m, _)| m.origin_uid.as_str()).collect();
-        let released = released(state.mirrors.uids(), known, &wanted);
-        let keys = state.mirrors.values().map(|m| m.key.clone()).collect();
-        let mirrors = desired.into_iter().map(|(m, _)| m).collect();
-        let sent = outbox.send(message(Kind::DesiredSet(DesiredSet {
-            mirrors,
-            released,
-            after_lost: false,
-        })));
-        (sent == Delivery::Queued).then_some(keys)
     }
 
     /// Asks for a reconcile of each of `keys`.
@@ -287,21 +250,6 @@ impl Fleet {
     }
 }
 
-/// Of the origin UIDs `tracked` on a cluster, those the stores know (`known`)
-/// and that are not `wanted` there, sorted.
-fn released<'a>(
-    tracked: impl Iterator<Item = &'a str>,
-    known: &HashSet<String>,
-    wanted: &HashSet<&str>,
-) -> Vec<String> {
-    let mut released: Vec<String> = tracked
-        .filter(|uid| known.contains(*uid) && !wanted.contains(uid))
-        .map(str::to_string)
-        .collect();
-    released.sort_unstable();
-    released
-}
-
 fn held(cluster: &Cluster) -> u32 {
     u32::try_from(cluster.mirrors.held()).unwrap_or(u32::MAX)
 }
@@ -322,6 +270,7 @@ pub fn message(kind: Kind) -> ManagerMessage {
 }
 
 mod mirrors;
+mod resync;
 
 #[cfg(test)]
 pub(crate) mod tests;

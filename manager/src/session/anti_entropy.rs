@@ -7,7 +7,6 @@
 
 use std::time::{Duration, Instant};
 
-use jobrelay_proto::holding::Summary;
 use jobrelay_proto::v1::Holding;
 use tracing::{debug, warn};
 
@@ -78,19 +77,20 @@ impl Sessions {
     fn resync(&self, cluster: &str, session: u64, Mismatch { held, wanted }: Mismatch) {
         let (desired, known) =
             desired::resync_for_cluster(&self.stores, cluster, self.remote_retention);
-        let desired_now = Summary::of(desired.iter().map(|(m, _)| m.origin_uid.as_str()));
-        let Some(keys) = self.fleet.resync(cluster, session, desired, &known) else {
+        let wanted_now = desired.len();
+        let Some(resent) = self.fleet.resync(cluster, session, desired, &known) else {
             debug!("the session ended before its DesiredSet could be sent again");
             return;
         };
         warn!(
             held = held.mirrors,
             wanted = wanted.mirrors,
-            sent = desired_now.mirrors,
+            sent = wanted_now + resent.kept,
+            kept_while_sent = resent.kept,
             "the agent's desired set differs from what the manager wants on two heartbeats in a row; sending the DesiredSet again"
         );
         self.metrics.desired_set_resent(cluster);
-        self.fleet.trigger_all(keys);
+        self.fleet.trigger_all(resent.keys);
     }
 
     /// The least time between two DesiredSets sent again to one session.
