@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use jobrelay_proto::v1::Holding;
 use tracing::{debug, warn};
 
-use super::drift::{self, Drift, Mismatch, Verdict};
+use super::drift::{self, Drift, DriftVerdict, Mismatch};
 use super::{Sessions, desired};
 use crate::outbox::Outbox;
 
@@ -54,22 +54,22 @@ impl Sessions {
         );
         session.drift = drift;
         match verdict {
-            Verdict::InFlight | Verdict::InStep => {}
-            Verdict::Differs(Mismatch { held, wanted }) => {
+            DriftVerdict::InFlight | DriftVerdict::InStep => {}
+            DriftVerdict::Differs(Mismatch { held, wanted }) => {
                 debug!(
                     held = held.mirrors,
                     wanted = wanted.mirrors,
                     "the agent holds another desired set; looking again at the next heartbeat"
                 );
             }
-            Verdict::Spaced(Mismatch { held, wanted }) => {
+            DriftVerdict::Spaced(Mismatch { held, wanted }) => {
                 debug!(
                     held = held.mirrors,
                     wanted = wanted.mirrors,
                     "the agent still holds another desired set; the last resync was too recent to send another"
                 );
             }
-            Verdict::OutOfStep(mismatch) => self.resync(cluster, session.session, mismatch),
+            DriftVerdict::OutOfStep(mismatch) => self.resync(cluster, session.session, mismatch),
         }
     }
 

@@ -33,7 +33,7 @@ pub(super) struct Drift {
 
 /// What a Heartbeat's [`Holding`] says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Verdict {
+pub(super) enum DriftVerdict {
     /// Messages are in flight (or the agent took more than were sent, which
     /// a new DesiredSet ends): nothing to compare.
     InFlight,
@@ -60,9 +60,9 @@ pub(super) fn compare(
     wanted: Summary,
     now: Instant,
     spacing: Duration,
-) -> (Drift, Verdict) {
+) -> (Drift, DriftVerdict) {
     if holding.received != sent {
-        return (drift, Verdict::InFlight);
+        return (drift, DriftVerdict::InFlight);
     }
     let held = Summary::from(holding);
     if held == wanted {
@@ -70,7 +70,7 @@ pub(super) fn compare(
             previous: None,
             ..drift
         };
-        return (drift, Verdict::InStep);
+        return (drift, DriftVerdict::InStep);
     }
     let mismatch = Mismatch { held, wanted };
     if drift.previous != Some(mismatch) {
@@ -78,19 +78,19 @@ pub(super) fn compare(
             previous: Some(mismatch),
             ..drift
         };
-        return (drift, Verdict::Differs(mismatch));
+        return (drift, DriftVerdict::Differs(mismatch));
     }
     let spaced = drift
         .last_resync
         .is_some_and(|at| now.saturating_duration_since(at) < spacing);
     if spaced {
-        return (drift, Verdict::Spaced(mismatch));
+        return (drift, DriftVerdict::Spaced(mismatch));
     }
     let drift = Drift {
         previous: None,
         last_resync: Some(now),
     };
-    (drift, Verdict::OutOfStep(mismatch))
+    (drift, DriftVerdict::OutOfStep(mismatch))
 }
 
 #[cfg(test)]
@@ -134,7 +134,7 @@ mod tests {
         wanted: &'static [&'static str],
         now: u64,
         then: Drift,
-        verdict: Verdict,
+        verdict: DriftVerdict,
     }
 
     #[rustfmt::skip]
@@ -143,16 +143,16 @@ mod tests {
         let abc = mismatch(&["a", "b", "c"], &["a"]);
         let row = |what, drift, sent, holding, wanted, now, then, verdict| Case { what, drift, sent, holding, wanted, now, then, verdict };
         vec![
-            row("messages in flight: not compared, nothing forgotten", drift(Some(ab), None), 5, holding(4, &["a", "b"]), &["a"], 100, drift(Some(ab), None), Verdict::InFlight),
-            row("the agent took more than was sent: not compared", drift(None, None), 3, holding(4, &["a"]), &["a"], 100, drift(None, None), Verdict::InFlight),
-            row("in step", drift(None, None), 4, holding(4, &["a"]), &["a"], 100, drift(None, None), Verdict::InStep),
-            row("in step again: the difference before is forgotten", drift(Some(ab), Some(10)), 4, holding(4, &["a"]), &["a"], 100, drift(None, Some(10)), Verdict::InStep),
-            row("a first difference: remembered, nothing sent", drift(None, None), 4, holding(4, &["a", "b"]), &["a"], 100, drift(Some(ab), None), Verdict::Differs(ab)),
-            row("another difference than last time: remembered instead", drift(Some(abc), None), 4, holding(4, &["a", "b"]), &["a"], 100, drift(Some(ab), None), Verdict::Differs(ab)),
-            row("the same difference twice: out of step", drift(Some(ab), None), 4, holding(4, &["a", "b"]), &["a"], 100, drift(None, Some(100)), Verdict::OutOfStep(ab)),
-            row("twice, a resync within the spacing: held back", drift(Some(ab), Some(60)), 4, holding(4, &["a", "b"]), &["a"], 100, drift(Some(ab), Some(60)), Verdict::Spaced(ab)),
-            row("twice, the last resync a spacing ago: out of step", drift(Some(ab), Some(50)), 4, holding(4, &["a", "b"]), &["a"], 100, drift(None, Some(100)), Verdict::OutOfStep(ab)),
-            row("the same counts, other UIDs: a difference", drift(None, None), 4, holding(4, &["b"]), &["a"], 100, drift(Some(mismatch(&["b"], &["a"])), None), Verdict::Differs(mismatch(&["b"], &["a"]))),
+            row("messages in flight: not compared, nothing forgotten", drift(Some(ab), None), 5, holding(4, &["a", "b"]), &["a"], 100, drift(Some(ab), None), DriftVerdict::InFlight),
+            row("the agent took more than was sent: not compared", drift(None, None), 3, holding(4, &["a"]), &["a"], 100, drift(None, None), DriftVerdict::InFlight),
+            row("in step", drift(None, None), 4, holding(4, &["a"]), &["a"], 100, drift(None, None), DriftVerdict::InStep),
+            row("in step again: the difference before is forgotten", drift(Some(ab), Some(10)), 4, holding(4, &["a"]), &["a"], 100, drift(None, Some(10)), DriftVerdict::InStep),
+            row("a first difference: remembered, nothing sent", drift(None, None), 4, holding(4, &["a", "b"]), &["a"], 100, drift(Some(ab), None), DriftVerdict::Differs(ab)),
+            row("another difference than last time: remembered instead", drift(Some(abc), None), 4, holding(4, &["a", "b"]), &["a"], 100, drift(Some(ab), None), DriftVerdict::Differs(ab)),
+            row("the same difference twice: out of step", drift(Some(ab), None), 4, holding(4, &["a", "b"]), &["a"], 100, drift(None, Some(100)), DriftVerdict::OutOfStep(ab)),
+            row("twice, a resync within the spacing: held back", drift(Some(ab), Some(60)), 4, holding(4, &["a", "b"]), &["a"], 100, drift(Some(ab), Some(60)), DriftVerdict::Spaced(ab)),
+            row("twice, the last resync a spacing ago: out of step", drift(Some(ab), Some(50)), 4, holding(4, &["a", "b"]), &["a"], 100, drift(None, Some(100)), DriftVerdict::OutOfStep(ab)),
+            row("the same counts, other UIDs: a difference", drift(None, None), 4, holding(4, &["b"]), &["a"], 100, drift(Some(mismatch(&["b"], &["a"])), None), DriftVerdict::Differs(mismatch(&["b"], &["a"]))),
         ]
     }
 
@@ -181,7 +181,7 @@ mod tests {
             let now = 5 * beat;
             let verdict;
             (state, verdict) = compare(state, 1, &held, wanted, t(now), SPACING);
-            if matches!(verdict, Verdict::OutOfStep(_)) {
+            if matches!(verdict, DriftVerdict::OutOfStep(_)) {
                 resyncs.push(now);
             }
         }
