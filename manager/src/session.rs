@@ -10,9 +10,7 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use jobrelay_proto::v1::relay_server::Relay;
-use jobrelay_proto::v1::{
-    AgentMessage, Heartbeat, Hello, ManagerMessage, Welcome, manager_message::Kind,
-};
+use jobrelay_proto::v1::{AgentMessage, Heartbeat, Hello, ManagerMessage, manager_message::Kind};
 use tokio::sync::{mpsc, oneshot, watch};
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{Instrument, info_span, warn};
@@ -36,6 +34,7 @@ mod drift;
 pub mod limits;
 mod reports;
 pub mod wanted;
+mod welcome;
 
 use admission::{Dismissal, versions_match};
 use limits::TooLarge;
@@ -190,16 +189,7 @@ impl Relay for RelayService {
             }
         };
         let (outbox, queued) = Outbox::new(self.sessions.limits.outbox_capacity);
-        let epoch = self.sessions.epoch.borrow().clone();
-        let welcome = Welcome {
-            heartbeat_interval: prost_types::Duration::try_from(self.sessions.heartbeat_interval)
-                .ok(),
-            manager_version: env!("CARGO_PKG_VERSION").into(),
-            origin: self.sessions.origin.clone(),
-            leader_lease: epoch.lease,
-            leader_epoch: epoch.transitions,
-            manager_instance: self.sessions.instance.clone(),
-        };
+        let welcome = self.sessions.welcome(&hello.cluster);
         let _ = outbox.send(message(Kind::Welcome(welcome)));
         let (cut, cut_status) = oneshot::channel();
         let span =
@@ -281,6 +271,11 @@ impl Sessions {
             every,
             || message(Kind::Heartbeat(Heartbeat::default())),
         ));
+        let fencing = tokio::spawn(Arc::clone(&self).keep_fencing_current(
+            cluster.clone(),
+            clusters_changed.clone(),
+            outbox.clone(),
+        ));
         let (desired, released) = desired::for_cluster(
             &self.stores,
             &cluster,
@@ -343,6 +338,7 @@ impl Sessions {
             }
         };
         heartbeats.abort();
+        fencing.abort();
         self.fleet.disconnect(&cluster, session);
         if let Some(Dismissal {
             reason: label,

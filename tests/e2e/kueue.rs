@@ -43,6 +43,7 @@ use jobrelay_testbed::controllers::kueue::{Kueue, Settings};
 use jobrelay_testbed::kit::{self, Clusters};
 use jobrelay_testbed::objects::kueue_objects;
 use jobrelay_testbed::objects::kueue_objects::LOCAL_QUEUE;
+use jobrelay_testbed::relay::proxy::Mode;
 use jobrelay_testbed::relay::{Options, Relay};
 use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
@@ -108,6 +109,8 @@ async fn setup() -> (&'static Clusters, &'static Relay) {
                 .await;
             let options = Options {
                 manager_args: webhook::manager_args(&clusters.set().state_dir),
+                // The lost-worker scenario cuts worker-4's link.
+                proxied: true,
                 ..Options::default()
             };
             let (clusters, relay) = kit::relay_with(4, options).await;

@@ -494,7 +494,7 @@ async fn a_lost_cluster_releases_deleted_jobs_and_its_returning_agent_cleans_up(
     set_spec(
         &registrations,
         WORKER_A,
-        serde_json::json!({"lostAfter": "3s"}),
+        serde_json::json!({"lostAfter": "20s"}),
     )
     .await;
     relay.kill_agent(WORKER_A);
@@ -502,7 +502,7 @@ async fn a_lost_cluster_releases_deleted_jobs_and_its_returning_agent_cleans_up(
         .await
         .unwrap();
     let lost = wait_condition(&registrations, WORKER_A, "Lost", "True").await;
-    println!("worker-1 Lost {lost:?} after the agent was killed (lostAfter 3s)");
+    println!("worker-1 Lost {lost:?} after the agent was killed (lostAfter 20s)");
 
     // The finalizer is released so the namespace could go, with a warning.
     wait::until("the manager Job released and gone", TIMEOUT, || async {

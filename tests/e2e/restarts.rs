@@ -455,3 +455,6 @@ async fn a_worker_api_server_restarted_under_load_loses_nothing() {
     scenario.assert_created_at_most(1);
     scenario.finish(TIMEOUT).await;
 }
+
+#[path = "restarts/fenced.rs"]
+mod fenced;

@@ -18,11 +18,13 @@ use jobrelay_testbed::objects::leaks::assert_no_leaks;
 use jobrelay_testbed::relay::Relay;
 use jobrelay_testbed::wait::{self, Seen};
 
+mod cut_off;
 mod job_waits;
 mod kueue;
 mod mirrors;
 mod outcome;
 
+pub use cut_off::CutOff;
 pub use kueue::{live_worker_pods, worker_pods_of, workload_of};
 pub use outcome::{condition, has_condition, outcome};
 

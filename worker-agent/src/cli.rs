@@ -44,6 +44,13 @@ pub struct Args {
     #[arg(long, env = "JOBRELAY_APPLY_RETRY_MAX_DELAY", default_value = "5m", value_parser = jobrelay_proto::duration::parse)]
     pub apply_retry_max_delay: Duration,
 
+    /// How long the agent may hear no manager before it fences (suspends every
+    /// mirror that may run Pods), until a manager's Welcome gives the
+    /// WorkerCluster's own `fenceAfter`: what an agent started while cut off
+    /// goes by. Keep it at most the cluster's `fenceAfter`.
+    #[arg(long, env = "JOBRELAY_FENCE_AFTER", default_value = "13m", value_parser = jobrelay_proto::duration::parse)]
+    pub fence_after: Duration,
+
     /// How often everything of this origin that the manager does not want is
     /// looked for and deleted (also done on every DesiredSet).
     #[arg(long, env = "JOBRELAY_ORPHAN_SWEEP_INTERVAL", default_value = "60s", value_parser = jobrelay_proto::duration::parse)]

@@ -7,6 +7,7 @@ mod deletion_pace;
 mod dial;
 mod epoch;
 mod error;
+mod fence;
 mod initial_list;
 mod kinds;
 mod lost;

@@ -17,6 +17,16 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tracing::warn;
 
+/// The fence's metrics: whether it is up, how often it went up, how many
+/// mirrors it stopped and how many of their Pods the worker still shows.
+#[derive(Clone, Default)]
+pub struct FenceMetrics {
+    pub up: Gauge,
+    pub fences: Counter,
+    pub mirrors: Gauge,
+    pub pods: Gauge,
+}
+
 /// Every metric of the agent.
 pub struct Metrics {
     registry: Mutex<Registry>,
@@ -25,6 +35,7 @@ pub struct Metrics {
     desired_sets: DesiredSets,
     mirrors_deleting: Gauge,
     deletions_held: Gauge,
+    fence: FenceMetrics,
 }
 
 /// The DesiredSets the manager sent: how many came, and when the last did.
@@ -60,6 +71,7 @@ impl Metrics {
             desired_sets: DesiredSets::default(),
             mirrors_deleting: Gauge::default(),
             deletions_held: Gauge::default(),
+            fence: FenceMetrics::default(),
         };
         let mut registry = metrics
             .registry
@@ -95,6 +107,26 @@ impl Metrics {
             "Mirrors the brake on mass deletion holds back: a DesiredSet would delete them, the manager does not know them, and they are more than the limits allow at once",
             metrics.deletions_held.clone(),
         );
+        registry.register(
+            "agent_fenced",
+            "1 while the agent's mirrors are fenced: no manager was heard for the WorkerCluster's fenceAfter, so every mirror that may run Pods was stopped; else 0",
+            metrics.fence.up.clone(),
+        );
+        registry.register(
+            "agent_fences",
+            "Times the agent fenced its mirrors after hearing no manager for fenceAfter",
+            metrics.fence.fences.clone(),
+        );
+        registry.register(
+            "agent_fenced_mirrors",
+            "Mirrors the fence in place stopped (suspended, or deleted where the worker's Kueue owns their suspension)",
+            metrics.fence.mirrors.clone(),
+        );
+        registry.register(
+            "agent_fenced_pods",
+            "Pods of the fenced mirrors the worker still shows, Terminating ones included: 0 once the fence holds",
+            metrics.fence.pods.clone(),
+        );
         jobrelay_process::metrics::register(&mut registry);
         drop(registry);
         metrics
@@ -104,6 +136,11 @@ impl Metrics {
     /// the brake holds, on.
     pub fn deletion_gauges(&self) -> (Gauge, Gauge) {
         (self.mirrors_deleting.clone(), self.deletions_held.clone())
+    }
+
+    /// The fence's metrics, for the agent to show its fence on.
+    pub fn fence(&self) -> FenceMetrics {
+        self.fence.clone()
     }
 
     /// The DesiredSets' counter and time of the last, for the session to

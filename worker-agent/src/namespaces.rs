@@ -74,6 +74,18 @@ impl NamespacePolicy {
         }
     }
 
+    /// Whether no policy ever lets a mirror into `namespace` (a system
+    /// namespace, the agent's own): jobrelay never wrote there, under this
+    /// policy or an earlier one.
+    pub fn never_allowed(&self, namespace: &str) -> bool {
+        SYSTEM_NAMESPACES.contains(&namespace) || self.own.as_deref() == Some(namespace)
+    }
+
+    /// Whether the agent's watches (see [`Self::watched`]) cover `namespace`.
+    pub fn watches(&self, namespace: &str) -> bool {
+        self.all || self.selector.is_some() || self.names.contains(namespace)
+    }
+
     /// The namespaces to watch one by one; `None`: watch every namespace
     /// (the policy opens all, or by labels, which only a cluster-wide watch
     /// can follow).
@@ -188,6 +200,32 @@ mod tests {
             refused(policy.decide("kube-system", Some(&opened))),
             refused(NamespacePolicy::default().decide("kube-system", None)),
             "labels never open a system namespace"
+        );
+    }
+
+    #[test]
+    fn the_watches_cover_the_named_namespaces_or_every_one() {
+        let named = only(&["team-a"], None);
+        assert!(named.watches("team-a"));
+        assert!(
+            !named.watches("team-b"),
+            "a namespace the policy does not name"
+        );
+        let labelled = only(&["team-a"], Some(&[("jobrelay.dev/mirrors", "allowed")]));
+        assert!(labelled.watches("team-b"), "a selector watches everywhere");
+        assert!(NamespacePolicy::everywhere(None).watches("team-b"));
+    }
+
+    #[test]
+    fn only_the_system_namespaces_and_the_agents_own_are_never_allowed() {
+        let policy = only(&["team-a"], None);
+        for namespace in SYSTEM_NAMESPACES {
+            assert!(policy.never_allowed(namespace), "{namespace}");
+        }
+        assert!(policy.never_allowed("jobrelay-system"));
+        assert!(
+            !policy.never_allowed("team-b"),
+            "refused now, but an earlier policy may have named it"
         );
     }
 

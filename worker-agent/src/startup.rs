@@ -255,6 +255,11 @@ pub(crate) fn agent(
         epochs: Default::default(),
         adopted_instance: args.adopt_manager_instance.clone(),
         mirrors,
+        fence: watch::Sender::new(crate::fence::Clock::new(
+            args.fence_after,
+            std::time::Instant::now(),
+        )),
+        fenced: crate::session::Fenced::shown_on(metrics.fence()),
     }
 }
 

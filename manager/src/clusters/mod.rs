@@ -6,6 +6,7 @@
 pub mod agent_certificates;
 pub mod certificate_pin;
 pub mod crds;
+pub mod fencing;
 pub mod registry;
 pub mod status_writer;
 pub mod worker_cluster;

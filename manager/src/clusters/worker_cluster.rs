@@ -15,10 +15,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::clusters::certificate_pin::CertificatePin;
+use crate::clusters::fencing::Fencing;
 
 /// How long a cluster may stay disconnected before it is Lost, unless its
 /// `spec.lostAfter` says otherwise.
-pub const DEFAULT_LOST_AFTER: Duration = Duration::from_secs(15 * 60);
+pub const DEFAULT_LOST_AFTER: Duration = crate::clusters::fencing::DEFAULT.lost_after;
 
 /// Condition type: the agent holds a session with the manager now.
 pub const CONNECTED: &str = "Connected";
@@ -39,6 +40,7 @@ pub const LOST: &str = "Lost";
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = fencing_rules)]
 pub struct WorkerClusterSpec {
     /// Which namespaces of the manager cluster may run Jobs here; empty or
     /// absent means every namespace.
@@ -50,6 +52,15 @@ pub struct WorkerClusterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "duration_schema")]
     pub lost_after: Option<String>,
+    /// How long the agent may hear no manager before it suspends every
+    /// mirror it holds and waits for their Pods to be gone (a Go-style
+    /// duration; default: `lostAfter` less 2/15 of it, at least 10s less).
+    /// At least 10s, and at least 10s shorter than `lostAfter`, so a Job
+    /// placed elsewhere after the cluster is Lost never runs beside its old
+    /// copy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "duration_schema")]
+    pub fence_after: Option<String>,
     /// Opt-in: this cluster runs its own Kueue, and a queued Job's mirror is
     /// queued there too (see [`WorkerKueue`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -101,6 +112,15 @@ fn duration_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     })
 }
 
+/// Adds the rules that check `fenceAfter` against `lostAfter` to the spec's
+/// schema.
+fn fencing_rules(schema: &mut schemars::Schema) {
+    schema.insert(
+        "x-kubernetes-validations".into(),
+        crate::clusters::fencing::rules(DEFAULT_LOST_AFTER),
+    );
+}
+
 /// A worker's Kueue settings, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerQueue {
@@ -139,6 +159,17 @@ pub enum SpecError {
         cluster: String,
         source: jobrelay_proto::duration::DurationError,
     },
+    #[error("WorkerCluster {cluster}: spec.fenceAfter: {source}")]
+    FenceAfter {
+        cluster: String,
+        source: jobrelay_proto::duration::DurationError,
+    },
+    #[error("WorkerCluster {cluster}: spec.{field}: {refused}")]
+    Fencing {
+        cluster: String,
+        field: &'static str,
+        refused: crate::clusters::fencing::Refused,
+    },
     #[error("WorkerCluster {cluster}: spec.kueue.admitWithin: {source}")]
     AdmitWithin {
         cluster: String,
@@ -160,6 +191,30 @@ impl WorkerCluster {
                 })
             }
         }
+    }
+
+    /// When the agent fences and when the cluster is Lost: `spec.fenceAfter`
+    /// (or its default) checked against `spec.lostAfter`.
+    pub fn fencing(&self) -> Result<Fencing, SpecError> {
+        use crate::clusters::fencing::{Refused, fencing};
+        let lost_after = self.lost_after()?;
+        let fence_after = match &self.spec.fence_after {
+            None => None,
+            Some(text) => Some(jobrelay_proto::duration::parse(text).map_err(|source| {
+                SpecError::FenceAfter {
+                    cluster: kube::ResourceExt::name_any(self),
+                    source,
+                }
+            })?),
+        };
+        fencing(lost_after, fence_after).map_err(|refused| SpecError::Fencing {
+            cluster: kube::ResourceExt::name_any(self),
+            field: match refused {
+                Refused::LostAfter { .. } => "lostAfter",
+                Refused::FenceAfter { .. } => "fenceAfter",
+            },
+            refused,
+        })
     }
 
     /// `spec.kueue`, validated: `None` when the cluster runs no Kueue of its
@@ -272,6 +327,31 @@ mod tests {
             .map(|c| c.name.to_uppercase())
             .collect();
         assert_eq!(columns, ["CONNECTED", "MIRRORS", "LAST-HEARTBEAT", "AGE"]);
+    }
+
+    #[test]
+    fn fencing_defaults_from_lost_after_and_a_refused_pair_names_its_field() {
+        let default = cluster(serde_json::json!({"lostAfter": "60s"}))
+            .fencing()
+            .unwrap();
+        assert_eq!(default.fence_after, Duration::from_secs(50));
+        for (spec, field) in [
+            (
+                serde_json::json!({"lostAfter": "60s", "fenceAfter": "55s"}),
+                "spec.fenceAfter",
+            ),
+            (serde_json::json!({"lostAfter": "5s"}), "spec.lostAfter"),
+            (
+                serde_json::json!({"fenceAfter": "later"}),
+                "spec.fenceAfter",
+            ),
+        ] {
+            let error = cluster(spec).fencing().unwrap_err().to_string();
+            assert!(
+                error.contains(&format!("WorkerCluster worker-a: {field}")),
+                "{error}"
+            );
+        }
     }
 
     #[test]

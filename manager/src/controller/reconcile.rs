@@ -98,7 +98,9 @@ impl<K: Dispatched> Reconciling<'_, K> {
         }
         let now = Timestamp::now();
         let kueue = self.kueue_asks();
-        match life::next_step(job, mirror.as_ref(), kueue, &ctx.config, now) {
+        let step = life::next_step(job, mirror.as_ref(), kueue, &ctx.config, now);
+        let movable = lifecycle(job) == Lifecycle::Active && !self.kueue_decides();
+        match life::moved_when_lost(step, movable, |c| ctx.fleet.is_lost(c)) {
             Step::AwaitChange => Ok(Action::await_change()),
             Step::Requeue(after) => {
                 debug!(?after, "nothing to do until then");
@@ -150,16 +152,20 @@ impl<K: Dispatched> Reconciling<'_, K> {
                 Ok(Action::await_change())
             }
             Step::Withdraw { cluster } => {
+                let why = match lifecycle(job) {
+                    Lifecycle::Suspended => {
+                        "the Job was suspended, and the mirror's own Kueue decides when it runs"
+                    }
+                    _ => {
+                        "its agent, cut off, has suspended the mirror after the cluster's fenceAfter"
+                    }
+                };
                 let withdrawal =
                     ctx.reservations
                         .withdrawal(&self.uid)
-                        .unwrap_or_else(|| {
-                            Withdrawal {
-                        why:
-                            "the Job was suspended, and the mirror's own Kueue decides when it runs"
-                                .into(),
-                        ..Withdrawal::default()
-                    }
+                        .unwrap_or_else(|| Withdrawal {
+                            why: why.into(),
+                            ..Withdrawal::default()
                         });
                 let outcome = ctx.fleet.cleanup(
                     &cluster,
@@ -172,6 +178,12 @@ impl<K: Dispatched> Reconciling<'_, K> {
                 self.execute(job, &cluster, plan).await
             }
         }
+    }
+
+    /// A Kueue on the manager decides where the Job runs: it names a queue
+    /// (or whether Kueue runs is not known yet).
+    fn kueue_decides(&self) -> bool {
+        is_queued(self.job) && self.ctx.reservations.manager_kueue() != Some(false)
     }
 
     /// What Kueue asks of the Job: withdraw its mirror (asked through the

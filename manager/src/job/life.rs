@@ -171,6 +171,22 @@ pub fn next_step<K: RelayedKind>(
     }
 }
 
+/// A running Job whose cluster is Lost moves: its mirror there is withdrawn
+/// (given up at once, the agent deletes it when it returns) and the Job
+/// placed afresh. By then the cut-off agent has fenced the mirror — it
+/// suspends its mirrors after the cluster's `fenceAfter`, shorter than
+/// `lostAfter` — so the Job never runs beside its old copy. Only a Job
+/// jobrelay places by itself (`movable`): one a manager-side Kueue admits
+/// is sent back through the admission check, and Kueue places it again.
+pub fn moved_when_lost(step: Step, movable: bool, lost: impl Fn(&str) -> bool) -> Step {
+    match step {
+        Step::Apply { cluster } | Step::Hold { cluster } if movable && lost(&cluster) => {
+            Step::Withdraw { cluster }
+        }
+        other => other,
+    }
+}
+
 /// Where a Job kept `keep` after `since` stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expiry {

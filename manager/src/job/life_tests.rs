@@ -303,3 +303,35 @@ fn a_deleted_job_has_its_mirror_deleted_before_it_is_released() {
         Step::AwaitChange
     );
 }
+
+#[test]
+fn a_running_job_on_a_lost_cluster_is_withdrawn_to_be_placed_afresh() {
+    let apply = || Step::Apply {
+        cluster: "w1".into(),
+    };
+    let withdraw = Step::Withdraw {
+        cluster: "w1".into(),
+    };
+    assert_eq!(moved_when_lost(apply(), true, |c| c == "w1"), withdraw);
+    let hold = Step::Hold {
+        cluster: "w1".into(),
+    };
+    assert_eq!(moved_when_lost(hold, true, |_| true), withdraw);
+}
+
+#[test]
+fn a_job_stays_where_its_cluster_is_not_lost_or_kueue_decides() {
+    let apply = || Step::Apply {
+        cluster: "w1".into(),
+    };
+    assert_eq!(moved_when_lost(apply(), true, |_| false), apply());
+    assert_eq!(
+        moved_when_lost(apply(), false, |_| true),
+        apply(),
+        "a manager-side Kueue sends it back itself"
+    );
+    assert_eq!(
+        moved_when_lost(Step::Release, true, |_| true),
+        Step::Release
+    );
+}

@@ -8,7 +8,7 @@ use jobrelay_proto::wire::{DISPATCH_WAITING_ANNOTATION, REMOTE_JOB_LOST, REMOTE_
 use k8s_openapi::jiff::Timestamp;
 
 use super::life::{AWAIT_AGENT, AWAIT_CLUSTER, RESYNC};
-use crate::job::lifecycle::lifecycle;
+use crate::job::lifecycle::{Lifecycle, lifecycle};
 use crate::job::loss::{LostStep, lost_so_far, on_lost};
 use crate::job::withdrawal::Withdrawal;
 use crate::kinds::RelayedKind;
@@ -201,11 +201,13 @@ pub fn after_withdrawal<K: RelayedKind>(
     } else {
         format!("the mirror and every Pod are gone from cluster {cluster}")
     };
+    let again = match lifecycle(job) {
+        Lifecycle::Suspended => "; the Job is placed again when Kueue admits it",
+        _ => "; the Job is placed again on a connected cluster",
+    };
     let next = match &avoid_until {
-        Some(until) => format!(
-            "; the Job is placed again when Kueue admits it, avoiding cluster {cluster} until {until}"
-        ),
-        None => "; the Job is placed again when Kueue admits it".to_string(),
+        Some(until) => format!("{again}, avoiding cluster {cluster} until {until}"),
+        None => again.to_string(),
     };
     let shown = job.shown();
     Plan::then(None)

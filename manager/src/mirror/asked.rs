@@ -3,6 +3,8 @@
 
 use std::time::Instant;
 
+use jobrelay_proto::v1::RejectReason;
+
 use super::{Send, Transition, stay};
 use crate::mirror::{Apply, Cleanup, Sent, State};
 
@@ -51,8 +53,24 @@ pub fn apply(state: State, revision: u64, session: Option<u64>, now: Instant) ->
     }
 }
 
-/// Have the mirror gone.
+/// Have the mirror gone. One the worker refused for its namespace (its
+/// agent's policy does not open it) and never showed holding was never
+/// written there: it is gone at once, even disconnected — the agent may not
+/// even read that namespace, and nothing could confirm it otherwise.
 pub fn cleanup(state: State, session: Option<u64>, now: Instant) -> Transition<Cleanup> {
+    if let State::Refused {
+        rejection,
+        held: None,
+        ..
+    } = &state
+        && rejection.reason == RejectReason::NamespaceNotAllowed
+    {
+        let gone = State::Gone {
+            pods_deleted: 0,
+            loss: None,
+        };
+        return stay(gone, Cleanup::Gone { pods_deleted: 0 });
+    }
     let session = match (&state, session) {
         (State::Gone { pods_deleted, .. }, _) => {
             let pods_deleted = *pods_deleted;

@@ -126,6 +126,7 @@ fn cases() -> Vec<Case> {
     use State::*;
     let permanent = refusal(1, RejectReason::Conflict);
     let transient = refusal(1, RejectReason::NamespaceMissing);
+    let not_allowed = refusal(1, RejectReason::NamespaceNotAllowed);
     let sending = |revision, held| Sending { sent: sent(1, revision, Some(3)), held };
     let refused = |rejection: &Rejection, sent, held| Refused { rejection: rejection.clone(), sent, held };
     let gone_after = |loss| Gone { pods_deleted: 0, loss };
@@ -156,6 +157,8 @@ fn cases() -> Vec<Case> {
         row("deleting in this session: waiting", deleting(1, None, None), cleanup(Some(1)), deleting(1, None, None), None, C(Cleanup::Waiting)),
         row("deleting in an old session: sent again", deleting(1, None, None), cleanup(Some(2)), deleting(2, None, None), send_delete, started(false)),
         row("no session: disconnected", Held(held(1, Running)), cleanup(None), Held(held(1, Running)), None, C(Cleanup::Disconnected)),
+        row("refused its namespace, never held: gone at once, even disconnected", refused(&not_allowed, Some(sent(1, 1, Some(3))), None), cleanup(None), gone_after(None), None, C(Cleanup::Gone { pods_deleted: 0 })),
+        row("refused its namespace while an older revision is held: deletion starts", refused(&not_allowed, None, Some(held(1, Running))), cleanup(Some(1)), deleting(1, Some(held(1, Running)), None), send_delete, started(true)),
         row("gone: gone, even disconnected", Gone { pods_deleted: 2, loss: None }, cleanup(None), Gone { pods_deleted: 2, loss: None }, None, C(Cleanup::Gone { pods_deleted: 2 })),
         // Status.
         row("sending: held, answered after 4s", sending(1, None), status(1, Suspended), Held(held(1, Suspended)), None, reported(Some(Unspecified), Some(4))),

@@ -1,17 +1,20 @@
-//! A worker lost under an admitted Job (its agent killed for good, as a
-//! cluster that went away): once the cluster is Lost (`spec.lostAfter`,
-//! short here) jobrelay sends the Workload back to Kueue with `Retry`, the
-//! quota is released without the worker's word, and the Job is placed on
-//! another worker and completes there. When the agent returns, nothing of
-//! the old mirror is left on its worker. A Job pinned to the disconnected
-//! cluster shows `Retry` with the reason. worker-4 serves only this test.
+//! A worker lost under an admitted Job (its link to the manager dropped, its
+//! agent and API server alive): the agent fences the mirror after
+//! `spec.fenceAfter`, and once the cluster is Lost (`spec.lostAfter`, short
+//! here) jobrelay sends the Workload back to Kueue with `Retry`, the quota
+//! is released without the worker's word, and the Job is placed on another
+//! worker and completes there — never running on both at once. When the
+//! link heals, nothing of the old mirror is left on its worker. A Job
+//! pinned to the disconnected cluster shows `Retry` with the reason.
+//! worker-4 serves only this test.
 
 use super::*;
 
 /// The worker whose agent goes away.
 const LOST_WORKER: &str = "worker-4";
-/// Its `spec.lostAfter`.
+/// Its `spec.lostAfter` and `spec.fenceAfter`.
 const LOST_AFTER: &str = "20s";
+const FENCE_AFTER: &str = "10s";
 
 #[tokio::test]
 async fn an_admitted_job_on_a_lost_worker_completes_on_another_and_nothing_of_it_is_left_there() {
@@ -25,17 +28,11 @@ async fn an_admitted_job_on_a_lost_worker_completes_on_another_and_nothing_of_it
             json!({"apiGroup": "jobrelay.dev", "kind": "WorkerClusterSet", "name": set});
         kueue_objects::admission_check(&manager, &check, Some(parameters)).await?;
         kueue_objects::queue(&manager, &s.ns, &s.ns, 2, &check).await?;
-        let lost_after = json!({"spec": {"lostAfter": LOST_AFTER}});
-        Api::<WorkerCluster>::all(manager.clone())
-            .patch(
-                LOST_WORKER,
-                &PatchParams::default(),
-                &Patch::Merge(lost_after),
-            )
-            .await?;
         anyhow::Ok(())
     };
     prepared.await.unwrap_or_else(|e| panic!("{e:#}"));
+    s.set_fencing(LOST_WORKER, Some(LOST_AFTER), Some(FENCE_AFTER))
+        .await;
 
     let uid = s.create(queued_job(&s, "stranded").run_for("20s")).await;
     running_on_a_worker(&s, &uid, "the Job on worker-4").await;
@@ -50,7 +47,12 @@ async fn an_admitted_job_on_a_lost_worker_completes_on_another_and_nothing_of_it
         }
     })
     .await;
-    relay.kill_agent(LOST_WORKER);
+    let link = relay
+        .link(LOST_WORKER)
+        .expect("agents dial through proxies");
+    let sessions = relay.sessions_opened(LOST_WORKER);
+    let cut = std::time::Instant::now();
+    link.set(Mode::Drop);
     // The operator lets the check use worker-1 too (with worker-4 gone the
     // check is not Active, and Kueue would admit nothing through it).
     apply_set(&manager, &set, &[LOST_WORKER, "worker-1"]).await;
@@ -86,24 +88,13 @@ async fn an_admitted_job_on_a_lost_worker_completes_on_another_and_nothing_of_it
         .await
         .expect("delete the pinned Job");
 
-    // Lost after 20 s: the Job goes back to Kueue, is placed on worker-1
-    // and completes there.
-    let done = wait::until(
-        "the stranded Job complete on another worker",
-        Duration::from_secs(180),
-        || async {
-            match s.jobs.get("stranded").await {
-                Ok(job) if has_condition(&job, "Complete") => Seen::Ready(job),
-                Ok(job) => Seen::Waiting(format!(
-                    "annotations {:?}, status {:?}",
-                    job.annotations(),
-                    job.status
-                )),
-                Err(e) => Seen::Waiting(e.to_string()),
-            }
-        },
-    )
-    .await;
+    // Fenced after 10 s, Lost after 20 s: the Job goes back to Kueue, is
+    // placed on worker-1 and completes there, never beside its old copy.
+    let watched = s
+        .watch_cut_off("stranded", &uid, LOST_WORKER, cut, Duration::from_secs(180))
+        .await;
+    watched.assert_fenced_before_lost(&format!("fenceAfter {FENCE_AFTER}, lostAfter {LOST_AFTER}"));
+    let done = watched.job;
     let annotations = done.annotations();
     assert_eq!(
         annotations.get(CLUSTER_KEY).map(String::as_str),
@@ -129,11 +120,13 @@ async fn an_admitted_job_on_a_lost_worker_completes_on_another_and_nothing_of_it
         "{notes:?}"
     );
 
-    // The agent returns: the old mirror and its Pods go before anything
-    // else happens there.
+    // The link heals: the old mirror and its Pods go before anything else
+    // happens there.
+    link.set(Mode::Pass);
     relay
-        .start_agent(LOST_WORKER)
-        .unwrap_or_else(|e| panic!("restarting {LOST_WORKER}'s agent: {e:#}"));
+        .wait_sessions(LOST_WORKER, sessions + 1)
+        .await
+        .unwrap_or_else(|e| panic!("{LOST_WORKER}'s agent back: {e:#}"));
     let mirrors: Api<Job> = s.worker_api(LOST_WORKER).await;
     let pods: Api<Pod> = s.worker_api(LOST_WORKER).await;
     wait::until(
@@ -152,6 +145,7 @@ async fn an_admitted_job_on_a_lost_worker_completes_on_another_and_nothing_of_it
         },
     )
     .await;
+    s.set_fencing(LOST_WORKER, None, None).await;
     s.finish(WAIT).await;
     quota_back_to_zero(&s).await;
 }

@@ -3,7 +3,9 @@
 //! server, asked with a consistent list per kind and namespace for up to 50
 //! mirrors at once, agrees. Only then is `MirrorGone` sent. JobSets are
 //! asked after only for a batch that may hold one: mirrors of Jobs, as the
-//! manager named them, are asked after as Jobs and Pods.
+//! manager named them, are asked after as Jobs and Pods. A read refused or
+//! failed confirms nothing, and a namespace outside the agent's watches is
+//! read all the same (see `reads`).
 
 use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::kinds::{JOB, KindName};
@@ -13,16 +15,20 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
 use kube::api::{Api, ListParams, ObjectMeta};
-use tracing::warn;
+use std::time::{Duration, Instant};
+
+use tracing::{debug, warn};
 
 use super::mirror::Event;
+use super::reads::{Confirmation, Read, Scope, confirmation, read_failure, scope_of};
 use super::{Mirrors, concurrently};
 use crate::kinds::MirrorKind;
-use crate::namespaces::NamespaceVerdict;
 
 impl Mirrors {
     /// Asks the API server whether the mirrors the caches show gone are;
-    /// reports `MirrorGone` for each it confirms.
+    /// reports `MirrorGone` for each it confirms. A mirror whose namespace
+    /// could not be read stays unconfirmed, logged, and is asked after
+    /// again on a later pass.
     pub(super) async fn confirm_gone_and_report(
         &mut self,
         gone: Vec<Gone>,
@@ -32,46 +38,84 @@ impl Mirrors {
         let this = &*self;
         let answers = concurrently(confirmation_batches(gone).into_iter().map(
             |batch| async move {
-                let confirmed = this.confirm_gone(&batch).await;
-                (batch.uids, confirmed)
+                let confirmations = this.confirm_gone(&batch).await;
+                (batch.namespace, confirmations)
             },
         ))
         .await;
-        for (uids, confirmed) in answers {
-            let confirmed = match confirmed {
-                Ok(confirmed) => confirmed,
-                Err(error) => {
-                    warn!(mirrors = uids.len(), %error, "could not confirm the mirrors gone");
-                    continue;
+        for (namespace, confirmations) in answers {
+            let mut unknown = (0, None);
+            for (uid, confirmation) in confirmations {
+                match confirmation {
+                    Confirmation::Gone => self.on(&uid, Event::Gone, out),
+                    Confirmation::Standing => {}
+                    Confirmation::Unknown(why) => {
+                        unknown.0 += 1;
+                        unknown.1.get_or_insert(why);
+                    }
                 }
-            };
-            for uid in confirmed {
-                self.on(&uid, Event::Gone, out);
+            }
+            if let (mirrors, Some(reason)) = unknown {
+                self.log_unconfirmed(&namespace, mirrors, &reason);
             }
         }
+    }
+
+    /// Logs that `mirrors` of `namespace` are not confirmed gone, and why:
+    /// as a warning once per namespace every [`UNCONFIRMED_LOGGED_EVERY`],
+    /// not on every pass while a namespace cannot be read.
+    pub(super) fn log_unconfirmed(&mut self, namespace: &str, mirrors: usize, reason: &str) {
+        let now = Instant::now();
+        let last = self.unconfirmed_logged.get(namespace).copied();
+        if !log_due(last, now, UNCONFIRMED_LOGGED_EVERY) {
+            debug!(%namespace, mirrors, %reason, "could not confirm the mirrors gone; asking again on a later pass");
+            return;
+        }
+        self.unconfirmed_logged.insert(namespace.to_string(), now);
+        warn!(%namespace, mirrors, %reason, "could not confirm the mirrors gone; asking again on a later pass");
+    }
+
+    /// Whether each mirror of `batch` is gone: the API server shows neither
+    /// a Job nor a Pod (nor a JobSet) of it, in a read that covers its
+    /// namespace — whether the agent's watches do or not — and succeeded
+    /// ([`confirmation`]). Only where jobrelay never writes (a
+    /// system namespace, the agent's own) is nothing read.
+    async fn confirm_gone(&self, batch: &Batch) -> Vec<(String, Confirmation)> {
+        let scope = scope_of(&self.policy, &batch.namespace);
+        let listed = match scope {
+            Scope::NeverWritten => None,
+            Scope::Watched | Scope::Unwatched => Some(
+                self.still_gone_in_scope(batch)
+                    .await
+                    .map_err(|error| read_failure(&error)),
+            ),
+        };
+        batch
+            .uids
+            .iter()
+            .map(|uid| {
+                let read = listed.as_ref().map(|listed| match listed {
+                    Ok(gone) if gone.contains(uid) => Read::Nothing,
+                    Ok(_) => Read::Standing,
+                    Err(failure) => Read::Failed(failure.clone()),
+                });
+                let confirmation = confirmation(&batch.namespace, scope, read.as_ref());
+                (uid.clone(), confirmation)
+            })
+            .collect()
     }
 
     /// Which mirrors of `batch` the API server shows neither a Job nor a
     /// Pod (nor a JobSet) of: two or three requests for the lot (per
     /// namespace the policy names, when the namespace is not known), each a
-    /// consistent read. Nothing of jobrelay's is in a namespace the policy
-    /// refuses: no mirror is ever written there.
-    async fn confirm_gone(&self, batch: &Batch) -> Result<Vec<String>, kube::Error> {
+    /// consistent read.
+    async fn still_gone_in_scope(&self, batch: &Batch) -> Result<Vec<String>, kube::Error> {
         let Batch {
             namespace,
             jobs_only,
             uids,
         } = batch;
-        let namespace = namespace.as_str();
-        if !namespace.is_empty()
-            && matches!(
-                self.policy.decide(namespace, None),
-                NamespaceVerdict::Refused(_)
-            )
-        {
-            return Ok(uids.to_vec());
-        }
-        let scopes = match (namespace, self.policy.watched()) {
+        let scopes = match (namespace.as_str(), self.policy.watched()) {
             ("", Some(names)) => names,
             (namespace, _) => vec![namespace.to_string()],
         };
@@ -130,10 +174,20 @@ where
     }
 }
 
+/// How often a namespace whose mirrors cannot be confirmed gone is logged
+/// as a warning again.
+const UNCONFIRMED_LOGGED_EVERY: Duration = Duration::from_secs(30);
+
+/// Whether a warning last logged at `last` is due again at `now`.
+fn log_due(last: Option<Instant>, now: Instant, every: Duration) -> bool {
+    last.is_none_or(|at| now.saturating_duration_since(at) >= every)
+}
+
 /// At most this many mirrors are confirmed gone by one pair of requests.
 const CONFIRM_AT_ONCE: usize = 50;
 
-/// A mirror the caches show gone, to be confirmed on the API server.
+/// A mirror to ask the API server about: one the caches show gone, to be
+/// confirmed, or one being deleted outside the watches (`direct`).
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Gone {
     pub namespace: String,
@@ -144,18 +198,18 @@ pub(super) struct Gone {
 
 /// Mirrors confirmed gone by one list per kind.
 #[derive(Debug, Clone, PartialEq)]
-struct Batch {
-    namespace: String,
+pub(super) struct Batch {
+    pub namespace: String,
     /// Every mirror of the batch is a Job's: no JobSet list is needed.
-    jobs_only: bool,
-    uids: Vec<String>,
+    pub jobs_only: bool,
+    pub uids: Vec<String>,
 }
 
 /// Mirrors to confirm gone, in batches of one namespace, of Jobs' mirrors
 /// or not, and at most [`CONFIRM_AT_ONCE`] each: a list with a label
 /// selector costs the API server a look at every object in its scope, so one
 /// list answers for many mirrors, and within their namespace only.
-fn confirmation_batches(asked: impl IntoIterator<Item = Gone>) -> Vec<Batch> {
+pub(super) fn confirmation_batches(asked: impl IntoIterator<Item = Gone>) -> Vec<Batch> {
     let mut by_scope: std::collections::BTreeMap<(String, bool), Vec<String>> = Default::default();
     for Gone {
         namespace,
@@ -184,7 +238,7 @@ fn confirmation_batches(asked: impl IntoIterator<Item = Gone>) -> Vec<Batch> {
 }
 
 /// The label selector of the Jobs and Pods of the mirrors of `uids`.
-fn selector_of(origin: &str, uids: &[String]) -> String {
+pub(super) fn selector_of(origin: &str, uids: &[String]) -> String {
     format!(
         "{ORIGIN_LABEL}={origin},{ORIGIN_UID_LABEL} in ({})",
         uids.join(",")

@@ -73,3 +73,19 @@ fn a_mirror_is_gone_only_while_nothing_listed_carries_its_uid() {
     assert_eq!(still_gone(&uids(3), &listed), ["uid-0", "uid-2"]);
     assert_eq!(still_gone(&uids(2), []), ["uid-0", "uid-1"]);
 }
+
+#[test]
+fn a_namespace_that_cannot_be_read_is_warned_of_once_in_a_while_not_on_every_pass() {
+    let (every, start) = (Duration::from_secs(30), Instant::now());
+    let rows = [
+        // (last logged, seconds later, due)
+        (None, 0, true),
+        (Some(start), 1, false),
+        (Some(start), 29, false),
+        (Some(start), 30, true),
+    ];
+    for (last, later, due) in rows {
+        let now = start + Duration::from_secs(later);
+        assert_eq!(log_due(last, now, every), due, "{last:?} +{later}s");
+    }
+}

@@ -17,7 +17,9 @@ use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
 use super::confirm::Gone;
+use super::direct::Direct;
 use super::mirror::{Deletion, Event, Lost};
+use super::reads::{Scope, scope_of};
 use super::{Looking, Mirrors, Snapshot, agent_message, concurrently};
 use crate::kinds::{Mirror, MirrorKind};
 use crate::teardown::{self, Deleted, Leftover, Next};
@@ -90,20 +92,29 @@ impl Mirrors {
         snapshot: &Snapshot,
         out: &mut Vec<AgentMessage>,
     ) {
-        let due = self.step_deletions(snapshot, Instant::now());
+        let unwatched = self.unwatched_deletions(snapshot);
+        let mut direct = self.read_directly(unwatched).await;
+        for (namespace, mirrors, reason) in std::mem::take(&mut direct.unread) {
+            self.log_unconfirmed(&namespace, mirrors, &reason);
+        }
+        let due = self.step_deletions(snapshot, &direct, Instant::now());
         self.send_deletes(due.job_deletes, due.pod_deletes).await;
         self.confirm_gone_and_report(due.gone, out).await;
     }
 
     /// The deletion machine's step for each mirror `snapshot` shows being
-    /// deleted: what to delete now, and what looks gone.
-    fn step_deletions(&mut self, snapshot: &Snapshot, now: Instant) -> Due {
-        let looking = Looking {
+    /// deleted: what to delete now, and what looks gone. A mirror in a
+    /// namespace outside the watches steps on what `direct` read of it, and
+    /// waits when its namespace could not be read: the caches show nothing
+    /// of it, which says nothing.
+    fn step_deletions(&mut self, snapshot: &Snapshot, direct: &Direct, now: Instant) -> Due {
+        let looking = |snapshot| Looking {
             snapshot,
             now,
             grace: self.orphan_pod_grace,
             deletions: &self.deletions,
         };
+        let (cached, read) = (looking(snapshot), looking(&direct.snapshot));
         let mut due = Due::default();
         let records = &self.records;
         let visited = snapshot.visited(records.deleting(), |uid| records.is_deleting(uid));
@@ -111,9 +122,15 @@ impl Mirrors {
             // A create still out could land after "gone" was confirmed: the
             // deletion waits for its answer, which brings the mirror back to
             // the next pass.
-            if let Some(deletion) = self.records.deletion_to_drive(uid) {
-                step_deletion(deletion, uid, &looking, &mut due);
-            }
+            let Some(deletion) = self.records.deletion_to_drive(uid) else {
+                continue;
+            };
+            let looking = match scope_of(&self.policy, &deletion.namespace) {
+                Scope::Unwatched if direct.read.contains(uid) => &read,
+                Scope::Unwatched => continue,
+                Scope::Watched | Scope::NeverWritten => &cached,
+            };
+            step_deletion(deletion, uid, looking, &mut due);
         }
         due
     }
@@ -266,3 +283,7 @@ where
     }
     outcome
 }
+
+#[cfg(test)]
+#[path = "deletion_tests.rs"]
+mod tests;

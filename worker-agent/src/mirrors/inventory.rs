@@ -42,11 +42,13 @@ impl Mirrors {
                 children.push(uid);
                 continue;
             }
+            // The fence's own write may not be in the cache yet.
+            let fenced = self.records.get(&uid).is_some_and(|r| r.fenced);
             entries.insert(
                 uid.clone(),
                 InventoryEntry {
                     origin_uid: uid,
-                    revision: revision_of(meta),
+                    revision: if fenced { 0 } else { revision_of(meta) },
                     phase: self.phase(object.as_ref()) as i32,
                     kind: Some(object.kind_name().to_wire()),
                 },

@@ -15,10 +15,13 @@ mod carry_out;
 mod confirm;
 mod deletion;
 mod desired;
+mod direct;
+mod fencing;
 mod inventory;
 mod losses;
 mod mirror;
 mod orphans;
+mod reads;
 mod status;
 mod visit;
 mod write;
@@ -182,6 +185,9 @@ pub struct Mirrors {
     /// Mirrors confirmed gone since start, and when progress was last logged.
     confirmed_gone: u64,
     progress_logged: Option<Instant>,
+    /// When each namespace that could not be read to confirm mirrors gone
+    /// was last logged.
+    unconfirmed_logged: HashMap<String, Instant>,
     /// Set to the mirrors being deleted after each pass.
     deleting_gauge: Gauge,
     /// Where mirrors may go.
@@ -225,6 +231,7 @@ impl Mirrors {
             },
             confirmed_gone: 0,
             progress_logged: None,
+            unconfirmed_logged: HashMap::new(),
             deleting_gauge: Gauge::default(),
             policy: Arc::new(NamespacePolicy::everywhere(None)),
         }

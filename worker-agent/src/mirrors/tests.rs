@@ -37,13 +37,12 @@ where
     watched
 }
 
-/// The mirrors of a worker whose caches listed `jobs` and no Pod, with an
-/// API server that answers nothing.
-async fn mirrors_over(jobs: Vec<Job>) -> Mirrors {
+/// The mirrors of caches that listed `jobs` and no Pod, whose every request
+/// to the API server fails: nothing listens where their client points.
+pub(super) async fn reaching_nothing(jobs: Vec<Job>) -> Mirrors {
     let changes = Arc::new(Changes::default());
     let jobs = listed(jobs, &changes).await;
     let pods = listed(Vec::<Pod>::new(), &changes).await;
-    // Nothing listens there: a request would fail, not answer.
     let nowhere = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
     let pacing = Pacing {
         orphan_pod_grace: Duration::from_secs(10),
@@ -56,10 +55,10 @@ async fn mirrors_over(jobs: Vec<Job>) -> Mirrors {
     Mirrors::new(client, "test".into(), pacing, objects, pods, changes)
 }
 
-fn delete(uid: &str) -> DeleteMirror {
+pub(super) fn deleted(uid: &str, namespace: &str) -> DeleteMirror {
     DeleteMirror {
         origin_uid: uid.into(),
-        namespace: "ml".into(),
+        namespace: namespace.into(),
         name: format!("job-{uid}"),
         reason: DeleteReason::ManagerJobDeleted as i32,
         kind: None,
@@ -68,8 +67,8 @@ fn delete(uid: &str) -> DeleteMirror {
 
 #[tokio::test]
 async fn the_first_half_of_a_pass_reports_status_without_a_request() {
-    let mut mirrors = mirrors_over(vec![mirror("u1", true), mirror("u2", false)]).await;
-    mirrors.delete(delete("u2"));
+    let mut mirrors = reaching_nothing(vec![mirror("u1", true), mirror("u2", false)]).await;
+    mirrors.delete(deleted("u2", "ml"));
 
     let mut out = Vec::new();
     let _look = mirrors.look(Pass::Changes, &mut out);
@@ -118,7 +117,7 @@ fn a_pod_watched_by_its_metadata_is_cached_with_that_metadata_and_the_same_event
 
 #[tokio::test]
 async fn what_the_agent_holds_follows_each_desired_set_apply_and_delete() {
-    let mut mirrors = mirrors_over(vec![mirror("u1", false), mirror("u2", false)]).await;
+    let mut mirrors = reaching_nothing(vec![mirror("u1", false), mirror("u2", false)]).await;
     let holding = mirrors.holding();
     assert_eq!(
         *holding.borrow(),
@@ -132,7 +131,7 @@ async fn what_the_agent_holds_follows_each_desired_set_apply_and_delete() {
     assert_eq!(*holding.borrow(), held(1, &["u1", "u2"]));
     mirrors.apply_all(vec![apply("u3")]);
     assert_eq!(*holding.borrow(), held(2, &["u1", "u2", "u3"]));
-    mirrors.delete(delete("u1"));
+    mirrors.delete(deleted("u1", "ml"));
     assert_eq!(*holding.borrow(), held(3, &["u2", "u3"]));
     mirrors.new_session();
     assert_eq!(
@@ -144,10 +143,10 @@ async fn what_the_agent_holds_follows_each_desired_set_apply_and_delete() {
 
 #[tokio::test]
 async fn a_second_desired_set_drops_an_apply_waiting_for_a_mirror_it_no_longer_names() {
-    let mut mirrors = mirrors_over(vec![mirror("u1", false)]).await;
+    let mut mirrors = reaching_nothing(vec![mirror("u1", false)]).await;
     mirrors.set_desired(["u1".to_string()], Vec::new(), false);
     // The apply of a new generation waits until the old mirror is gone.
-    mirrors.delete(delete("u1"));
+    mirrors.delete(deleted("u1", "ml"));
     mirrors.apply_all(vec![apply("u1")]);
     let waits = |mirrors: &Mirrors| match &mirrors.records.get("u1").map(|r| &r.work) {
         Some(mirror::Work::Deleting { then_apply, .. }) => then_apply.is_some(),
@@ -168,4 +167,44 @@ fn apply(uid: &str) -> jobrelay_proto::v1::ApplyMirror {
         object: Vec::new(),
         kind: None,
     }
+}
+
+/// A policy that names `ml` only: the watches cover nothing else.
+pub(super) fn only_ml() -> Arc<crate::namespaces::NamespacePolicy> {
+    Arc::new(crate::namespaces::NamespacePolicy {
+        all: false,
+        names: ["ml".to_string()].into(),
+        selector: None,
+        own: Some("jobrelay-system".into()),
+    })
+}
+
+/// The mirrors a pass reported gone.
+async fn reported_gone(mirrors: &mut Mirrors) -> Vec<String> {
+    let mut out = Vec::new();
+    let findings = mirrors.look(Pass::Full, &mut out);
+    mirrors.act(findings, &mut out).await;
+    out.into_iter()
+        .filter_map(|m| match m.kind {
+            Some(Kind::MirrorGone(gone)) => Some(gone.origin_uid),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_mirror_outside_the_watches_is_not_gone_while_its_namespace_cannot_be_read() {
+    // The agent restarted with a policy that no longer names `team-b`: its
+    // caches show nothing there, and the API server cannot be read.
+    let mut mirrors = reaching_nothing(vec![]).await.within(only_ml());
+    mirrors.delete(deleted("outside", "team-b"));
+    mirrors.delete(deleted("watched", "ml"));
+    mirrors.delete(deleted("system", "kube-system"));
+    assert_eq!(
+        reported_gone(&mut mirrors).await,
+        ["system"],
+        "only where jobrelay never writes is nothing read; elsewhere a failed read confirms nothing"
+    );
+    assert_eq!(reported_gone(&mut mirrors).await, Vec::<String>::new());
+    assert!(mirrors.is_deleting("outside") && mirrors.is_deleting("watched"));
 }

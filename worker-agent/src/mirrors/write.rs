@@ -20,6 +20,7 @@ use tracing::{debug, info};
 use std::sync::Arc;
 
 use super::FIELD_MANAGER;
+use super::reads::resent_outside_policy;
 use crate::kinds::{self, Mirror, MirrorKind, Prepare};
 use crate::namespaces::{NamespacePolicy, NamespaceVerdict};
 use crate::report::{ApplyFailure, apply_failure, revision_of};
@@ -59,7 +60,16 @@ async fn write<K: MirrorKind + 'static>(
             format!("the {} has no namespace", K::NAME.kind),
         );
     };
-    admitted(client, policy, &namespace).await?;
+    if let Err(refused) = admitted(client, policy, &namespace).await {
+        return outside_policy::<K>(
+            client,
+            policy,
+            (origin, apply),
+            (&namespace, &name),
+            refused,
+        )
+        .await;
+    }
     let api: Api<K> = Api::namespaced(client.clone(), &namespace);
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let cached = cached
@@ -325,6 +335,41 @@ async fn admitted(
             format!("namespace {namespace}: its labels could not be read"),
         )),
     }
+}
+
+/// The answer to an apply into `namespace` that `admitted` refused: a
+/// mirror of this origin and origin UID there already (written while an
+/// earlier policy named the namespace) is left as it runs, and the apply
+/// answered as taken; else the refusal stands (see
+/// [`resent_outside_policy`]). Where jobrelay never writes (a system
+/// namespace, the agent's own), nothing is read.
+async fn outside_policy<K: MirrorKind>(
+    client: &kube::Client,
+    policy: &NamespacePolicy,
+    (origin, apply): (&str, &ApplyMirror),
+    (namespace, name): (&str, &str),
+    refused: ApplyFailure,
+) -> Result<(), ApplyFailure> {
+    let refusal = match refused {
+        ApplyFailure::Refused(RejectReason::NamespaceNotAllowed, message)
+            if !policy.never_allowed(namespace) =>
+        {
+            message
+        }
+        other => return Err(other),
+    };
+    let found = match Api::<K>::namespaced(client.clone(), namespace)
+        .get_metadata_opt(name)
+        .await
+    {
+        Ok(found) => Ok(found.map(|meta| meta.metadata)),
+        Err(error) => Err(apply_failure(&error)),
+    };
+    let answer = resent_outside_policy(namespace, refusal, (origin, &apply.origin_uid), found);
+    if answer.is_ok() {
+        info!(uid = %apply.origin_uid, %namespace, %name, revision = apply.revision, "mirror held in a namespace outside the agent's namespace policy; left as it runs, not updated");
+    }
+    answer
 }
 
 #[cfg(test)]

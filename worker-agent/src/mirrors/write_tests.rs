@@ -151,3 +151,59 @@ fn a_preparation_found_invalid_is_tried_again_and_any_other_refusal_stands() {
     let unavailable = ApplyFailure::Refused(RejectReason::Unavailable, "down".into());
     assert_eq!(preparation_failure(unavailable.clone()), unavailable);
 }
+
+/// An apply of this origin's mirror `train` into `namespace`.
+fn apply_into(namespace: &str) -> ApplyMirror {
+    let job = serde_json::json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "train", "namespace": namespace,
+            "labels": {ORIGIN_LABEL: "hub", ORIGIN_UID_LABEL: "u"}},
+        "spec": {"template": {}},
+    });
+    ApplyMirror {
+        origin_uid: "u".into(),
+        revision: 2,
+        object: serde_json::to_vec(&job).unwrap(),
+        kind: Some(jobrelay_proto::kinds::JOB.to_wire()),
+    }
+}
+
+#[tokio::test]
+async fn an_apply_outside_the_policy_is_refused_for_good_only_where_no_mirror_can_be() {
+    // A client that reaches nothing: every read fails.
+    let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+    let client = kube::Client::try_from(config).unwrap();
+    let policy = NamespacePolicy {
+        all: false,
+        names: ["ml".to_string()].into(),
+        selector: None,
+        own: Some("jobrelay-system".into()),
+    };
+    let answer = |namespace: &'static str| {
+        let (client, policy) = (client.clone(), policy.clone());
+        async move {
+            let apply = apply_into(namespace);
+            try_apply(&client, ("hub", ""), &policy, &[], (&apply, &[])).await
+        }
+    };
+    // No policy ever let a mirror in: refused without a read.
+    for namespace in ["kube-system", "jobrelay-system"] {
+        let refusal = answer(namespace).await;
+        assert!(
+            matches!(
+                &refusal,
+                Err(ApplyFailure::Refused(RejectReason::NamespaceNotAllowed, _))
+            ),
+            "{namespace}: {refusal:?}"
+        );
+    }
+    // An earlier policy may have: whether its mirror runs there could not
+    // be read (the API server did not answer), so the refusal can clear.
+    match answer("team-b").await {
+        Err(ApplyFailure::Refused(reason, message)) => {
+            assert!(!reason.is_permanent(), "{reason:?}: {message}");
+            assert!(message.contains("team-b"), "{message}");
+        }
+        other => panic!("team-b: {other:?}"),
+    }
+}

@@ -32,17 +32,25 @@ pub(super) struct Record {
     pub seen_mirror: Option<String>,
     /// Pods not owned by the live mirror, by Pod UID: since when.
     pub strays: HashMap<String, Instant>,
+    /// Stopped by the fence, and not applied since: the next Hello says
+    /// revision 0, so the manager applies it again if it wants it to run.
+    pub fenced: bool,
 }
 
 impl Record {
     /// Runs `event` through [`transition`]; a mirror confirmed gone also
-    /// forgets its last report and the Job last seen.
+    /// forgets its last report and the Job last seen, and one applied is no
+    /// longer fenced.
     pub fn on(&mut self, event: Event, retry: &ApplyRetry) -> Vec<Command> {
+        if matches!(event, Event::Answered { result: Ok(()), .. }) {
+            self.fenced = false;
+        }
         let (work, commands) = transition(std::mem::take(&mut self.work), event, retry);
         self.work = work;
         if commands.iter().any(|c| matches!(c, Command::Gone(_))) {
             self.last_report = None;
             self.seen_mirror = None;
+            self.fenced = false;
         }
         commands
     }
@@ -53,6 +61,7 @@ impl Record {
             && self.last_report.is_none()
             && self.seen_mirror.is_none()
             && self.strays.is_empty()
+            && !self.fenced
     }
 }
 

@@ -14,10 +14,15 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::transport::Channel;
 use tracing::{info, warn};
 
+mod cut_off;
+
 use crate::dial::{Dial, Redial};
 use crate::epoch::Epochs;
+use crate::fence;
 use crate::metrics::DesiredSets;
 use crate::mirrors::{Mirrors, Pass, agent_message};
+pub use cut_off::Fenced;
+use cut_off::fence_due;
 
 /// Heartbeats missed before the manager counts as gone.
 const MISSED_HEARTBEATS: u32 = 3;
@@ -48,32 +53,53 @@ pub struct Agent {
     pub epochs: Epochs,
     /// The manager instance an operator adopted (`--adopt-manager-instance`).
     pub adopted_instance: String,
+    /// When the mirrors are fenced: the manager last heard, `fenceAfter`.
+    pub fence: watch::Sender<fence::Clock>,
+    /// What the fence stopped, while it is up.
+    pub fenced: Fenced,
 }
 
 impl Agent {
-    /// Holds a session to the manager forever, reconnecting with backoff.
+    /// Holds a session to the manager forever, reconnecting with backoff;
+    /// fences the mirrors once no manager was heard for `fenceAfter`.
     pub async fn run(mut self) {
         self.mirrors.wait_ready().await;
         let mut redial = Redial::new();
         loop {
             let started = Instant::now();
-            let ended = match self.dial.endpoint() {
-                Err(error) => Ended::NoEndpoint(error.to_string()),
-                Ok(endpoint) => {
-                    match tokio::time::timeout(OPEN_TIMEOUT, endpoint.connect()).await {
-                        Ok(Ok(channel)) => {
-                            let ended = self.session(channel).await;
-                            self.connected.send_replace(false);
-                            ended
-                        }
-                        Ok(Err(error)) => Ended::Unreachable(chain(&error)),
-                        Err(_) => Ended::NoConnection(OPEN_TIMEOUT),
-                    }
+            let clock = self.fence.subscribe();
+            let ended = tokio::select! {
+                ended = self.attempt() => Some(ended),
+                () = fence_due(clock) => None,
+            };
+            let ended = match ended {
+                Some(ended) => ended,
+                None => {
+                    self.connected.send_replace(false);
+                    self.fence_now().await;
+                    Ended::Fenced
                 }
             };
             let delay = redial.after(&mut self.dial, started.elapsed());
             warn!(reason = %ended, retry_in = ?delay, "session ended");
-            tokio::time::sleep(delay).await;
+            self.rest(delay).await;
+        }
+    }
+
+    /// One try: dial the manager and hold a session; returns why it ended.
+    async fn attempt(&mut self) -> Ended {
+        let endpoint = match self.dial.endpoint() {
+            Err(error) => return Ended::NoEndpoint(error.to_string()),
+            Ok(endpoint) => endpoint,
+        };
+        match tokio::time::timeout(OPEN_TIMEOUT, endpoint.connect()).await {
+            Ok(Ok(channel)) => {
+                let ended = self.session(channel).await;
+                self.connected.send_replace(false);
+                ended
+            }
+            Ok(Err(error)) => Ended::Unreachable(chain(&error)),
+            Err(_) => Ended::NoConnection(OPEN_TIMEOUT),
         }
     }
 
@@ -152,6 +178,10 @@ impl Agent {
                 () = changes.notified() => Some(Pass::Changes),
                 () = self.dial.certificates_changed() => return Ended::CertificatesChanged,
                 _ = syncs.tick() => {
+                    if *self.connected.borrow() {
+                        let heard = *last_heard.borrow();
+                        self.fence.send_modify(|clock| clock.heard(heard));
+                    }
                     let silent = last_heard.borrow().elapsed();
                     if silent > *interval.borrow() * MISSED_HEARTBEATS {
                         return Ended::Silent(silent);
@@ -250,6 +280,11 @@ impl Agent {
         instance::judge(&welcome.manager_instance, &held, &self.adopted_instance)?;
         info!(manager_version = %welcome.manager_version, leader_epoch = welcome.leader_epoch, manager_instance = %welcome.manager_instance, "welcomed by the manager");
         self.mirrors.set_instance(&welcome.manager_instance);
+        let fence_after = welcome
+            .fence_after
+            .and_then(|d| Duration::try_from(d).ok())
+            .filter(|d| !d.is_zero());
+        self.heard_again(fence_after);
         self.connected.send_replace(true);
         Ok(())
     }
@@ -313,6 +348,8 @@ pub enum Ended {
     CertificatesChanged,
     #[error("the manager was silent for {0:?}")]
     Silent(Duration),
+    #[error("no manager heard for fenceAfter; the mirrors are fenced")]
+    Fenced,
 }
 
 /// An error with its sources, which is where TLS and connection errors say
