@@ -27,10 +27,13 @@ use jobrelay_process::{Peer, PeerCertificate, RefusedConnection};
 use k8s_openapi::jiff::Timestamp;
 
 mod admission;
+mod anti_entropy;
 mod certificate;
 mod desired;
+mod drift;
 pub mod limits;
 mod reports;
+pub mod wanted;
 mod welcome;
 
 use admission::{Dismissal, versions_match};
@@ -151,6 +154,8 @@ pub struct Sessions {
     /// Marked changed whenever a WorkerCluster changes (once in `registry`),
     /// so a session whose pin changed is judged again.
     pub clusters_changed: tokio::sync::watch::Receiver<()>,
+    /// What the manager wants on each cluster, for the agents' Heartbeats.
+    pub wanted: wanted::WantedCache,
 }
 
 type ManagerStream = Pin<Box<dyn Stream<Item = Result<ManagerMessage, Status>> + Send>>;
@@ -264,7 +269,7 @@ impl Sessions {
         let heartbeats = tokio::spawn(jobrelay_process::heartbeat::send_every(
             outbox.clone(),
             every,
-            || message(Kind::Heartbeat(Heartbeat {})),
+            || message(Kind::Heartbeat(Heartbeat::default())),
         ));
         let fencing = tokio::spawn(Arc::clone(&self).keep_fencing_current(
             cluster.clone(),
@@ -298,6 +303,11 @@ impl Sessions {
         self.fleet
             .trigger_all(desired::awaiting_placement(&self.stores));
 
+        let mut anti_entropy = anti_entropy::AntiEntropy {
+            session,
+            outbox: outbox.clone(),
+            drift: drift::Drift::default(),
+        };
         let silence = self.heartbeat_interval * MISSED_HEARTBEATS;
         let mut certificate_ends =
             std::pin::pin!(self.certificate_ends(&cluster, certificate, clusters_changed));
@@ -320,7 +330,7 @@ impl Sessions {
                         break Ended::Unregistered;
                     }
                     self.fleet.heard(&cluster);
-                    if let Err(why) = self.receive(&cluster, kind).await {
+                    if let Err(why) = self.receive(&cluster, kind, &mut anti_entropy).await {
                         break why;
                     }
                 }

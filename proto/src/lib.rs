@@ -11,6 +11,7 @@ pub mod v1 {
 }
 
 pub mod duration;
+pub mod holding;
 pub mod instance;
 pub mod kinds;
 pub mod rejection;

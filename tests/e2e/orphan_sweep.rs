@@ -1,8 +1,10 @@
 //! The agent's orphan sweep: what its manager no longer wants is deleted,
 //! only of its own origin, and a backlog of hundreds — more than the brake
 //! on mass deletion lets go at once — held, shown, and after the brake's
-//! confirmation swept at a steady pace with its progress in the log. These
-//! tests restart the agent, so they run one at a time.
+//! confirmation swept at a steady pace with its progress in the log; and a
+//! mirror the manager forgot behind its back, while the agent's session
+//! stays open, swept within a few heartbeats (anti-entropy). These tests
+//! restart or watch the agent's session, so they run one at a time.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -16,7 +18,7 @@ use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 const WORKER_A: &str = "worker-1";
@@ -233,5 +235,100 @@ async fn hundreds_of_orphans_are_swept_at_a_steady_pace_with_progress_in_the_log
         "the other origin's Pods removed by the test",
     )
     .await;
+    scenario.finish(TIMEOUT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_mirror_the_manager_forgot_mid_session_is_swept_within_a_few_heartbeats() {
+    let _exclusive = EXCLUSIVE.lock().await;
+    let scenario = setup("drift").await;
+    let relay = scenario.relay;
+    let jobs: Api<Job> = scenario.worker_api(WORKER_A).await;
+    let pods: Api<Pod> = scenario.worker_api(WORKER_A).await;
+    let uid = scenario
+        .create(
+            scenario
+                .job("forgotten")
+                .label(CLUSTER_KEY, WORKER_A)
+                .run_for("600s"),
+        )
+        .await;
+    let selector = ListParams::default().labels(&format!("{ORIGIN_UID_LABEL}={uid}"));
+    wait::until("the mirror's Pod", TIMEOUT, || async {
+        match pods.list(&selector).await {
+            Ok(list) if !list.items.is_empty() => Seen::Ready(()),
+            other => Seen::Waiting(format!("{:?}", other.map(|l| l.items.len()))),
+        }
+    })
+    .await;
+    let sessions = relay.sessions_opened(WORKER_A);
+    let resyncs = format!("jobrelay_desired_set_resyncs_total{{cluster=\"{WORKER_A}\"}}");
+    let resyncs_before = relay.metric(&resyncs).await.unwrap().unwrap_or(0.0);
+
+    // Behind the manager's back, while it is paused for a moment (shorter
+    // than the three heartbeats after which either side drops the session):
+    // its Job loses jobrelay's finalizer and is deleted at once, so the
+    // manager never sees it deleting and never sends a DeleteMirror. The
+    // agent still holds the mirror as wanted, so no periodic sweep takes it.
+    relay
+        .signal_replica(0, libc::SIGSTOP)
+        .expect("pausing the manager");
+    let paused = Instant::now();
+    let released = async {
+        let unfinalized = serde_json::json!({"metadata": {"finalizers": null}});
+        scenario
+            .jobs
+            .patch(
+                "forgotten",
+                &PatchParams::default(),
+                &Patch::Merge(&unfinalized),
+            )
+            .await?;
+        scenario
+            .jobs
+            .delete("forgotten", &DeleteParams::background())
+            .await
+    }
+    .await;
+    relay
+        .signal_replica(0, libc::SIGCONT)
+        .expect("resuming the manager");
+    released.unwrap_or_else(|e| panic!("releasing and deleting the manager Job: {e}"));
+    println!("manager paused for {:?}", paused.elapsed());
+
+    // The agent's Heartbeats now say it holds a mirror the manager does not
+    // want: twice in a row, and the DesiredSet comes again.
+    let forgotten = Instant::now();
+    wait::until(
+        "the forgotten mirror and its Pods swept",
+        Duration::from_secs(60),
+        || async {
+            let job = jobs.get_opt("forgotten").await.map(|j| j.is_some());
+            let left = pods.list(&selector).await.map(|l| l.items.len());
+            match (job, left) {
+                (Ok(false), Ok(0)) => Seen::Ready(()),
+                seen => Seen::Waiting(format!("{seen:?} (mirror present, Pods left)")),
+            }
+        },
+    )
+    .await;
+    println!(
+        "swept within {:?} of the manager forgetting it",
+        forgotten.elapsed()
+    );
+    let resyncs_after = relay.metric(&resyncs).await.unwrap().unwrap_or(0.0);
+    assert!(
+        resyncs_after > resyncs_before,
+        "the manager sent the DesiredSet again ({resyncs_before} resyncs before, {resyncs_after} after)"
+    );
+    assert_eq!(
+        relay.sessions_opened(WORKER_A),
+        sessions,
+        "the session stayed open: the sweep came from anti-entropy, not a reconnect"
+    );
+    assert!(
+        relay.manager_log().contains("sending the DesiredSet again"),
+        "the resync is logged"
+    );
     scenario.finish(TIMEOUT).await;
 }

@@ -7,6 +7,7 @@ use std::collections::HashSet;
 
 use divan::{Bencher, black_box};
 use jobrelay_agent::{HeldMirror, orphans};
+use jobrelay_proto::holding::OriginUids;
 
 fn main() {
     divan::main();
@@ -41,7 +42,7 @@ fn held() -> Vec<HeldMirror> {
 #[divan::bench(args = [0, 1_000])]
 fn orphans_of_10k(bencher: Bencher, not_desired: usize) {
     let held = held();
-    let desired: HashSet<String> = (not_desired..HELD).map(uid).collect();
+    let desired: OriginUids = (not_desired..HELD).map(uid).collect();
     let deleting: HashSet<String> = HashSet::new();
     bencher
         .with_inputs(|| held.clone())

@@ -272,6 +272,10 @@ impl MirrorMap {
         self.mirrors.contains_key(uid)
     }
 
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&String, &Mirror)> {
+        self.mirrors.iter()
+    }
+
     pub(super) fn values(&self) -> impl Iterator<Item = &Mirror> {
         self.mirrors.values()
     }

@@ -270,6 +270,7 @@ pub fn message(kind: Kind) -> ManagerMessage {
 }
 
 mod mirrors;
+mod resync;
 
 #[cfg(test)]
 pub(crate) mod tests;

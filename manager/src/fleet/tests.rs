@@ -277,3 +277,51 @@ fn reports_about_mirrors_never_placed_on_the_cluster_are_dropped() {
         "nor for an unknown cluster"
     );
 }
+
+#[test]
+fn a_desired_set_sent_again_keeps_what_the_fleet_sends_and_releases_what_it_withdrew() {
+    let (fleet, _) = fleet();
+    let (tx, mut rx) = outbox();
+    let session = fleet.connect("w1", "test", &[], vec![], vec![], tx);
+    for (uid, name) in [("u1", "a"), ("u2", "b"), ("u3", "c"), ("u4", "d")] {
+        fleet.ensure_applied("w1", uid, &key(name), 1, Vec::new);
+    }
+    fleet.cleanup("w1", "u4", &key("d"), DeleteReason::ManagerJobDeleted);
+    let _ = kinds(&mut rx);
+    let desired = vec![(
+        DesiredMirror {
+            origin_uid: "u1".into(),
+        },
+        key("a"),
+    )];
+    // u2's object lags in the stores (sent, not wanted there yet): kept.
+    // u3's object is gone from the stores: the agent's brake weighs it.
+    // u4 is being withdrawn: released.
+    let known: std::collections::HashSet<String> =
+        ["u1", "u2", "u4", "elsewhere"].map(String::from).into();
+    let resent = fleet
+        .resync("w1", session, desired.clone(), &known)
+        .expect("the session is open");
+    let mut keys = resent.keys.clone();
+    keys.sort_by_key(|k| k.to_string());
+    assert_eq!(
+        keys,
+        [key("a"), key("b"), key("c"), key("d")],
+        "every mirror tracked there"
+    );
+    assert_eq!(resent.kept, 1);
+    match rx.try_recv().map(|m| m.kind) {
+        Ok(Some(Kind::DesiredSet(set))) => {
+            let uids: Vec<&str> = set.mirrors.iter().map(|m| m.origin_uid.as_str()).collect();
+            assert_eq!(uids, ["u1", "u2"]);
+            assert_eq!(set.released, ["u4"]);
+            assert!(!set.after_lost);
+        }
+        other => panic!("a DesiredSet, not {other:?}"),
+    }
+    assert!(
+        fleet.resync("w1", session + 1, desired, &known).is_none(),
+        "another session's resync sends nothing"
+    );
+    assert!(kinds(&mut rx).is_empty());
+}

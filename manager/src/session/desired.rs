@@ -2,10 +2,11 @@
 //! and which of the rest the manager knows it releases — so the agent's
 //! brake on mass deletion counts only what the manager does not know.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use jobrelay_proto::holding::Summary;
 use jobrelay_proto::v1::{DesiredMirror, InventoryEntry};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -60,6 +61,93 @@ fn uids<K: RelayedKind>(objects: &[Arc<K>]) -> impl Iterator<Item = &str> {
     objects.iter().filter_map(|o| o.meta().uid.as_deref())
 }
 
+/// Where `object`'s mirror is wanted, if anywhere: a relayed object placed
+/// on a cluster, active, or finished with its remote retention not run out.
+fn wanted_on<K: RelayedKind>(
+    object: &K,
+    now: Timestamp,
+    remote_retention: Duration,
+) -> Option<&str> {
+    if !is_relayed(object) || !keeps_mirror(object, now, remote_retention) {
+        return None;
+    }
+    assigned_cluster(object)
+}
+
+/// What the manager wants on each cluster, summarised as the agents
+/// summarise what they hold: the same mirrors a DesiredSet would name, in
+/// one pass over the objects of every kind.
+pub(super) fn wanted_by_cluster(
+    stores: &Stores,
+    remote_retention: Duration,
+) -> HashMap<String, Summary> {
+    let now = Timestamp::now();
+    let jobs = stores.jobs.state();
+    let jobsets = stores
+        .jobsets
+        .as_ref()
+        .map(Store::state)
+        .unwrap_or_default();
+    summarise(
+        wanted_where(&jobs, now, remote_retention).chain(wanted_where(
+            &jobsets,
+            now,
+            remote_retention,
+        )),
+    )
+}
+
+/// Of `objects`, each whose mirror is wanted: where, and its UID.
+fn wanted_where<K: RelayedKind>(
+    objects: &[Arc<K>],
+    now: Timestamp,
+    remote_retention: Duration,
+) -> impl Iterator<Item = (&str, &str)> {
+    objects.iter().filter_map(move |object| {
+        let cluster = wanted_on(object.as_ref(), now, remote_retention)?;
+        Some((cluster, object.meta().uid.as_deref()?))
+    })
+}
+
+/// The summary of each cluster's origin UIDs.
+fn summarise<'a>(wanted: impl Iterator<Item = (&'a str, &'a str)>) -> HashMap<String, Summary> {
+    let mut by_cluster: HashMap<String, Summary> = HashMap::new();
+    for (cluster, uid) in wanted {
+        match by_cluster.get_mut(cluster) {
+            Some(summary) => summary.add(uid),
+            None => {
+                let mut summary = Summary::default();
+                summary.add(uid);
+                by_cluster.insert(cluster.to_string(), summary);
+            }
+        }
+    }
+    by_cluster
+}
+
+/// What a DesiredSet sent again mid-session says: the mirrors `cluster`
+/// should hold, and the origin UIDs of every object the stores know (of
+/// those it tracks there, the manager releases the ones not wanted).
+pub(super) fn resync_for_cluster(
+    stores: &Stores,
+    cluster: &str,
+    remote_retention: Duration,
+) -> (Vec<(DesiredMirror, Key)>, HashSet<String>) {
+    let jobs = stores.jobs.state();
+    let jobsets = stores
+        .jobsets
+        .as_ref()
+        .map(Store::state)
+        .unwrap_or_default();
+    let mut desired = desired_set(&jobs, cluster, remote_retention);
+    desired.extend(desired_set(&jobsets, cluster, remote_retention));
+    let known = uids(&jobs)
+        .chain(uids(&jobsets))
+        .map(str::to_string)
+        .collect();
+    (desired, known)
+}
+
 /// The mirrors `cluster` should hold: its active objects, and finished ones
 /// whose remote retention has not run out.
 fn desired_set<K: RelayedKind>(
@@ -71,11 +159,7 @@ fn desired_set<K: RelayedKind>(
     objects
         .iter()
         .map(Arc::as_ref)
-        .filter(|object| {
-            is_relayed(*object)
-                && assigned_cluster(*object) == Some(cluster)
-                && keeps_mirror(*object, now, remote_retention)
-        })
+        .filter(|object| wanted_on(*object, now, remote_retention) == Some(cluster))
         .filter_map(|object| {
             let mirror = DesiredMirror {
                 origin_uid: object.uid()?,
@@ -149,5 +233,52 @@ mod tests {
     #[test]
     fn a_manager_without_jobs_releases_nothing() {
         assert!(released(&HashSet::new(), &[held("a"), held("b")], &[]).is_empty());
+    }
+
+    /// A Job relayed by jobrelay, placed on `cluster` if any, finished or not.
+    fn relayed(uid: &str, cluster: Option<&str>, finished: bool) -> Arc<Job> {
+        let annotations = match cluster {
+            Some(cluster) => serde_json::json!({jobrelay_proto::wire::CLUSTER_KEY: cluster}),
+            None => serde_json::json!({}),
+        };
+        let conditions = match finished {
+            true => serde_json::json!([{"type": "Complete", "status": "True",
+                "lastTransitionTime": "2026-11-26T04:00:00Z"}]),
+            false => serde_json::json!([]),
+        };
+        let job: Job = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("job-{uid}"), "namespace": "ml", "uid": uid,
+                "annotations": annotations},
+            "spec": {"managedBy": jobrelay_proto::wire::MANAGED_BY, "template": {}},
+            "status": {"conditions": conditions},
+        }))
+        .unwrap();
+        Arc::new(job)
+    }
+
+    #[test]
+    fn what_is_wanted_on_each_cluster_is_what_its_desired_set_names() {
+        let jobs = [
+            relayed("a1", Some("a"), false),
+            relayed("a2", Some("a"), false),
+            relayed("b1", Some("b"), false),
+            relayed("done", Some("a"), true),
+            relayed("waiting", None, false),
+            job("not-relayed"),
+        ];
+        let now = Timestamp::now();
+        let wanted = summarise(wanted_where(&jobs, now, Duration::ZERO));
+        let named = |cluster| {
+            let desired = desired_set(&jobs, cluster, Duration::ZERO);
+            Summary::of(desired.iter().map(|(m, _)| m.origin_uid.as_str()))
+        };
+        assert_eq!(
+            wanted.len(),
+            2,
+            "clusters with nothing wanted are absent: {wanted:?}"
+        );
+        assert_eq!(wanted["a"], Summary::of(["a1", "a2"]));
+        assert_eq!(wanted["a"], named("a"));
+        assert_eq!(wanted["b"], named("b"));
     }
 }

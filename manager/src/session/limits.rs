@@ -137,7 +137,7 @@ mod tests {
     #[test]
     fn a_message_within_its_kinds_limit_passes() {
         assert_eq!(within_limit(&status_of(1000)), Ok(()));
-        let beat = agent_message::Kind::Heartbeat(Heartbeat {});
+        let beat = agent_message::Kind::Heartbeat(Heartbeat::default());
         assert_eq!(within_limit(&beat), Ok(()));
     }
 
@@ -147,7 +147,7 @@ mod tests {
         assert_eq!(too_large.kind, "MirrorStatus");
         assert_eq!(too_large.limit, 256 * 1024);
         assert!(too_large.size > 300 * 1024);
-        let beat = agent_message::Kind::Heartbeat(Heartbeat {});
+        let beat = agent_message::Kind::Heartbeat(Heartbeat::default());
         assert_eq!(check_size(&beat, 1025).unwrap_err().limit, 1024);
     }
 
@@ -180,7 +180,7 @@ mod tests {
     #[test]
     fn a_session_that_ends_or_opens_with_anything_else_is_refused() {
         let heartbeat = AgentMessage {
-            kind: Some(agent_message::Kind::Heartbeat(Heartbeat {})),
+            kind: Some(agent_message::Kind::Heartbeat(Heartbeat::default())),
         };
         for first in [
             Ok(None),

@@ -12,6 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use tracing::{debug, warn};
 
+use super::anti_entropy::AntiEntropy;
 use super::{Ended, Sessions};
 use crate::kinds::RelayedKind;
 use crate::mirror::{Rejection, StatusText};
@@ -22,11 +23,12 @@ impl Sessions {
         &self,
         cluster: &str,
         kind: agent_message::Kind,
+        anti_entropy: &mut AntiEntropy,
     ) -> Result<(), Ended> {
         use agent_message::Kind as K;
         match kind {
             K::Hello(_) => return Err(Ended::SecondHello),
-            K::Heartbeat(_) => {}
+            K::Heartbeat(beat) => self.heartbeat(cluster, anti_entropy, beat.holding),
             K::DeletionsHeld(held) => self.deletions_held(cluster, &held),
             K::MirrorStatus(report) => self.mirror_status(cluster, report),
             K::MirrorGone(gone) => self.mirror_gone(cluster, gone),

@@ -192,6 +192,7 @@ impl Core {
             epoch: leadership.epoch.clone(),
             certificates: Arc::clone(&self.certificates),
             clusters_changed: watches.clusters_changed.clone(),
+            wanted: Default::default(),
         })
     }
 

@@ -129,6 +129,7 @@ pub async fn manager_with(limits: SessionLimits) -> Manager {
         epoch: tokio::sync::watch::channel(jobrelay_manager::leader::Epoch::default()).1,
         certificates: Arc::new(AgentCertificates::new(metrics.agent_certificate_expiry())),
         clusters_changed,
+        wanted: Default::default(),
     });
 
     // Every connection the client makes is a fresh pipe handed to the server.

@@ -25,9 +25,7 @@ impl Mirrors {
     pub fn apply_all(&mut self, applies: Vec<ApplyMirror>) {
         for apply in applies {
             let uid = apply.origin_uid.clone();
-            if let Some(desired) = &mut self.desired {
-                desired.insert(uid.clone());
-            }
+            self.desired.applied(&uid);
             self.on(&uid, Event::Apply(apply), &mut Vec::new());
         }
         self.apply_due();

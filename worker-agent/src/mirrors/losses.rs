@@ -23,7 +23,7 @@ impl Mirrors {
     /// one is deleted Pods-first and reported; stray Pods that outlived the
     /// orphan grace are returned, for [`Mirrors::delete_strays`].
     pub(super) fn notice_losses(&mut self, snapshot: &Snapshot) -> Vec<(String, Arc<Pod>)> {
-        let Some(desired) = &self.desired else {
+        let Some(desired) = self.desired.uids() else {
             return Vec::new();
         };
         let looking = Looking {

@@ -14,6 +14,7 @@ mod brake;
 mod carry_out;
 mod confirm;
 mod deletion;
+mod desired;
 mod direct;
 mod fencing;
 mod inventory;
@@ -168,8 +169,9 @@ pub struct Mirrors {
     due: HashSet<String>,
     /// The next pass looks at every mirror (a new session, a new DesiredSet).
     everything_due: bool,
-    /// Origin UIDs the manager wants here (DesiredSet, then applies and deletes).
-    desired: Option<HashSet<String>>,
+    /// Origin UIDs the manager wants here (DesiredSet, then applies and
+    /// deletes), and how many messages changed them.
+    desired: desired::Desired,
     sweep: Sweep,
     /// Every mirror the agent holds something of, by origin UID.
     records: Records,
@@ -212,7 +214,7 @@ impl Mirrors {
             changes,
             due: HashSet::new(),
             everything_due: true,
-            desired: None,
+            desired: desired::Desired::default(),
             sweep: Sweep::new(brake::Brake::new(pacing.brake)),
             records: Records::default(),
             apply_slots: Arc::new(Semaphore::new(REQUEST_CONCURRENCY)),
@@ -270,13 +272,19 @@ impl Mirrors {
     /// included), and the manager's DesiredSet is awaited before anything is
     /// swept.
     pub fn new_session(&mut self) {
-        self.desired = None;
+        self.desired.new_session();
         self.everything_due = true;
         let retry = self.apply_retry;
         self.records.update_all(|record| {
             record.last_report = None;
             record.on(mirror::Event::NewSession, &retry);
         });
+    }
+
+    /// What the agent holds as wanted in this session, for its Heartbeats:
+    /// follows every DesiredSet, apply and delete it takes.
+    pub fn holding(&self) -> tokio::sync::watch::Receiver<Option<jobrelay_proto::v1::Holding>> {
+        self.desired.watch()
     }
 
     /// What the watches saw change; resolves `notified` once they did.

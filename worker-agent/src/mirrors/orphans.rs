@@ -7,13 +7,14 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
+use jobrelay_proto::holding::OriginUids;
 use jobrelay_proto::v1::{DeletionsHeld, agent_message::Kind};
 use kube::{Resource, ResourceExt};
 use prometheus_client::metrics::gauge::Gauge;
 use tracing::{debug, info, warn};
 
 use super::brake::{Brake, BrakeVerdict};
-use super::{Mirrors, agent_message, origin_uid};
+use super::{Mirrors, agent_message, mirror, origin_uid};
 use crate::kinds;
 
 /// Orphans found in one sweep above which each is logged at debug only.
@@ -42,7 +43,18 @@ impl Mirrors {
         released: impl IntoIterator<Item = String>,
         after_lost: bool,
     ) {
-        self.desired = Some(desired.into_iter().collect());
+        self.desired.replace(desired);
+        // Mid-session, an apply taken before may wait still: the manager no
+        // longer wants it, so it is not sent (it would come back an orphan).
+        if let Some(desired) = self.desired.uids() {
+            let unwanted: Vec<String> = (self.records.uids())
+                .filter(|uid| !desired.contains(uid))
+                .cloned()
+                .collect();
+            for uid in unwanted {
+                self.on(&uid, mirror::Event::Unwanted, &mut Vec::new());
+            }
+        }
         self.sweep.released = released.into_iter().collect();
         self.sweep.after_lost = after_lost;
         self.everything_due = true;
@@ -53,7 +65,9 @@ impl Mirrors {
     /// manager does not want (nothing before the first DesiredSet of a
     /// session), holding back the unknown ones while the brake says so.
     pub fn sweep_orphans(&mut self) {
-        let Some(desired) = &self.desired else { return };
+        let Some(desired) = self.desired.uids() else {
+            return;
+        };
         // A child (a JobSet's Job) names no mirror, as a Pod does not.
         let jobs = self.objects.state().into_iter().filter_map(|object| {
             let meta = object.object_meta();
@@ -183,7 +197,7 @@ pub struct HeldMirror {
 /// the deletion is logged with its name.
 pub fn orphans(
     held: impl IntoIterator<Item = HeldMirror>,
-    desired: &HashSet<String>,
+    desired: &OriginUids,
     deleting: impl Fn(&str) -> bool,
 ) -> Vec<HeldMirror> {
     let mut orphans: Vec<HeldMirror> = held
@@ -217,7 +231,7 @@ mod tests {
 
     #[test]
     fn nothing_is_an_orphan_when_the_manager_wants_everything_held() {
-        let desired: HashSet<String> = ["u1", "u2"].map(String::from).into();
+        let desired: OriginUids = ["u1", "u2"].map(String::from).into_iter().collect();
         let found = orphans(
             [
                 held("u1", "ml", "a"),
@@ -232,7 +246,7 @@ mod tests {
 
     #[test]
     fn what_is_not_desired_and_not_yet_deleting_is_an_orphan_once_in_uid_order() {
-        let desired: HashSet<String> = ["u1"].map(String::from).into();
+        let desired: OriginUids = ["u1"].map(String::from).into_iter().collect();
         let found = orphans(
             [
                 held("u4", "ml", "d"),
@@ -262,7 +276,7 @@ mod tests {
                 held("u1", "ml", "train"),
                 held("u1", "ml", ""),
             ],
-            &HashSet::new(),
+            &OriginUids::default(),
             |_| false,
         );
         assert_eq!(

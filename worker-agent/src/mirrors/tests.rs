@@ -115,6 +115,60 @@ fn a_pod_watched_by_its_metadata_is_cached_with_that_metadata_and_the_same_event
     assert!(matches!(pod_of_metadata(Event::InitDone), Event::InitDone));
 }
 
+#[tokio::test]
+async fn what_the_agent_holds_follows_each_desired_set_apply_and_delete() {
+    let mut mirrors = reaching_nothing(vec![mirror("u1", false), mirror("u2", false)]).await;
+    let holding = mirrors.holding();
+    assert_eq!(
+        *holding.borrow(),
+        None,
+        "nothing before the session's DesiredSet"
+    );
+    mirrors.set_desired(["u1".to_string(), "u2".to_string()], Vec::new(), false);
+    let held = |received, uids: &[&str]| {
+        Some(jobrelay_proto::holding::Summary::of(uids.iter().copied()).holding(received))
+    };
+    assert_eq!(*holding.borrow(), held(1, &["u1", "u2"]));
+    mirrors.apply_all(vec![apply("u3")]);
+    assert_eq!(*holding.borrow(), held(2, &["u1", "u2", "u3"]));
+    mirrors.delete(deleted("u1", "ml"));
+    assert_eq!(*holding.borrow(), held(3, &["u2", "u3"]));
+    mirrors.new_session();
+    assert_eq!(
+        *holding.borrow(),
+        None,
+        "a new session waits for its DesiredSet"
+    );
+}
+
+#[tokio::test]
+async fn a_second_desired_set_drops_an_apply_waiting_for_a_mirror_it_no_longer_names() {
+    let mut mirrors = reaching_nothing(vec![mirror("u1", false)]).await;
+    mirrors.set_desired(["u1".to_string()], Vec::new(), false);
+    // The apply of a new generation waits until the old mirror is gone.
+    mirrors.delete(deleted("u1", "ml"));
+    mirrors.apply_all(vec![apply("u1")]);
+    let waits = |mirrors: &Mirrors| match &mirrors.records.get("u1").map(|r| &r.work) {
+        Some(mirror::Work::Deleting { then_apply, .. }) => then_apply.is_some(),
+        other => panic!("u1 is being deleted, not {other:?}"),
+    };
+    assert!(waits(&mirrors));
+    mirrors.set_desired(Vec::<String>::new(), Vec::new(), false);
+    assert!(
+        !waits(&mirrors),
+        "the apply is dropped, the deletion goes on"
+    );
+}
+
+fn apply(uid: &str) -> jobrelay_proto::v1::ApplyMirror {
+    jobrelay_proto::v1::ApplyMirror {
+        origin_uid: uid.into(),
+        revision: 2,
+        object: Vec::new(),
+        kind: None,
+    }
+}
+
 /// A policy that names `ml` only: the watches cover nothing else.
 pub(super) fn only_ml() -> Arc<crate::namespaces::NamespacePolicy> {
     Arc::new(crate::namespaces::NamespacePolicy {

@@ -133,10 +133,15 @@ impl Agent {
         let (heard, last_heard) = watch::channel(Instant::now());
         let (interval, heartbeat_interval) = watch::channel(DEFAULT_HEARTBEAT);
         let (reader, mut inbox) = spawn_reader(inbound, heard);
+        // Each Heartbeat says what the agent holds as wanted by then.
+        let holding = self.mirrors.holding();
         let beats = tokio::spawn(jobrelay_process::heartbeat::send_every(
             outbox.clone(),
             heartbeat_interval,
-            || agent_message(agent_message::Kind::Heartbeat(Heartbeat {})),
+            move || {
+                let holding = *holding.borrow();
+                agent_message(agent_message::Kind::Heartbeat(Heartbeat { holding }))
+            },
         ));
         let ended = self.work(&mut inbox, &outbox, &interval, &last_heard).await;
         beats.abort();

@@ -53,6 +53,12 @@ impl Metrics {
         self.mirrors_lost.get_or_create(&by(cluster)).inc();
     }
 
+    /// Counts a DesiredSet sent again because the agent's and the
+    /// manager's desired sets drifted apart.
+    pub fn desired_set_resent(&self, cluster: &str) {
+        self.desired_set_resyncs.get_or_create(&by(cluster)).inc();
+    }
+
     pub fn report_dropped(&self, cluster: &str) {
         self.reports_dropped.get_or_create(&by(cluster)).inc();
     }

@@ -68,6 +68,11 @@ impl Records {
             .collect()
     }
 
+    /// Every mirror the agent holds something of.
+    pub fn uids(&self) -> impl Iterator<Item = &String> {
+        self.by_uid.keys()
+    }
+
     pub fn is_deleting(&self, uid: &str) -> bool {
         self.deleting.contains(uid)
     }

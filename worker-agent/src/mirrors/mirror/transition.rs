@@ -38,6 +38,10 @@ pub(in crate::mirrors) enum Event {
     Gone,
     /// A new session: a loss is told again.
     NewSession,
+    /// A DesiredSet does not name the mirror (the manager no longer wants
+    /// it): an apply not sent yet is dropped, on its own or behind a
+    /// deletion. One out waits for its answer; what it creates is an orphan.
+    Unwanted,
 }
 
 /// What a transition asks to be done.
@@ -135,6 +139,22 @@ pub(in crate::mirrors) fn transition(
             }
             (work, vec![])
         }
+        (work, Event::Unwanted) => (without_apply(work), vec![]),
+    }
+}
+
+/// `work` without the apply that waits in it; one out stays out.
+fn without_apply(work: Work) -> Work {
+    match work {
+        Work::Waiting(_) => Work::Idle,
+        Work::Deleting { deletion, .. } => deleting(deletion, None),
+        Work::Applying {
+            next: Next::Delete { deletion, .. },
+        } => delete_after_answer(deletion, None),
+        work @ (Work::Idle
+        | Work::Applying {
+            next: Next::Apply(_),
+        }) => work,
     }
 }
 

@@ -181,6 +181,13 @@ fn cases() -> Vec<Case> {
         row("idle: unchanged", Idle, Event::NewSession, Idle, vec![]),
         row("waiting: unchanged", Waiting(pending(1)), Event::NewSession, Waiting(pending(1)), vec![]),
         row("applying: unchanged", applying(pending(1)), Event::NewSession, applying(pending(1)), vec![]),
+        // Unwanted: a DesiredSet no longer names it.
+        row("waiting: the apply dropped", Waiting(pending(1)), Event::Unwanted, Idle, vec![]),
+        row("deleting, an apply waiting: the apply dropped", deleting(deletion("found"), Some(pending(2))), Event::Unwanted, deleting(deletion("found"), None), vec![]),
+        row("applying, a deletion and an apply waiting: the apply dropped", applying_then_delete(deletion("found"), Some(pending(2))), Event::Unwanted, applying_then_delete(deletion("found"), None), vec![]),
+        row("applying: the apply out stays out", applying(pending(1)), Event::Unwanted, applying(pending(1)), vec![]),
+        row("idle: unchanged", Idle, Event::Unwanted, Idle, vec![]),
+        row("deleting: unchanged", deleting(deletion("asked"), None), Event::Unwanted, deleting(deletion("asked"), None), vec![]),
     ]
 }
 

@@ -99,7 +99,7 @@ impl Agent {
         let _beats = Aborted(tokio::spawn(jobrelay_process::heartbeat::send_every(
             outbox.clone(),
             every,
-            || message(agent_message::Kind::Heartbeat(Heartbeat {})),
+            || message(agent_message::Kind::Heartbeat(Heartbeat::default())),
         )));
         let session = self.record.session_opened(&self.cluster);
         loop {
