@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use jobrelay_agent::{Dial, OPEN_TIMEOUT, Redial};
+use jobrelay_proto::holding::OriginUids;
 use jobrelay_proto::kinds::JOB;
 use jobrelay_proto::v1::relay_client::RelayClient;
 use jobrelay_proto::v1::{
@@ -46,6 +47,12 @@ impl Held {
 }
 
 type Mirrors = Arc<Mutex<HashMap<String, Held>>>;
+
+/// What the simulated agent holds as wanted in one session, as its
+/// Heartbeats say (the manager compares it with what it wants): the
+/// set-changing messages taken, and the set after them (none before the
+/// session's DesiredSet).
+type Wanted = Arc<Mutex<(u64, Option<OriginUids>)>>;
 
 /// One simulated agent, dialling until its task is aborted.
 pub struct Agent {
@@ -95,11 +102,17 @@ impl Agent {
         };
         let mut inbound = response.into_inner();
         let (interval, every) = watch::channel(Duration::from_secs(5));
+        let wanted: Wanted = Arc::default();
+        let held = Arc::clone(&wanted);
         // Stopped with the session, even when the agent itself is stopped.
         let _beats = Aborted(tokio::spawn(jobrelay_process::heartbeat::send_every(
             outbox.clone(),
             every,
-            || message(agent_message::Kind::Heartbeat(Heartbeat::default())),
+            move || {
+                let (received, uids) = &*lock(&held);
+                let holding = uids.as_ref().map(|u| u.summary().holding(*received));
+                message(agent_message::Kind::Heartbeat(Heartbeat { holding }))
+            },
         )));
         let session = self.record.session_opened(&self.cluster);
         loop {
@@ -109,6 +122,7 @@ impl Agent {
                 break;
             };
             let Some(kind) = received.kind else { continue };
+            note_wanted(&wanted, &kind);
             self.answer(kind, session, mirrors, &outbox, &interval);
         }
     }
@@ -242,4 +256,33 @@ fn message(kind: agent_message::Kind) -> AgentMessage {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Notes what a manager message changes of what the agent holds as wanted.
+fn note_wanted(wanted: &Wanted, kind: &manager_message::Kind) {
+    use manager_message::Kind as K;
+    let (received, uids) = &mut *lock(wanted);
+    match kind {
+        K::DesiredSet(desired) => {
+            *uids = Some(
+                desired
+                    .mirrors
+                    .iter()
+                    .map(|m| m.origin_uid.clone())
+                    .collect(),
+            );
+        }
+        K::ApplyMirror(apply) => {
+            if let Some(uids) = uids {
+                uids.insert(apply.origin_uid.clone());
+            }
+        }
+        K::DeleteMirror(delete) => {
+            if let Some(uids) = uids {
+                uids.remove(&delete.origin_uid);
+            }
+        }
+        K::Welcome(_) | K::Heartbeat(_) => return,
+    }
+    *received += 1;
 }
