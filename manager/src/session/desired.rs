@@ -12,9 +12,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 
-use crate::job::lifecycle::is_relayed;
-use crate::job::placement::{assigned_cluster, awaits_placement};
-use crate::job::retention::keeps_mirror;
+use super::wanted::{summarise, wanted_on, wanted_where};
+use crate::job::placement::awaits_placement;
 use crate::kinds::Key;
 use crate::kinds::RelayedKind;
 use crate::kinds::stores::Stores;
@@ -61,19 +60,6 @@ fn uids<K: RelayedKind>(objects: &[Arc<K>]) -> impl Iterator<Item = &str> {
     objects.iter().filter_map(|o| o.meta().uid.as_deref())
 }
 
-/// Where `object`'s mirror is wanted, if anywhere: a relayed object placed
-/// on a cluster, active, or finished with its remote retention not run out.
-fn wanted_on<K: RelayedKind>(
-    object: &K,
-    now: Timestamp,
-    remote_retention: Duration,
-) -> Option<&str> {
-    if !is_relayed(object) || !keeps_mirror(object, now, remote_retention) {
-        return None;
-    }
-    assigned_cluster(object)
-}
-
 /// What the manager wants on each cluster, summarised as the agents
 /// summarise what they hold: the same mirrors a DesiredSet would name, in
 /// one pass over the objects of every kind.
@@ -95,34 +81,6 @@ pub(super) fn wanted_by_cluster(
             remote_retention,
         )),
     )
-}
-
-/// Of `objects`, each whose mirror is wanted: where, and its UID.
-fn wanted_where<K: RelayedKind>(
-    objects: &[Arc<K>],
-    now: Timestamp,
-    remote_retention: Duration,
-) -> impl Iterator<Item = (&str, &str)> {
-    objects.iter().filter_map(move |object| {
-        let cluster = wanted_on(object.as_ref(), now, remote_retention)?;
-        Some((cluster, object.meta().uid.as_deref()?))
-    })
-}
-
-/// The summary of each cluster's origin UIDs.
-fn summarise<'a>(wanted: impl Iterator<Item = (&'a str, &'a str)>) -> HashMap<String, Summary> {
-    let mut by_cluster: HashMap<String, Summary> = HashMap::new();
-    for (cluster, uid) in wanted {
-        match by_cluster.get_mut(cluster) {
-            Some(summary) => summary.add(uid),
-            None => {
-                let mut summary = Summary::default();
-                summary.add(uid);
-                by_cluster.insert(cluster.to_string(), summary);
-            }
-        }
-    }
-    by_cluster
 }
 
 /// What a DesiredSet sent again mid-session says: the mirrors `cluster`

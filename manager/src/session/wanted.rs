@@ -8,6 +8,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use jobrelay_proto::holding::Summary;
+use k8s_openapi::jiff::Timestamp;
+
+use crate::job::lifecycle::is_relayed;
+use crate::job::placement::assigned_cluster;
+use crate::job::retention::keeps_mirror;
+use crate::kinds::RelayedKind;
 
 /// How long one scan serves.
 pub const MAX_AGE: Duration = Duration::from_secs(1);
@@ -49,6 +55,47 @@ impl WantedCache {
 /// Whether a scan made `at` still serves at `now`.
 fn fresh(at: Instant, now: Instant) -> bool {
     now.saturating_duration_since(at) < MAX_AGE
+}
+
+/// Where `object`'s mirror is wanted, if anywhere: a relayed object placed
+/// on a cluster, active, or finished with its remote retention not run out.
+pub fn wanted_on<K: RelayedKind>(
+    object: &K,
+    now: Timestamp,
+    remote_retention: Duration,
+) -> Option<&str> {
+    if !is_relayed(object) || !keeps_mirror(object, now, remote_retention) {
+        return None;
+    }
+    assigned_cluster(object)
+}
+
+/// Of `objects`, each whose mirror is wanted: where, and its UID.
+pub fn wanted_where<K: RelayedKind>(
+    objects: &[Arc<K>],
+    now: Timestamp,
+    remote_retention: Duration,
+) -> impl Iterator<Item = (&str, &str)> {
+    objects.iter().filter_map(move |object| {
+        let cluster = wanted_on(object.as_ref(), now, remote_retention)?;
+        Some((cluster, object.meta().uid.as_deref()?))
+    })
+}
+
+/// The summary of each cluster's origin UIDs.
+pub fn summarise<'a>(wanted: impl Iterator<Item = (&'a str, &'a str)>) -> HashMap<String, Summary> {
+    let mut by_cluster: HashMap<String, Summary> = HashMap::new();
+    for (cluster, uid) in wanted {
+        match by_cluster.get_mut(cluster) {
+            Some(summary) => summary.add(uid),
+            None => {
+                let mut summary = Summary::default();
+                summary.add(uid);
+                by_cluster.insert(cluster.to_string(), summary);
+            }
+        }
+    }
+    by_cluster
 }
 
 #[cfg(test)]
