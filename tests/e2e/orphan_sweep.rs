@@ -49,6 +49,25 @@ async fn wait_no_pods(pods: &Api<Pod>, selector: &ListParams, what: &str) {
     .await
 }
 
+/// Job `name` running on worker-1 until deleted, once its mirror has a
+/// Pod there: the selector of its mirror's objects.
+async fn long_running_on_a(scenario: &Scenario, pods: &Api<Pod>, name: &str) -> ListParams {
+    let job = scenario
+        .job(name)
+        .label(CLUSTER_KEY, WORKER_A)
+        .run_for("600s");
+    let uid = scenario.create(job).await;
+    let selector = ListParams::default().labels(&format!("{ORIGIN_UID_LABEL}={uid}"));
+    wait::until("the mirror's Pod", TIMEOUT, || async {
+        match pods.list(&selector).await {
+            Ok(list) if !list.items.is_empty() => Seen::Ready(()),
+            other => Seen::Waiting(format!("{:?}", other.map(|l| l.items.len()))),
+        }
+    })
+    .await;
+    selector
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_orphan_sweep_deletes_only_this_origins_unwanted_objects() {
     let _exclusive = EXCLUSIVE.lock().await;
@@ -59,22 +78,7 @@ async fn the_orphan_sweep_deletes_only_this_origins_unwanted_objects() {
 
     // A mirror whose Job is deleted on the worker with --cascade=orphan,
     // leaving its Pod behind while the manager Job is deleted.
-    let uid = scenario
-        .create(
-            scenario
-                .job("orphaned")
-                .label(CLUSTER_KEY, WORKER_A)
-                .run_for("600s"),
-        )
-        .await;
-    let selector = ListParams::default().labels(&format!("{ORIGIN_UID_LABEL}={uid}"));
-    wait::until("the mirror's Pod", TIMEOUT, || async {
-        match pods.list(&selector).await {
-            Ok(list) if !list.items.is_empty() => Seen::Ready(()),
-            other => Seen::Waiting(format!("{:?}", other.map(|l| l.items.len()))),
-        }
-    })
-    .await;
+    let selector = long_running_on_a(&scenario, &pods, "orphaned").await;
     relay.kill_agent(WORKER_A);
     jobs.delete("orphaned", &DeleteParams::orphan())
         .await
@@ -245,22 +249,7 @@ async fn a_mirror_the_manager_forgot_mid_session_is_swept_within_a_few_heartbeat
     let relay = scenario.relay;
     let jobs: Api<Job> = scenario.worker_api(WORKER_A).await;
     let pods: Api<Pod> = scenario.worker_api(WORKER_A).await;
-    let uid = scenario
-        .create(
-            scenario
-                .job("forgotten")
-                .label(CLUSTER_KEY, WORKER_A)
-                .run_for("600s"),
-        )
-        .await;
-    let selector = ListParams::default().labels(&format!("{ORIGIN_UID_LABEL}={uid}"));
-    wait::until("the mirror's Pod", TIMEOUT, || async {
-        match pods.list(&selector).await {
-            Ok(list) if !list.items.is_empty() => Seen::Ready(()),
-            other => Seen::Waiting(format!("{:?}", other.map(|l| l.items.len()))),
-        }
-    })
-    .await;
+    let selector = long_running_on_a(&scenario, &pods, "forgotten").await;
     let sessions = relay.sessions_opened(WORKER_A);
     let resyncs = format!("jobrelay_desired_set_resyncs_total{{cluster=\"{WORKER_A}\"}}");
     let resyncs_before = relay.metric(&resyncs).await.unwrap().unwrap_or(0.0);

@@ -10,3 +10,10 @@ pub struct Stores {
     pub jobs: Store<Job>,
     pub jobsets: Option<Store<JobSet>>,
 }
+
+impl Stores {
+    /// Every JobSet cached; none where the manager cluster serves none.
+    pub fn jobset_state(&self) -> Vec<std::sync::Arc<JobSet>> {
+        self.jobsets.as_ref().map(Store::state).unwrap_or_default()
+    }
+}

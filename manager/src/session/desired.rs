@@ -10,7 +10,6 @@ use jobrelay_proto::holding::Summary;
 use jobrelay_proto::v1::{DesiredMirror, InventoryEntry};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::runtime::reflector::Store;
 
 use super::wanted::{summarise, wanted_on, wanted_where};
 use crate::job::placement::awaits_placement;
@@ -26,15 +25,7 @@ pub(super) fn for_cluster(
     remote_retention: Duration,
     inventory: &[InventoryEntry],
 ) -> (Vec<(DesiredMirror, Key)>, Vec<String>) {
-    let jobs = stores.jobs.state();
-    let jobsets = stores
-        .jobsets
-        .as_ref()
-        .map(Store::state)
-        .unwrap_or_default();
-    let mut desired = desired_set(&jobs, cluster, remote_retention);
-    desired.extend(desired_set(&jobsets, cluster, remote_retention));
-    let known: HashSet<&str> = uids(&jobs).chain(uids(&jobsets)).collect();
+    let (desired, known) = resync_for_cluster(stores, cluster, remote_retention);
     let released = released(&known, inventory, &desired);
     (desired, released)
 }
@@ -69,11 +60,7 @@ pub(super) fn wanted_by_cluster(
 ) -> HashMap<String, Summary> {
     let now = Timestamp::now();
     let jobs = stores.jobs.state();
-    let jobsets = stores
-        .jobsets
-        .as_ref()
-        .map(Store::state)
-        .unwrap_or_default();
+    let jobsets = stores.jobset_state();
     summarise(
         wanted_where(&jobs, now, remote_retention).chain(wanted_where(
             &jobsets,
@@ -92,11 +79,7 @@ pub(super) fn resync_for_cluster(
     remote_retention: Duration,
 ) -> (Vec<(DesiredMirror, Key)>, HashSet<String>) {
     let jobs = stores.jobs.state();
-    let jobsets = stores
-        .jobsets
-        .as_ref()
-        .map(Store::state)
-        .unwrap_or_default();
+    let jobsets = stores.jobset_state();
     let mut desired = desired_set(&jobs, cluster, remote_retention);
     desired.extend(desired_set(&jobsets, cluster, remote_retention));
     let known = uids(&jobs)
@@ -132,7 +115,7 @@ fn desired_set<K: RelayedKind>(
 /// elsewhere. Their deletion is ordinary; an origin UID this manager has
 /// no Job of is not released, and the agent's brake weighs it.
 fn released(
-    known: &HashSet<&str>,
+    known: &HashSet<String>,
     inventory: &[InventoryEntry],
     desired: &[(DesiredMirror, Key)],
 ) -> Vec<String> {
@@ -140,7 +123,7 @@ fn released(
     let mut released: Vec<String> = inventory
         .iter()
         .map(|entry| entry.origin_uid.as_str())
-        .filter(|uid| known.contains(uid) && !desired.contains(uid))
+        .filter(|uid| known.contains(*uid) && !desired.contains(uid))
         .map(str::to_string)
         .collect();
     released.sort_unstable();
@@ -180,7 +163,7 @@ mod tests {
             Key::from_obj(jobs[0].as_ref()),
         )];
         let inventory = [held("wanted"), held("elsewhere"), held("unknown")];
-        let known: HashSet<&str> = uids(&jobs).collect();
+        let known: HashSet<String> = uids(&jobs).map(str::to_string).collect();
         assert_eq!(
             released(&known, &inventory, &desired),
             ["elsewhere"],
