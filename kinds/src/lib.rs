@@ -1,10 +1,12 @@
 //! The relayed kinds' Kubernetes types and facts both binaries share:
 //! what a relayed object is to them ([`Object`]), batch/v1 Job facts
-//! ([`job`]) and the JobSet CRD types ([`jobset`]). Nothing here talks to
+//! ([`job`]), the JobSet CRD types ([`jobset`]) and the room for Pods on a
+//! worker cluster ([`room`]). Nothing here talks to
 //! an API server but the one discovery read of whether JobSets are served.
 
 pub mod job;
 pub mod jobset;
+pub mod room;
 
 use k8s_openapi::NamespaceResourceScope;
 use serde::Serialize;
