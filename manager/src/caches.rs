@@ -13,7 +13,7 @@ use tracing::{info, warn};
 /// receiver turns true once the first list is in.
 pub(crate) fn cache<K>(
     api: Api<K>,
-    keep: fn(&mut K),
+    keep: impl FnMut(&mut K) + Send + 'static,
     writer: reflector::store::Writer<K>,
     mut seen: impl FnMut(&watcher::Event<K>) + Send + 'static,
     tasks: &Tasks,

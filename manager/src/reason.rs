@@ -22,6 +22,9 @@ pub enum Reason {
     ClusterLost,
     /// No registered cluster can take the Job as it is pinned.
     Unplaceable,
+    /// No cluster that takes the Job has room for its Pods now; it waits on
+    /// the manager.
+    NoRoom,
     /// The mirror is being withdrawn (the manager's Kueue evicted the Job,
     /// its cluster is Lost, or the worker's Kueue did not admit it in time).
     MirrorWithdrawalStarted,
@@ -52,6 +55,7 @@ impl Reason {
             Reason::RemoteJobLost => "RemoteJobLost",
             Reason::ClusterLost => "ClusterLost",
             Reason::Unplaceable => "Unplaceable",
+            Reason::NoRoom => "NoRoom",
             Reason::MirrorWithdrawalStarted => "MirrorWithdrawalStarted",
             Reason::MirrorWithdrawn => "MirrorWithdrawn",
             Reason::LeaderElection => "LeaderElection",
@@ -70,6 +74,7 @@ impl Reason {
             | Reason::RemoteJobLost
             | Reason::ClusterLost
             | Reason::Unplaceable
+            | Reason::NoRoom
             | Reason::AdmissionCheckRejected
             | Reason::ManagerInstanceRefused
             | Reason::DeletionsHeld => "Warning",
@@ -117,13 +122,14 @@ mod tests {
         Reason::RemotePodsGone,
     ];
 
-    const PROBLEMS: [Reason; 12] = [
+    const PROBLEMS: [Reason; 13] = [
         Reason::RemoteFailed,
         Reason::RemoteRejected,
         Reason::DispatchWaiting,
         Reason::RemoteJobLost,
         Reason::ClusterLost,
         Reason::Unplaceable,
+        Reason::NoRoom,
         Reason::MirrorWithdrawalStarted,
         Reason::MirrorWithdrawn,
         Reason::LeaderElection,

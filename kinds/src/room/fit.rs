@@ -80,6 +80,42 @@ pub fn fitting(pool: &Pool, each: &Resources) -> i64 {
     pool.free.times(each).min(on_nodes)
 }
 
+/// Whether every Pod of `groups` fits in `pools` at once (see [`take`]).
+pub fn fits(pools: &[Pool], groups: &[PodGroup]) -> Result<(), Shortfall> {
+    match groups {
+        [] => Ok(()),
+        // One group needs no copy of the pools to count.
+        [group] => shortfall(pools, group).map_or(Ok(()), Err),
+        _ => take(&mut pools.to_vec(), groups).map(drop),
+    }
+}
+
+/// Why `group` does not fit in `pools`, if it does not.
+fn shortfall(pools: &[Pool], group: &PodGroup) -> Option<Shortfall> {
+    if group.pods <= 0 {
+        return None;
+    }
+    let admitting = || pools.iter().filter(|pool| admits(pool, group));
+    let Some(best) = admitting().max_by_key(|pool| fitting(pool, &group.each)) else {
+        return Some(Shortfall::NoPoolAdmits);
+    };
+    let fit = admitting()
+        .map(|pool| fitting(pool, &group.each))
+        .fold(0, i64::saturating_add);
+    if fit >= group.pods {
+        return None;
+    }
+    let mut short_of = best.largest.short_of(&group.each);
+    if short_of.is_empty() {
+        short_of = best.free.short_of(&group.total());
+    }
+    Some(Shortfall::Room {
+        fit,
+        wanted: group.pods,
+        short_of,
+    })
+}
+
 /// Takes room for every Pod of `groups` out of `pools`, each group from the
 /// pools that admit it, those with room for most of its Pods first.
 /// Returns what was taken, or — with `pools` as they were — why the first

@@ -166,7 +166,16 @@ fn what_does_not_fit_says_why_and_takes_nothing() {
     );
     assert_eq!(pools, before, "the first group's room is given back");
     gpu.node_selector.insert("pool".into(), "gpu".into());
-    assert_eq!(take(&mut pools, &[gpu]), Err(Shortfall::NoPoolAdmits));
+    assert_eq!(
+        take(&mut pools, &[gpu.clone()]),
+        Err(Shortfall::NoPoolAdmits)
+    );
+    assert_eq!(fits(&pools, &[gpu]), Err(Shortfall::NoPoolAdmits));
+    assert_eq!(fits(&pools, &[group(2, 4000)]), Ok(()));
+    assert!(
+        fits(&pools, &[group(2, 4000), group(1, 1000)]).is_err(),
+        "together they do not"
+    );
     assert_eq!(
         Shortfall::Room {
             fit: 2,

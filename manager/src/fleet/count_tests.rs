@@ -195,7 +195,7 @@ fn a_mirror_counts_while_wanted_and_not_gone_and_holds_while_reported_held() {
         )
     };
     assert_eq!(
-        fleet.place("u1", &key(1), None, |_| true).as_deref(),
+        fleet.place("u1", &key(1), None, |_| true).cluster(),
         Some("w1")
     );
     assert_eq!(counts(&fleet), (1, 0), "placed: counted, not held");

@@ -104,7 +104,9 @@ impl Fleet {
     }
 
     /// Makes sure the mirror is being deleted, and tells whether it is gone.
+    /// Room promised to the mirror and not taken by its Pods is free again.
     pub fn cleanup(&self, cluster: &str, uid: &str, key: &Key, reason: DeleteReason) -> Cleanup {
+        self.release_room(cluster, uid);
         let mut clusters = self.lock();
         let state = clusters.entry(cluster.to_string()).or_default();
         let session = &state.session;
@@ -130,6 +132,7 @@ impl Fleet {
         if let Some(state) = self.lock().get_mut(cluster) {
             state.mirrors.remove(uid);
         }
+        self.release_room(cluster, uid);
     }
 
     /// Records a MirrorStatus; returns the phase it replaced, if it changed,
@@ -152,6 +155,12 @@ impl Fleet {
         let reported = self.update(cluster, uid, |state| {
             mirror::reported(state, held, Instant::now())
         })?;
+        if matches!(
+            phase,
+            MirrorPhase::Running | MirrorPhase::Succeeded | MirrorPhase::Failed
+        ) {
+            self.pods_started(cluster, uid);
+        }
         Some((reported.changed_from, reported.answered_after))
     }
 
@@ -163,6 +172,7 @@ impl Fleet {
         uid: &str,
         pods_deleted: u32,
     ) -> Option<Option<Duration>> {
+        self.release_room(cluster, uid);
         self.update(cluster, uid, |state| {
             mirror::gone(state, pods_deleted, Instant::now())
         })

@@ -8,8 +8,8 @@
 //! manager Job's key, which the controller then reconciles.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use jobrelay_proto::v1::{
     DesiredMirror, DesiredSet, InventoryEntry, ManagerMessage, MirrorPhase, ObjectKind,
@@ -18,10 +18,12 @@ use jobrelay_proto::v1::{
 use k8s_openapi::jiff::Timestamp;
 use tokio::sync::mpsc;
 
-use crate::job::placement::{Candidate, choose_cluster};
+use crate::job::placement::Candidate;
 use crate::kinds::Key;
+use crate::kinds::demands::Demands;
 use crate::mirror::Event;
 use jobrelay_proto::kinds::{self, KindName};
+use ledger::Ledger;
 use mirrors::MirrorMap;
 
 pub use crate::outbox::Outbox;
@@ -49,10 +51,14 @@ struct Cluster {
     lost: bool,
     /// The kinds its agent mirrors, as its last Hello named them.
     kinds: Vec<ObjectKind>,
+    /// Its room: what the agent reported, less what is promised.
+    room: Ledger,
 }
 
 pub struct Fleet {
     clusters: Mutex<BTreeMap<String, Cluster>>,
+    /// What relayed objects' Pods ask, and which wait for room.
+    demands: Arc<Demands>,
     triggers: mpsc::UnboundedSender<Key>,
     next_session: AtomicU64,
 }
@@ -62,9 +68,15 @@ impl Fleet {
     pub fn new(triggers: mpsc::UnboundedSender<Key>) -> Self {
         Fleet {
             clusters: Mutex::default(),
+            demands: Arc::default(),
             triggers,
             next_session: AtomicU64::new(1),
         }
+    }
+
+    /// What relayed objects' Pods ask: the watches record it.
+    pub fn demands(&self) -> Arc<Demands> {
+        Arc::clone(&self.demands)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Cluster>> {
@@ -181,41 +193,6 @@ impl Fleet {
             .is_some_and(|c| c.session.is_some())
     }
 
-    /// Chooses the cluster for a Job that has none yet — the pinned one, else
-    /// the connected cluster with the fewest mirrors among those `eligible`
-    /// says may take it — and counts the Job there at once, so Jobs created
-    /// together spread. Asked again for the same Job, it gives the same answer.
-    pub fn place(
-        &self,
-        uid: &str,
-        key: &Key,
-        pinned: Option<&str>,
-        eligible: impl Fn(&str) -> bool,
-    ) -> Option<String> {
-        let mut clusters = self.lock();
-        if let Some((name, _)) = clusters.iter().find(|(_, c)| c.mirrors.contains(uid)) {
-            return Some(name.clone());
-        }
-        // Only an agent that mirrors the kind is given one.
-        let mirrors_kind = |name: &str| {
-            let kinds = clusters.get(name).map(|c| c.kinds.as_slice());
-            kinds::mirrors(kinds.unwrap_or_default(), key.kind)
-        };
-        // By name, as the map is ordered: the first of equals wins.
-        let connected = clusters
-            .iter()
-            .filter(|(_, c)| c.session.is_some())
-            .map(|(name, c)| (name.as_str(), c.mirrors.active()));
-        let takes = |name: &str| mirrors_kind(name) && eligible(name);
-        let choice = choose_cluster(pinned, connected, takes)?;
-        clusters
-            .entry(choice.clone())
-            .or_default()
-            .mirrors
-            .change(uid, key, |_| ());
-        Some(choice)
-    }
-
     /// Whether the agent of `cluster` mirrors `kind`, as its last Hello said.
     pub fn takes(&self, cluster: &str, kind: KindName) -> bool {
         let clusters = self.lock();
@@ -269,8 +246,10 @@ pub fn message(kind: Kind) -> ManagerMessage {
     ManagerMessage { kind: Some(kind) }
 }
 
+mod ledger;
 mod mirrors;
 mod resync;
+mod room;
 
 #[cfg(test)]
 pub(crate) mod tests;

@@ -4,6 +4,7 @@
 
 use super::tests::{fleet, key, kinds, outbox};
 use super::*;
+use crate::job::placement::Choice;
 use crate::kinds::Key;
 
 #[test]
@@ -11,7 +12,7 @@ fn jobs_placed_together_spread_and_a_placement_is_stable() {
     let (fleet, _) = fleet();
     assert_eq!(
         fleet.place("u0", &key("z"), None, |_| true),
-        None,
+        Choice::NoCluster,
         "no cluster connected"
     );
     let mut outboxes = Vec::new();
@@ -24,24 +25,24 @@ fn jobs_placed_together_spread_and_a_placement_is_stable() {
         .map(|i| {
             fleet
                 .place(&format!("u{i}"), &key("a"), None, |_| true)
-                .unwrap()
+                .cluster()
+                .expect("placed")
+                .to_string()
         })
         .collect();
     assert_eq!(placed, ["w1", "w2", "w1", "w2"]);
     assert_eq!(
-        fleet.place("u1", &key("a"), None, |_| true).as_deref(),
+        fleet.place("u1", &key("a"), None, |_| true).cluster(),
         Some("w2")
     );
     assert_eq!(
-        fleet
-            .place("u9", &key("b"), Some("w7"), |_| true)
-            .as_deref(),
+        fleet.place("u9", &key("b"), Some("w7"), |_| true).cluster(),
         Some("w7")
     );
     assert_eq!(
         fleet
             .place("u5", &key("c"), None, |name| name == "w1")
-            .as_deref(),
+            .cluster(),
         Some("w1"),
         "only eligible clusters are candidates"
     );
@@ -73,7 +74,7 @@ fn a_cluster_owns_only_the_mirrors_placed_on_it() {
     fleet.connect("w1", "test", &[], vec![], vec![], tx);
     assert!(!fleet.owns("w1", "u1"), "nothing placed yet");
     assert_eq!(
-        fleet.place("u1", &key("a"), None, |_| true).as_deref(),
+        fleet.place("u1", &key("a"), None, |_| true).cluster(),
         Some("w1")
     );
     assert!(fleet.owns("w1", "u1"));
@@ -143,16 +144,19 @@ fn a_jobset_goes_only_where_the_agent_mirrors_jobsets_and_a_job_anywhere() {
         assert_eq!(
             fleet
                 .place(&format!("s{i}"), &jobset, None, |_| true)
-                .as_deref(),
+                .cluster(),
             Some("w2"),
             "JobSet {i}"
         );
     }
     assert_eq!(
-        fleet.place("j0", &key("a"), None, |_| true).as_deref(),
+        fleet.place("j0", &key("a"), None, |_| true).cluster(),
         Some("w1"),
         "a Job goes to the emptier cluster, whatever it mirrors besides"
     );
     fleet.set_kinds("w2", &[JOB.to_wire()]);
-    assert_eq!(fleet.place("s9", &jobset, None, |_| true), None);
+    assert_eq!(
+        fleet.place("s9", &jobset, None, |_| true),
+        Choice::NoCluster
+    );
 }

@@ -2,6 +2,8 @@
 
 use std::collections::BTreeSet;
 
+use jobrelay_kinds::room::fit::{self, Shortfall};
+use jobrelay_kinds::room::{PODS, PodGroup, Pool, Resources};
 use jobrelay_proto::wire::{AVOID_UNTIL_ANNOTATION, CLUSTER_KEY, WITHDRAWN_FROM_ANNOTATION};
 use k8s_openapi::jiff::Timestamp;
 
@@ -40,28 +42,121 @@ pub fn pinned_cluster<K: kube::Resource>(job: &K) -> Option<&str> {
         .map(String::as_str)
 }
 
-/// The pinned cluster if there is one, else the candidate (name, active
-/// mirrors; in ascending order of name) with the fewest active mirrors that
-/// `takes`, the first of equals, so the choice is stable. `takes` is asked
-/// only of a candidate that would beat the best so far, so a large fleet
-/// costs a pass over counts, not a namespace check per cluster. `None` when
-/// nothing is pinned and no candidate takes the Job.
-pub fn choose_cluster<'a>(
-    pinned: Option<&str>,
-    candidates: impl IntoIterator<Item = (&'a str, usize)>,
-    takes: impl Fn(&str) -> bool,
-) -> Option<String> {
-    if let Some(pinned) = pinned {
-        return Some(pinned.to_string());
-    }
-    let mut best: Option<(&str, usize)> = None;
-    for (name, active) in candidates {
-        let beats = best.is_none_or(|(_, fewest)| active < fewest);
-        if beats && takes(name) {
-            best = Some((name, active));
+/// A connected cluster as placement weighs it.
+#[derive(Debug, Clone, Copy)]
+pub struct Offer<'a> {
+    pub name: &'a str,
+    pub active_mirrors: usize,
+    /// The room left there, once its agent reported room.
+    pub left: Option<&'a [Pool]>,
+}
+
+/// Where a Job goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Choice {
+    On(String),
+    /// Clusters that take the Job have no room for it now: each, and what
+    /// is short there.
+    NoRoom(Vec<(String, Shortfall)>),
+    /// No cluster takes the Job.
+    NoCluster,
+}
+
+impl Choice {
+    /// The cluster chosen, if one was.
+    pub fn cluster(&self) -> Option<&str> {
+        match self {
+            Choice::On(cluster) => Some(cluster),
+            Choice::NoRoom(_) | Choice::NoCluster => None,
         }
     }
-    best.map(|(name, _)| name.to_string())
+}
+
+/// The pinned cluster if there is one; else, of the clusters that `takes`
+/// the Job, one where its Pods (`groups`) fit now — the one with the most
+/// room left of the Job's dominant resource (the one it asks most of for
+/// what the fleet has free), then the fewest active mirrors, then the first
+/// by name, so the choice is stable. A cluster whose room is unknown (its
+/// agent reports none) comes after every cluster known to fit. `takes` is
+/// asked in that order until one does, so a large fleet costs a sort, not a
+/// namespace check per cluster.
+pub fn choose_cluster<'a>(
+    pinned: Option<&str>,
+    offers: impl IntoIterator<Item = Offer<'a>>,
+    takes: impl Fn(&str) -> bool,
+    groups: &[PodGroup],
+) -> Choice {
+    if let Some(pinned) = pinned {
+        return Choice::On(pinned.to_string());
+    }
+    let offers: Vec<Offer> = offers.into_iter().collect();
+    let dominant = dominant(groups, offers.iter().filter_map(|o| o.left));
+    let mut ranked = Vec::with_capacity(offers.len());
+    let mut short = Vec::new();
+    for offer in &offers {
+        let rank = match offer.left {
+            None => (1, 0),
+            Some(left) => match fit::fits(left, groups) {
+                Ok(()) => (0, -free_of(left, dominant.as_deref())),
+                Err(shortfall) => {
+                    short.push((offer.name, shortfall));
+                    continue;
+                }
+            },
+        };
+        ranked.push((rank, offer.active_mirrors, offer.name));
+    }
+    ranked.sort_unstable();
+    if let Some((_, _, name)) = ranked.into_iter().find(|(_, _, name)| takes(name)) {
+        return Choice::On(name.to_string());
+    }
+    let short: Vec<(String, Shortfall)> = short
+        .into_iter()
+        .filter(|(name, _)| takes(name))
+        .map(|(name, shortfall)| (name.to_string(), shortfall))
+        .collect();
+    match short.is_empty() {
+        true => Choice::NoCluster,
+        false => Choice::NoRoom(short),
+    }
+}
+
+/// The resource the Job asks most of for what the clusters have free
+/// (`pods` only if it asks for nothing else); `None` if it asks for none.
+fn dominant<'a>(groups: &[PodGroup], lefts: impl Iterator<Item = &'a [Pool]>) -> Option<String> {
+    let mut asked = Resources::default();
+    for group in groups {
+        asked.add(&group.total(), 1);
+    }
+    let mut free = Resources::default();
+    for pool in lefts.flatten() {
+        free.add(&pool.free, 1);
+    }
+    let share = |resource: &str| -> (i128, i128) {
+        (
+            i128::from(asked.get(resource)),
+            i128::from(free.get(resource).max(1)),
+        )
+    };
+    asked
+        .0
+        .iter()
+        .filter(|(resource, amount)| **amount > 0 && (*resource != PODS || asked.0.len() == 1))
+        .map(|(resource, _)| resource.as_str())
+        .max_by(|a, b| {
+            let ((an, ad), (bn, bd)) = (share(a), share(b));
+            (an * bd).cmp(&(bn * ad))
+        })
+        .map(String::from)
+}
+
+fn free_of(pools: &[Pool], resource: Option<&str>) -> i64 {
+    resource.map_or(0, |resource| {
+        pools
+            .iter()
+            .map(|pool| pool.free.get(resource))
+            .fold(0, i64::saturating_add)
+    })
 }
 
 /// What a Job's earlier placements say about its next one.
@@ -103,6 +198,10 @@ pub fn preferences<K: kube::Resource>(job: &K, now: Timestamp) -> Preferences {
             .filter(|(_, until)| *until > now),
     }
 }
+
+#[cfg(test)]
+#[path = "placement_tests.rs"]
+mod choice_tests;
 
 #[cfg(test)]
 mod tests {
@@ -175,57 +274,5 @@ mod tests {
             !awaits_placement(&job("kueue.x-k8s.io/multikueue", None, false)),
             "not relayed"
         );
-    }
-
-    fn all(_: &str) -> bool {
-        true
-    }
-
-    #[test]
-    fn a_pinned_job_goes_where_it_is_pinned_even_if_that_cluster_is_away() {
-        assert_eq!(
-            choose_cluster(Some("worker-b"), [("worker-a", 0)], all),
-            Some("worker-b".into())
-        );
-    }
-
-    #[test]
-    fn an_unpinned_job_goes_to_the_least_loaded_cluster() {
-        let fleet = [("worker-a", 5), ("worker-b", 2), ("worker-c", 9)];
-        assert_eq!(choose_cluster(None, fleet, all), Some("worker-b".into()));
-    }
-
-    #[test]
-    fn ties_go_to_the_first_by_name_and_no_cluster_means_no_choice() {
-        assert_eq!(
-            choose_cluster(None, [("worker-a", 1), ("worker-b", 1)], all),
-            Some("worker-a".into())
-        );
-        assert_eq!(choose_cluster(None, [], all), None);
-    }
-
-    #[test]
-    fn a_cluster_that_does_not_take_the_job_is_passed_over() {
-        let fleet = [("worker-a", 5), ("worker-b", 2), ("worker-c", 9)];
-        let not_b = |name: &str| name != "worker-b";
-        assert_eq!(choose_cluster(None, fleet, not_b), Some("worker-a".into()));
-        assert_eq!(choose_cluster(None, fleet, |_| false), None);
-    }
-
-    #[test]
-    fn only_a_candidate_that_would_beat_the_best_is_asked() {
-        let asked = std::cell::RefCell::new(Vec::new());
-        let takes = |name: &str| {
-            asked.borrow_mut().push(name.to_string());
-            true
-        };
-        let fleet = [
-            ("worker-a", 1),
-            ("worker-b", 3),
-            ("worker-c", 0),
-            ("worker-d", 2),
-        ];
-        assert_eq!(choose_cluster(None, fleet, takes), Some("worker-c".into()));
-        assert_eq!(*asked.borrow(), ["worker-a", "worker-c"]);
     }
 }

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use jobrelay_kinds::room::PodGroup;
 use jobrelay_proto::kinds::{JOB, KindName};
 use jobrelay_proto::wire::ends_job;
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
@@ -61,6 +62,10 @@ impl RelayedKind for Job {
         self.spec
             .as_ref()
             .is_some_and(|s| s.template.spec.is_some())
+    }
+
+    fn pod_groups(&self) -> Vec<PodGroup> {
+        jobrelay_kinds::room::demand::of_job(self)
     }
 
     type Status = JobStatus;

@@ -60,6 +60,10 @@ impl RelayedKind for JobSet {
         })
     }
 
+    fn pod_groups(&self) -> Vec<jobrelay_kinds::room::PodGroup> {
+        jobrelay_kinds::room::demand::of_jobset(self)
+    }
+
     type Status = JobSetStatus;
 
     fn copied(worker_status: &[u8]) -> serde_json::Result<JobSetStatus> {

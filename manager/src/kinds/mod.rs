@@ -14,12 +14,14 @@
 //! Placement, sessions, the deletion machine, the orphan sweep, retention
 //! and the Kueue check see an object through these only.
 
+pub mod demands;
 pub mod job;
 pub mod job_status;
 pub mod jobset;
 pub mod jobset_status;
 pub mod stores;
 
+use jobrelay_kinds::room::PodGroup;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -75,6 +77,10 @@ pub trait RelayedKind: Object {
     /// Whether it holds its pod templates, as every object the API server
     /// returns does; a cached copy does not.
     fn is_whole(&self) -> bool;
+
+    /// What its Pods ask of a cluster, read from its pod templates (so from
+    /// a whole object).
+    fn pod_groups(&self) -> Vec<PodGroup>;
 
     /// The part of its status a manager object shows of its mirror's, typed:
     /// the copied fields only.

@@ -97,6 +97,9 @@ pub struct Input {
     /// Why jobrelay can never relay the Workload's owner, if it cannot
     /// ([`super::owner::not_ours`]).
     pub not_ours: Option<String>,
+    /// What is short on each cluster that could take the Job, when
+    /// placement found no room for it under this reservation.
+    pub no_room: Option<String>,
 }
 
 /// The next thing to do about one Workload's check.
@@ -279,6 +282,15 @@ fn to_place(input: &Input, job: &JobSide, allowed: &Allowed) -> CheckStep {
         }
         return CheckStep::Retry {
             message,
+            after: RETRY_AFTER,
+        };
+    }
+    if let Some(why) = &input.no_room {
+        return CheckStep::Retry {
+            message: format!(
+                "no worker cluster ({}) has room for the Job's Pods now ({why}); Kueue tries again later",
+                allowed.describe()
+            ),
             after: RETRY_AFTER,
         };
     }

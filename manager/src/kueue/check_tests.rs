@@ -16,7 +16,23 @@ fn input() -> Input {
         avoiding: None,
         reserved_for: Duration::ZERO,
         not_ours: None,
+        no_room: None,
     }
+}
+
+#[test]
+fn a_job_that_fits_on_no_cluster_is_sent_back_saying_what_is_short() {
+    assert_eq!(decide(&input()), CheckStep::Reserve(AWAIT_MIRROR));
+    let short = Input {
+        no_room: Some("w1: room for 1 of 3 Pods; short of cpu".into()),
+        ..input()
+    };
+    let step = decide(&short);
+    assert!(
+        matches!(&step, CheckStep::Retry { message, after: RETRY_AFTER }
+            if message.contains("has room") && message.contains("w1: room for 1 of 3 Pods; short of cpu")),
+        "{step:?}"
+    );
 }
 
 fn queued_on_worker(admitted: bool, reserved_for: u64) -> Input {

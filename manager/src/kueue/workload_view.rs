@@ -119,6 +119,11 @@ impl View {
                 .map(|(cluster, until)| (cluster.clone(), until.to_string())),
             allowed: allowed.clone(),
             reserved_for: ctx.reservations.held_for(&job_uid),
+            no_room: ctx
+                .fleet
+                .awaiting_room(&job_uid)
+                .filter(|(_, ago)| *ago <= ctx.reservations.held_for(&job_uid))
+                .map(|(why, _)| why),
         };
         Some(View {
             names,

@@ -38,6 +38,9 @@ pub fn limit(kind: &agent_message::Kind) -> usize {
         K::ApplyRejected(_) => 64 * 1024,
         K::MirrorLost(_) => 16 * 1024,
         K::MirrorGone(_) | K::Heartbeat(_) | K::DeletionsHeld(_) => 1024,
+        // Each node pool's labels, taints and amounts: a few hundred bytes,
+        // and a cluster of a thousand different nodes fits.
+        K::Room(_) => 1024 * 1024,
     }
 }
 
@@ -73,6 +76,7 @@ pub fn within_limit(kind: &agent_message::Kind) -> Result<(), TooLarge> {
         agent_message::Kind::Heartbeat(m) => m.encoded_len(),
         agent_message::Kind::Hello(m) => m.encoded_len(),
         agent_message::Kind::DeletionsHeld(m) => m.encoded_len(),
+        agent_message::Kind::Room(m) => m.encoded_len(),
     };
     check_size(kind, size)
 }
@@ -87,6 +91,7 @@ fn kind_name(kind: &agent_message::Kind) -> &'static str {
         K::MirrorGone(_) => "MirrorGone",
         K::Heartbeat(_) => "Heartbeat",
         K::DeletionsHeld(_) => "DeletionsHeld",
+        K::Room(_) => "Room",
     }
 }
 

@@ -60,6 +60,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
         worker_clusters.clone(),
         &served,
         &core.events,
+        &core.fleet.demands(),
         &tasks,
     );
     let mut metrics_server = core.serve_metrics(&args, &watches, &shutdown, &tasks);

@@ -21,6 +21,7 @@ use crate::clusters::worker_cluster::WorkerCluster;
 use crate::controller::changes::{self, ChangeFeed};
 use crate::kinds::Key;
 use crate::kinds::RelayedKind;
+use crate::kinds::demands::Demands;
 use crate::kinds::stores::Stores;
 use crate::telemetry::events::Events;
 use jobrelay_kinds::jobset::JobSet;
@@ -70,9 +71,10 @@ impl Watches {
         worker_clusters: Api<WorkerCluster>,
         served: &[KindName],
         events: &Events,
+        demands: &Arc<Demands>,
         tasks: &Tasks,
     ) -> Watches {
-        let jobs = KindWatch::<Job>::start(client, events, tasks);
+        let jobs = KindWatch::<Job>::start(client, events, demands, tasks);
         let (clusters, cluster_writer) = reflector::store();
         let (cluster_changes, clusters_changed) = watch::channel(());
         let clusters_synced = cache(
@@ -92,7 +94,7 @@ impl Watches {
         );
         let jobsets = served
             .contains(&JobSet::NAME)
-            .then(|| KindWatch::<JobSet>::start(client, events, tasks));
+            .then(|| KindWatch::<JobSet>::start(client, events, demands, tasks));
         let mut synced = vec![jobs.synced.clone(), clusters_synced, namespaces_synced];
         synced.extend(jobsets.as_ref().map(|w| w.synced.clone()));
         Watches {
@@ -130,22 +132,34 @@ pub(super) struct KindWatch<K: RelayedKind> {
 }
 
 impl<K: RelayedKind> KindWatch<K> {
-    fn start(client: &kube::Client, events: &Events, tasks: &Tasks) -> KindWatch<K> {
+    /// What each object's Pods ask is recorded in `demands` from the whole
+    /// object, before the cache trims it.
+    fn start(
+        client: &kube::Client,
+        events: &Events,
+        demands: &Arc<Demands>,
+        tasks: &Tasks,
+    ) -> KindWatch<K> {
         let (objects, writer) = reflector::store::<K>();
         let changes = ChangeFeed::default();
         let [mirror_changes, status_changes] =
             [(); 2].map(|()| changes.subscribe(objects.clone()).boxed());
         let marked = objects.clone();
         let published = events.clone();
+        let (recorded, forgotten) = (Arc::clone(demands), Arc::clone(demands));
         let synced = cache(
             Api::<K>::all(client.clone()),
-            K::for_cache,
+            move |object: &mut K| {
+                recorded.record(object);
+                object.for_cache();
+            },
             writer,
             move |event| {
                 if let watcher::Event::Delete(object) = event
                     && let Some(uid) = &object.meta().uid
                 {
                     published.forget(uid);
+                    forgotten.forget(uid);
                 }
                 changes.mark(changes::changed_keys(event, || {
                     marked

@@ -16,7 +16,7 @@ use crate::controller::writes;
 use crate::job::life::AWAIT_CLUSTER;
 use crate::job::life::{is_whole, revision};
 use crate::job::lifecycle::{Lifecycle, lifecycle};
-use crate::job::placement::{pinned_cluster, preferences};
+use crate::job::placement::{Choice, pinned_cluster, preferences};
 use crate::job::plan;
 use crate::kinds::RelayedKind;
 use crate::kueue::mirror_scheduling::{self, Flavors};
@@ -134,15 +134,30 @@ impl<K: Dispatched> Reconciling<'_, K> {
         let preferences = preferences(job, Timestamp::now());
         let allowed = |cluster: &str| eligible(cluster) && !preferences.avoids(cluster);
         let preferred = |cluster: &str| allowed(cluster) && !preferences.tries_last(cluster);
-        let placed = ctx
+        let choice = match ctx
             .fleet
             .place(&self.uid, &self.fleet_key, pinned, preferred)
-            .or_else(|| ctx.fleet.place(&self.uid, &self.fleet_key, pinned, allowed));
-        let Some(cluster) = placed else {
-            debug!(
-                "no connected worker cluster admits the namespace and mirrors the kind; waiting"
-            );
-            return Ok(Proceed::Wait(Action::requeue(AWAIT_CLUSTER)));
+        {
+            Choice::On(cluster) => Choice::On(cluster),
+            _ => ctx.fleet.place(&self.uid, &self.fleet_key, pinned, allowed),
+        };
+        let cluster = match choice {
+            Choice::On(cluster) => cluster,
+            Choice::NoRoom(_) => {
+                let why = ctx.fleet.awaiting_room(&self.uid).unwrap_or_default().0;
+                let note = format!(
+                    "no worker cluster has room for the Job's Pods now; it waits here and is placed once one has ({why})"
+                );
+                debug!(%note, "waiting for room");
+                self.publish(Reason::NoRoom, note);
+                return Ok(Proceed::Wait(Action::requeue(AWAIT_CLUSTER)));
+            }
+            Choice::NoCluster => {
+                debug!(
+                    "no connected worker cluster admits the namespace and mirrors the kind; waiting"
+                );
+                return Ok(Proceed::Wait(Action::requeue(AWAIT_CLUSTER)));
+            }
         };
         // The cluster and the finalizer are recorded before anything is
         // sent; the mirror goes out from the Job that write returned.

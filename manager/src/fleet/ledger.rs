@@ -1,0 +1,174 @@
+//! One cluster's room as the manager counts it: what its agent last
+//! reported, less what is promised to Jobs placed there whose Pods have not
+//! started yet — so Jobs placed together do not all land where the room of
+//! one of them was.
+//!
+//! A promise is made when a Job is placed, is marked started when the
+//! mirror reports Pods running (or finished), and is dropped by the next
+//! report, which counts those Pods itself (reports come on the same stream,
+//! after the status). It is given back at once when the mirror is deleted
+//! before its Pods started.
+
+use std::collections::HashMap;
+
+use jobrelay_kinds::room::fit::{self, Taken};
+use jobrelay_kinds::room::{PodGroup, Pool};
+
+#[derive(Debug, Default)]
+pub struct Ledger {
+    /// `None` until the agent reports room: the cluster's room is unknown.
+    reported: Option<Vec<Pool>>,
+    /// `reported`, less what is promised.
+    left: Vec<Pool>,
+    promises: HashMap<String, Promise>,
+}
+
+#[derive(Debug)]
+struct Promise {
+    groups: Vec<PodGroup>,
+    taken: Taken,
+    started: bool,
+}
+
+impl Ledger {
+    /// What is left for new Jobs, once the agent reported room.
+    pub fn left(&self) -> Option<&[Pool]> {
+        self.reported.as_ref().map(|_| self.left.as_slice())
+    }
+
+    /// Takes in a report: drops the promises of Jobs whose Pods started
+    /// (the report counts them) and takes the others out of it again.
+    pub fn report(&mut self, pools: Vec<Pool>) {
+        self.promises.retain(|_, promise| !promise.started);
+        self.left = pools.clone();
+        self.reported = Some(pools);
+        for promise in self.promises.values_mut() {
+            // Room that shrank may no longer hold a promise: it then holds
+            // nothing, and the scheduler on the worker decides.
+            promise.taken = fit::take(&mut self.left, &promise.groups).unwrap_or_default();
+        }
+    }
+
+    /// Promises room to the Job `uid` placed here (once; a second promise
+    /// for it changes nothing).
+    pub fn promise(&mut self, uid: &str, groups: Vec<PodGroup>) {
+        if self.promises.contains_key(uid) {
+            return;
+        }
+        let taken = fit::take(&mut self.left, &groups).unwrap_or_default();
+        let promise = Promise {
+            groups,
+            taken,
+            started: false,
+        };
+        self.promises.insert(uid.to_string(), promise);
+    }
+
+    /// The Job's Pods started: the next report counts them.
+    pub fn started(&mut self, uid: &str) {
+        if let Some(promise) = self.promises.get_mut(uid) {
+            promise.started = true;
+        }
+    }
+
+    /// The Job's mirror is going or gone: its room is given back. Says
+    /// whether any was.
+    pub fn release(&mut self, uid: &str) -> bool {
+        let Some(promise) = self.promises.remove(uid) else {
+            return false;
+        };
+        if promise.started {
+            return false;
+        }
+        fit::give_back(&mut self.left, &promise.taken);
+        !promise.taken.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use jobrelay_kinds::room::Resources;
+
+    use super::*;
+
+    fn pools(cpu: i64) -> Vec<Pool> {
+        let free = Resources::from([("cpu", cpu), ("pods", 110)]);
+        vec![Pool {
+            labels: BTreeMap::new(),
+            taints: Vec::new(),
+            nodes: 1,
+            largest: free.clone(),
+            free,
+        }]
+    }
+
+    fn job(pods: i64, cpu: i64) -> Vec<PodGroup> {
+        vec![PodGroup {
+            pods,
+            each: Resources::from([("cpu", cpu), ("pods", 1)]),
+            ..PodGroup::default()
+        }]
+    }
+
+    fn cpu_left(ledger: &Ledger) -> i64 {
+        ledger.left().expect("reported")[0].free.get("cpu")
+    }
+
+    #[test]
+    fn before_a_report_the_room_is_unknown_and_everything_fits() {
+        let mut ledger = Ledger::default();
+        assert!(ledger.left().is_none());
+        ledger.promise("a", job(1, 1000));
+        ledger.report(pools(4000));
+        assert_eq!(cpu_left(&ledger), 3000, "the earlier promise counts");
+    }
+
+    #[test]
+    fn a_promise_holds_room_until_its_pods_start_and_a_report_counts_them() {
+        let mut ledger = Ledger::default();
+        ledger.report(pools(4000));
+        ledger.promise("a", job(3, 1000));
+        assert_eq!(cpu_left(&ledger), 1000);
+        let left = ledger.left().expect("reported");
+        assert!(
+            fit::fits(left, &job(2, 1000)).is_err(),
+            "a burst does not overfill"
+        );
+        ledger.promise("a", job(3, 1000));
+        assert_eq!(cpu_left(&ledger), 1000, "promised once");
+        ledger.started("a");
+        assert_eq!(cpu_left(&ledger), 1000, "held until the report");
+        ledger.report(pools(1000));
+        assert_eq!(cpu_left(&ledger), 1000, "the report counts the Pods");
+        ledger.release("a");
+        assert_eq!(cpu_left(&ledger), 1000, "nothing is given back twice");
+    }
+
+    #[test]
+    fn a_mirror_deleted_before_it_started_gives_its_room_back() {
+        let mut ledger = Ledger::default();
+        ledger.report(pools(4000));
+        ledger.promise("a", job(2, 1000));
+        ledger.release("a");
+        assert_eq!(cpu_left(&ledger), 4000);
+    }
+
+    #[test]
+    fn a_report_with_less_room_keeps_promises_that_still_fit() {
+        let mut ledger = Ledger::default();
+        ledger.report(pools(4000));
+        ledger.promise("a", job(2, 1000));
+        ledger.promise("b", job(2, 1000));
+        ledger.report(pools(3000));
+        assert_eq!(
+            cpu_left(&ledger),
+            1000,
+            "one holds, the other finds no room"
+        );
+        ledger.release("a");
+        ledger.release("b");
+        assert_eq!(cpu_left(&ledger), 3000);
+    }
+}

@@ -1,0 +1,116 @@
+//! Placing Jobs by the room the agents report: each cluster's [`Ledger`],
+//! the choice between clusters ([`choose_cluster`]), and the Jobs that wait
+//! for room, woken when room may have appeared.
+
+use jobrelay_kinds::room::Pool;
+use jobrelay_proto::kinds;
+
+use super::Fleet;
+use crate::job::placement::{Choice, Offer, choose_cluster};
+use crate::kinds::Key;
+
+impl Fleet {
+    /// Chooses the cluster for a Job that has none yet — the pinned one,
+    /// else a connected cluster that `eligible` says may take it, mirrors
+    /// its kind and has room for its Pods — and counts the Job
+    /// and its room there at once, so Jobs created together spread. Asked
+    /// again for the same Job, it gives the same answer. A Job that fits
+    /// nowhere is remembered as waiting, with why, and reconciled again
+    /// when room may have appeared.
+    pub fn place(
+        &self,
+        uid: &str,
+        key: &Key,
+        pinned: Option<&str>,
+        eligible: impl Fn(&str) -> bool,
+    ) -> Choice {
+        let groups = self.demands.of(uid);
+        let mut clusters = self.lock();
+        if let Some((name, _)) = clusters.iter().find(|(_, c)| c.mirrors.contains(uid)) {
+            return Choice::On(name.clone());
+        }
+        // Only an agent that mirrors the kind is given one.
+        let mirrors_kind = |name: &str| {
+            let kinds = clusters.get(name).map(|c| c.kinds.as_slice());
+            kinds::mirrors(kinds.unwrap_or_default(), key.kind)
+        };
+        // By name, as the map is ordered: the first of equals wins.
+        let offers = clusters
+            .iter()
+            .filter(|(_, c)| c.session.is_some())
+            .map(|(name, c)| Offer {
+                name,
+                active_mirrors: c.mirrors.active(),
+                left: c.room.left(),
+            });
+        let takes = |name: &str| mirrors_kind(name) && eligible(name);
+        let choice = choose_cluster(pinned, offers, takes, &groups);
+        if let Choice::On(name) = &choice {
+            let cluster = clusters.entry(name.clone()).or_default();
+            cluster.mirrors.change(uid, key, |_| ());
+            cluster.room.promise(uid, groups);
+        }
+        drop(clusters);
+        self.wait_for_room(uid, key, &choice);
+        choice
+    }
+
+    /// Why no cluster has room for the Job `uid`, while it waits for some,
+    /// and how long ago placement last found so.
+    pub fn awaiting_room(&self, uid: &str) -> Option<(String, std::time::Duration)> {
+        self.demands.waiting_for(uid)
+    }
+
+    /// Takes in the room the agent of `cluster` reports, and wakes the
+    /// Jobs that wait for room.
+    pub fn set_room(&self, cluster: &str, pools: Vec<Pool>) {
+        let mut clusters = self.lock();
+        clusters
+            .entry(cluster.to_string())
+            .or_default()
+            .room
+            .report(pools);
+        drop(clusters);
+        self.wake_awaiting_room();
+    }
+
+    /// The Pods of the mirror of `uid` on `cluster` started: the agent's
+    /// next report counts their room.
+    pub(super) fn pods_started(&self, cluster: &str, uid: &str) {
+        if let Some(state) = self.lock().get_mut(cluster) {
+            state.room.started(uid);
+        }
+    }
+
+    /// The mirror of `uid` on `cluster` is going or gone: room promised to
+    /// it and not yet taken by its Pods is free again.
+    pub(super) fn release_room(&self, cluster: &str, uid: &str) {
+        let released = self
+            .lock()
+            .get_mut(cluster)
+            .is_some_and(|state| state.room.release(uid));
+        if released {
+            self.wake_awaiting_room();
+        }
+    }
+
+    fn wait_for_room(&self, uid: &str, key: &Key, choice: &Choice) {
+        let why = match choice {
+            Choice::NoRoom(short) => Some(
+                short
+                    .iter()
+                    .map(|(cluster, shortfall)| format!("{cluster}: {shortfall}"))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            ),
+            _ => None,
+        };
+        self.demands.set_waiting(uid, why.map(|why| (key, why)));
+    }
+
+    /// Reconciles every Job that waits for room: each is placed if it fits
+    /// now, and waits again if not.
+    fn wake_awaiting_room(&self) {
+        self.trigger_all(self.demands.waiting());
+    }
+}
