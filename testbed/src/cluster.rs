@@ -1,7 +1,8 @@
 //! The test clusters as every test reaches them: each cluster's name,
 //! server and admin kubeconfig (`ClusterInfo`), the manager and its workers
 //! as written to `clusters.json` (`ClusterSet`), and how reaching or
-//! starting them fails. `running.rs` starts and stops them.
+//! starting them fails. `running.rs` starts and stops them; `pools.rs` and
+//! `room.rs` give a cluster Nodes of finite room.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -14,7 +15,9 @@ use node::info::RealNodeInfo;
 pub mod audit;
 pub mod config;
 pub mod node;
+pub mod pools;
 pub mod ready;
+pub mod room;
 pub mod running;
 pub mod supervisor;
 
@@ -59,6 +62,12 @@ pub enum Error {
     Load(PathBuf, String),
     #[error(transparent)]
     Node(#[from] crate::cluster::node::info::Error),
+    #[error("cluster {cluster}: {source}")]
+    Pools {
+        cluster: String,
+        #[source]
+        source: pools::Error,
+    },
     #[error("a real node was asked for cluster {0}, which this set does not have")]
     UnknownCluster(String),
 }

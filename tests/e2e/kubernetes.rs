@@ -2,7 +2,9 @@
 //! depends on: the Job controller runs Pods to completion, deleting a Job
 //! without a propagation policy orphans its Pods, the real garbage collector
 //! cascades a Background delete (through a visible Terminating phase),
-//! `spec.managedBy` keeps the built-in Job controller away, and CronJobs fire.
+//! `spec.managedBy` keeps the built-in Job controller away, and CronJobs fire
+//! — all on the manager cluster; and that the real scheduler fits Pods into
+//! Nodes of finite room (`room.rs`, on worker-1).
 
 use std::time::Duration;
 
@@ -13,10 +15,16 @@ use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, PropagationPolicy};
 
+#[path = "kubernetes/room.rs"]
+mod room;
+
 const TIMEOUT: Duration = Duration::from_secs(60);
+/// One worker, for the finite-room tests: cordoning its default Node
+/// leaves the manager's alone for the other tests of this process.
+const WORKERS: usize = 1;
 
 async fn setup(prefix: &str) -> (Api<Job>, Api<Pod>, String) {
-    let client = kit::client(clusters(0).manager()).await;
+    let client = kit::client(clusters(WORKERS).manager()).await;
     let ns = kit::namespace(&client, prefix).await;
     (
         Api::namespaced(client.clone(), &ns),
@@ -227,7 +235,7 @@ async fn managed_by_keeps_the_job_controller_away() {
 #[tokio::test]
 async fn cronjob_creates_jobs_on_schedule() {
     let (jobs, _, ns) = setup("cron").await;
-    let client = kit::client(clusters(0).manager()).await;
+    let client = kit::client(clusters(WORKERS).manager()).await;
     let cronjobs: Api<CronJob> = Api::namespaced(client, &ns);
     let template = TestJob::new(&ns, "unused").build();
     let cronjob: CronJob = serde_json::from_value(serde_json::json!({

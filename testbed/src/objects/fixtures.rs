@@ -4,7 +4,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
-use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, ResourceRequirements};
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
+    PodSpec, PodTemplateSpec, ResourceRequirements, Toleration,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::ObjectMeta;
 
@@ -30,8 +33,10 @@ pub struct TestJob {
     backoff_limit: i32,
     managed_by: Option<String>,
     suspend: bool,
-    cpu: Option<String>,
+    requests: BTreeMap<String, String>,
     node_selector: BTreeMap<String, String>,
+    required_node_labels: Vec<NodeSelectorRequirement>,
+    tolerations: Vec<Toleration>,
 }
 
 impl TestJob {
@@ -48,8 +53,10 @@ impl TestJob {
             backoff_limit: 0,
             managed_by: None,
             suspend: false,
-            cpu: None,
+            requests: BTreeMap::new(),
             node_selector: BTreeMap::new(),
+            required_node_labels: Vec::new(),
+            tolerations: Vec::new(),
         }
     }
 
@@ -100,15 +107,56 @@ impl TestJob {
         self
     }
 
-    /// Each Pod requests this much CPU (what Kueue's quota counts).
-    pub fn cpu(mut self, quantity: &str) -> Self {
-        self.cpu = Some(quantity.into());
+    /// Each Pod requests this much CPU (what Kueue's quota and the
+    /// scheduler count).
+    pub fn cpu(self, quantity: &str) -> Self {
+        self.request("cpu", quantity)
+    }
+
+    /// Each Pod requests this much memory.
+    pub fn memory(self, quantity: &str) -> Self {
+        self.request("memory", quantity)
+    }
+
+    /// Each Pod asks for `count` GPUs (`nvidia.com/gpu`).
+    pub fn gpus(self, count: u32) -> Self {
+        self.request("nvidia.com/gpu", &count.to_string())
+    }
+
+    /// Each Pod requests `quantity` of `resource`. An extended resource
+    /// (anything but cpu, memory and ephemeral-storage) is set as its limit
+    /// too, which the API server requires of resources it cannot overcommit.
+    pub fn request(mut self, resource: &str, quantity: &str) -> Self {
+        self.requests.insert(resource.into(), quantity.into());
         self
     }
 
     /// Each Pod may run only on nodes with this label.
     pub fn node_selector(mut self, key: &str, value: &str) -> Self {
         self.node_selector.insert(key.into(), value.into());
+        self
+    }
+
+    /// Each Pod may run only on nodes whose label `key` has one of
+    /// `values` (required node affinity; several calls must all hold).
+    pub fn require_node_label_in(mut self, key: &str, values: &[&str]) -> Self {
+        self.required_node_labels.push(NodeSelectorRequirement {
+            key: key.into(),
+            operator: "In".into(),
+            values: Some(values.iter().map(|v| v.to_string()).collect()),
+        });
+        self
+    }
+
+    /// Each Pod tolerates the taint `key=value:effect`.
+    pub fn tolerate(mut self, key: &str, value: &str, effect: &str) -> Self {
+        self.tolerations.push(Toleration {
+            key: Some(key.into()),
+            operator: Some("Equal".into()),
+            value: Some(value.into()),
+            effect: Some(effect.into()),
+            toleration_seconds: None,
+        });
         self
     }
 
@@ -119,14 +167,17 @@ impl TestJob {
 
     pub fn build(self) -> Job {
         let mut pod = pod_spec();
-        if let Some(cpu) = &self.cpu {
-            pod.containers[0].resources = Some(ResourceRequirements {
-                requests: Some(BTreeMap::from([("cpu".to_string(), Quantity(cpu.clone()))])),
-                ..Default::default()
-            });
+        if !self.requests.is_empty() {
+            pod.containers[0].resources = Some(resources(&self.requests));
         }
         if !self.node_selector.is_empty() {
             pod.node_selector = Some(self.node_selector.clone());
+        }
+        if !self.required_node_labels.is_empty() {
+            pod.affinity = Some(required_node_affinity(self.required_node_labels));
+        }
+        if !self.tolerations.is_empty() {
+            pod.tolerations = Some(self.tolerations);
         }
         Job {
             metadata: ObjectMeta {
@@ -153,6 +204,41 @@ impl TestJob {
             }),
             status: None,
         }
+    }
+}
+
+/// Requests as given; extended resources also as limits.
+fn resources(requests: &BTreeMap<String, String>) -> ResourceRequirements {
+    let quantities = |extended_only: bool| -> BTreeMap<String, Quantity> {
+        requests
+            .iter()
+            .filter(|(resource, _)| {
+                !extended_only
+                    || !["cpu", "memory", "ephemeral-storage"].contains(&resource.as_str())
+            })
+            .map(|(resource, quantity)| (resource.clone(), Quantity(quantity.clone())))
+            .collect()
+    };
+    let limits = quantities(true);
+    ResourceRequirements {
+        requests: Some(quantities(false)),
+        limits: (!limits.is_empty()).then_some(limits),
+        ..Default::default()
+    }
+}
+
+fn required_node_affinity(requirements: Vec<NodeSelectorRequirement>) -> Affinity {
+    Affinity {
+        node_affinity: Some(NodeAffinity {
+            required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                node_selector_terms: vec![NodeSelectorTerm {
+                    match_expressions: Some(requirements),
+                    match_fields: None,
+                }],
+            }),
+            preferred_during_scheduling_ignored_during_execution: None,
+        }),
+        ..Default::default()
     }
 }
 
@@ -185,4 +271,58 @@ pub fn succeeded_status(
         "startTime": started.to_string(), "completionTime": finished.to_string(), "succeeded": 1,
         "conditions": [condition("SuccessCriteriaMet"), condition("Complete")],
     }})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn room_builders_shape_the_pod() {
+        let job = TestJob::new("ns", "fit")
+            .cpu("3")
+            .memory("1Gi")
+            .gpus(2)
+            .tolerate("nvidia.com/gpu", "present", "NoSchedule")
+            .require_node_label_in("test.jobrelay.dev/pool", &["large", "gpu"])
+            .build();
+        let pod = job.spec.expect("spec").template.spec.expect("pod spec");
+        let resources = pod.containers[0].resources.clone().expect("resources");
+        let requests = resources.requests.expect("requests");
+        assert_eq!(requests.len(), 3);
+        assert_eq!(requests["cpu"], Quantity("3".into()));
+        let limits = resources.limits.expect("a limit for the extended resource");
+        assert_eq!(
+            limits.keys().collect::<Vec<_>>(),
+            ["nvidia.com/gpu"],
+            "only extended resources are limited"
+        );
+        let tolerations = pod.tolerations.expect("tolerations");
+        assert_eq!(tolerations[0].key.as_deref(), Some("nvidia.com/gpu"));
+        let terms = pod
+            .affinity
+            .and_then(|a| a.node_affinity)
+            .and_then(|n| n.required_during_scheduling_ignored_during_execution)
+            .expect("required node affinity")
+            .node_selector_terms;
+        let requirement = &terms[0].match_expressions.as_ref().expect("expressions")[0];
+        assert_eq!(requirement.operator, "In");
+        assert_eq!(
+            requirement.values.as_deref(),
+            Some(&["large".to_string(), "gpu".to_string()][..])
+        );
+    }
+
+    #[test]
+    fn a_plain_job_asks_for_nothing() {
+        let pod = TestJob::new("ns", "plain")
+            .build()
+            .spec
+            .expect("spec")
+            .template
+            .spec
+            .expect("pod spec");
+        assert!(pod.containers[0].resources.is_none());
+        assert!(pod.affinity.is_none() && pod.tolerations.is_none());
+    }
 }
