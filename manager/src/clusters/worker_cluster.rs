@@ -150,6 +150,62 @@ pub struct WorkerClusterStatus {
     /// Mirrors the agent holds.
     #[serde(default)]
     pub active_mirrors: u32,
+    /// The room the agent last reported, by node pool: what placement
+    /// weighs (less what Jobs placed there and not started yet take).
+    /// Absent while the agent reports none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub room: Option<Vec<PoolStatus>>,
+}
+
+/// One node pool's room, as the WorkerCluster status shows it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolStatus {
+    /// The labels its nodes share (all but `kubernetes.io/hostname`).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Its NoSchedule and NoExecute taints, as `key=value:effect`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<String>,
+    /// Schedulable, Ready nodes.
+    pub nodes: u32,
+    /// Allocatable less what bound, non-terminal Pods request, summed over
+    /// its nodes, as quantities.
+    #[serde(default)]
+    pub free: BTreeMap<String, String>,
+    /// The most of each resource free on any one of its nodes.
+    #[serde(default)]
+    pub largest: BTreeMap<String, String>,
+}
+
+impl From<&jobrelay_kinds::room::Pool> for PoolStatus {
+    fn from(pool: &jobrelay_kinds::room::Pool) -> PoolStatus {
+        let quantities = |amounts: &jobrelay_kinds::room::Resources| {
+            amounts
+                .0
+                .iter()
+                .map(|(resource, amount)| {
+                    let quantity = match resource.as_str() {
+                        "cpu" if amount % 1000 == 0 => (amount / 1000).to_string(),
+                        "cpu" => format!("{amount}m"),
+                        _ => amount.to_string(),
+                    };
+                    (resource.clone(), quantity)
+                })
+                .collect()
+        };
+        PoolStatus {
+            labels: pool.labels.clone(),
+            taints: pool
+                .taints
+                .iter()
+                .map(|t| format!("{}={}:{}", t.key, t.value, t.effect))
+                .collect(),
+            nodes: pool.nodes,
+            free: quantities(&pool.free),
+            largest: quantities(&pool.largest),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -31,6 +31,11 @@ struct Promise {
 }
 
 impl Ledger {
+    /// What the agent last reported, if it reported room.
+    pub fn reported(&self) -> Option<&[Pool]> {
+        self.reported.as_deref()
+    }
+
     /// What is left for new Jobs, once the agent reported room.
     pub fn left(&self) -> Option<&[Pool]> {
         self.reported.as_ref().map(|_| self.left.as_slice())

@@ -22,6 +22,7 @@ use crate::job::placement::Candidate;
 use crate::kinds::Key;
 use crate::kinds::demands::Demands;
 use crate::mirror::Event;
+use jobrelay_kinds::room::Pool;
 use jobrelay_proto::kinds::{self, KindName};
 use ledger::Ledger;
 use mirrors::MirrorMap;
@@ -37,6 +38,8 @@ pub struct Link {
     pub agent_version: String,
     pub last_heard: Option<Timestamp>,
     pub active_mirrors: u32,
+    /// The room its agent last reported, if it reports any.
+    pub room: Option<Vec<Pool>>,
 }
 
 #[derive(Default)]
@@ -172,6 +175,7 @@ impl Fleet {
                 agent_version: c.agent_version.clone(),
                 last_heard: c.last_heard,
                 active_mirrors: held(c),
+                room: c.room.reported().map(<[Pool]>::to_vec),
             })
     }
 
