@@ -25,6 +25,18 @@ pub struct Pool {
     pub largest: Resources,
 }
 
+impl Pool {
+    /// One unlabelled, untainted node with `free` room.
+    pub fn one_node(free: Resources) -> Pool {
+        Pool {
+            nodes: 1,
+            largest: free.clone(),
+            free,
+            ..Pool::default()
+        }
+    }
+}
+
 /// A taint that keeps Pods off a pool unless they tolerate it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Taint {

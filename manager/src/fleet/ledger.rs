@@ -92,21 +92,15 @@ impl Ledger {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use jobrelay_kinds::room::Resources;
 
     use super::*;
 
     fn pools(cpu: i64) -> Vec<Pool> {
-        let free = Resources::from([("cpu", cpu), ("pods", 110)]);
-        vec![Pool {
-            labels: BTreeMap::new(),
-            taints: Vec::new(),
-            nodes: 1,
-            largest: free.clone(),
-            free,
-        }]
+        vec![Pool::one_node(Resources::from([
+            ("cpu", cpu),
+            ("pods", 110),
+        ]))]
     }
 
     fn job(pods: i64, cpu: i64) -> Vec<PodGroup> {

@@ -1,7 +1,5 @@
 //! Which cluster [`choose_cluster`] picks, case by case.
 
-use std::collections::BTreeMap;
-
 use jobrelay_kinds::room::fit::Shortfall;
 use jobrelay_kinds::room::{PodGroup, Pool, Resources};
 
@@ -21,13 +19,7 @@ fn unknown(name: &str, active_mirrors: usize) -> Offer<'_> {
 
 fn room(cpu: i64, gpus: i64) -> Vec<Pool> {
     let free = Resources::from([("cpu", cpu), ("nvidia.com/gpu", gpus), ("pods", 100)]);
-    vec![Pool {
-        labels: BTreeMap::new(),
-        taints: Vec::new(),
-        nodes: 1,
-        largest: free.clone(),
-        free,
-    }]
+    vec![Pool::one_node(free)]
 }
 
 fn known<'a>(name: &'a str, active_mirrors: usize, left: &'a [Pool]) -> Offer<'a> {

@@ -4,12 +4,28 @@
 
 use std::collections::BTreeMap;
 
+use jobrelay_e2e::scenario::Scenario;
 use jobrelay_testbed::cluster::pools::{GPU, cordon_pool};
 use jobrelay_testbed::objects::fixtures::TestJob;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, DeleteParams, PostParams};
 
 use super::{Fleet, TIMEOUT, free_cpu, gpus, placed_on, pool_names, small};
+
+/// Runs three one-CPU Jobs named `<prefix>-<i>` to completion, and checks
+/// each was placed on `worker`.
+async fn run_three_on(s: &Scenario, prefix: &str, worker: &str) {
+    let mut expected = BTreeMap::new();
+    for i in 0..3 {
+        let name = format!("{prefix}-{i}");
+        s.create(s.job(&name).cpu("1").run_for("2s")).await;
+        expected.insert(name, "Complete");
+    }
+    s.wait_outcomes(&expected, TIMEOUT).await;
+    for name in expected.keys() {
+        assert_eq!(placed_on(s, name).await.as_deref(), Some(worker), "{name}");
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_full_or_cordoned_worker_gets_no_job_while_another_has_room() {
@@ -29,20 +45,7 @@ async fn a_full_or_cordoned_worker_gets_no_job_while_another_has_room() {
     fleet
         .wait_room("worker-2", |room| free_cpu(room, "full-2") == Some("0"))
         .await;
-    let mut expected = BTreeMap::new();
-    for i in 0..3 {
-        let name = format!("while-full-{i}");
-        s.create(s.job(&name).cpu("1").run_for("2s")).await;
-        expected.insert(name, "Complete");
-    }
-    s.wait_outcomes(&expected, TIMEOUT).await;
-    for name in expected.keys() {
-        assert_eq!(
-            placed_on(s, name).await.as_deref(),
-            Some("worker-1"),
-            "{name}"
-        );
-    }
+    run_three_on(s, "while-full", "worker-1").await;
 
     // Worker-1 is cordoned whole; worker-2's tenant is gone.
     cordon_pool(fleet.rooms[0].client(), &small("full-1"))
@@ -58,20 +61,7 @@ async fn a_full_or_cordoned_worker_gets_no_job_while_another_has_room() {
     fleet
         .wait_room("worker-2", |room| free_cpu(room, "full-2") == Some("8"))
         .await;
-    let mut expected = BTreeMap::new();
-    for i in 0..3 {
-        let name = format!("while-cordoned-{i}");
-        s.create(s.job(&name).cpu("1").run_for("2s")).await;
-        expected.insert(name, "Complete");
-    }
-    s.wait_outcomes(&expected, TIMEOUT).await;
-    for name in expected.keys() {
-        assert_eq!(
-            placed_on(s, name).await.as_deref(),
-            Some("worker-2"),
-            "{name}"
-        );
-    }
+    run_three_on(s, "while-cordoned", "worker-2").await;
     fleet.finish().await;
 }
 
