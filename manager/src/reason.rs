@@ -28,6 +28,10 @@ pub enum Reason {
     /// The mirror is being withdrawn (the manager's Kueue evicted the Job,
     /// its cluster is Lost, or the worker's Kueue did not admit it in time).
     MirrorWithdrawalStarted,
+    /// The mirror's Pods found no node on its cluster for the cluster's
+    /// `unschedulableTimeout`: it is being withdrawn, to be placed on
+    /// another cluster.
+    MirrorUnschedulable,
     /// The withdrawn mirror and its Pods are gone (or its cluster is Lost)
     /// and the Job unplaced; it is placed again when Kueue admits it.
     MirrorWithdrawn,
@@ -58,6 +62,7 @@ impl Reason {
             Reason::NoRoom => "NoRoom",
             Reason::MirrorWithdrawalStarted => "MirrorWithdrawalStarted",
             Reason::MirrorWithdrawn => "MirrorWithdrawn",
+            Reason::MirrorUnschedulable => "MirrorUnschedulable",
             Reason::LeaderElection => "LeaderElection",
             Reason::AdmissionCheckRejected => "AdmissionCheckRejected",
             Reason::ManagerInstanceRefused => "ManagerInstanceRefused",
@@ -75,6 +80,7 @@ impl Reason {
             | Reason::ClusterLost
             | Reason::Unplaceable
             | Reason::NoRoom
+            | Reason::MirrorUnschedulable
             | Reason::AdmissionCheckRejected
             | Reason::ManagerInstanceRefused
             | Reason::DeletionsHeld => "Warning",
@@ -122,7 +128,7 @@ mod tests {
         Reason::RemotePodsGone,
     ];
 
-    const PROBLEMS: [Reason; 13] = [
+    const PROBLEMS: [Reason; 14] = [
         Reason::RemoteFailed,
         Reason::RemoteRejected,
         Reason::DispatchWaiting,
@@ -131,6 +137,7 @@ mod tests {
         Reason::Unplaceable,
         Reason::NoRoom,
         Reason::MirrorWithdrawalStarted,
+        Reason::MirrorUnschedulable,
         Reason::MirrorWithdrawn,
         Reason::LeaderElection,
         Reason::AdmissionCheckRejected,

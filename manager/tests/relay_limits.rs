@@ -98,6 +98,7 @@ async fn a_message_beyond_its_kinds_limit_ends_the_session() {
         revision: 1,
         phase: MirrorPhase::Running as i32,
         status: vec![b' '; 300 * 1024],
+        unschedulable: None,
     }));
     let status = end_of(&mut session).await;
     assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");

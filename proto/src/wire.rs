@@ -75,6 +75,12 @@ pub const WITHDRAWN_FROM_ANNOTATION: &str = "jobrelay.dev/withdrawn-from";
 /// become ready.
 pub const AVOID_UNTIL_ANNOTATION: &str = "jobrelay.dev/avoid-until";
 
+/// Annotation a user may set on a manager Job: `"always"` moves its mirror
+/// off a cluster where its Pods stay unschedulable for the cluster's
+/// `unschedulableTimeout` even after a Pod of it ran there; without it, a
+/// mirror is moved only while none of its Pods ever ran.
+pub const MOVE_WHEN_UNSCHEDULABLE_ANNOTATION: &str = "jobrelay.dev/move-when-unschedulable";
+
 /// Annotation on a manager Job placed under a Kueue quota reservation: the
 /// node labels and tolerations its assigned ResourceFlavors add to the pod
 /// template on admission (JSON `{"nodeSelector": {…}, "tolerations": […]}`,

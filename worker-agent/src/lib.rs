@@ -20,6 +20,7 @@ mod session;
 mod startup;
 mod teardown;
 mod terminated_pods;
+mod unschedulable;
 mod watched;
 
 use std::time::Duration;

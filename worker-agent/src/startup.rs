@@ -35,7 +35,7 @@ use crate::mirrors::{BrakeSettings, Mirrors, Pacing};
 use crate::namespaces::NamespacePolicy;
 use crate::session::Agent;
 use crate::watched::{Changes, Watched};
-use crate::{initial_list, mirrors, scoped_watch, terminated_pods};
+use crate::{initial_list, mirrors, scoped_watch, terminated_pods, unschedulable};
 
 /// How often the agent checks that its own API server answers.
 const API_PROBE_INTERVAL: Duration = Duration::from_secs(5);
@@ -132,6 +132,7 @@ pub(crate) async fn clean_terminated_pods(
 pub(crate) struct WatchedMirrors {
     objects: Objects,
     pods: Watched<Pod>,
+    unbound: Watched<Pod>,
     changes: Arc<Changes>,
     policy: Arc<NamespacePolicy>,
 }
@@ -161,7 +162,20 @@ pub(crate) fn watch_mirrors(
             .modify(jobrelay_process::cache::trim),
         Arc::clone(&changes),
     );
-    let mut watches: Vec<BoxFuture<'static, ()>> = vec![Box::pin(job_watch), Box::pin(pod_watch)];
+    let (unbound, unbound_watch) = Watched::new(
+        watch_within::<Pod>(
+            client,
+            scope.as_deref(),
+            &unschedulable::selector(&selector),
+        )
+        .modify(unschedulable::keep_what_is_read),
+        Arc::clone(&changes),
+    );
+    let mut watches: Vec<BoxFuture<'static, ()>> = vec![
+        Box::pin(job_watch),
+        Box::pin(pod_watch),
+        Box::pin(unbound_watch),
+    ];
     let jobsets = served.contains(&JobSet::NAME).then(|| {
         let (jobsets, jobset_watch) = Watched::new(
             watch_within::<JobSet>(client, scope.as_deref(), &selector)
@@ -178,6 +192,7 @@ pub(crate) fn watch_mirrors(
     let watched = WatchedMirrors {
         objects: Objects::new(jobs, jobsets),
         pods,
+        unbound,
         changes,
         policy,
     };
@@ -244,6 +259,7 @@ pub(crate) fn agent(
         watched.changes,
     )
     .report_deletions_on(deleting, held)
+    .watching_unbound(crate::unschedulable::UnboundPods::new(watched.unbound))
     .within(watched.policy);
     Agent {
         dial,

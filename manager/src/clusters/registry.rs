@@ -2,11 +2,14 @@
 //! as cached from the API server: who may connect, and where a Job may go.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use crate::clusters::worker_cluster::{DEFAULT_ADMIT_WITHIN, WorkerCluster, WorkerQueue};
+use crate::clusters::worker_cluster::{
+    DEFAULT_ADMIT_WITHIN, DEFAULT_UNSCHEDULABLE_TIMEOUT, WorkerCluster, WorkerQueue,
+};
 
 /// Why a cluster cannot take a Job.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +36,19 @@ impl Registry {
             .get(&ObjectRef::new(namespace))
             .and_then(|ns| ns.metadata.labels.clone())
             .unwrap_or_default()
+    }
+
+    /// How long a mirror's Pods may all wait unschedulable on `cluster`
+    /// before it moves (`spec.unschedulableTimeout`); an invalid value is
+    /// logged and the default used.
+    pub fn unschedulable_timeout(&self, cluster: &str) -> Duration {
+        let Some(registered) = self.get(cluster) else {
+            return DEFAULT_UNSCHEDULABLE_TIMEOUT;
+        };
+        registered.unschedulable_timeout().unwrap_or_else(|error| {
+            tracing::warn!(%error, "invalid WorkerCluster; using the default");
+            DEFAULT_UNSCHEDULABLE_TIMEOUT
+        })
     }
 
     /// How `cluster`'s own Kueue takes queued Jobs, if it runs one for

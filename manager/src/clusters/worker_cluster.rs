@@ -21,6 +21,10 @@ use crate::clusters::fencing::Fencing;
 /// `spec.lostAfter` says otherwise.
 pub const DEFAULT_LOST_AFTER: Duration = crate::clusters::fencing::DEFAULT.lost_after;
 
+/// How long a mirror's Pods may all wait unschedulable before it moves,
+/// unless `spec.unschedulableTimeout` says otherwise.
+pub const DEFAULT_UNSCHEDULABLE_TIMEOUT: Duration = Duration::from_secs(2 * 60);
+
 /// Condition type: the agent holds a session with the manager now.
 pub const CONNECTED: &str = "Connected";
 /// Condition type: the cluster has been disconnected for `lostAfter`.
@@ -61,6 +65,15 @@ pub struct WorkerClusterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "duration_schema")]
     pub fence_after: Option<String>,
+    /// How long every Pod of a mirror may wait here with no node found
+    /// (Pending, unschedulable) before the mirror is withdrawn, Pods first,
+    /// and its Job placed on another cluster, this one tried last (a
+    /// Go-style duration; default 2m). Only while no Pod of it ever ran,
+    /// unless the Job's `jobrelay.dev/move-when-unschedulable` annotation
+    /// is `always`; never for a Job pinned to the cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "duration_schema")]
+    pub unschedulable_timeout: Option<String>,
     /// Opt-in: this cluster runs its own Kueue, and a queued Job's mirror is
     /// queued there too (see [`WorkerKueue`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -226,6 +239,11 @@ pub enum SpecError {
         field: &'static str,
         refused: crate::clusters::fencing::Refused,
     },
+    #[error("WorkerCluster {cluster}: spec.unschedulableTimeout: {source}")]
+    UnschedulableTimeout {
+        cluster: String,
+        source: jobrelay_proto::duration::DurationError,
+    },
     #[error("WorkerCluster {cluster}: spec.kueue.admitWithin: {source}")]
     AdmitWithin {
         cluster: String,
@@ -247,6 +265,17 @@ impl WorkerCluster {
                 })
             }
         }
+    }
+
+    /// `spec.unschedulableTimeout`, or the default when it is absent.
+    pub fn unschedulable_timeout(&self) -> Result<Duration, SpecError> {
+        let Some(text) = &self.spec.unschedulable_timeout else {
+            return Ok(DEFAULT_UNSCHEDULABLE_TIMEOUT);
+        };
+        jobrelay_proto::duration::parse(text).map_err(|source| SpecError::UnschedulableTimeout {
+            cluster: kube::ResourceExt::name_any(self),
+            source,
+        })
     }
 
     /// When the agent fences and when the cluster is Lost: `spec.fenceAfter`

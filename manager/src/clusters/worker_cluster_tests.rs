@@ -85,6 +85,26 @@ fn lost_after_defaults_to_fifteen_minutes_and_a_bad_value_names_the_field() {
 }
 
 #[test]
+fn unschedulable_timeout_defaults_to_two_minutes_and_a_bad_value_names_the_field() {
+    let timeout = |spec| cluster(spec).unschedulable_timeout();
+    assert_eq!(
+        timeout(serde_json::json!({})).unwrap(),
+        DEFAULT_UNSCHEDULABLE_TIMEOUT
+    );
+    assert_eq!(
+        timeout(serde_json::json!({"unschedulableTimeout": "10s"})).unwrap(),
+        Duration::from_secs(10)
+    );
+    let error = timeout(serde_json::json!({"unschedulableTimeout": "a while"}))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("WorkerCluster worker-a: spec.unschedulableTimeout"),
+        "{error}"
+    );
+}
+
+#[test]
 fn a_worker_kueue_is_opt_in_with_a_default_admission_time_and_a_bad_one_names_the_field() {
     assert_eq!(cluster(serde_json::json!({})).worker_queue().unwrap(), None);
     let queue = cluster(serde_json::json!({"kueue": {}}))

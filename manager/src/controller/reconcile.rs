@@ -9,7 +9,7 @@
 //! dispatch, effects.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -24,12 +24,14 @@ use crate::controller::superseded;
 use crate::controller::writes;
 use crate::job::life::{self, KueueAsks, Step};
 use crate::job::lifecycle::{Lifecycle, has_finalizer, is_relayed, lifecycle};
-use crate::job::placement::assigned_cluster;
+use crate::job::placement::{assigned_cluster, pinned_cluster};
 use crate::job::plan;
 use crate::job::retention::remote_retention;
+use crate::job::stuck;
 use crate::job::withdrawal::Withdrawal;
 use crate::kinds::Key;
 use crate::kueue::controller::is_queued;
+use crate::mirror::Mirror;
 use jobrelay_proto::v1::DeleteReason;
 
 mod dispatch;
@@ -100,23 +102,25 @@ impl<K: Dispatched> Reconciling<'_, K> {
         let kueue = self.kueue_asks();
         let step = life::next_step(job, mirror.as_ref(), kueue, &ctx.config, now);
         let movable = lifecycle(job) == Lifecycle::Active && !self.kueue_decides();
-        match life::moved_when_lost(step, movable, |c| ctx.fleet.is_lost(c)) {
+        let step = life::moved_when_lost(step, movable, |c| ctx.fleet.is_lost(c));
+        let (step, look_again) = self.moved_when_unschedulable(step, mirror.as_ref(), movable);
+        match step {
             Step::AwaitChange => Ok(Action::await_change()),
             Step::Requeue(after) => {
                 debug!(?after, "nothing to do until then");
                 Ok(Action::requeue(after))
             }
             Step::Place => match self.place().await? {
-                Proceed::With(Placed { job, cluster }) => self.apply(&job, &cluster).await,
+                Proceed::With(Placed { job, cluster }) => self.apply(&job, &cluster, None).await,
                 Proceed::Wait(wait) => Ok(wait),
             },
             Step::Hold { cluster } => {
                 let held = self.hold(&cluster).await?;
-                self.apply(&held, &cluster).await
+                self.apply(&held, &cluster, None).await
             }
             Step::Apply { cluster } => match self.record_flavors().await? {
                 Some(wait) => Ok(wait),
-                None => self.apply(job, &cluster).await,
+                None => self.apply(job, &cluster, look_again).await,
             },
             Step::ShowLoss { cluster, lost } => {
                 let limit = ctx.config.mirror_lost_limit;
@@ -151,8 +155,8 @@ impl<K: Dispatched> Reconciling<'_, K> {
                 ctx.fleet.forget(&cluster, &self.uid);
                 Ok(Action::await_change())
             }
-            Step::Withdraw { cluster } => {
-                let why = match lifecycle(job) {
+            Step::Withdraw { cluster, why } => {
+                let default_why = match lifecycle(job) {
                     Lifecycle::Suspended => {
                         "the Job was suspended, and the mirror's own Kueue decides when it runs"
                     }
@@ -160,13 +164,14 @@ impl<K: Dispatched> Reconciling<'_, K> {
                         "its agent, cut off, has suspended the mirror after the cluster's fenceAfter"
                     }
                 };
-                let withdrawal =
-                    ctx.reservations
-                        .withdrawal(&self.uid)
-                        .unwrap_or_else(|| Withdrawal {
-                            why: why.into(),
-                            ..Withdrawal::default()
-                        });
+                let withdrawal = ctx
+                    .reservations
+                    .withdrawal(&self.uid)
+                    .or(why)
+                    .unwrap_or_else(|| Withdrawal {
+                        why: default_why.into(),
+                        ..Withdrawal::default()
+                    });
                 let outcome = ctx.fleet.cleanup(
                     &cluster,
                     &self.uid,
@@ -178,6 +183,30 @@ impl<K: Dispatched> Reconciling<'_, K> {
                 self.execute(job, &cluster, plan).await
             }
         }
+    }
+
+    /// [`stuck::moved_when_unschedulable`] for this Job on its cluster: a
+    /// `movable` Job not pinned by label, by the cluster's
+    /// `unschedulableTimeout` and the Job's own annotation.
+    fn moved_when_unschedulable(
+        &self,
+        step: Step,
+        mirror: Option<&Mirror>,
+        movable: bool,
+    ) -> (Step, Option<Duration>) {
+        let Step::Apply { cluster } = &step else {
+            return (step, None);
+        };
+        let rules = stuck::MoveRules {
+            movable: movable && pinned_cluster(self.job).is_none(),
+            even_after_a_pod_ran: stuck::moves_even_after_a_pod_ran(self.job),
+            timeout: self.ctx.registry.unschedulable_timeout(cluster),
+        };
+        let counts = mirror
+            .and_then(|m| m.state.status())
+            .and_then(|status| status.read::<K::Status>())
+            .and_then(|status| K::pods_counted(&status));
+        stuck::moved_when_unschedulable(step, mirror, counts, &rules, Instant::now())
     }
 
     /// A Kueue on the manager decides where the Job runs: it names a queue

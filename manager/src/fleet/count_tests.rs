@@ -83,7 +83,7 @@ fn change(
         ),
         4 => format!(
             "status {uid} r{revision} on {cluster}: {:?}",
-            fleet.record_status(cluster, uid, revision, MirrorPhase::Running, None)
+            fleet.record_status(cluster, uid, revision, MirrorPhase::Running, None, None)
         ),
         5 => {
             let rejection = Rejection {
@@ -200,7 +200,7 @@ fn a_mirror_counts_while_wanted_and_not_gone_and_holds_while_reported_held() {
     );
     assert_eq!(counts(&fleet), (1, 0), "placed: counted, not held");
     fleet.ensure_applied("w1", "u1", &key(1), 1, Vec::new);
-    fleet.record_status("w1", "u1", 1, MirrorPhase::Running, None);
+    fleet.record_status("w1", "u1", 1, MirrorPhase::Running, None, None);
     assert_eq!(counts(&fleet), (1, 1), "held");
     fleet.cleanup("w1", "u1", &key(1), DeleteReason::ManagerJobDeleted);
     fleet.record_gone("w1", "u1", 0);

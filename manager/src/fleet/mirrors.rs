@@ -21,7 +21,7 @@ use super::{Fleet, message};
 use crate::kinds::Key;
 use crate::mirror::{
     self, Apply, Cleanup, Event, Held, Mirror, Rejection, Send, State, StatusText, Transition,
-    transition,
+    Unschedulable, transition,
 };
 
 /// Takes what `decide` makes of `mirror`'s state; returns what to send and
@@ -135,7 +135,8 @@ impl Fleet {
         self.release_room(cluster, uid);
     }
 
-    /// Records a MirrorStatus; returns the phase it replaced, if it changed,
+    /// Records a MirrorStatus (with the Pods it says wait unschedulable);
+    /// returns the phase it replaced, if it changed,
     /// and, for the first report after an apply, how long the worker took to
     /// answer it. `None` for a mirror this manager does not want on the
     /// cluster (dropped).
@@ -146,11 +147,13 @@ impl Fleet {
         revision: u64,
         phase: MirrorPhase,
         status: Option<StatusText>,
+        unschedulable: Option<Unschedulable>,
     ) -> Option<(Option<MirrorPhase>, Option<Duration>)> {
         let held = Held {
             revision,
             phase,
             status,
+            unschedulable,
         };
         let reported = self.update(cluster, uid, |state| {
             mirror::reported(state, held, Instant::now())

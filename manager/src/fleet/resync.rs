@@ -104,6 +104,7 @@ mod tests {
             revision: 1,
             phase: MirrorPhase::Running,
             status: None,
+            unschedulable: None,
         };
         let sent = Sent {
             session: 1,

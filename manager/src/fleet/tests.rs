@@ -196,7 +196,7 @@ fn a_refusal_that_can_clear_waits_until_the_worker_holds_the_mirror() {
         Apply::Waiting(quota)
     );
     fleet
-        .record_status("w1", "u1", 1, MirrorPhase::Pending, None)
+        .record_status("w1", "u1", 1, MirrorPhase::Pending, None, None)
         .unwrap();
     assert_eq!(
         fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new),
@@ -223,6 +223,7 @@ fn a_lost_mirror_is_applied_again_only_once_its_remains_are_gone() {
             1,
             MirrorPhase::Running,
             Some(StatusText::new(&serde_json::json!({"active": 1}))),
+            None,
         )
         .unwrap();
     fleet.record_lost("w1", "u1", "j1", "deleted").unwrap();
@@ -264,7 +265,7 @@ fn reports_about_mirrors_never_placed_on_the_cluster_are_dropped() {
     for n in 0..1000 {
         let uid = format!("u{n}");
         assert_eq!(
-            fleet.record_status("w1", &uid, 1, MirrorPhase::Running, None),
+            fleet.record_status("w1", &uid, 1, MirrorPhase::Running, None, None),
             None
         );
         assert_eq!(fleet.record_lost("w1", &uid, "j", "gone"), None);

@@ -34,6 +34,7 @@ use crate::config::Config;
 use crate::job::lifecycle::{Lifecycle, has_finalizer, is_relayed, lifecycle};
 use crate::job::placement::assigned_cluster;
 use crate::job::retention::{deactivated_at, finished_at, remaining, remote_retention};
+use crate::job::withdrawal::Withdrawal;
 use crate::kinds::RelayedKind;
 use crate::mirror::{LostMirror, Mirror};
 
@@ -85,8 +86,12 @@ pub enum Step {
     /// The Job is going and holds nothing: forget its mirror.
     Forget { cluster: String },
     /// Have the mirror withdrawn, then unplace the Job (see
-    /// [`super::plan::after_withdrawal`]).
-    Withdraw { cluster: String },
+    /// [`super::plan::after_withdrawal`]); `why`, when the step itself
+    /// knows (else what asked for it says).
+    Withdraw {
+        cluster: String,
+        why: Option<Withdrawal>,
+    },
 }
 
 /// What Kueue asks of a suspended Job, through jobrelay's admission check.
@@ -128,7 +133,7 @@ pub fn next_step<K: RelayedKind>(
         (Lifecycle::Suspended, None) if kueue == KueueAsks::Place => Step::Place,
         (Lifecycle::Suspended, None) => Step::AwaitChange,
         (Lifecycle::Suspended, Some(cluster)) if kueue == KueueAsks::Withdraw => {
-            Step::Withdraw { cluster }
+            Step::Withdraw { cluster, why: None }
         }
         (Lifecycle::Active | Lifecycle::Suspended, Some(cluster)) => {
             match mirror.and_then(|m| m.state.unshown_loss().cloned()) {
@@ -181,7 +186,7 @@ pub fn next_step<K: RelayedKind>(
 pub fn moved_when_lost(step: Step, movable: bool, lost: impl Fn(&str) -> bool) -> Step {
     match step {
         Step::Apply { cluster } | Step::Hold { cluster } if movable && lost(&cluster) => {
-            Step::Withdraw { cluster }
+            Step::Withdraw { cluster, why: None }
         }
         other => other,
     }

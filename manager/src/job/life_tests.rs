@@ -311,6 +311,7 @@ fn a_running_job_on_a_lost_cluster_is_withdrawn_to_be_placed_afresh() {
     };
     let withdraw = Step::Withdraw {
         cluster: "w1".into(),
+        why: None,
     };
     assert_eq!(moved_when_lost(apply(), true, |c| c == "w1"), withdraw);
     let hold = Step::Hold {

@@ -2,7 +2,8 @@
 //! stands ([`lifecycle`]) and what to do next ([`life`]), what follows the
 //! fleet's answer ([`plan`]), why a mirror is withdrawn ([`withdrawal`]),
 //! where it goes ([`placement`]), how long it and its mirror are kept
-//! ([`retention`]) and what a lost mirror means ([`loss`]). The mirror's own
+//! ([`retention`]), what a lost mirror means ([`loss`]) and when a mirror
+//! that cannot start moves ([`stuck`]). The mirror's own
 //! state is [`crate::mirror`]'s. Nothing here talks to an API server.
 
 pub mod life;
@@ -11,4 +12,5 @@ pub mod loss;
 pub mod placement;
 pub mod plan;
 pub mod retention;
+pub mod stuck;
 pub mod withdrawal;

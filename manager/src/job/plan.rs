@@ -171,8 +171,12 @@ pub fn after_withdrawal<K: RelayedKind>(
         Cleanup::Gone { .. } => true,
         Cleanup::Disconnected => cluster_lost,
         Cleanup::Started { first: true } => {
+            let reason = match withdrawal.unschedulable {
+                true => Reason::MirrorUnschedulable,
+                false => Reason::MirrorWithdrawalStarted,
+            };
             return Plan::then(Some(AWAIT_AGENT)).with(Effect::Event(
-                Reason::MirrorWithdrawalStarted,
+                reason,
                 format!(
                     "withdrawing the mirror on cluster {cluster} (Background propagation): {}",
                     withdrawal.why

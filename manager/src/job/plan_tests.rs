@@ -232,7 +232,8 @@ fn a_suspended_job_whose_mirror_kueue_asks_to_withdraw_has_it_withdrawn() {
     assert_eq!(
         next_step(&placed_job, None, KueueAsks::Withdraw, &config(), now()),
         Step::Withdraw {
-            cluster: "w1".into()
+            cluster: "w1".into(),
+            why: None,
         }
     );
     assert_eq!(
@@ -266,6 +267,7 @@ fn withdrawal(why: &str, not_admitted: bool, avoid_for: Option<Duration>) -> Wit
         why: why.into(),
         not_admitted,
         avoid_for,
+        unschedulable: false,
     }
 }
 

@@ -18,6 +18,9 @@ pub struct Withdrawal {
     /// The Job's Pods did not become ready there: placement avoids the
     /// cluster for this long.
     pub avoid_for: Option<Duration>,
+    /// The mirror's Pods found no node there for the cluster's
+    /// `unschedulableTimeout`: its start is shown as a warning.
+    pub unschedulable: bool,
 }
 
 /// The clusters whose Kueue did not admit the Job's mirror in time.

@@ -10,7 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
 use serde_json::Value;
 
-use super::{MirrorError, RelayedKind, job_status, mirror_metadata};
+use super::{MirrorError, PodCounts, RelayedKind, job_status, mirror_metadata};
 
 /// Pod-template labels the manager cluster's API server derived from the
 /// manager Job's UID; the worker's API server sets its own.
@@ -80,6 +80,15 @@ impl RelayedKind for Job {
 
     fn runs_pods(status: &JobStatus) -> bool {
         job_status::runs_pods(status)
+    }
+
+    fn pods_counted(status: &JobStatus) -> Option<PodCounts> {
+        let count = |n: Option<i32>| u32::try_from(n.unwrap_or(0)).unwrap_or(0);
+        Some(PodCounts {
+            active: count(status.active),
+            ready: count(status.ready),
+            ended: count(status.succeeded).saturating_add(count(status.failed)),
+        })
     }
 
     fn shown(&self) -> JobStatus {

@@ -104,6 +104,14 @@ pub trait RelayedKind: Object {
     /// replicated Jobs).
     fn runs_pods(status: &Self::Status) -> bool;
 
+    /// What a copied status counts of the mirror's Pods, to tell whether
+    /// they all wait for a node and whether one ever ran; `None` for a kind
+    /// whose status does not count Pods (its mirror is never moved for
+    /// Pods that cannot start).
+    fn pods_counted(_copied: &Self::Status) -> Option<PodCounts> {
+        None
+    }
+
     /// The copied part of the status the manager object shows now.
     fn shown(&self) -> Self::Status;
 
@@ -123,6 +131,24 @@ pub trait RelayedKind: Object {
     /// namespace and name, the origin labels on it and on every pod
     /// template, nothing that must not cross clusters.
     fn mirror(&self, origin: &str) -> Result<Self, MirrorError>;
+}
+
+/// A mirror's Pods as its copied status counts them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PodCounts {
+    /// Pending or running, not terminating.
+    pub active: u32,
+    /// Running and ready.
+    pub ready: u32,
+    /// Succeeded or failed.
+    pub ended: u32,
+}
+
+impl PodCounts {
+    /// Whether a Pod of the mirror ran: one is ready, or one ended.
+    pub fn one_ran(&self) -> bool {
+        self.ready > 0 || self.ended > 0
+    }
 }
 
 /// What every mirror carries, of any kind: the object's namespace and name,

@@ -236,8 +236,8 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
             let avoid_for = avoid.then_some(ctx.avoid_after_pods_not_ready);
             let withdrawal = Withdrawal {
                 why,
-                not_admitted: false,
                 avoid_for,
+                ..Withdrawal::default()
             };
             withdraw(&job, &job_uid, withdrawal, &ctx);
             Ok(Action::await_change())
@@ -247,7 +247,7 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
             let withdrawal = Withdrawal {
                 why: message.clone(),
                 not_admitted: true,
-                avoid_for: None,
+                ..Withdrawal::default()
             };
             withdraw(&job, &job_uid, withdrawal, &ctx);
             answer.write(CheckState::Retry, &message, Some(after)).await

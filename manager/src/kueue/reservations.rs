@@ -175,7 +175,7 @@ mod tests {
         let late = Withdrawal {
             why: "not admitted in time".into(),
             not_admitted: true,
-            avoid_for: None,
+            ..Withdrawal::default()
         };
         assert!(reservations.withdraw("u1", late.clone()));
         let evicted = Withdrawal {

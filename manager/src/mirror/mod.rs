@@ -92,6 +92,20 @@ pub struct Held {
     pub phase: MirrorPhase,
     /// The copied part of the worker's latest status.
     pub status: Option<StatusText>,
+    /// The mirror's Pods the worker's scheduler finds no node for, as its
+    /// latest status says; `None` while none waits so.
+    pub unschedulable: Option<Unschedulable>,
+}
+
+/// Pods of a mirror that wait Pending and unschedulable on its worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unschedulable {
+    pub pods: u32,
+    /// Since when, on this manager's clock: the status's arrival less the
+    /// wait the agent measured.
+    pub since: Instant,
+    /// The scheduler's message on one of them.
+    pub message: String,
 }
 
 impl Mirror {

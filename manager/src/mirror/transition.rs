@@ -8,7 +8,7 @@ use jobrelay_proto::v1::MirrorPhase;
 
 use super::asked::{apply, cleanup};
 use super::reports::{gone, loss_shown, lost, reconnected, refused, reported};
-use super::{Held, Rejection, State, StatusText};
+use super::{Held, Rejection, State, StatusText, Unschedulable};
 use super::{Outcome, Transition, stay};
 
 /// What happens to a mirror: asked of it by the Job's life, or reported
@@ -28,6 +28,8 @@ pub enum Event {
         revision: u64,
         phase: MirrorPhase,
         status: Option<StatusText>,
+        /// Its Pods that wait unschedulable; a status without replaces any.
+        unschedulable: Option<Unschedulable>,
         now: Instant,
     },
     /// The agent's ApplyRejected.
@@ -59,6 +61,7 @@ pub fn transition(state: State, event: Event) -> Transition {
             revision,
             phase,
             status,
+            unschedulable,
             now,
         } => reported(
             state,
@@ -66,6 +69,7 @@ pub fn transition(state: State, event: Event) -> Transition {
                 revision,
                 phase,
                 status,
+                unschedulable,
             },
             now,
         )

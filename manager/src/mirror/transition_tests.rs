@@ -8,6 +8,7 @@ use jobrelay_proto::v1::{MirrorPhase, RejectReason};
 use super::*;
 use crate::mirror::{
     Apply, Cleanup, Held, LostMirror, Outcome, Rejection, Reported, Send, Sent, State,
+    Unschedulable,
 };
 
 use MirrorPhase::{Deleting as PhaseDeleting, Running, Succeeded, Suspended, Unspecified};
@@ -32,6 +33,7 @@ fn held(revision: u64, phase: MirrorPhase) -> Held {
         revision,
         phase,
         status: None,
+        unschedulable: None,
     }
 }
 
@@ -93,6 +95,32 @@ fn status(revision: u64, phase: MirrorPhase) -> Event {
         revision,
         phase,
         status: None,
+        unschedulable: None,
+        now: t(7),
+    }
+}
+
+fn waiting_pods(pods: u32) -> Unschedulable {
+    Unschedulable {
+        pods,
+        since: t(2),
+        message: "0/2 nodes are available".into(),
+    }
+}
+
+fn stuck(revision: u64, pods: u32) -> Held {
+    Held {
+        unschedulable: Some(waiting_pods(pods)),
+        ..held(revision, MirrorPhase::Pending)
+    }
+}
+
+fn stuck_status(revision: u64, pods: u32) -> Event {
+    Event::Status {
+        revision,
+        phase: MirrorPhase::Pending,
+        status: None,
+        unschedulable: Some(waiting_pods(pods)),
         now: t(7),
     }
 }
@@ -170,6 +198,10 @@ fn cases() -> Vec<Case> {
         row("deleting: the worker's phase kept", deleting(1, Some(held(1, Running)), None), status(1, PhaseDeleting), deleting(1, Some(held(1, PhaseDeleting)), None), None, reported(Some(Running), None)),
         row("lost: a status says nothing more", Lost(loss("m1", false)), status(1, Running), Lost(loss("m1", false)), None, reported(None, None)),
         row("gone: a status says nothing more", gone_after(None), status(1, Running), gone_after(None), None, reported(None, None)),
+        row("held: its Pods wait unschedulable", Held(held(1, MirrorPhase::Pending)), stuck_status(1, 2), Held(stuck(1, 2)), None, reported(None, None)),
+        row("unschedulable: the latest count replaces the last", Held(stuck(1, 2)), stuck_status(1, 1), Held(stuck(1, 1)), None, reported(None, None)),
+        row("unschedulable: a status without any clears it", Held(stuck(1, 2)), status(1, Running), Held(held(1, Running)), None, reported(Some(MirrorPhase::Pending), None)),
+        row("deleting: what waits is kept with the held revision", deleting(1, Some(held(1, MirrorPhase::Pending)), None), stuck_status(1, 1), deleting(1, Some(stuck(1, 1)), None), None, reported(None, None)),
         // Refused.
         row("sending: refused, what was sent kept", sending(1, None), Event::Refused(transient.clone()), refused(&transient, Some(sent(1, 1, Some(3))), None), None, Noted),
         row("held: a new revision refused, the old one held", Held(held(1, Running)), Event::Refused(permanent.clone()), refused(&permanent, None, Some(held(1, Running))), None, Noted),
@@ -195,6 +227,7 @@ fn cases() -> Vec<Case> {
         row("sending, an older revision held: still sending", sending(2, None), Event::Reconnected { held: Some((1, Running)) }, sending(2, Some(held(1, Running))), None, Noted),
         row("deleting: what the inventory holds", deleting(1, Some(held(1, Running)), None), Event::Reconnected { held: None }, deleting(1, None, None), None, Noted),
         row("lost: stays lost", Lost(loss("m1", false)), Event::Reconnected { held: Some((1, Running)) }, Lost(loss("m1", false)), None, Noted),
+        row("unschedulable, in the inventory: what waits is kept until the next status", Held(stuck(1, 2)), Event::Reconnected { held: Some((1, MirrorPhase::Pending)) }, Held(stuck(1, 2)), None, Noted),
     ]
 }
 

@@ -3,7 +3,7 @@
 //! the reporting cluster — checked before anything in the report is parsed.
 
 use jobrelay_kinds::room::Pool;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use jobrelay_proto::kinds::{JOBSET, KindName};
 use jobrelay_proto::v1::{
@@ -16,7 +16,7 @@ use tracing::{debug, warn};
 use super::anti_entropy::AntiEntropy;
 use super::{Ended, Sessions};
 use crate::kinds::RelayedKind;
-use crate::mirror::{Rejection, StatusText};
+use crate::mirror::{Rejection, StatusText, Unschedulable};
 use crate::telemetry::events::{Reason, object_reference};
 
 impl Sessions {
@@ -61,10 +61,23 @@ impl Sessions {
             }
         };
         let phase = report.phase();
-        let Some((changed_from, held_after)) =
-            self.fleet
-                .record_status(cluster, &report.origin_uid, report.revision, phase, copied)
-        else {
+        let unschedulable = report.unschedulable.map(|waiting| Unschedulable {
+            pods: waiting.pods,
+            since: waiting
+                .waited
+                .and_then(|d| Duration::try_from(d).ok())
+                .and_then(|waited| Instant::now().checked_sub(waited))
+                .unwrap_or_else(Instant::now),
+            message: waiting.message,
+        });
+        let Some((changed_from, held_after)) = self.fleet.record_status(
+            cluster,
+            &report.origin_uid,
+            report.revision,
+            phase,
+            copied,
+            unschedulable,
+        ) else {
             debug!(uid = %report.origin_uid, "status of a mirror not placed here; dropped");
             self.metrics.report_dropped(cluster);
             return;

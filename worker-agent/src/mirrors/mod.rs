@@ -50,6 +50,7 @@ use crate::deletion_pace::DeletionPace;
 use crate::kinds::objects::Objects;
 use crate::kinds::{self, Mirror};
 use crate::namespaces::NamespacePolicy;
+use crate::unschedulable::UnboundPods;
 pub use crate::watched::origin_uid;
 use crate::watched::{Changes, Watched};
 pub use apply::Applied;
@@ -102,6 +103,8 @@ pub(crate) struct Snapshot {
     visit: Visit,
     objects: HashMap<String, Vec<Arc<dyn Mirror>>>,
     pods: HashMap<String, Vec<Arc<Pod>>>,
+    /// The Pods of each origin UID not bound to a node.
+    unbound: HashMap<String, Vec<Arc<Pod>>>,
 }
 
 impl Snapshot {
@@ -120,6 +123,10 @@ impl Snapshot {
 
     fn pods(&self, uid: &str) -> &[Arc<Pod>] {
         self.pods.get(uid).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    fn unbound(&self, uid: &str) -> &[Arc<Pod>] {
+        self.unbound.get(uid).map(Vec::as_slice).unwrap_or_default()
     }
 
     /// Of the keys of a map (`all`, tested by `has`), those this pass looks at.
@@ -162,6 +169,7 @@ pub struct Mirrors {
     orphan_pod_grace: Duration,
     objects: Objects,
     pods: Watched<Pod>,
+    unbound: UnboundPods,
     /// What the watches saw change since the last pass.
     changes: Arc<Changes>,
     /// Origin UIDs the agent itself started something for (a deletion), for
@@ -211,6 +219,7 @@ impl Mirrors {
             orphan_pod_grace: pacing.orphan_pod_grace,
             objects,
             pods,
+            unbound: UnboundPods::default(),
             changes,
             due: HashSet::new(),
             everything_due: true,
@@ -243,6 +252,12 @@ impl Mirrors {
         self
     }
 
+    /// Reports the mirrors' Pods that wait unschedulable, from `unbound`.
+    pub fn watching_unbound(mut self, unbound: UnboundPods) -> Self {
+        self.unbound = unbound;
+        self
+    }
+
     /// Shows the mirrors being deleted (or waiting for their Pods to go) on
     /// `deleting` after each pass, and those the brake holds on `held`.
     pub fn report_deletions_on(mut self, deleting: Gauge, held: Gauge) -> Self {
@@ -266,6 +281,7 @@ impl Mirrors {
     pub async fn wait_ready(&self) {
         self.objects.wait_until_ready().await;
         self.pods.wait_until_ready().await;
+        self.unbound.wait_until_ready().await;
     }
 
     /// A new session: what was sent before must be sent again (lost mirrors
@@ -310,11 +326,13 @@ impl Mirrors {
             Visit::Everything => Snapshot {
                 objects: by_origin_uid(self.objects.state(), |o| o.object_meta()),
                 pods: by_origin_uid(self.pods.state(), |p| p.meta()),
+                unbound: by_origin_uid(self.unbound.state(), |p| p.meta()),
                 visit,
             },
             Visit::These(uids) => Snapshot {
                 objects: self.objects.of(uids),
                 pods: self.pods.of(uids),
+                unbound: self.unbound.of(uids),
                 visit,
             },
         };

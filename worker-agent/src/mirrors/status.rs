@@ -1,12 +1,15 @@
 //! The mirrors' status for the manager: a MirrorStatus is sent when a
-//! mirror Job's status, phase or revision differs from what was last sent.
+//! mirror Job's status, phase or revision differs from what was last sent,
+//! or what it says of the Pods waiting unschedulable does.
 
 use jobrelay_proto::v1::{AgentMessage, MirrorPhase, MirrorStatus, agent_message::Kind};
+use k8s_openapi::jiff::Timestamp;
 use tracing::warn;
 
 use super::{Mirrors, Snapshot, agent_message, origin_uid};
 use crate::kinds;
 use crate::report::revision_of;
+use crate::unschedulable::{Stuck, stuck};
 
 /// The last status sent for a mirror, and the Job's resourceVersion it was
 /// read from (unchanged, nothing else can have).
@@ -22,11 +25,12 @@ struct Report {
     revision: u64,
     phase: MirrorPhase,
     status: Vec<u8>,
+    unschedulable: Option<Stuck>,
 }
 
 impl Mirrors {
     /// Reports, into `out`, the status of each mirror in `snapshot` whose Job
-    /// changed since it was last sent.
+    /// (or whose unschedulable Pods) changed since it was last sent.
     pub(super) fn report_status(&mut self, snapshot: &Snapshot, out: &mut Vec<AgentMessage>) {
         let mirrors = snapshot
             .objects
@@ -43,7 +47,11 @@ impl Mirrors {
                 continue;
             }
             let previous = record.and_then(|r| r.last_report.as_ref());
-            if previous.is_some_and(|sent| sent.resource_version == meta.resource_version) {
+            let unschedulable = stuck(snapshot.unbound(&uid));
+            if previous.is_some_and(|sent| {
+                sent.resource_version == meta.resource_version
+                    && sent.report.unschedulable == unschedulable
+            }) {
                 continue;
             }
             let status = match job.status_bytes() {
@@ -57,6 +65,7 @@ impl Mirrors {
                 revision: revision_of(meta),
                 phase: job.mirror_phase(),
                 status,
+                unschedulable,
             };
             if previous.is_none_or(|sent| sent.report != report) {
                 out.push(agent_message(Kind::MirrorStatus(MirrorStatus {
@@ -64,6 +73,10 @@ impl Mirrors {
                     revision: report.revision,
                     phase: report.phase as i32,
                     status: report.status.clone(),
+                    unschedulable: report
+                        .unschedulable
+                        .as_ref()
+                        .map(|stuck| stuck.report(Timestamp::now())),
                 })));
             }
             let resource_version = meta.resource_version.clone();

@@ -2,6 +2,8 @@
 //! the Job there, then having its mirror applied — built from a whole Job,
 //! since the cache holds no pod templates.
 
+use std::time::Duration;
+
 use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::wire::FLAVORS_ANNOTATION;
 use k8s_openapi::api::batch::v1::Job;
@@ -229,7 +231,14 @@ impl<K: Dispatched> Reconciling<'_, K> {
     }
 
     /// Has the mirror of `job` (as held) applied on `cluster`.
-    pub(super) async fn apply(&self, job: &K, cluster: &str) -> Result<Action, kube::Error> {
+    /// Has the mirror applied; `look_again` shortens the wait before the
+    /// next look (its Pods wait for a node, and the timeout runs out then).
+    pub(super) async fn apply(
+        &self,
+        job: &K,
+        cluster: &str,
+        look_again: Option<Duration>,
+    ) -> Result<Action, kube::Error> {
         let ctx = self.ctx;
         let revision = revision(job);
         let outcome = match ctx
@@ -249,7 +258,10 @@ impl<K: Dispatched> Reconciling<'_, K> {
             .fleet
             .view(cluster, &self.uid)
             .is_some_and(|v| v.state.held().is_some());
-        let plan = plan::after_apply(job, cluster, revision, outcome, held, Timestamp::now());
+        let mut plan = plan::after_apply(job, cluster, revision, outcome, held, Timestamp::now());
+        if let Some(soon) = look_again {
+            plan.then = Some(plan.then.map_or(soon, |then| then.min(soon)));
+        }
         self.execute(job, cluster, plan).await
     }
 

@@ -13,7 +13,7 @@ fn renders_counters_gauges_and_per_cluster_histograms() {
     fleet.connect("w1", "test", &[], vec![], vec![], outbox);
     let key = crate::kinds::Key::of(&ObjectRef::<Job>::new("a").within("ns"));
     fleet.ensure_applied("w1", "u1", &key, 1, Vec::new);
-    fleet.record_status("w1", "u1", 1, MirrorPhase::Running, None);
+    fleet.record_status("w1", "u1", 1, MirrorPhase::Running, None, None);
     let metrics = Metrics::new(
         Arc::clone(&fleet),
         Arc::new(DeletionTurns::per_second(1.0)),

@@ -247,6 +247,7 @@ fn status(uid: &str, held: &Held) -> AgentMessage {
         revision: held.revision,
         phase: held.phase.into(),
         status: serde_json::to_vec(&held.status()).unwrap_or_default(),
+        unschedulable: None,
     }))
 }
 
