@@ -2,7 +2,8 @@
 //! and whose real kube-scheduler does the fitting: the agents report each
 //! worker's room by node pool, the manager places a Job only where its
 //! Pods fit, and a Job that fits nowhere waits on the manager, saying why,
-//! until room appears. Each test takes both workers' room in turns
+//! until room appears; a mirror whose Pods find no node on its worker
+//! moves to one where they do. Each test takes both workers' room in turns
 //! (`FiniteRoom`: the default 1k-CPU node cordoned), builds its fleet of
 //! pools, and ends with every Job deleted and the leak check at zero.
 
@@ -10,6 +11,8 @@
 mod burst;
 #[path = "placement/fits.rs"]
 mod fits;
+#[path = "placement/stuck.rs"]
+mod stuck;
 #[path = "placement/waits.rs"]
 mod waits;
 
