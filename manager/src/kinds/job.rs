@@ -82,6 +82,12 @@ impl RelayedKind for Job {
         job_status::runs_pods(status)
     }
 
+    fn pods_started(status: &JobStatus) -> bool {
+        [status.ready, status.succeeded, status.failed]
+            .iter()
+            .any(|n| n.is_some_and(|n| n > 0))
+    }
+
     fn shown(&self) -> JobStatus {
         job_status::shown(self.status.as_ref())
     }

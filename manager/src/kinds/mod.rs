@@ -104,6 +104,9 @@ pub trait RelayedKind: Object {
     /// replicated Jobs).
     fn runs_pods(status: &Self::Status) -> bool;
 
+    /// Whether `status` shows a Pod that started: one ready, or finished.
+    fn pods_started(status: &Self::Status) -> bool;
+
     /// The copied part of the status the manager object shows now.
     fn shown(&self) -> Self::Status;
 
