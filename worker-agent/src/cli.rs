@@ -83,6 +83,27 @@ pub struct Args {
     #[arg(long, env = "JOBRELAY_DELETIONS_PER_SECOND", default_value_t = 100)]
     pub deletions_per_second: u32,
 
+    /// Report the worker's room (what its schedulable nodes have left for
+    /// Pods, by node pool) to the manager, from watches of every Node and of
+    /// the bound, non-terminal Pods of every namespace. `false`: no such
+    /// watch, no report; the manager then places on this cluster without
+    /// asking whether Pods fit.
+    #[arg(
+        long,
+        env = "JOBRELAY_ROOM",
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub room: bool,
+
+    /// The least time between two room reports on a session: a room that
+    /// changes more often is sent as it is when the interval is up.
+    #[arg(long, env = "JOBRELAY_ROOM_INTERVAL", default_value = "2s", value_parser = jobrelay_proto::duration::parse)]
+    pub room_interval: Duration,
+
     /// Address of the Prometheus `/metrics` endpoint (plaintext HTTP).
     #[arg(
         long = "metrics-bind-address",
@@ -157,6 +178,20 @@ mod tests {
         assert_eq!(
             defaults.metrics_listen,
             "0.0.0.0:9090".parse().expect("an address")
+        );
+    }
+
+    #[test]
+    fn room_reports_are_on_every_two_seconds_unless_turned_off() {
+        let defaults = parse(&[]);
+        assert!(defaults.room);
+        assert_eq!(defaults.room_interval, Duration::from_secs(2));
+        assert!(!parse(&["--room=false"]).room);
+        assert!(!parse(&["--room", "false"]).room);
+        assert!(parse(&["--room"]).room);
+        assert_eq!(
+            parse(&["--room-interval", "10s"]).room_interval,
+            Duration::from_secs(10)
         );
     }
 

@@ -15,6 +15,7 @@ mod metrics;
 mod mirrors;
 mod namespaces;
 mod report;
+mod room;
 mod scoped_watch;
 mod session;
 mod startup;
@@ -73,9 +74,11 @@ pub async fn run(args: Args) -> Result<(), Error> {
     startup::clean_terminated_pods(&client, config, &args.origin, &deletions, &tasks).await?;
     let served = startup::served_kinds(&client).await?;
     let (watched, watching) = startup::watch_mirrors(&client, &args.origin, policy, &served);
+    let room = startup::watch_room(&args, &client, &metrics, &tasks);
     let (connected, link_up) = watch::channel(false);
     startup::follow_link(&metrics, link_up, client.clone(), readiness, &tasks);
-    let agent = startup::agent(&args, dial, connected, client, deletions, watched, &metrics);
+    let agent = startup::agent(&args, dial, connected, client, deletions, watched, &metrics)
+        .reporting_room(room);
     info!(cluster = %args.cluster, manager = %args.manager_url.join(","), origin = %args.origin, "agent starting");
     let metrics_failed =
         jobrelay_process::Error::listen("the metrics endpoint", args.metrics_listen);

@@ -3,15 +3,17 @@
 //! process's metrics endpoint: whether it holds a session with the manager
 //! and how many it opened, how many DesiredSets it received and when the
 //! last came, how many mirrors it is deleting and how many the
-//! brake on mass deletion holds, and the metrics
-//! every jobrelay process has (build, certificate expiry, Kubernetes API
+//! brake on mass deletion holds, the room reports and what their watches
+//! cost, and the metrics every jobrelay process has (build, certificate expiry, Kubernetes API
 //! latencies).
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Mutex, PoisonError};
 use std::time::SystemTime;
 
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
@@ -27,6 +29,30 @@ pub struct FenceMetrics {
     pub pods: Gauge,
 }
 
+/// The room's metrics: the Room messages sent, the pools in the room last
+/// summed, and the events the room's watches took (their cost).
+#[derive(Clone, Default)]
+pub struct RoomMetrics {
+    pub reports: Counter,
+    pub pools: Gauge,
+    watch_events: Family<ByKind, Counter>,
+}
+
+/// The kind a room watch reads: `Node` or `Pod`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ByKind {
+    pub kind: String,
+}
+
+impl RoomMetrics {
+    /// The counter of the events the room's watch of `kind` took.
+    pub fn watch_events(&self, kind: &str) -> Counter {
+        self.watch_events
+            .get_or_create(&ByKind { kind: kind.into() })
+            .clone()
+    }
+}
+
 /// Every metric of the agent.
 pub struct Metrics {
     registry: Mutex<Registry>,
@@ -36,6 +62,7 @@ pub struct Metrics {
     mirrors_deleting: Gauge,
     deletions_held: Gauge,
     fence: FenceMetrics,
+    room: RoomMetrics,
 }
 
 /// The DesiredSets the manager sent: how many came, and when the last did.
@@ -72,6 +99,7 @@ impl Metrics {
             mirrors_deleting: Gauge::default(),
             deletions_held: Gauge::default(),
             fence: FenceMetrics::default(),
+            room: RoomMetrics::default(),
         };
         let mut registry = metrics
             .registry
@@ -127,6 +155,21 @@ impl Metrics {
             "Pods of the fenced mirrors the worker still shows, Terminating ones included: 0 once the fence holds",
             metrics.fence.pods.clone(),
         );
+        registry.register(
+            "agent_room_reports",
+            "Room messages sent to the manager: the worker's room by node pool, once per session after its DesiredSet, then on each change at most once per --room-interval",
+            metrics.room.reports.clone(),
+        );
+        registry.register(
+            "agent_room_pools",
+            "Node pools in the room last summed (0 while the room is not known: not listed yet, not readable, or --room=false)",
+            metrics.room.pools.clone(),
+        );
+        registry.register(
+            "agent_room_watch_events",
+            "Watch events the room's watches took, by kind (Node, Pod): what reporting the room costs",
+            metrics.room.watch_events.clone(),
+        );
         jobrelay_process::metrics::register(&mut registry);
         drop(registry);
         metrics
@@ -141,6 +184,11 @@ impl Metrics {
     /// The fence's metrics, for the agent to show its fence on.
     pub fn fence(&self) -> FenceMetrics {
         self.fence.clone()
+    }
+
+    /// The room's metrics, for its watches and reports to count on.
+    pub fn room(&self) -> RoomMetrics {
+        self.room.clone()
     }
 
     /// The DesiredSets' counter and time of the last, for the session to
@@ -264,6 +312,26 @@ mod tests {
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or_else(|| panic!("no time of the last DesiredSet in:\n{text}"));
         assert!(last >= before.floor(), "{last} is before {before}");
+    }
+
+    #[test]
+    fn room_reports_their_pools_and_their_watch_events_are_rendered() {
+        let metrics = Metrics::new();
+        let room = metrics.room();
+        room.reports.inc();
+        room.pools.set(3);
+        room.watch_events("Node").inc();
+        room.watch_events("Pod").inc();
+        room.watch_events("Pod").inc();
+        let text = metrics.render();
+        for line in [
+            "jobrelay_agent_room_reports_total 1\n",
+            "jobrelay_agent_room_pools 3\n",
+            "jobrelay_agent_room_watch_events_total{kind=\"Node\"} 1\n",
+            "jobrelay_agent_room_watch_events_total{kind=\"Pod\"} 2\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in:\n{text}");
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! What `jobrelay-agent` does before its sessions, step by step: flags
 //! checked, the manager's address and CA, the metrics endpoint, the
 //! configuration and namespace policy, the terminated-Pods pass, the watches
-//! of this origin's mirrors and Pods, and the agent that holds them.
+//! of this origin's mirrors and Pods, the room's watches, and the agent
+//! that holds them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,7 +36,7 @@ use crate::mirrors::{BrakeSettings, Mirrors, Pacing};
 use crate::namespaces::NamespacePolicy;
 use crate::session::Agent;
 use crate::watched::{Changes, Watched};
-use crate::{initial_list, mirrors, scoped_watch, terminated_pods, unschedulable};
+use crate::{initial_list, mirrors, room, scoped_watch, terminated_pods, unschedulable};
 
 /// How often the agent checks that its own API server answers.
 const API_PROBE_INTERVAL: Duration = Duration::from_secs(5);
@@ -214,6 +215,28 @@ pub(crate) async fn served_kinds(client: &kube::Client) -> Result<Vec<KindName>,
     Ok(served.then_some(kind).into_iter().collect())
 }
 
+/// The room every session reports, from the room's watches; none with
+/// `--room=false`.
+pub(crate) fn watch_room(
+    args: &Args,
+    client: &kube::Client,
+    metrics: &Metrics,
+    tasks: &Tasks,
+) -> Option<room::Feed> {
+    if !args.room {
+        info!(
+            "room reports are off (--room=false): the manager places on this cluster without asking whether Pods fit"
+        );
+        return None;
+    }
+    let room_metrics = metrics.room();
+    Some(room::Feed {
+        room: room::watch(client, &room_metrics, tasks),
+        interval: args.room_interval,
+        sent: room_metrics.reports,
+    })
+}
+
 /// Follows the session's link for the metrics, and reports the agent ready
 /// while a session is open and the worker's API server answers.
 pub(crate) fn follow_link(
@@ -276,6 +299,7 @@ pub(crate) fn agent(
             std::time::Instant::now(),
         )),
         fenced: crate::session::Fenced::shown_on(metrics.fence()),
+        room: None,
     }
 }
 

@@ -4,10 +4,11 @@
 //! one of them was.
 //!
 //! A promise is made when a Job is placed, is marked started when the
-//! mirror reports Pods running (or finished), and is dropped by the next
-//! report, which counts those Pods itself (reports come on the same stream,
-//! after the status). It is given back at once when the mirror is deleted
-//! before its Pods started.
+//! mirror reports a Pod ready (or finished), and is dropped by the second
+//! report after that: reports come on the same stream as the status, but
+//! the first may have been summed before the agent saw the Pods bound; the
+//! second was summed after the first was sent. It is given back at once
+//! when the mirror is deleted before its Pods started.
 
 use std::collections::HashMap;
 
@@ -21,13 +22,16 @@ pub struct Ledger {
     /// `reported`, less what is promised.
     left: Vec<Pool>,
     promises: HashMap<String, Promise>,
+    /// Reports taken in.
+    reports: u64,
 }
 
 #[derive(Debug)]
 struct Promise {
     groups: Vec<PodGroup>,
     taken: Taken,
-    started: bool,
+    /// `reports` when its Pods were seen started.
+    started: Option<u64>,
 }
 
 impl Ledger {
@@ -42,9 +46,13 @@ impl Ledger {
     }
 
     /// Takes in a report: drops the promises of Jobs whose Pods started
-    /// (the report counts them) and takes the others out of it again.
+    /// before the last report (this one counts them) and takes the others
+    /// out of it again.
     pub fn report(&mut self, pools: Vec<Pool>) {
-        self.promises.retain(|_, promise| !promise.started);
+        self.reports += 1;
+        let reports = self.reports;
+        self.promises
+            .retain(|_, promise| promise.started.is_none_or(|at| reports < at + 2));
         self.left = pools.clone();
         self.reported = Some(pools);
         for promise in self.promises.values_mut() {
@@ -64,15 +72,15 @@ impl Ledger {
         let promise = Promise {
             groups,
             taken,
-            started: false,
+            started: None,
         };
         self.promises.insert(uid.to_string(), promise);
     }
 
-    /// The Job's Pods started: the next report counts them.
+    /// The Job's Pods started: the second report from now counts them.
     pub fn started(&mut self, uid: &str) {
         if let Some(promise) = self.promises.get_mut(uid) {
-            promise.started = true;
+            promise.started.get_or_insert(self.reports);
         }
     }
 
@@ -82,7 +90,7 @@ impl Ledger {
         let Some(promise) = self.promises.remove(uid) else {
             return false;
         };
-        if promise.started {
+        if promise.started.is_some() {
             return false;
         }
         fit::give_back(&mut self.left, &promise.taken);
@@ -138,11 +146,19 @@ mod tests {
         ledger.promise("a", job(3, 1000));
         assert_eq!(cpu_left(&ledger), 1000, "promised once");
         ledger.started("a");
-        assert_eq!(cpu_left(&ledger), 1000, "held until the report");
+        assert_eq!(cpu_left(&ledger), 1000, "held until a report counts them");
+        ledger.report(pools(4000));
+        assert_eq!(
+            cpu_left(&ledger),
+            1000,
+            "the first report may have been summed before the Pods were bound"
+        );
         ledger.report(pools(1000));
-        assert_eq!(cpu_left(&ledger), 1000, "the report counts the Pods");
-        ledger.release("a");
-        assert_eq!(cpu_left(&ledger), 1000, "nothing is given back twice");
+        assert_eq!(cpu_left(&ledger), 1000, "the second report counts the Pods");
+        ledger.report(pools(3000));
+        assert_eq!(cpu_left(&ledger), 3000, "and the promise is gone");
+        assert!(!ledger.release("a"), "nothing is given back twice");
+        assert_eq!(cpu_left(&ledger), 3000);
     }
 
     #[test]

@@ -158,12 +158,6 @@ impl Fleet {
         let reported = self.update(cluster, uid, |state| {
             mirror::reported(state, held, Instant::now())
         })?;
-        if matches!(
-            phase,
-            MirrorPhase::Running | MirrorPhase::Succeeded | MirrorPhase::Failed
-        ) {
-            self.pods_started(cluster, uid);
-        }
         Some((reported.changed_from, reported.answered_after))
     }
 

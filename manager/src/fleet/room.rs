@@ -74,9 +74,9 @@ impl Fleet {
         self.wake_awaiting_room();
     }
 
-    /// The Pods of the mirror of `uid` on `cluster` started: the agent's
-    /// next report counts their room.
-    pub(super) fn pods_started(&self, cluster: &str, uid: &str) {
+    /// Pods of the mirror of `uid` on `cluster` started (one is ready, or
+    /// finished): the agent's reports count their room from now on.
+    pub fn pods_started(&self, cluster: &str, uid: &str) {
         if let Some(state) = self.lock().get_mut(cluster) {
             state.room.started(uid);
         }

@@ -136,3 +136,18 @@ fn lifecycle_puts_deletion_before_finish_before_suspension() {
     assert_eq!(lifecycle(&job), Lifecycle::Deleting);
     assert_eq!(revision(&job), 3);
 }
+
+#[test]
+fn pods_started_once_one_is_ready_or_finished_not_while_all_are_pending() {
+    let status = |json: serde_json::Value| -> JobStatus {
+        serde_json::from_value(json).expect("a JobStatus")
+    };
+    let started = |json| <Job as RelayedKind>::pods_started(&status(json));
+    assert!(
+        !started(serde_json::json!({"active": 3, "ready": 0})),
+        "pending, maybe unbound"
+    );
+    assert!(started(serde_json::json!({"active": 3, "ready": 1})));
+    assert!(started(serde_json::json!({"succeeded": 1})));
+    assert!(started(serde_json::json!({"failed": 2})));
+}

@@ -78,6 +78,10 @@ impl RelayedKind for JobSet {
         jobset_status::runs_pods(status)
     }
 
+    fn pods_started(status: &JobSetStatus) -> bool {
+        jobset_status::pods_started(status)
+    }
+
     fn shown(&self) -> JobSetStatus {
         self.status
             .as_ref()

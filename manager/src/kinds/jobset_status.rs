@@ -65,6 +65,19 @@ pub fn runs_pods(status: &JobSetStatus) -> bool {
         })
 }
 
+/// Whether a Pod of any replicated Job is ready or finished.
+pub fn pods_started(status: &JobSetStatus) -> bool {
+    let jobs = status
+        .rest
+        .get("replicatedJobsStatus")
+        .and_then(Value::as_array);
+    jobs.into_iter().flatten().any(|job| {
+        ["ready", "succeeded", "failed"]
+            .iter()
+            .any(|count| job[count].as_i64().is_some_and(|n| n > 0))
+    })
+}
+
 /// The merge patch that makes the copied fields `status`.
 pub fn patch_body(status: &JobSetStatus) -> Value {
     super::patch_naming(&COPIED, status)

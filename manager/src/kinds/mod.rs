@@ -104,6 +104,9 @@ pub trait RelayedKind: Object {
     /// replicated Jobs).
     fn runs_pods(status: &Self::Status) -> bool;
 
+    /// Whether `status` shows a Pod that started: one ready, or finished.
+    fn pods_started(status: &Self::Status) -> bool;
+
     /// What a copied status counts of the mirror's Pods, to tell whether
     /// they all wait for a node and whether one ever ran; `None` for a kind
     /// whose status does not count Pods (its mirror is never moved for

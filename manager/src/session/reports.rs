@@ -53,11 +53,11 @@ impl Sessions {
             self.metrics.report_dropped(cluster);
             return;
         };
-        let (copied, finished_at) = match copied_status(kind, &report.status) {
-            Ok((copied, finished_at)) => (Some(copied), finished_at),
+        let (copied, finished_at, pods_started) = match copied_status(kind, &report.status) {
+            Ok(copied) => (Some(copied.text), copied.finished_at, copied.pods_started),
             Err(error) => {
                 warn!(uid = %report.origin_uid, %kind, %error, "unreadable status from agent");
-                (None, None)
+                (None, None, false)
             }
         };
         let phase = report.phase();
@@ -84,6 +84,9 @@ impl Sessions {
         };
         if let Some(took) = held_after {
             self.metrics.dispatched(cluster, took);
+        }
+        if pods_started {
+            self.fleet.pods_started(cluster, &report.origin_uid);
         }
         if changed_from.is_some()
             && let Some(at) = finished_at
@@ -214,14 +217,22 @@ impl Sessions {
 /// What [`RelayedKind::copied`] and [`RelayedKind::finish_time`] say for a
 /// status report of a mirror of `kind`: the copied status as the manager
 /// keeps it, and when the mirror finished.
-fn copied_status(
-    kind: KindName,
-    worker_status: &[u8],
-) -> serde_json::Result<(StatusText, Option<Timestamp>)> {
-    fn of<K: RelayedKind>(status: &[u8]) -> serde_json::Result<(StatusText, Option<Timestamp>)> {
+/// What the manager takes of a worker's status: the copied part, when it
+/// finished, and whether any of its Pods started.
+struct Copied {
+    text: StatusText,
+    finished_at: Option<Timestamp>,
+    pods_started: bool,
+}
+
+fn copied_status(kind: KindName, worker_status: &[u8]) -> serde_json::Result<Copied> {
+    fn of<K: RelayedKind>(status: &[u8]) -> serde_json::Result<Copied> {
         let copied = K::copied(status)?;
-        let finished = K::finish_time(&copied);
-        Ok((StatusText::new(&copied), finished))
+        Ok(Copied {
+            finished_at: K::finish_time(&copied),
+            pods_started: K::pods_started(&copied),
+            text: StatusText::new(&copied),
+        })
     }
     if kind == JOBSET {
         of::<jobrelay_kinds::jobset::JobSet>(worker_status)

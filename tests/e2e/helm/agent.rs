@@ -1,5 +1,6 @@
 //! The agent's Deployment as the chart renders it: gRPC probes, certificates,
-//! and RBAC that lets it touch only Jobs, Pods and Events.
+//! RBAC that lets it touch only Jobs, Pods and Events, and read Nodes and
+//! Pods for its room reports only while they are on.
 
 use super::*;
 
@@ -94,4 +95,58 @@ async fn agent_may_touch_only_jobs_jobsets_pods_and_events() {
         "ClusterRole",
         "jobrelay-manager",
     ));
+}
+
+#[tokio::test]
+async fn agent_reads_nodes_and_pods_for_its_room_only_while_room_reports_are_on() {
+    let objects = render("jobrelay-system", AGENT_VALUES, false).await.objects;
+    let role: ClusterRole = object(&objects, "ClusterRole", "jobrelay-agent-room");
+    let rules: BTreeSet<(String, String, Vec<String>)> = role
+        .rules
+        .iter()
+        .flatten()
+        .flat_map(|rule| {
+            let groups = rule.api_groups.clone().unwrap_or_default();
+            let resources = rule.resources.clone().unwrap_or_default();
+            groups.into_iter().flat_map(move |group| {
+                let verbs = rule.verbs.clone();
+                resources
+                    .clone()
+                    .into_iter()
+                    .map(move |resource| (group.clone(), resource, verbs.clone()))
+            })
+        })
+        .collect();
+    let read = |resource: &str, verbs: &[&str]| {
+        let verbs = verbs.iter().map(|v| v.to_string()).collect();
+        (String::new(), resource.to_string(), verbs)
+    };
+    assert_eq!(
+        rules,
+        BTreeSet::from([
+            read("nodes", &["get", "list", "watch"]),
+            read("pods", &["list", "watch"]),
+        ]),
+        "the room's role reads, and reads only Nodes and Pods"
+    );
+    let binding: ClusterRoleBinding = object(&objects, "ClusterRoleBinding", "jobrelay-agent-room");
+    assert_eq!(binding.role_ref.name, "jobrelay-agent-room");
+    let deployment: Deployment = object(&objects, "Deployment", "jobrelay-agent");
+    let agent = container(&deployment, "agent");
+    assert_eq!(env(agent, "JOBRELAY_ROOM"), "true");
+    assert_eq!(env(agent, "JOBRELAY_ROOM_INTERVAL"), "2s");
+
+    let mut values = AGENT_VALUES.to_vec();
+    values.extend(["--set", "agent.room.enabled=false"]);
+    let objects = render("jobrelay-system", &values, false).await.objects;
+    assert!(
+        !objects.iter().any(|o| name(o) == "jobrelay-agent-room"),
+        "no room, no grant: {:?}",
+        summary(&objects)
+    );
+    let deployment: Deployment = object(&objects, "Deployment", "jobrelay-agent");
+    assert_eq!(
+        env(container(&deployment, "agent"), "JOBRELAY_ROOM"),
+        "false"
+    );
 }

@@ -77,7 +77,7 @@ async fn a_burst_over_uneven_workers_never_overfills_one() {
     let mut expected = BTreeMap::new();
     for i in 0..JOBS {
         let name = format!("burst-{i}");
-        s.create(s.job(&name).cpu("1").run_for("3s")).await;
+        s.create(s.job(&name).cpu("1").run_for("2s")).await;
         expected.insert(name, "Complete");
     }
     s.wait_outcomes(&expected, TIMEOUT * 2).await;

@@ -21,6 +21,7 @@ use crate::epoch::Epochs;
 use crate::fence;
 use crate::metrics::DesiredSets;
 use crate::mirrors::{Mirrors, Pass, agent_message};
+use crate::room;
 pub use cut_off::Fenced;
 use cut_off::fence_due;
 
@@ -57,9 +58,17 @@ pub struct Agent {
     pub fence: watch::Sender<fence::Clock>,
     /// What the fence stopped, while it is up.
     pub fenced: Fenced,
+    /// The worker's room, which each session reports after its
+    /// DesiredSet; `None`: no room reports (`--room=false`).
+    pub room: Option<room::Feed>,
 }
 
 impl Agent {
+    /// The agent, reporting `room` on each session.
+    pub fn reporting_room(self, room: Option<room::Feed>) -> Agent {
+        Agent { room, ..self }
+    }
+
     /// Holds a session to the manager forever, reconnecting with backoff;
     /// fences the mirrors once no manager was heard for `fenceAfter`.
     pub async fn run(mut self) {
@@ -161,6 +170,11 @@ impl Agent {
         let mut sweeps = tokio::time::interval(self.orphan_sweep_interval);
         let mut out = Vec::new();
         let changes = self.mirrors.changes();
+        // Like the Heartbeat's Holding, the room waits for the DesiredSet.
+        let mut room_reports = self
+            .room
+            .as_ref()
+            .map(|feed| feed.for_session(self.mirrors.holding()));
         loop {
             // The pass each wake-up brings, if any.
             let due = tokio::select! {
@@ -176,6 +190,10 @@ impl Agent {
                     None
                 }
                 () = changes.notified() => Some(Pass::Changes),
+                report = room::next(room_reports.as_mut()) => {
+                    out.push(report);
+                    None
+                }
                 () = self.dial.certificates_changed() => return Ended::CertificatesChanged,
                 _ = syncs.tick() => {
                     if *self.connected.borrow() {

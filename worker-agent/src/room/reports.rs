@@ -1,0 +1,152 @@
+//! Sending the room on a session: once the session's DesiredSet was taken,
+//! then whenever the room changed, no more often than the interval
+//! (`--room-interval`). Whether to send now is [`due`], a plain function;
+//! [`Reports`] waits on the room, the DesiredSet and the clock to ask it.
+
+use std::time::Duration;
+
+use jobrelay_kinds::room::Pool;
+use jobrelay_proto::v1::{AgentMessage, Holding, NodePool, Room, agent_message};
+use prometheus_client::metrics::counter::Counter;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// Whether the session sends the room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Due {
+    Now,
+    /// It changed, but the last was sent less than the interval ago.
+    At(Instant),
+    /// Nothing to send: the room is not known, the session's DesiredSet
+    /// has not come, or the manager has the room as it is.
+    Not,
+}
+
+/// The room last sent on this session, and when.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sent {
+    pub pools: Vec<Pool>,
+    pub at: Instant,
+}
+
+/// Whether to send `room` now, given what this session sent last, whether
+/// its DesiredSet was taken, and the least time between two sends.
+pub fn due(
+    room: Option<&[Pool]>,
+    sent: Option<&Sent>,
+    desired_taken: bool,
+    interval: Duration,
+    now: Instant,
+) -> Due {
+    let Some(room) = room else {
+        return Due::Not;
+    };
+    if !desired_taken {
+        return Due::Not;
+    }
+    match sent {
+        None => Due::Now,
+        Some(sent) if sent.pools == room => Due::Not,
+        Some(sent) => {
+            let next = sent.at + interval;
+            if now >= next { Due::Now } else { Due::At(next) }
+        }
+    }
+}
+
+/// What every session's room reports are made from: the room as the
+/// watches publish it (`None` while unknown or not readable), the least
+/// time between two sends, and the count of those sent.
+#[derive(Clone)]
+pub struct Feed {
+    pub room: watch::Receiver<Option<Vec<Pool>>>,
+    pub interval: Duration,
+    pub sent: Counter,
+}
+
+impl Feed {
+    /// The reports of one session, which took its DesiredSet once
+    /// `holding` is set.
+    pub fn for_session(&self, holding: watch::Receiver<Option<Holding>>) -> Reports {
+        Reports {
+            feed: self.clone(),
+            holding,
+            sent: None,
+        }
+    }
+}
+
+/// The room reports of one session.
+pub struct Reports {
+    feed: Feed,
+    holding: watch::Receiver<Option<Holding>>,
+    sent: Option<Sent>,
+}
+
+impl Reports {
+    /// The next Room message, once [`due`]. Cancel-safe: what it sent is
+    /// noted only as it returns.
+    pub async fn next(&mut self) -> AgentMessage {
+        loop {
+            let now = Instant::now();
+            let (decision, pools) = {
+                let room = self.feed.room.borrow_and_update();
+                let taken = self.holding.borrow_and_update().is_some();
+                let decision = due(
+                    room.as_deref(),
+                    self.sent.as_ref(),
+                    taken,
+                    self.feed.interval,
+                    now,
+                );
+                let pools = (decision == Due::Now).then(|| room.clone()).flatten();
+                (decision, pools)
+            };
+            if let Some(pools) = pools {
+                return self.sending(pools, now);
+            }
+            let clock = async {
+                match decision {
+                    Due::At(at) => tokio::time::sleep_until(at).await,
+                    Due::Now | Due::Not => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = clock => {}
+                () = changed(&mut self.feed.room) => {}
+                () = changed(&mut self.holding) => {}
+            }
+        }
+    }
+
+    fn sending(&mut self, pools: Vec<Pool>, now: Instant) -> AgentMessage {
+        let room = Room {
+            pools: pools.iter().map(NodePool::from).collect(),
+        };
+        self.sent = Some(Sent { pools, at: now });
+        self.feed.sent.inc();
+        AgentMessage {
+            kind: Some(agent_message::Kind::Room(room)),
+        }
+    }
+}
+
+/// The next Room message of a session's `reports`; never, where it reports
+/// no room.
+pub async fn next(reports: Option<&mut Reports>) -> AgentMessage {
+    match reports {
+        Some(reports) => reports.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves when `value` changes; never, once its sender is gone.
+async fn changed<T>(value: &mut watch::Receiver<T>) {
+    if value.changed().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+#[cfg(test)]
+#[path = "reports_tests.rs"]
+mod tests;
