@@ -206,7 +206,29 @@ impl<K: Dispatched> Reconciling<'_, K> {
             .and_then(|m| m.state.status())
             .and_then(|status| status.read::<K::Status>())
             .and_then(|status| K::pods_counted(&status));
-        stuck::moved_when_unschedulable(step, mirror, counts, &rules, Instant::now())
+        let reservations = &self.ctx.reservations;
+        let under_way = reservations.withdrawal(&self.uid);
+        let moved = stuck::moved_when_unschedulable(
+            step,
+            mirror,
+            counts,
+            &rules,
+            under_way,
+            Instant::now(),
+        );
+        // Kept until the Job is unplaced (`Effect::Unplace` drops it), so
+        // the move goes on once the mirror no longer says its Pods wait.
+        if let (
+            Step::Withdraw {
+                why: Some(withdrawal),
+                ..
+            },
+            _,
+        ) = &moved
+        {
+            reservations.withdraw(&self.uid, withdrawal.clone());
+        }
+        moved
     }
 
     /// A Kueue on the manager decides where the Job runs: it names a queue

@@ -94,17 +94,24 @@ pub fn waiting(
 
 /// A Job whose mirror's Pods waited too long for a node has it withdrawn;
 /// one whose Pods wait still is looked at again when the timeout runs out
-/// (the second value). Only a Job being applied on its cluster moves.
+/// (the second value). Only a Job being applied on its cluster moves. A
+/// move once begun (`under_way`) goes on until the Job is unplaced: the
+/// mirror being deleted, then gone, no longer says its Pods wait.
 pub fn moved_when_unschedulable(
     step: Step,
     mirror: Option<&Mirror>,
     counts: Option<PodCounts>,
     rules: &MoveRules,
+    under_way: Option<Withdrawal>,
     now: Instant,
 ) -> (Step, Option<Duration>) {
     let Step::Apply { cluster } = step else {
         return (step, None);
     };
+    if let Some(withdrawal) = under_way.filter(|w| w.unschedulable) {
+        let why = Some(withdrawal);
+        return (Step::Withdraw { cluster, why }, None);
+    }
     let unschedulable = mirror
         .and_then(|m| m.state.held())
         .and_then(|held| held.unschedulable.as_ref());

@@ -85,7 +85,7 @@ fn a_mirror_moves_once_every_pod_waited_for_its_timeout_and_none_ran() {
             }),
         };
         let apply = Step::Apply { cluster: "w1".into() };
-        let (step, again) = moved_when_unschedulable(apply.clone(), Some(&mirror), counts, &rules, now());
+        let (step, again) = moved_when_unschedulable(apply.clone(), Some(&mirror), counts, &rules, None, now());
         let got = match (&step, again) {
             (Step::Withdraw { cluster, why: Some(why) }, None) if cluster == "w1" && why.unschedulable => Moves,
             (Step::Apply { .. }, Some(left)) => Again(left.as_secs()),
@@ -142,10 +142,53 @@ fn only_a_job_applied_on_its_cluster_moves() {
             Some(&mirror),
             counts(1, 0, 0),
             &rules(true, false),
+            None,
             now(),
         );
         assert_eq!(moved, (step, None));
     }
+}
+
+#[test]
+fn a_move_once_begun_goes_on_when_the_mirror_no_longer_says_its_pods_wait() {
+    let gone = Mirror {
+        key: key(),
+        state: State::Gone {
+            pods_deleted: 1,
+            loss: None,
+        },
+    };
+    let apply = || Step::Apply {
+        cluster: "w1".into(),
+    };
+    let under_way = Withdrawal {
+        why: "1 Pods found no node on cluster w1".into(),
+        unschedulable: true,
+        ..Withdrawal::default()
+    };
+    let rules = rules(true, false);
+    let moved = moved_when_unschedulable(
+        apply(),
+        Some(&gone),
+        None,
+        &rules,
+        Some(under_way.clone()),
+        now(),
+    );
+    let withdraw = Step::Withdraw {
+        cluster: "w1".into(),
+        why: Some(under_way),
+    };
+    assert_eq!(moved, (withdraw, None));
+    let other = Withdrawal {
+        why: "Kueue evicted the Workload".into(),
+        ..Withdrawal::default()
+    };
+    assert_eq!(
+        moved_when_unschedulable(apply(), Some(&gone), None, &rules, Some(other), now()),
+        (apply(), None),
+        "another withdrawal is not this decision's"
+    );
 }
 
 #[test]

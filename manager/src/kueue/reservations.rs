@@ -3,7 +3,9 @@
 //! the Job controller, which places such a Job while it is still suspended
 //! and creates its mirror with the reservation's constraints. It also carries
 //! the withdrawals the admission check asks of the Job controller: mirrors
-//! of evicted Jobs, and of Jobs whose worker's own Kueue did not admit them.
+//! of evicted Jobs, and of Jobs whose worker's own Kueue did not admit them;
+//! and, until done, the moves the Job controller began itself of mirrors
+//! whose Pods found no node ([`crate::job::stuck`]).
 
 use crate::job::withdrawal::Withdrawal;
 use std::collections::HashMap;
