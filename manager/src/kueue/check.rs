@@ -61,6 +61,9 @@ pub struct JobSide {
     pub worker_kueue: Option<WorkerKueueSide>,
     /// Its mirror is being withdrawn.
     pub withdrawing: bool,
+    /// Its mirror's Pods found no node on its cluster for the cluster's
+    /// `unschedulableTimeout` (none of them having run): why, in words.
+    pub unschedulable: Option<String>,
     /// The Job does not carry a record of the reservation's flavors yet
     /// (placed under another reservation, say, before an eviction): the
     /// mirror could not be built without them once Kueue admits it.
@@ -192,6 +195,11 @@ fn after_admission(input: &Input, job: &JobSide, cluster: &str) -> Option<CheckS
     let admitted = input.quota_reserved && !input.evicted && !input.finished;
     if admitted && input.state == Some(CheckState::Ready) {
         return Some(match (job.cluster_connected, job.cluster_lost) {
+            // Kueue evicts it on `Retry`, and the withdrawal then moves it.
+            (true, _) if job.unschedulable.is_some() => CheckStep::Retry {
+                message: job.unschedulable.clone().unwrap_or_default(),
+                after: RETRY_AFTER,
+            },
             (true, _) => CheckStep::Admitted(WATCH_ADMITTED),
             (false, false) => CheckStep::Admitted(AWAIT_LOST),
             (false, true) => CheckStep::Retry {

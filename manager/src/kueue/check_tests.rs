@@ -346,3 +346,25 @@ fn several_jobrelay_checks_are_pending_while_any_is() {
     );
     assert_eq!(CheckState::parse("Unknown"), None);
 }
+
+#[test]
+fn an_admitted_job_whose_pods_find_no_node_is_sent_back_saying_why() {
+    let mut admitted = placed(true, true);
+    admitted.state = Some(CheckState::Ready);
+    assert_eq!(decide(&admitted), CheckStep::Admitted(WATCH_ADMITTED));
+    let why = "1 Pods found no node on cluster w1 for 130s; cluster w1 tried last";
+    admitted.job.as_mut().unwrap().unschedulable = Some(why.into());
+    assert_eq!(
+        decide(&admitted),
+        CheckStep::Retry {
+            message: why.into(),
+            after: RETRY_AFTER,
+        }
+    );
+    let mut evicted = admitted;
+    evicted.evicted = true;
+    assert!(
+        matches!(decide(&evicted), CheckStep::Withdraw { .. }),
+        "Kueue evicted it on Retry: the mirror is withdrawn"
+    );
+}

@@ -2,6 +2,8 @@
 //! caches: the [`Input`] of the check's decision, and what answering it
 //! takes besides (the checks' names, the owning Job, the flavors).
 
+use std::time::Instant;
+
 use jobrelay_kinds::jobset::JobSet;
 use jobrelay_proto::kinds::KindName;
 use k8s_openapi::api::batch::v1::Job;
@@ -20,8 +22,10 @@ use super::types::{AdmissionCheck, Workload};
 use super::worker_queue::worker_admitted;
 use crate::clusters::worker_cluster_set::WorkerClusterSet;
 use crate::job::placement::{Preferences, assigned_cluster, pinned_cluster, preferences};
+use crate::job::stuck;
 use crate::kinds::Key;
-use crate::kinds::RelayedKind;
+use crate::kinds::{PodCounts, RelayedKind};
+use crate::mirror::StatusText;
 
 pub(super) struct View {
     /// jobrelay's checks on the Workload.
@@ -178,6 +182,11 @@ pub(super) struct Owned {
     /// Whether the reservation's flavors are still to be recorded on it, or
     /// not known yet.
     flavors_to_record: bool,
+    /// Its annotation moves it off a cluster where its Pods find no node
+    /// even after one of them ran.
+    even_after_a_pod_ran: bool,
+    /// What a copied status of its kind counts of the mirror's Pods.
+    pods_counted: fn(&StatusText) -> Option<PodCounts>,
 }
 
 /// What the caches hold of a Workload's owner.
@@ -247,6 +256,8 @@ fn owned<K: RelayedKind>(
         pinned: pinned_cluster(object.as_ref()).map(str::to_string),
         queued: is_queued(object.as_ref()),
         flavors_to_record: to_record(object.as_ref()),
+        even_after_a_pod_ran: stuck::moves_even_after_a_pod_ran(object.as_ref()),
+        pods_counted: |status| status.read::<K::Status>().and_then(|s| K::pods_counted(&s)),
     }))
 }
 
@@ -269,8 +280,22 @@ impl Owned {
                         .is_some_and(|v| worker_admitted(v.state.phase())),
                 admit_within: worker.admit_within,
             });
+        let unschedulable = cluster.as_deref().zip(view.as_ref()).and_then(|(c, v)| {
+            let rules = stuck::MoveRules {
+                movable: self.pinned.is_none(),
+                even_after_a_pod_ran: self.even_after_a_pod_ran,
+                timeout: ctx.registry.unschedulable_timeout(c),
+            };
+            let waiting = v.state.held().and_then(|h| h.unschedulable.as_ref());
+            let counts = v.state.status().and_then(self.pods_counted);
+            match stuck::waiting(c, waiting, counts, &rules, Instant::now()) {
+                stuck::Waiting::TooLong(why) => Some(why),
+                stuck::Waiting::No | stuck::Waiting::For(_) => None,
+            }
+        });
         let pinned = self.pinned.clone();
         JobSide {
+            unschedulable,
             pinned_connected: pinned.as_deref().is_some_and(|c| ctx.fleet.is_connected(c)),
             pinned,
             mirror_held,
