@@ -47,8 +47,13 @@ impl Ledger {
 
     /// Takes in a report: drops the promises of Jobs whose Pods started
     /// before the last report (this one counts them) and takes the others
-    /// out of it again.
-    pub fn report(&mut self, pools: Vec<Pool>) {
+    /// out of it again. Says whether it shows more room anywhere than the
+    /// last one did (only then may a waiting Job fit now).
+    pub fn report(&mut self, pools: Vec<Pool>) -> bool {
+        let grew = match &self.reported {
+            None => true,
+            Some(before) => pools.iter().any(|pool| grew(before, pool)),
+        };
         self.reports += 1;
         let reports = self.reports;
         self.promises
@@ -60,6 +65,7 @@ impl Ledger {
             // nothing, and the scheduler on the worker decides.
             promise.taken = fit::take(&mut self.left, &promise.groups).unwrap_or_default();
         }
+        grew
     }
 
     /// Promises room to the Job `uid` placed here (once; a second promise
@@ -96,6 +102,23 @@ impl Ledger {
         fit::give_back(&mut self.left, &promise.taken);
         !promise.taken.is_empty()
     }
+}
+
+/// Whether `pool` has more of some resource, free in all or on one node,
+/// than the pool of the same labels and taints in `before` (or is new).
+fn grew(before: &[Pool], pool: &Pool) -> bool {
+    let Some(was) = before
+        .iter()
+        .find(|b| b.labels == pool.labels && b.taints == pool.taints)
+    else {
+        return true;
+    };
+    let more = |now: &jobrelay_kinds::room::Resources, then: &jobrelay_kinds::room::Resources| {
+        now.0
+            .iter()
+            .any(|(resource, amount)| *amount > then.get(resource))
+    };
+    more(&pool.free, &was.free) || more(&pool.largest, &was.largest)
 }
 
 #[cfg(test)]
@@ -159,6 +182,18 @@ mod tests {
         assert_eq!(cpu_left(&ledger), 3000, "and the promise is gone");
         assert!(!ledger.release("a"), "nothing is given back twice");
         assert_eq!(cpu_left(&ledger), 3000);
+    }
+
+    #[test]
+    fn only_a_report_with_more_room_somewhere_says_it_grew() {
+        let mut ledger = Ledger::default();
+        assert!(ledger.report(pools(4000)), "the first report");
+        assert!(!ledger.report(pools(4000)), "the same");
+        assert!(!ledger.report(pools(3000)), "less");
+        assert!(ledger.report(pools(3500)), "more again");
+        let mut other = pools(1000);
+        other[0].labels.insert("pool".into(), "gpu".into());
+        assert!(ledger.report(other), "a new pool");
     }
 
     #[test]

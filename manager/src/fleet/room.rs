@@ -62,16 +62,18 @@ impl Fleet {
     }
 
     /// Takes in the room the agent of `cluster` reports, and wakes the
-    /// Jobs that wait for room.
+    /// Jobs that wait for room if it shows more than before.
     pub fn set_room(&self, cluster: &str, pools: Vec<Pool>) {
         let mut clusters = self.lock();
-        clusters
+        let grew = clusters
             .entry(cluster.to_string())
             .or_default()
             .room
             .report(pools);
         drop(clusters);
-        self.wake_awaiting_room();
+        if grew {
+            self.wake_awaiting_room();
+        }
     }
 
     /// Pods of the mirror of `uid` on `cluster` started (one is ready, or

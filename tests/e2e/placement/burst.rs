@@ -96,5 +96,15 @@ async fn a_burst_over_uneven_workers_never_overfills_one() {
     }
     println!("Jobs per worker: {per_worker:?}");
     assert_eq!(per_worker.values().sum::<usize>(), JOBS);
+    // What the room costs each agent: the events its two room watches took
+    // (since the agent started; the burst is most of them).
+    for worker in per_worker.keys() {
+        let metrics = s.relay.agent_metrics(worker).await.expect("agent metrics");
+        let events: Vec<&str> = metrics
+            .lines()
+            .filter(|l| l.starts_with("jobrelay_agent_room_watch_events_total"))
+            .collect();
+        println!("{worker}: {events:?}");
+    }
     fleet.finish().await;
 }

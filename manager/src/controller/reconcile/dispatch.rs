@@ -136,6 +136,7 @@ impl<K: Dispatched> Reconciling<'_, K> {
         let preferences = preferences(job, Timestamp::now());
         let allowed = |cluster: &str| eligible(cluster) && !preferences.avoids(cluster);
         let preferred = |cluster: &str| allowed(cluster) && !preferences.tries_last(cluster);
+        let waited = ctx.fleet.awaiting_room(&self.uid).map(|(why, _)| why);
         let choice = match ctx
             .fleet
             .place(&self.uid, &self.fleet_key, pinned, preferred)
@@ -151,7 +152,11 @@ impl<K: Dispatched> Reconciling<'_, K> {
                     "no worker cluster has room for the Job's Pods now; it waits here and is placed once one has ({why})"
                 );
                 debug!(%note, "waiting for room");
-                self.publish(Reason::NoRoom, note);
+                // Said once, and again only when what is short changes: a
+                // waiting Job is looked at on every room report.
+                if waited.as_ref() != Some(&why) {
+                    self.publish(Reason::NoRoom, note);
+                }
                 return Ok(Proceed::Wait(Action::requeue(AWAIT_CLUSTER)));
             }
             Choice::NoCluster => {
