@@ -10,8 +10,7 @@ use std::collections::BTreeMap;
 use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
 use jobrelay_testbed::cluster::pools::NodePool;
 use jobrelay_testbed::kit;
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 
 use super::{Fleet, TIMEOUT, placed_on, small};
 
@@ -32,15 +31,9 @@ async fn set_unschedulable_timeout(fleet: &Fleet, cluster: &str, timeout: Option
 /// The type (`Normal`, `Warning`) of the Events of `reason` on the manager
 /// Job `name`.
 async fn event_types(fleet: &Fleet, name: &str, reason: &str) -> Vec<String> {
-    let s = &fleet.scenario;
-    let events: Api<Event> = Api::namespaced(s.jobs.clone().into_client(), &s.ns);
-    let list = events
-        .list(&ListParams::default())
-        .await
-        .expect("list Events");
-    list.items
+    let events = fleet.scenario.events_on(name).await;
+    events
         .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
         .filter(|e| e.reason.as_deref() == Some(reason))
         .map(|e| e.type_.unwrap_or_default())
         .collect()

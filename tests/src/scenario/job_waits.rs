@@ -97,7 +97,17 @@ impl Scenario {
         .await
     }
 
+    /// The Events on the manager Job `name`: reason and note of each.
     pub async fn events(&self, name: &str) -> Vec<(String, String)> {
+        self.events_on(name)
+            .await
+            .into_iter()
+            .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+            .collect()
+    }
+
+    /// The Events on the manager Job `name`, whole.
+    pub async fn events_on(&self, name: &str) -> Vec<Event> {
         let events: Api<Event> = Api::namespaced(self.jobs.clone().into_client(), &self.ns);
         let list = events
             .list(&ListParams::default())
@@ -106,7 +116,6 @@ impl Scenario {
         list.items
             .into_iter()
             .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-            .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
             .collect()
     }
 
