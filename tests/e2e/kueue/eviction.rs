@@ -4,6 +4,7 @@
 //! so a readmission places the Job afresh.
 
 use super::*;
+use jobrelay_kinds::room::pool::HOSTNAME_LABEL;
 
 #[tokio::test]
 async fn a_high_priority_job_preempts_and_the_low_ones_worker_pods_go_first() {
@@ -129,9 +130,11 @@ async fn a_deactivated_workload_stops_its_pods_then_frees_its_quota() {
 #[tokio::test]
 async fn a_job_whose_pods_never_get_ready_on_one_worker_is_placed_again_and_completes_on_another() {
     let s = queued("podsready", 1).await;
-    // Only nodes carrying this label can run the Job, and at first no
-    // worker's do: its Pod stays Pending wherever it is placed.
-    let pool = ("jobrelay.dev/test-pool", s.ns.clone());
+    // Only a node of this hostname can run the Job, and at first no
+    // worker has one: its Pod stays Pending wherever it is placed. A
+    // hostname is the scheduler's to match, not placement's (which judges
+    // pools of nodes), so the Job is placed all the same.
+    let pool = (HOSTNAME_LABEL, s.ns.clone());
     s.create(
         queued_job(&s, "stuck")
             .node_selector(pool.0, &pool.1)
@@ -179,10 +182,12 @@ async fn a_job_whose_pods_never_get_ready_on_one_worker_is_placed_again_and_comp
     );
     s.finish(WAIT).await;
     quota_back_to_zero(&s).await;
+    // Each node's hostname label is its name again.
     label_nodes(&s, other, pool.0, None).await;
 }
 
-/// Sets (or, with `None`, removes) a label on every node of `worker`.
+/// Sets a label on every node of `worker`; with `None`, removes it — or,
+/// for the hostname label, sets it back to the node's name.
 async fn label_nodes(s: &Scenario, worker: &str, key: &str, value: Option<&str>) {
     let nodes: Api<Node> = Api::all(kit::client(s.worker(worker)).await);
     let listed = nodes
@@ -190,6 +195,8 @@ async fn label_nodes(s: &Scenario, worker: &str, key: &str, value: Option<&str>)
         .await
         .unwrap_or_else(|e| panic!("listing {worker}'s nodes: {e}"));
     for node in listed.items {
+        let name = node.name_any();
+        let value = value.or((key == HOSTNAME_LABEL).then_some(name.as_str()));
         let patch = json!({"metadata": {"labels": {key: value}}});
         nodes
             .patch(
