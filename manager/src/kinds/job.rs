@@ -91,12 +91,6 @@ impl RelayedKind for Job {
         })
     }
 
-    fn pods_started(status: &JobStatus) -> bool {
-        [status.ready, status.succeeded, status.failed]
-            .iter()
-            .any(|n| n.is_some_and(|n| n > 0))
-    }
-
     fn shown(&self) -> JobStatus {
         job_status::shown(self.status.as_ref())
     }

@@ -78,6 +78,8 @@ impl RelayedKind for JobSet {
         jobset_status::runs_pods(status)
     }
 
+    /// Its status counts Jobs, not Pods, so whether a Pod started is read
+    /// from each replicated Job's counts.
     fn pods_started(status: &JobSetStatus) -> bool {
         jobset_status::pods_started(status)
     }

@@ -104,15 +104,18 @@ pub trait RelayedKind: Object {
     /// replicated Jobs).
     fn runs_pods(status: &Self::Status) -> bool;
 
-    /// Whether `status` shows a Pod that started: one ready, or finished.
-    fn pods_started(status: &Self::Status) -> bool;
-
     /// What a copied status counts of the mirror's Pods, to tell whether
     /// they all wait for a node and whether one ever ran; `None` for a kind
     /// whose status does not count Pods (its mirror is never moved for
     /// Pods that cannot start).
     fn pods_counted(_copied: &Self::Status) -> Option<PodCounts> {
         None
+    }
+
+    /// Whether `status` shows a Pod that started: one ready, or finished
+    /// (by default, as [`Self::pods_counted`] counts them).
+    fn pods_started(status: &Self::Status) -> bool {
+        Self::pods_counted(status).is_some_and(|counts| counts.one_ran())
     }
 
     /// The copied part of the status the manager object shows now.
