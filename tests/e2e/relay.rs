@@ -253,10 +253,13 @@ async fn pinned_jobs_go_where_pinned_and_others_spread() {
         .await;
     assert_eq!(s.assigned_worker("pinned").await.name, "worker-2");
 
+    // Each asks 50 of the 1k CPUs a worker's fake Node has, which no other
+    // test of this target asks for: after each placement the other worker
+    // has the more CPU left, whatever Pods other tests run meanwhile.
     let mut placed = Vec::new();
     for i in 0..10 {
         let name = format!("spread-{i}");
-        s.create(s.job(&name).run_for("1h")).await;
+        s.create(s.job(&name).cpu("50").run_for("1h")).await;
         placed.push(s.assigned_worker(&name).await.name.clone());
     }
     for worker in ["worker-1", "worker-2"] {
