@@ -35,10 +35,12 @@
 //! The table goes to standard output and, as JSON, to `target/bench/`.
 //!
 //! A folder per mode: `jobs/` (the run above, `--jobs`), `clusters/`
-//! (`--clusters`, a simulated fleet), `vs_multikueue/` (`--vs-multikueue`);
+//! (`--clusters`, a simulated fleet), `vs_multikueue/` (`--vs-multikueue`),
+//! `fleet/` (`--fleet`, room running out on uneven workers);
 //! `shared/` holds what they all measure and report with.
 
 mod clusters;
+mod fleet;
 mod jobs;
 mod shared;
 mod vs_multikueue;
@@ -74,6 +76,14 @@ pub struct Args {
     /// Jobs dispatched over the simulated fleet at each size.
     #[arg(long, default_value_t = 10_000, requires = "clusters")]
     cluster_jobs: usize,
+    /// Run a mix of Jobs of several sizes over workers of uneven, finite
+    /// room, with jobrelay and with MultiKueue: makespan against the ideal,
+    /// and each worker's utilisation.
+    #[arg(long, conflicts_with_all = ["with_10k", "micro", "vs_multikueue", "clusters"])]
+    fleet: bool,
+    /// Jobs in the fleet mix.
+    #[arg(long, default_value_t = 60, requires = "fleet")]
+    fleet_jobs: usize,
     /// Which Events the manager records on Jobs (its `--job-events`).
     #[arg(long, default_value = "steps", value_parser = ["steps", "problems"])]
     job_events: String,
@@ -82,6 +92,9 @@ pub struct Args {
 pub async fn run(args: Args) -> anyhow::Result<()> {
     if !args.clusters.is_empty() {
         return clusters::run(&args.clusters, args.cluster_jobs).await;
+    }
+    if args.fleet {
+        return fleet::run(args.fleet_jobs).await;
     }
     if args.vs_multikueue {
         return vs_multikueue::run(&args.jobs).await;

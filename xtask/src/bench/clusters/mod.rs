@@ -8,8 +8,8 @@
 //! status, WorkerCluster status writes, `/metrics`, the reconnect storm
 //! after the leader is killed, and cleanup.
 
-mod fleet;
 mod report;
+mod simulated;
 mod writes;
 
 use std::collections::HashMap;
@@ -33,9 +33,9 @@ use super::shared::jobs::{PodPoint, cleanup_until_gone, create_relayed, delete_a
 use super::shared::machine;
 use super::shared::measure::{self, Point, Timestamps, at_once, wait_all_within};
 use crate::{log, supervisor_command, workspace_root};
-use fleet::Fleet;
-use fleet::worker::CleanupDelays;
 use report::{Idle, Metrics, Report, Storm};
+use simulated::Fleet;
+use simulated::worker::CleanupDelays;
 use writes::StatusWrites;
 
 /// How long an idle fleet is watched.
@@ -112,7 +112,7 @@ async fn idle_sweep(
     let mut previous = empty.clone();
     let mut readings = Vec::new();
     for &n in sizes {
-        let names = fleet::names(n);
+        let names = simulated::names(n);
         let new = &names[fleet.len()..];
         register_on(manager.clone(), new.iter().map(String::as_str)).await?;
         fleet.grow(new, &relay.manager_urls(), relay.ca())?;

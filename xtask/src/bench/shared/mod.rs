@@ -3,6 +3,7 @@
 //! the machine's CPU and memory, the API requests from the audit logs, the
 //! manager's histograms, and the table's lines.
 
+pub(crate) mod chart;
 pub(crate) mod figures;
 pub(crate) mod histogram;
 pub(crate) mod jobs;

@@ -27,11 +27,10 @@
 //! created Job to the last Pod running. Quotas are large enough never to
 //! limit.
 
-mod chart;
 mod instant_check;
 mod report;
-mod setup;
-mod systems;
+pub(crate) mod setup;
+pub(crate) mod systems;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::chart::{self, Panel, Series};
+use crate::bench::shared::chart::{self, Axes, Panel, Series};
 use crate::bench::shared::figures::Figures;
 use crate::bench::shared::machine::Run;
 use crate::bench::shared::requests::{self, Count};
@@ -122,9 +122,9 @@ pub(super) fn draw(path: &Path, r: &Report) -> anyhow::Result<()> {
                 .enumerate()
                 .filter(|(_, s)| !s.latencies[i].is_empty())
                 .map(|(colour, s)| Series {
-                    system: s.system,
+                    name: s.system,
                     colour,
-                    seconds: s.latencies[i].clone(),
+                    points: chart::cumulative(&s.latencies[i]),
                 })
                 .collect(),
         })
@@ -135,6 +135,12 @@ pub(super) fn draw(path: &Path, r: &Report) -> anyhow::Result<()> {
             "{} Jobs: share of Jobs done by each latency (further left is faster)",
             r.run.jobs
         ),
+        &Axes {
+            x: "latency (s)",
+            y: "share of Jobs",
+            y_max: 1.0,
+            legend: plotters::prelude::SeriesLabelPosition::LowerRight,
+        },
         &panels,
     )
 }

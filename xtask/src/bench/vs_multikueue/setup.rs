@@ -17,7 +17,7 @@ use super::systems::{KUEUE_NAMESPACE, MULTIKUEUE};
 /// The objects every system's queues rest on: on the manager, jobrelay's and
 /// MultiKueue's AdmissionChecks, the MultiKueueConfig and a MultiKueueCluster
 /// (kubeconfig in a Secret) per worker; on each worker, the flavor.
-pub(super) async fn prepare(set: &ClusterSet) -> anyhow::Result<()> {
+pub(crate) async fn prepare(set: &ClusterSet) -> anyhow::Result<()> {
     let manager = set.manager().client().await?;
     kueue_objects::admission_check(&manager, "jobrelay", None).await?;
     let workers: Vec<String> = set.workers().iter().map(|w| w.name.clone()).collect();

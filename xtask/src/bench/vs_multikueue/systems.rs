@@ -16,7 +16,7 @@ const JOB_CPU: &str = "10m";
 
 /// The systems compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum System {
+pub(crate) enum System {
     Raw,
     KueueAlone,
     KueueCheck,
@@ -37,7 +37,7 @@ impl System {
         System::MultiKueue,
     ];
 
-    pub(super) fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             System::Raw => "raw (straight on a worker)",
             System::KueueAlone => "Kueue alone (manager's node)",
@@ -49,7 +49,7 @@ impl System {
         }
     }
 
-    pub(super) fn namespace(self, n: usize) -> String {
+    pub(crate) fn namespace(self, n: usize) -> String {
         let short = match self {
             System::Raw => "raw",
             System::KueueAlone => "kq",
@@ -63,7 +63,7 @@ impl System {
     }
 
     /// What differs from each part's defaults, said beside its figures.
-    pub(super) fn settings(self) -> &'static str {
+    pub(crate) fn settings(self) -> &'static str {
         match self {
             System::Raw => "kube-apiserver and kube-controller-manager defaults",
             System::KueueAlone => {
@@ -89,7 +89,11 @@ impl System {
 
     /// A Job of this system, its Pod running `run_for`.
     pub(super) fn job(self, ns: &str, name: &str, run_for: &str) -> Job {
-        let job = TestJob::new(ns, name).run_for(run_for).cpu(JOB_CPU);
+        self.dress(TestJob::new(ns, name).run_for(run_for).cpu(JOB_CPU))
+    }
+
+    /// `job` as this system takes it: managed by it, in its queue.
+    pub(crate) fn dress(self, job: TestJob) -> Job {
         match self {
             System::Raw => job,
             System::KueueAlone | System::KueueCheck => {

@@ -1,23 +1,32 @@
-//! The side-by-side chart of `bench --vs-multikueue`: for each measured
-//! step, the latency distribution (share of Jobs done by a given latency)
-//! of every system as one line, rendered to SVG with plotters.
+//! The bench's charts: panels side by side, each with one line per series
+//! (a system's latency distribution, a cluster's utilisation over time),
+//! rendered to SVG with plotters.
 
 use std::path::Path;
 
 use plotters::prelude::*;
 
-/// One system's latencies of one step, in seconds; `colour` numbers the
-/// system, so it keeps its colour in every panel.
+/// One line: its name in the legend, its points (x, y) in x order, and
+/// `colour`, a number that keeps its colour the same in every panel.
 pub struct Series<'a> {
-    pub system: &'a str,
+    pub name: &'a str,
     pub colour: usize,
-    pub seconds: Vec<f64>,
+    pub points: Vec<(f64, f64)>,
 }
 
-/// One panel: a step and every system's latencies for it.
+/// One panel: its title and lines.
 pub struct Panel<'a> {
     pub title: &'a str,
     pub series: Vec<Series<'a>>,
+}
+
+/// What every panel's axes say, and where the legend goes.
+pub struct Axes<'a> {
+    pub x: &'a str,
+    pub y: &'a str,
+    /// The top of the y axis (the x axis ends a little past the last point).
+    pub y_max: f64,
+    pub legend: SeriesLabelPosition,
 }
 
 /// The points of a cumulative distribution: (latency, share of Jobs with at
@@ -42,7 +51,7 @@ const COLOURS: [RGBColor; 5] = [
 ];
 
 /// Draws the panels side by side into an SVG file.
-pub fn render(path: &Path, caption: &str, panels: &[Panel]) -> anyhow::Result<()> {
+pub fn render(path: &Path, caption: &str, axes: &Axes, panels: &[Panel]) -> anyhow::Result<()> {
     let width = 480 * panels.len().max(1) as u32;
     let root = SVGBackend::new(path, (width, 420)).into_drawing_area();
     root.fill(&WHITE).map_err(draw_error)?;
@@ -54,7 +63,7 @@ pub fn render(path: &Path, caption: &str, panels: &[Panel]) -> anyhow::Result<()
         let longest = panel
             .series
             .iter()
-            .flat_map(|s| s.seconds.iter().copied())
+            .flat_map(|s| s.points.iter().map(|(x, _)| *x))
             .fold(0.0_f64, f64::max)
             .max(0.001)
             * 1.05;
@@ -63,30 +72,30 @@ pub fn render(path: &Path, caption: &str, panels: &[Panel]) -> anyhow::Result<()
             .margin(12)
             .x_label_area_size(36)
             .y_label_area_size(44)
-            .build_cartesian_2d(0.0..longest, 0.0..1.0)
+            .build_cartesian_2d(0.0..longest, 0.0..axes.y_max)
             .map_err(draw_error)?;
         chart
             .configure_mesh()
-            .x_desc("latency (s)")
-            .y_desc("share of Jobs")
+            .x_desc(axes.x)
+            .y_desc(axes.y)
             .draw()
             .map_err(draw_error)?;
         for series in &panel.series {
             let colour = COLOURS[series.colour % COLOURS.len()];
             chart
                 .draw_series(LineSeries::new(
-                    cumulative(&series.seconds),
+                    series.points.iter().copied(),
                     colour.stroke_width(2),
                 ))
                 .map_err(draw_error)?
-                .label(series.system)
+                .label(series.name)
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(2))
                 });
         }
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
+            .position(axes.legend.clone())
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .draw()
@@ -112,7 +121,7 @@ mod tests {
     }
 
     #[test]
-    fn renders_one_line_per_system_in_each_panel() {
+    fn renders_one_line_per_series_in_each_panel() {
         let dir = std::env::temp_dir().join(format!("jobrelay-chart-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("chart.svg");
@@ -120,18 +129,24 @@ mod tests {
             title: "created -> Pod running",
             series: vec![
                 Series {
-                    system: "jobrelay",
+                    name: "jobrelay",
                     colour: 0,
-                    seconds: vec![0.5, 1.0, 1.5],
+                    points: cumulative(&[0.5, 1.0, 1.5]),
                 },
                 Series {
-                    system: "MultiKueue",
+                    name: "MultiKueue",
                     colour: 1,
-                    seconds: vec![2.0, 4.0],
+                    points: cumulative(&[2.0, 4.0]),
                 },
             ],
         }];
-        render(&path, "test", &panels).unwrap();
+        let axes = Axes {
+            x: "latency (s)",
+            y: "share of Jobs",
+            y_max: 1.0,
+            legend: SeriesLabelPosition::LowerRight,
+        };
+        render(&path, "test", &axes, &panels).unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..40.min(svg.len())]);
         assert!(svg.contains("jobrelay") && svg.contains("MultiKueue"));
