@@ -35,10 +35,22 @@ pub const PODS_READY_TIMEOUT: &str = "PodsReadyTimeout";
 /// A Job placed on a cluster that runs its own Kueue for jobrelay.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerKueueSide {
-    /// That Kueue admitted the mirror.
-    pub admitted: bool,
-    /// How long it may take to (`spec.kueue.admitWithin`).
+    /// Where the mirror stands in that Kueue.
+    pub mirror: QueuedMirror,
+    /// How long that Kueue may take to admit it (`spec.kueue.admitWithin`).
     pub admit_within: Duration,
+}
+
+/// Where a mirror queued in its worker's own Kueue stands there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueuedMirror {
+    /// Not held there (yet, or any more).
+    NotHeld,
+    /// Held suspended: waiting for that Kueue to admit it or, once admitted,
+    /// evicted by it (preempted, deactivated, Pods not ready in time).
+    Suspended,
+    /// That Kueue unsuspended it: it runs, or finished.
+    Admitted,
 }
 
 /// Where a Workload's Job stands with jobrelay.
@@ -68,6 +80,16 @@ pub struct JobSide {
     /// (placed under another reservation, say, before an eviction): the
     /// mirror could not be built without them once Kueue admits it.
     pub flavors_to_record: bool,
+}
+
+impl JobSide {
+    /// Where its mirror stands in its worker's Kueue (`NotHeld` where the
+    /// mirror is not queued in one).
+    fn queued_mirror(&self) -> QueuedMirror {
+        self.worker_kueue
+            .as_ref()
+            .map_or(QueuedMirror::NotHeld, |worker| worker.mirror)
+    }
 }
 
 /// What jobrelay knows of one Workload that lists its check.
@@ -129,10 +151,15 @@ pub enum CheckStep {
     /// readmission places it afresh — avoiding the cluster for a while when
     /// `avoid` (its Pods did not become ready there).
     Withdraw { why: String, avoid: bool },
-    /// The worker's Kueue did not admit the mirror in time: have it
-    /// withdrawn and send the Workload back (`Retry`), so placement can try
-    /// another cluster.
-    NotAdmitted { message: String, after: Duration },
+    /// The worker's Kueue did not admit the mirror in time
+    /// (`not_admitted`), or evicted it once admitted: have it withdrawn and
+    /// send the Workload back (`Retry`), so placement can try another
+    /// cluster.
+    SendBack {
+        message: String,
+        after: Duration,
+        not_admitted: bool,
+    },
 }
 
 pub fn decide(input: &Input) -> CheckStep {
@@ -200,6 +227,16 @@ fn after_admission(input: &Input, job: &JobSide, cluster: &str) -> Option<CheckS
                 message: job.unschedulable.clone().unwrap_or_default(),
                 after: RETRY_AFTER,
             },
+            // Admitted there before the check went Ready, suspended since.
+            (true, _) if !job.withdrawing && job.queued_mirror() == QueuedMirror::Suspended => {
+                CheckStep::SendBack {
+                    message: format!(
+                        "cluster {cluster}'s Kueue evicted the mirror after admitting it (it suspended it: preempted there, deactivated, or its Pods not ready in time); the mirror is withdrawn and the Job placed afresh, cluster {cluster} tried last"
+                    ),
+                    after: RETRY_AFTER,
+                    not_admitted: false,
+                }
+            }
             (true, _) => CheckStep::Admitted(WATCH_ADMITTED),
             (false, false) => CheckStep::Admitted(AWAIT_LOST),
             (false, true) => CheckStep::Retry {
@@ -243,15 +280,16 @@ fn on_cluster(input: &Input, job: &JobSide, cluster: &str, allowed: &Allowed) ->
         None => CheckStep::Ready(format!(
             "the mirror is held on cluster {cluster}, suspended until the Job is admitted"
         )),
-        Some(worker) if worker.admitted => CheckStep::Ready(format!(
+        Some(worker) if worker.mirror == QueuedMirror::Admitted => CheckStep::Ready(format!(
             "the mirror was admitted by cluster {cluster}'s Kueue"
         )),
-        Some(worker) if input.reserved_for >= worker.admit_within => CheckStep::NotAdmitted {
+        Some(worker) if input.reserved_for >= worker.admit_within => CheckStep::SendBack {
             message: format!(
                 "cluster {cluster}'s Kueue did not admit the mirror within {}s (WorkerCluster spec.kueue.admitWithin); it is withdrawn and the Job placed again, on another cluster if one can take it",
                 worker.admit_within.as_secs()
             ),
             after: RETRY_AFTER,
+            not_admitted: true,
         },
         Some(worker) => CheckStep::Wait(worker.admit_within - input.reserved_for),
     }

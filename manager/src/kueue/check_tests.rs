@@ -36,10 +36,18 @@ fn a_job_that_fits_on_no_cluster_is_sent_back_saying_what_is_short() {
 }
 
 fn queued_on_worker(admitted: bool, reserved_for: u64) -> Input {
+    let mirror = match admitted {
+        true => QueuedMirror::Admitted,
+        false => QueuedMirror::Suspended,
+    };
+    in_worker_kueue(mirror, reserved_for)
+}
+
+fn in_worker_kueue(mirror: QueuedMirror, reserved_for: u64) -> Input {
     let mut i = placed(true, true);
     if let Some(job) = i.job.as_mut() {
         job.worker_kueue = Some(WorkerKueueSide {
-            admitted,
+            mirror,
             admit_within: Duration::from_secs(60),
         });
     }
@@ -63,7 +71,7 @@ fn a_mirror_queued_on_its_worker_is_ready_only_once_that_kueue_admitted_it() {
 fn a_mirror_not_admitted_in_time_is_withdrawn_and_the_workload_sent_back() {
     let step = decide(&queued_on_worker(false, 60));
     assert!(
-        matches!(&step, CheckStep::NotAdmitted { message, after: RETRY_AFTER } if message.contains("admitWithin") && message.contains("w1")),
+        matches!(&step, CheckStep::SendBack { message, after: RETRY_AFTER, not_admitted: true } if message.contains("admitWithin") && message.contains("w1")),
         "{step:?}"
     );
     let mut withdrawing = queued_on_worker(false, 90);
@@ -97,6 +105,38 @@ fn an_evicted_job_queued_on_its_worker_has_its_mirror_withdrawn_once() {
         decide(&finished),
         CheckStep::Idle,
         "a finished Job's mirror goes by retention"
+    );
+}
+
+#[test]
+fn a_mirror_the_workers_kueue_evicts_after_the_check_is_ready_sends_the_workload_back_once() {
+    let ready = |mirror| {
+        let mut i = in_worker_kueue(mirror, 0);
+        i.state = Some(CheckState::Ready);
+        i
+    };
+    assert_eq!(
+        decide(&ready(QueuedMirror::Admitted)),
+        CheckStep::Admitted(WATCH_ADMITTED)
+    );
+    let evicted = ready(QueuedMirror::Suspended);
+    assert!(
+        matches!(decide(&evicted), CheckStep::SendBack { message, after: RETRY_AFTER, not_admitted: false }
+            if message.contains("cluster w1's Kueue evicted the mirror") && message.contains("w1 tried last")),
+        "{:?}",
+        decide(&evicted)
+    );
+    let mut withdrawing = evicted;
+    withdrawing.job.as_mut().unwrap().withdrawing = true;
+    assert_eq!(
+        decide(&withdrawing),
+        CheckStep::Admitted(WATCH_ADMITTED),
+        "sent back once; Kueue evicts the Workload on Retry"
+    );
+    assert_eq!(
+        decide(&ready(QueuedMirror::NotHeld)),
+        CheckStep::Admitted(WATCH_ADMITTED),
+        "a mirror not reported (yet) is no eviction"
     );
 }
 

@@ -242,11 +242,15 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
             withdraw(&job, &job_uid, withdrawal, &ctx);
             Ok(Action::await_change())
         }
-        CheckStep::NotAdmitted { message, after } => {
+        CheckStep::SendBack {
+            message,
+            after,
+            not_admitted,
+        } => {
             ctx.reservations.release(&job_uid);
             let withdrawal = Withdrawal {
                 why: message.clone(),
-                not_admitted: true,
+                not_admitted,
                 ..Withdrawal::default()
             };
             withdraw(&job, &job_uid, withdrawal, &ctx);

@@ -1,6 +1,6 @@
 //! Worker-side Kueue, as pure decisions: which mirrors are queued in a
 //! worker cluster's own Kueue ([`queue_on_worker`]), when that Kueue has
-//! admitted one ([`worker_admitted`]), and which clusters a Job's placement
+//! admitted one ([`queued_mirror`]), and which clusters a Job's placement
 //! tries first after a worker did not admit it in time ([`not_admitted_by`](crate::job::withdrawal::not_admitted_by)).
 //!
 //! A mirror queued on its worker is created suspended; from then on the
@@ -14,6 +14,8 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 pub use crate::clusters::worker_cluster::WorkerQueue;
+
+use super::check::QueuedMirror;
 
 /// Prepares the mirror for its worker: queued in the worker's Kueue (its
 /// LocalQueue mapped, created suspended) when the worker runs one and the
@@ -44,13 +46,18 @@ pub fn map_queue_label(mirror: &mut ObjectMeta, worker: Option<&WorkerQueue>) ->
     true
 }
 
-/// Whether a mirror queued on its worker was admitted there: the worker's
-/// Kueue unsuspended it (it then runs, or already finished).
-pub fn worker_admitted(phase: MirrorPhase) -> bool {
-    matches!(
-        phase,
-        MirrorPhase::Pending | MirrorPhase::Running | MirrorPhase::Succeeded | MirrorPhase::Failed
-    )
+/// Where a mirror queued on its worker and held there in `phase` stands in
+/// the worker's Kueue: admitted once that Kueue unsuspended it (it then
+/// runs, or already finished), suspended while it waits or once evicted.
+pub fn queued_mirror(phase: MirrorPhase) -> QueuedMirror {
+    match phase {
+        MirrorPhase::Pending
+        | MirrorPhase::Running
+        | MirrorPhase::Succeeded
+        | MirrorPhase::Failed => QueuedMirror::Admitted,
+        MirrorPhase::Suspended => QueuedMirror::Suspended,
+        MirrorPhase::Unspecified | MirrorPhase::Deleting => QueuedMirror::NotHeld,
+    }
 }
 
 #[cfg(test)]
@@ -123,21 +130,21 @@ mod tests {
     }
 
     #[test]
-    fn admitted_once_the_workers_kueue_unsuspended_it() {
-        for phase in [
-            MirrorPhase::Unspecified,
-            MirrorPhase::Suspended,
-            MirrorPhase::Deleting,
-        ] {
-            assert!(!worker_admitted(phase), "{phase:?}");
+    fn admitted_once_the_workers_kueue_unsuspended_it_suspended_while_it_waits_or_once_evicted() {
+        for phase in [MirrorPhase::Unspecified, MirrorPhase::Deleting] {
+            assert_eq!(queued_mirror(phase), QueuedMirror::NotHeld, "{phase:?}");
         }
+        assert_eq!(
+            queued_mirror(MirrorPhase::Suspended),
+            QueuedMirror::Suspended
+        );
         for phase in [
             MirrorPhase::Pending,
             MirrorPhase::Running,
             MirrorPhase::Succeeded,
             MirrorPhase::Failed,
         ] {
-            assert!(worker_admitted(phase), "{phase:?}");
+            assert_eq!(queued_mirror(phase), QueuedMirror::Admitted, "{phase:?}");
         }
     }
 }

@@ -14,12 +14,12 @@ use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::CONTROLLER_NAME;
-use super::check::{self, Input, JobSide, WorkerKueueSide};
+use super::check::{self, Input, JobSide, QueuedMirror, WorkerKueueSide};
 use super::context::Context;
 use super::owner::{self, Owner};
 use super::scheduling::{self, Scheduling};
 use super::types::{AdmissionCheck, Workload};
-use super::worker_queue::worker_admitted;
+use super::worker_queue::queued_mirror;
 use crate::clusters::worker_cluster_set::WorkerClusterSet;
 use crate::job::placement::{Preferences, assigned_cluster, pinned_cluster, preferences};
 use crate::job::stuck;
@@ -274,10 +274,10 @@ impl Owned {
             .filter(|_| self.queued)
             .and_then(|c| ctx.registry.worker_queue(c))
             .map(|worker| WorkerKueueSide {
-                admitted: mirror_held
-                    && view
-                        .as_ref()
-                        .is_some_and(|v| worker_admitted(v.state.phase())),
+                mirror: match view.as_ref().map(|v| v.state.phase()) {
+                    Some(phase) if mirror_held => queued_mirror(phase),
+                    _ => QueuedMirror::NotHeld,
+                },
                 admit_within: worker.admit_within,
             });
         let unschedulable = cluster.as_deref().zip(view.as_ref()).and_then(|(c, v)| {

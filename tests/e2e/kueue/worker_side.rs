@@ -248,3 +248,76 @@ async fn an_evicted_job_queued_on_its_worker_is_withdrawn_pods_first_and_placed_
     running_on_a_worker(&s, &uid, "the readmitted Job").await;
     s.finish(WAIT).await;
 }
+
+#[tokio::test]
+async fn a_mirror_the_workers_kueue_evicts_after_admission_sends_the_workload_back_and_runs_afresh()
+{
+    let s = queued_on_worker("wevicted", 1, 2, WORKER_CHECK).await;
+    let uid = s.create(queued_job(&s, "evicted").run_for("1h")).await;
+    running_on_a_worker(&s, &uid, "the Job").await;
+    let mirrors: Api<Job> = s.worker_api(KUEUE_WORKER).await;
+    let first = mirrors.get("evicted").await.expect("the mirror").uid();
+
+    // worker-3's Kueue evicts the mirror: its Workload there is deactivated,
+    // as an administrator of worker-3 would (preemption does the same).
+    let on_worker: Api<Workload> = s.worker_api(KUEUE_WORKER).await;
+    let workload = wait::until("the mirror's Workload on worker-3", WAIT, || async {
+        let list = match on_worker.list(&ListParams::default()).await {
+            Ok(list) => list.items,
+            Err(e) => return Seen::Waiting(e.to_string()),
+        };
+        match list
+            .into_iter()
+            .find(|w| w.owner_job().is_some_and(|(name, _)| name == "evicted"))
+        {
+            Some(w) => Seen::Ready(w.name_any()),
+            None => Seen::Waiting("no Workload yet".into()),
+        }
+    })
+    .await;
+    on_worker
+        .patch(
+            &workload,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"active": false}})),
+        )
+        .await
+        .expect("deactivate the mirror's Workload on worker-3");
+
+    // The manager notices, says why, and sends the Workload back: the
+    // mirror is withdrawn, and the Job, admitted again, placed afresh.
+    let note = s.wait_event("evicted", "MirrorWithdrawn").await;
+    assert!(
+        note.contains("cluster worker-3's Kueue evicted the mirror after admitting it"),
+        "{note}"
+    );
+    wait::until(
+        "a new mirror admitted by worker-3's Kueue and running",
+        Duration::from_secs(120),
+        || async {
+            let mirror = match mirrors.get_opt("evicted").await {
+                Ok(mirror) => mirror,
+                Err(e) => return Seen::Waiting(e.to_string()),
+            };
+            let running = live_worker_pods(&s).await.contains_key(&uid);
+            match mirror {
+                Some(m) if m.uid() != first && running => Seen::Ready(()),
+                Some(m) => Seen::Waiting(format!(
+                    "mirror {:?} (first {first:?}), Pods running: {running}",
+                    m.uid()
+                )),
+                None => Seen::Waiting("no mirror".into()),
+            }
+        },
+    )
+    .await;
+    let job = s.jobs.get("evicted").await.expect("get");
+    assert_eq!(
+        job.annotations()
+            .get(WITHDRAWN_FROM_ANNOTATION)
+            .map(String::as_str),
+        Some(KUEUE_WORKER),
+        "the cluster that evicted it is tried last (it is the only one here)"
+    );
+    s.finish(WAIT).await;
+}
