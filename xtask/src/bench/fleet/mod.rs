@@ -25,11 +25,9 @@ use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
 use jobrelay_testbed::cluster::pools::{NodePool, POOL_LABEL};
 use jobrelay_testbed::cluster::room::FiniteRoom;
 use jobrelay_testbed::cluster::{ClusterInfo, ClusterSet};
-use jobrelay_testbed::controllers::kueue::{Kueue, Settings};
 use jobrelay_testbed::kit;
 use jobrelay_testbed::objects::fixtures::TestJob;
 use jobrelay_testbed::objects::kueue_objects;
-use jobrelay_testbed::relay::Relay;
 use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -39,7 +37,6 @@ use crate::bench::shared::jobs::{delete_all, settled};
 use crate::bench::shared::machine::{Run, Spent};
 use crate::bench::shared::measure::{self, Point, Timestamps, at_once, wait_all_within};
 use crate::bench::vs_multikueue::{setup, systems::System};
-use crate::bench::{release_options, start_clusters};
 use crate::{log, workspace_root};
 use mix::JobSpec;
 use report::{Measured, Ran, Report};
@@ -57,21 +54,15 @@ const SEED: u64 = 49;
 const ROOM_SHOWN: Duration = Duration::from_secs(60);
 
 pub async fn run(n: usize) -> anyhow::Result<()> {
-    let (supervisor, set) = start_clusters("bench-fleet")?;
-    let mut kueues = Vec::new();
-    for cluster in &set.clusters {
-        log(&format!("starting Kueue on {}", cluster.name));
-        kueues.push(Kueue::start(cluster, &set.state_dir, &Settings::default()).await?);
-    }
-    let relay = Relay::start_with(&set, release_options()).await?;
-    setup::prepare(&set).await?;
+    let clusters = setup::WithKueue::start("bench-fleet").await?;
+    let set = &clusters.set;
     let pools = mix::pools();
     let mut rooms = Vec::new();
     for (worker, pool) in set.workers().iter().zip(&pools) {
         let mut room = FiniteRoom::take(worker).await?;
         room.add_pool(pool).await?;
         rooms.push(room);
-        room_shown(&set, worker, pool).await?;
+        room_shown(set, worker, pool).await?;
     }
     let jobs = mix::mix(n, SEED);
     let cpus: Vec<u32> = pools.iter().map(mix::cpus).collect();
@@ -83,7 +74,7 @@ pub async fn run(n: usize) -> anyhow::Result<()> {
     let mut measured = Vec::new();
     for system in SYSTEMS {
         log(&format!("{}: {n} Jobs", system.name()));
-        measured.push(measure_system(&set, system, &jobs, &cpus, ideal).await?);
+        measured.push(measure_system(set, system, &jobs, &cpus, ideal).await?);
     }
     let report = Report {
         run: run.ended(),
@@ -105,9 +96,7 @@ pub async fn run(n: usize) -> anyhow::Result<()> {
     for room in rooms {
         room.give_back().await?;
     }
-    drop(relay);
-    kueues.iter().for_each(Kueue::kill);
-    supervisor.stop()
+    clusters.stop()
 }
 
 /// Waits until the manager shows `worker`'s room as `pool` alone.
@@ -148,43 +137,31 @@ async fn measure_system(
         kit::create_namespace(&cluster.client().await?, &ns).await;
     }
     let manager = set.manager().client().await?;
-    let fleet: u32 = cpus.iter().sum();
-    match system {
-        System::JobrelayKueue => {
-            kueue_objects::queue_named(
-                &manager,
-                &ns,
-                &ns,
-                kueue_objects::LOCAL_QUEUE,
-                fleet,
-                &["jobrelay"],
-            )
-            .await?;
+    // The manager's quota is the fleet's room, behind the system's check.
+    let check = match system {
+        System::JobrelayKueue => Some("jobrelay"),
+        System::MultiKueue => Some("multikueue"),
+        _ => None,
+    };
+    if let Some(check) = check {
+        let fleet: u32 = cpus.iter().sum();
+        kueue_objects::queue_named(
+            &manager,
+            &ns,
+            &ns,
+            kueue_objects::LOCAL_QUEUE,
+            fleet,
+            &[check],
+        )
+        .await?;
+    }
+    // MultiKueue's workers: each Kueue's quota is that worker's room.
+    if system == System::MultiKueue {
+        for (worker, cpus) in set.workers().iter().zip(cpus) {
+            let client = worker.client().await?;
+            let queue = kueue_objects::LOCAL_QUEUE;
+            kueue_objects::queue_named(&client, &ns, &ns, queue, *cpus, &[]).await?;
         }
-        System::MultiKueue => {
-            kueue_objects::queue_named(
-                &manager,
-                &ns,
-                &ns,
-                kueue_objects::LOCAL_QUEUE,
-                fleet,
-                &["multikueue"],
-            )
-            .await?;
-            for (worker, cpus) in set.workers().iter().zip(cpus) {
-                let client = worker.client().await?;
-                kueue_objects::queue_named(
-                    &client,
-                    &ns,
-                    &ns,
-                    kueue_objects::LOCAL_QUEUE,
-                    *cpus,
-                    &[],
-                )
-                .await?;
-            }
-        }
-        _ => {}
     }
     let api: Api<Job> = Api::namespaced(manager, &ns);
     let finished: Timestamps = Default::default();

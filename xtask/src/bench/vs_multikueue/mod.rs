@@ -36,10 +36,8 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use jobrelay_testbed::cluster::ClusterSet;
-use jobrelay_testbed::controllers::kueue::{Kueue, Settings};
 use jobrelay_testbed::kit;
 use jobrelay_testbed::objects::kueue_objects;
-use jobrelay_testbed::relay::Relay;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
@@ -49,7 +47,6 @@ use crate::bench::shared::jobs::{PodPoint, delete_all, left_after, record_pods, 
 use crate::bench::shared::machine::{Run, Spent};
 use crate::bench::shared::measure::Aborted;
 use crate::bench::shared::measure::{self, Point, Timestamps, at_once, wait_all_within};
-use crate::bench::{release_options, start_clusters};
 use crate::{log, workspace_root};
 use report::{Measured, Report, draw, print_table};
 use systems::System;
@@ -69,19 +66,13 @@ fn patience(n: usize) -> Duration {
 const SETTLE: Duration = Duration::from_secs(90);
 
 pub async fn run(sizes: &[usize]) -> anyhow::Result<()> {
-    let (supervisor, set) = start_clusters("bench-vs")?;
-    let mut kueues = Vec::new();
-    for cluster in &set.clusters {
-        log(&format!("starting Kueue on {}", cluster.name));
-        kueues.push(Kueue::start(cluster, &set.state_dir, &Settings::default()).await?);
-    }
-    let relay = Relay::start_with(&set, release_options()).await?;
-    setup::prepare(&set).await?;
+    let clusters = setup::WithKueue::start("bench-vs").await?;
+    let set = &clusters.set;
     instant_check::prepare(&set.manager().client().await?).await?;
     let out = workspace_root().join("target").join("bench");
     std::fs::create_dir_all(&out)?;
     for &n in sizes {
-        let report = compare(&set, n).await?;
+        let report = compare(set, n).await?;
         print_table(&report);
         let json = out.join(format!("vs-multikueue-{n}.json"));
         std::fs::write(&json, serde_json::to_string_pretty(&report)?)?;
@@ -89,9 +80,7 @@ pub async fn run(sizes: &[usize]) -> anyhow::Result<()> {
         draw(&svg, &report)?;
         log(&format!("wrote {} and {}", json.display(), svg.display()));
     }
-    drop(relay);
-    kueues.iter().for_each(Kueue::kill);
-    supervisor.stop()
+    clusters.stop()
 }
 
 async fn compare(set: &ClusterSet, n: usize) -> anyhow::Result<Report> {

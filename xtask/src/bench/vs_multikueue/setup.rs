@@ -6,18 +6,58 @@
 
 use std::path::Path;
 
+use jobrelay_testbed::cluster::supervisor::Supervisor;
 use jobrelay_testbed::cluster::{ClusterInfo, ClusterSet};
+use jobrelay_testbed::controllers::kueue::{Kueue, Settings};
 use jobrelay_testbed::objects::kueue_objects;
+use jobrelay_testbed::relay::Relay;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use super::systems::{KUEUE_NAMESPACE, MULTIKUEUE};
+use crate::bench::{release_options, start_clusters};
+use crate::log;
+
+/// A manager and two workers with Kueue on each (as released), jobrelay
+/// (release build), and what every system's queues rest on ([`prepare`]).
+pub(crate) struct WithKueue {
+    pub(crate) set: ClusterSet,
+    supervisor: Supervisor,
+    kueues: Vec<Kueue>,
+    relay: Relay,
+}
+
+impl WithKueue {
+    /// Starts it all, in a state folder named for `what`.
+    pub(crate) async fn start(what: &str) -> anyhow::Result<WithKueue> {
+        let (supervisor, set) = start_clusters(what)?;
+        let mut kueues = Vec::new();
+        for cluster in &set.clusters {
+            log(&format!("starting Kueue on {}", cluster.name));
+            kueues.push(Kueue::start(cluster, &set.state_dir, &Settings::default()).await?);
+        }
+        let relay = Relay::start_with(&set, release_options()).await?;
+        prepare(&set).await?;
+        Ok(WithKueue {
+            set,
+            supervisor,
+            kueues,
+            relay,
+        })
+    }
+
+    pub(crate) fn stop(self) -> anyhow::Result<()> {
+        drop(self.relay);
+        self.kueues.iter().for_each(Kueue::kill);
+        self.supervisor.stop()
+    }
+}
 
 /// The objects every system's queues rest on: on the manager, jobrelay's and
 /// MultiKueue's AdmissionChecks, the MultiKueueConfig and a MultiKueueCluster
 /// (kubeconfig in a Secret) per worker; on each worker, the flavor.
-pub(crate) async fn prepare(set: &ClusterSet) -> anyhow::Result<()> {
+async fn prepare(set: &ClusterSet) -> anyhow::Result<()> {
     let manager = set.manager().client().await?;
     kueue_objects::admission_check(&manager, "jobrelay", None).await?;
     let workers: Vec<String> = set.workers().iter().map(|w| w.name.clone()).collect();
