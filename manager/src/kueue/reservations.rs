@@ -36,6 +36,10 @@ pub struct Reservations {
     /// Each reservation with when it was first held.
     by_job: Mutex<HashMap<String, (Reservation, Instant)>>,
     withdrawals: Mutex<HashMap<String, Withdrawal>>,
+    /// By Job UID: admitted Workloads whose mirror is queued in its
+    /// worker's own Kueue, so that a change of the mirror (that Kueue
+    /// evicting it) wakes them.
+    admitted_on_worker: Mutex<HashMap<String, (Key, ObjectRef<Workload>)>>,
     /// Whether Kueue runs on the manager cluster; `None` until first looked
     /// for.
     manager_kueue: Mutex<Option<bool>>,
@@ -103,20 +107,45 @@ impl Reservations {
         *self.manager_kueue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The Job was unplaced (or went): its withdrawal is done.
+    /// The Job was unplaced (or went): its withdrawal is done, and its
+    /// Workload no longer watched.
     pub fn withdrawn(&self, job_uid: &str) {
         let mut withdrawals = self.withdrawals.lock().unwrap_or_else(|p| p.into_inner());
         withdrawals.remove(job_uid);
+        self.admitted_on_worker(job_uid, None);
     }
 
-    /// The Workload waiting on `job`, if it holds a reservation: what a
-    /// change of the Job or its mirror should wake.
+    /// The Job's Workload is admitted and its mirror queued in its worker's
+    /// own Kueue (`Some`), or no longer so (`None`).
+    pub fn admitted_on_worker(&self, job_uid: &str, watched: Option<(Key, ObjectRef<Workload>)>) {
+        let mut admitted = self
+            .admitted_on_worker
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match watched {
+            Some(watched) => admitted.insert(job_uid.to_string(), watched),
+            None => admitted.remove(job_uid),
+        };
+    }
+
+    /// The Workload waiting on `job`, if it holds a reservation or is
+    /// admitted with its mirror queued in its worker's Kueue: what a change
+    /// of the Job or its mirror should wake.
     pub fn workload_of(&self, job: &Key) -> Option<ObjectRef<Workload>> {
         let by_job = self.by_job.lock().unwrap_or_else(|p| p.into_inner());
-        by_job
+        let reserved = by_job.values().find(|(r, _)| r.job == *job);
+        if let Some((reservation, _)) = reserved {
+            return Some(reservation.workload.clone());
+        }
+        drop(by_job);
+        let admitted = self
+            .admitted_on_worker
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        admitted
             .values()
-            .find(|(r, _)| r.job == *job)
-            .map(|(r, _)| r.workload.clone())
+            .find(|(key, _)| key == job)
+            .map(|(_, workload)| workload.clone())
     }
 }
 
@@ -153,6 +182,23 @@ mod tests {
         reservations.release("u1");
         assert!(reservations.get("u1").is_none());
         assert_eq!(reservations.workload_of(&job("a")), None);
+    }
+
+    #[test]
+    fn an_admitted_workload_queued_on_its_worker_is_woken_until_its_job_goes() {
+        let reservations = Reservations::default();
+        let workload = ObjectRef::new("job-a").within("ns");
+        reservations.admitted_on_worker("u1", Some((job("a"), workload.clone())));
+        assert_eq!(reservations.workload_of(&job("a")), Some(workload.clone()));
+        reservations.admitted_on_worker("u1", None);
+        assert_eq!(reservations.workload_of(&job("a")), None);
+        reservations.admitted_on_worker("u1", Some((job("a"), workload)));
+        reservations.withdrawn("u1");
+        assert_eq!(
+            reservations.workload_of(&job("a")),
+            None,
+            "unplaced or gone: nothing to wake"
+        );
     }
 
     #[test]

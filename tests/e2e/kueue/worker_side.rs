@@ -255,6 +255,16 @@ async fn a_mirror_the_workers_kueue_evicts_after_admission_sends_the_workload_ba
     let s = queued_on_worker("wevicted", 1, 2, WORKER_CHECK).await;
     let uid = s.create(queued_job(&s, "evicted").run_for("1h")).await;
     running_on_a_worker(&s, &uid, "the Job").await;
+    // Its Pod reported ready, the manager's Kueue counts it ready: nothing
+    // there evicts it (`waitForPodsReady`).
+    wait::until("the Job's Pod ready on worker-3", WAIT, || async {
+        match s.jobs.get("evicted").await {
+            Ok(job) if job.status.as_ref().and_then(|st| st.ready) == Some(1) => Seen::Ready(()),
+            Ok(job) => Seen::Waiting(format!("{:?}", job.status)),
+            Err(e) => Seen::Waiting(e.to_string()),
+        }
+    })
+    .await;
     let mirrors: Api<Job> = s.worker_api(KUEUE_WORKER).await;
     let first = mirrors.get("evicted").await.expect("the mirror").uid();
 
@@ -286,11 +296,12 @@ async fn a_mirror_the_workers_kueue_evicts_after_admission_sends_the_workload_ba
 
     // The manager notices, says why, and sends the Workload back: the
     // mirror is withdrawn, and the Job, admitted again, placed afresh.
-    let note = s.wait_event("evicted", "MirrorWithdrawn").await;
+    let note = s.wait_event("evicted", "MirrorWithdrawalStarted").await;
     assert!(
         note.contains("cluster worker-3's Kueue evicted the mirror after admitting it"),
         "{note}"
     );
+    s.wait_event("evicted", "MirrorWithdrawn").await;
     wait::until(
         "a new mirror admitted by worker-3's Kueue and running",
         Duration::from_secs(120),
