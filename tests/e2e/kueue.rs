@@ -222,6 +222,25 @@ async fn running_on_a_worker(s: &Scenario, uid: &str, what: &str) {
     .await;
 }
 
+/// Waits until the one-Pod manager Job `name` shows its Pod ready: Kueue
+/// then counts its Pods ready, so `waitForPodsReady` does not evict it.
+async fn pod_ready_on_manager(s: &Scenario, name: &str) {
+    wait::until(
+        format!("the Pod of Job {name} shown ready"),
+        WAIT,
+        || async {
+            match s.jobs.get(name).await {
+                Ok(job) if job.status.as_ref().and_then(|st| st.ready) == Some(1) => {
+                    Seen::Ready(())
+                }
+                Ok(job) => Seen::Waiting(format!("{:?}", job.status)),
+                Err(e) => Seen::Waiting(e.to_string()),
+            }
+        },
+    )
+    .await;
+}
+
 /// A Job queued in the scenario's LocalQueue, requesting one CPU.
 fn queued_job(s: &Scenario, name: &str) -> jobrelay_testbed::objects::fixtures::TestJob {
     s.job(name)

@@ -39,14 +39,7 @@ async fn an_admitted_job_on_a_lost_worker_completes_on_another_and_nothing_of_it
     assert_eq!(s.assigned_worker("stranded").await.name, LOST_WORKER);
     // Its Pod reported ready, Kueue counts the Job's Pods ready: nothing
     // but the loss sends it back.
-    wait::until("the Job's Pod ready on worker-4", WAIT, || async {
-        match s.jobs.get("stranded").await {
-            Ok(job) if job.status.as_ref().and_then(|st| st.ready) == Some(1) => Seen::Ready(()),
-            Ok(job) => Seen::Waiting(format!("{:?}", job.status)),
-            Err(e) => Seen::Waiting(e.to_string()),
-        }
-    })
-    .await;
+    pod_ready_on_manager(&s, "stranded").await;
     let link = relay
         .link(LOST_WORKER)
         .expect("agents dial through proxies");

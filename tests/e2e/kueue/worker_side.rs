@@ -257,14 +257,7 @@ async fn a_mirror_the_workers_kueue_evicts_after_admission_sends_the_workload_ba
     running_on_a_worker(&s, &uid, "the Job").await;
     // Its Pod reported ready, the manager's Kueue counts it ready: nothing
     // there evicts it (`waitForPodsReady`).
-    wait::until("the Job's Pod ready on worker-3", WAIT, || async {
-        match s.jobs.get("evicted").await {
-            Ok(job) if job.status.as_ref().and_then(|st| st.ready) == Some(1) => Seen::Ready(()),
-            Ok(job) => Seen::Waiting(format!("{:?}", job.status)),
-            Err(e) => Seen::Waiting(e.to_string()),
-        }
-    })
-    .await;
+    pod_ready_on_manager(&s, "evicted").await;
     let mirrors: Api<Job> = s.worker_api(KUEUE_WORKER).await;
     let first = mirrors.get("evicted").await.expect("the mirror").uid();
 
@@ -331,4 +324,5 @@ async fn a_mirror_the_workers_kueue_evicts_after_admission_sends_the_workload_ba
         "the cluster that evicted it is tried last (it is the only one here)"
     );
     s.finish(WAIT).await;
+    quota_back_to_zero(&s).await;
 }
