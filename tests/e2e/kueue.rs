@@ -241,6 +241,19 @@ async fn pod_ready_on_manager(s: &Scenario, name: &str) {
     .await;
 }
 
+/// Sets the Workload `name`'s `spec.active` in `workloads` (false: Kueue
+/// evicts it, as an administrator deactivating it would see).
+async fn set_active(workloads: &Api<Workload>, name: &str, active: bool) {
+    workloads
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"active": active}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("set Workload {name}'s spec.active to {active}: {e}"));
+}
+
 /// A Job queued in the scenario's LocalQueue, requesting one CPU.
 fn queued_job(s: &Scenario, name: &str) -> jobrelay_testbed::objects::fixtures::TestJob {
     s.job(name)

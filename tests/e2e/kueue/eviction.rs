@@ -74,14 +74,7 @@ async fn a_deactivated_workload_stops_its_pods_then_frees_its_quota() {
     let worker = s.assigned_worker("paused").await.name.clone();
     let workload = workload_of(&s, "paused").await;
     let workloads: Api<Workload> = Api::namespaced(s.jobs.clone().into_client(), &s.ns);
-    workloads
-        .patch(
-            &workload.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"active": false}})),
-        )
-        .await
-        .expect("deactivate the Workload");
+    set_active(&workloads, &workload.name_any(), false).await;
     wait::until(
         "quota released only once the worker's Pods are gone",
         WAIT,

@@ -198,21 +198,7 @@ async fn an_evicted_job_queued_on_its_worker_is_withdrawn_pods_first_and_placed_
     running_on_a_worker(&s, &uid, "the Job").await;
     let workload = workload_of(&s, "paused").await.name_any();
     let workloads: Api<Workload> = Api::namespaced(s.jobs.clone().into_client(), &s.ns);
-    let activate = |active: bool| {
-        let workloads = workloads.clone();
-        let workload = workload.clone();
-        async move {
-            workloads
-                .patch(
-                    &workload,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"spec": {"active": active}})),
-                )
-                .await
-                .expect("set the Workload's spec.active");
-        }
-    };
-    activate(false).await;
+    set_active(&workloads, &workload, false).await;
     wait::until(
         "quota released only once the worker's Pods are gone, the Job unplaced",
         WAIT,
@@ -244,7 +230,7 @@ async fn an_evicted_job_queued_on_its_worker_is_withdrawn_pods_first_and_placed_
         "worker-3's Kueue would run a mirror that is only suspended: it is deleted"
     );
     s.wait_event("paused", "MirrorWithdrawn").await;
-    activate(true).await;
+    set_active(&workloads, &workload, true).await;
     running_on_a_worker(&s, &uid, "the readmitted Job").await;
     s.finish(WAIT).await;
 }
@@ -278,14 +264,7 @@ async fn a_mirror_the_workers_kueue_evicts_after_admission_sends_the_workload_ba
         }
     })
     .await;
-    on_worker
-        .patch(
-            &workload,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"active": false}})),
-        )
-        .await
-        .expect("deactivate the mirror's Workload on worker-3");
+    set_active(&on_worker, &workload, false).await;
 
     // The manager notices, says why, and sends the Workload back: the
     // mirror is withdrawn, and the Job, admitted again, placed afresh.
