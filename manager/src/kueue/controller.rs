@@ -183,12 +183,12 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
     debug!(?step, "admission check");
     // Admitted with its mirror queued in its worker's Kueue: a change of the
     // mirror (that Kueue evicting it) must wake the Workload.
-    let on_worker_kueue = input.job.as_ref().is_some_and(|j| j.worker_kueue.is_some());
-    let watched = job
-        .as_ref()
-        .filter(|_| on_worker_kueue && matches!(step, CheckStep::Admitted(_)))
-        .map(|job| (job.key.clone(), ObjectRef::from_obj(workload.as_ref())));
-    ctx.reservations.admitted_on_worker(&job_uid, watched);
+    if let Some(owned) = &job {
+        let on_worker_kueue = input.job.as_ref().is_some_and(|j| j.worker_kueue.is_some());
+        let watched = (on_worker_kueue && matches!(step, CheckStep::Admitted(_)))
+            .then(|| ObjectRef::from_obj(workload.as_ref()));
+        ctx.reservations.admitted_on_worker(&owned.key, watched);
+    }
     match step {
         CheckStep::Idle => {
             ctx.reservations.release(&job_uid);

@@ -36,10 +36,10 @@ pub struct Reservations {
     /// Each reservation with when it was first held.
     by_job: Mutex<HashMap<String, (Reservation, Instant)>>,
     withdrawals: Mutex<HashMap<String, Withdrawal>>,
-    /// By Job UID: admitted Workloads whose mirror is queued in its
+    /// By their Job: admitted Workloads whose mirror is queued in its
     /// worker's own Kueue, so that a change of the mirror (that Kueue
     /// evicting it) wakes them.
-    admitted_on_worker: Mutex<HashMap<String, (Key, ObjectRef<Workload>)>>,
+    admitted_on_worker: Mutex<HashMap<Key, ObjectRef<Workload>>>,
     /// Whether Kueue runs on the manager cluster; `None` until first looked
     /// for.
     manager_kueue: Mutex<Option<bool>>,
@@ -107,24 +107,24 @@ impl Reservations {
         *self.manager_kueue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The Job was unplaced (or went): its withdrawal is done, and its
-    /// Workload no longer watched.
-    pub fn withdrawn(&self, job_uid: &str) {
+    /// The Job (`job_uid`, `job`) was unplaced (or went): its withdrawal is
+    /// done, and its Workload no longer watched.
+    pub fn withdrawn(&self, job_uid: &str, job: &Key) {
         let mut withdrawals = self.withdrawals.lock().unwrap_or_else(|p| p.into_inner());
         withdrawals.remove(job_uid);
-        self.admitted_on_worker(job_uid, None);
+        self.admitted_on_worker(job, None);
     }
 
     /// The Job's Workload is admitted and its mirror queued in its worker's
     /// own Kueue (`Some`), or no longer so (`None`).
-    pub fn admitted_on_worker(&self, job_uid: &str, watched: Option<(Key, ObjectRef<Workload>)>) {
+    pub fn admitted_on_worker(&self, job: &Key, workload: Option<ObjectRef<Workload>>) {
         let mut admitted = self
             .admitted_on_worker
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        match watched {
-            Some(watched) => admitted.insert(job_uid.to_string(), watched),
-            None => admitted.remove(job_uid),
+        match workload {
+            Some(workload) => admitted.insert(job.clone(), workload),
+            None => admitted.remove(job),
         };
     }
 
@@ -142,10 +142,7 @@ impl Reservations {
             .admitted_on_worker
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        admitted
-            .values()
-            .find(|(key, _)| key == job)
-            .map(|(_, workload)| workload.clone())
+        admitted.get(job).cloned()
     }
 }
 
@@ -188,12 +185,12 @@ mod tests {
     fn an_admitted_workload_queued_on_its_worker_is_woken_until_its_job_goes() {
         let reservations = Reservations::default();
         let workload = ObjectRef::new("job-a").within("ns");
-        reservations.admitted_on_worker("u1", Some((job("a"), workload.clone())));
+        reservations.admitted_on_worker(&job("a"), Some(workload.clone()));
         assert_eq!(reservations.workload_of(&job("a")), Some(workload.clone()));
-        reservations.admitted_on_worker("u1", None);
+        reservations.admitted_on_worker(&job("a"), None);
         assert_eq!(reservations.workload_of(&job("a")), None);
-        reservations.admitted_on_worker("u1", Some((job("a"), workload)));
-        reservations.withdrawn("u1");
+        reservations.admitted_on_worker(&job("a"), Some(workload));
+        reservations.withdrawn("u1", &job("a"));
         assert_eq!(
             reservations.workload_of(&job("a")),
             None,
@@ -232,7 +229,7 @@ mod tests {
         };
         assert!(!reservations.withdraw("u1", evicted.clone()));
         assert_eq!(reservations.withdrawal("u1"), Some(late));
-        reservations.withdrawn("u1");
+        reservations.withdrawn("u1", &job("a"));
         assert_eq!(reservations.withdrawal("u1"), None);
         assert!(reservations.withdraw("u1", evicted));
     }

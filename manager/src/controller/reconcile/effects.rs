@@ -80,7 +80,7 @@ impl<K: Dispatched> Reconciling<'_, K> {
                 Effect::RemoveFinalizer => writes::remove_finalizer(jobs, job).await?,
                 Effect::Forget => {
                     ctx.fleet.forget(cluster, &self.uid);
-                    ctx.reservations.withdrawn(&self.uid);
+                    ctx.reservations.withdrawn(&self.uid, &self.fleet_key);
                     None
                 }
                 Effect::Unplace {
@@ -90,7 +90,7 @@ impl<K: Dispatched> Reconciling<'_, K> {
                 } => {
                     let written =
                         writes::unplace(jobs, job, &from, not_admitted, avoid_until).await?;
-                    ctx.reservations.withdrawn(&self.uid);
+                    ctx.reservations.withdrawn(&self.uid, &self.fleet_key);
                     written
                 }
             };
