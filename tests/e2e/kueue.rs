@@ -36,7 +36,9 @@ use std::time::Duration;
 use jobrelay_e2e::scenario::{Scenario, WAIT, has_condition};
 use jobrelay_e2e::scenario::{live_worker_pods, worker_pods_of, workload_of};
 use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
-use jobrelay_manager::clusters::worker_cluster_set::{WorkerClusterSet, WorkerClusterSetSpec};
+use jobrelay_manager::clusters::worker_cluster_set::{
+    SetPlacement, WorkerClusterSet, WorkerClusterSetSpec,
+};
 use jobrelay_manager::kueue::types::{AdmissionCheck, CheckState, Workload};
 use jobrelay_proto::wire::{AVOID_UNTIL_ANNOTATION, CLUSTER_KEY, WITHDRAWN_FROM_ANNOTATION};
 use jobrelay_testbed::controllers::kueue::{Kueue, Settings};
@@ -117,8 +119,8 @@ async fn setup() -> (&'static Clusters, &'static Relay) {
             let client = kit::client(clusters.manager()).await;
             let prioritised = async {
                 let (plain, own) = ("kueue-plain", "kueue-worker");
-                apply_set(&client, plain, &["worker-1", "worker-2"]).await;
-                apply_set(&client, own, &[KUEUE_WORKER]).await;
+                apply_set(&client, plain, &["worker-1", "worker-2"], SetPlacement::MostRoom).await;
+                apply_set(&client, own, &[KUEUE_WORKER], SetPlacement::MostRoom).await;
                 let set = |name: &str| json!({"apiGroup": "jobrelay.dev", "kind": "WorkerClusterSet", "name": name});
                 kueue_objects::admission_check(&client, CHECK, Some(set(plain))).await?;
                 kueue_objects::admission_check(&client, WORKER_CHECK, Some(set(own))).await?;
@@ -142,13 +144,15 @@ async fn setup() -> (&'static Clusters, &'static Relay) {
         .await
 }
 
-/// Applies the WorkerClusterSet `name` of `clusters`.
-async fn apply_set(client: &kube::Client, name: &str, clusters: &[&str]) {
+/// Applies the WorkerClusterSet `name` of `clusters`, placed by
+/// `placement`.
+async fn apply_set(client: &kube::Client, name: &str, clusters: &[&str], placement: SetPlacement) {
     let sets: Api<WorkerClusterSet> = Api::all(client.clone());
     let set = WorkerClusterSet::new(
         name,
         WorkerClusterSetSpec {
             clusters: clusters.iter().map(|c| c.to_string()).collect(),
+            placement,
         },
     );
     sets.patch(

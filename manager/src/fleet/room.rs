@@ -12,7 +12,8 @@ use crate::kinds::Key;
 impl Fleet {
     /// Chooses the cluster for a Job that has none yet — the pinned one,
     /// else a connected cluster that `eligible` says may take it, mirrors
-    /// its kind and has room for its Pods — and counts the Job
+    /// its kind and has room for its Pods, the first of `fill` that does if
+    /// it gives an order — and counts the Job
     /// and its room there at once, so Jobs created together spread. Asked
     /// again for the same Job, it gives the same answer. A Job that fits
     /// nowhere is remembered as waiting, with why, and reconciled again
@@ -22,6 +23,7 @@ impl Fleet {
         uid: &str,
         key: &Key,
         pinned: Option<&str>,
+        fill: Option<&[String]>,
         eligible: impl Fn(&str) -> bool,
     ) -> Choice {
         let groups = self.demands.of(uid);
@@ -44,7 +46,7 @@ impl Fleet {
                 left: c.room.left(),
             });
         let takes = |name: &str| mirrors_kind(name) && eligible(name);
-        let choice = choose_cluster(pinned, offers, takes, &groups);
+        let choice = choose_cluster(pinned, fill, offers, takes, &groups);
         if let Choice::On(name) = &choice {
             let cluster = clusters.entry(name.clone()).or_default();
             cluster.mirrors.change(uid, key, |_| ());

@@ -73,15 +73,17 @@ impl Choice {
 }
 
 /// The pinned cluster if there is one; else, of the clusters that `takes`
-/// the Job, one where its Pods (`groups`) fit now — the one with the most
-/// room left of the Job's dominant resource (the one it asks most of for
-/// what the fleet has free), then the fewest active mirrors, then the first
-/// by name, so the choice is stable. A cluster whose room is unknown (its
+/// the Job, one where its Pods (`groups`) fit now — the first of them in
+/// `fill` (clusters to fill first, in order; those not listed after), then
+/// the one with the most room left of the Job's dominant resource (the one
+/// it asks most of for what the fleet has free), then the fewest active
+/// mirrors, then the first by name, so the choice is stable. A cluster whose room is unknown (its
 /// agent reports none) comes after every cluster known to fit. `takes` is
 /// asked in that order until one does, so a large fleet costs a sort, not a
 /// namespace check per cluster.
 pub fn choose_cluster<'a>(
     pinned: Option<&str>,
+    fill: Option<&[String]>,
     offers: impl IntoIterator<Item = Offer<'a>>,
     takes: impl Fn(&str) -> bool,
     groups: &[PodGroup],
@@ -91,13 +93,18 @@ pub fn choose_cluster<'a>(
     }
     let offers: Vec<Offer> = offers.into_iter().collect();
     let dominant = dominant(groups, offers.iter().filter_map(|o| o.left));
+    let filled = |name: &str| {
+        fill.map_or(0, |fill| {
+            fill.iter().position(|c| c == name).unwrap_or(fill.len())
+        })
+    };
     let mut ranked = Vec::with_capacity(offers.len());
     let mut short = Vec::new();
     for offer in &offers {
         let rank = match offer.left {
-            None => (1, 0),
+            None => (1, filled(offer.name), 0),
             Some(left) => match fit::fits(left, groups) {
-                Ok(()) => (0, -free_of(left, dominant.as_deref())),
+                Ok(()) => (0, filled(offer.name), -free_of(left, dominant.as_deref())),
                 Err(shortfall) => {
                     short.push((offer.name, shortfall));
                     continue;

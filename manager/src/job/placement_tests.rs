@@ -47,7 +47,7 @@ fn a_pinned_job_goes_where_it_is_pinned_even_without_room() {
     let none = room(0, 0);
     let offers = [known("worker-a", 0, &none)];
     assert_eq!(
-        choose_cluster(Some("worker-b"), offers, all, &asks(1, 1000, 0)),
+        choose_cluster(Some("worker-b"), None, offers, all, &asks(1, 1000, 0)),
         on("worker-b")
     );
 }
@@ -60,10 +60,10 @@ fn without_room_reports_the_least_loaded_cluster_wins_and_ties_go_by_name() {
         unknown("worker-c", 2),
     ];
     assert_eq!(
-        choose_cluster(None, offers, all, &asks(1, 1000, 0)),
+        choose_cluster(None, None, offers, all, &asks(1, 1000, 0)),
         on("worker-b")
     );
-    assert_eq!(choose_cluster(None, [], all, &[]), Choice::NoCluster);
+    assert_eq!(choose_cluster(None, None, [], all, &[]), Choice::NoCluster);
 }
 
 #[test]
@@ -75,11 +75,11 @@ fn the_cluster_with_most_room_of_the_dominant_resource_wins_among_those_that_fit
         known("gpus", 0, &gpus),
     ];
     assert_eq!(
-        choose_cluster(None, offers, all, &asks(2, 1000, 0)),
+        choose_cluster(None, None, offers, all, &asks(2, 1000, 0)),
         on("big")
     );
     assert_eq!(
-        choose_cluster(None, offers, all, &asks(1, 1000, 1)),
+        choose_cluster(None, None, offers, all, &asks(1, 1000, 1)),
         on("gpus"),
         "only it has a GPU"
     );
@@ -94,12 +94,12 @@ fn a_full_cluster_is_passed_over_and_one_of_unknown_room_comes_after_those_that_
         known("roomy", 7, &roomy),
     ];
     assert_eq!(
-        choose_cluster(None, offers, all, &asks(1, 1000, 0)),
+        choose_cluster(None, None, offers, all, &asks(1, 1000, 0)),
         on("roomy")
     );
     let offers = [known("full", 0, &full), unknown("silent", 3)];
     assert_eq!(
-        choose_cluster(None, offers, all, &asks(1, 1000, 0)),
+        choose_cluster(None, None, offers, all, &asks(1, 1000, 0)),
         on("silent")
     );
 }
@@ -110,7 +110,7 @@ fn a_job_that_fits_nowhere_waits_with_what_is_short_on_each_cluster_that_takes_i
     let offers = [known("worker-a", 0, &a), known("worker-b", 0, &b)];
     let not_b = |name: &str| name != "worker-b";
     assert_eq!(
-        choose_cluster(None, offers, not_b, &asks(3, 1000, 0)),
+        choose_cluster(None, None, offers, not_b, &asks(3, 1000, 0)),
         Choice::NoRoom(vec![(
             "worker-a".into(),
             Shortfall::Room {
@@ -121,7 +121,7 @@ fn a_job_that_fits_nowhere_waits_with_what_is_short_on_each_cluster_that_takes_i
         )])
     );
     assert_eq!(
-        choose_cluster(None, offers, |_| false, &asks(3, 1000, 0)),
+        choose_cluster(None, None, offers, |_| false, &asks(3, 1000, 0)),
         Choice::NoCluster
     );
 }
@@ -139,6 +139,47 @@ fn a_cluster_that_does_not_take_the_job_is_passed_over_and_asked_only_in_turn() 
         unknown("worker-c", 0),
         unknown("worker-d", 2),
     ];
-    assert_eq!(choose_cluster(None, offers, takes, &[]), on("worker-a"));
+    assert_eq!(choose_cluster(None, None, offers, takes, &[]), on("worker-a"));
     assert_eq!(*asked.borrow(), ["worker-c", "worker-a"]);
+}
+
+#[test]
+fn a_fill_order_puts_a_job_on_the_first_listed_cluster_it_fits_and_spills_over_after() {
+    let (little, much, none) = (room(2000, 0), room(64000, 0), room(0, 0));
+    let fill = ["worker-c".to_string(), "worker-b".to_string()];
+    let fill = Some(fill.as_slice());
+    let offers = [
+        known("worker-a", 0, &much),
+        known("worker-b", 0, &little),
+        known("worker-c", 0, &little),
+    ];
+    assert_eq!(
+        choose_cluster(None, fill, offers, all, &asks(1, 1000, 0)),
+        on("worker-c"),
+        "the first listed, though another has more room"
+    );
+    let offers = [
+        known("worker-a", 0, &much),
+        known("worker-b", 0, &little),
+        known("worker-c", 0, &none),
+    ];
+    assert_eq!(
+        choose_cluster(None, fill, offers, all, &asks(1, 1000, 0)),
+        on("worker-b"),
+        "the next listed once the first is full"
+    );
+    assert_eq!(
+        choose_cluster(None, fill, offers, all, &asks(2, 1000, 0)),
+        on("worker-b"),
+    );
+    assert_eq!(
+        choose_cluster(None, fill, offers, all, &asks(3, 1000, 0)),
+        on("worker-a"),
+        "one not listed once no listed one has room"
+    );
+    assert_eq!(
+        choose_cluster(None, fill, offers, |c| c != "worker-b", &asks(1, 1000, 0)),
+        on("worker-a"),
+        "a listed cluster that does not take the Job is passed over"
+    );
 }

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use super::types::Parameters;
+use crate::clusters::worker_cluster_set::{SetPlacement, WorkerClusterSetSpec};
 use crate::condition::Assessment;
 
 /// Which WorkerClusters a check lets its Workloads use.
@@ -15,6 +16,9 @@ pub enum Allowed {
     /// `parameters` naming a WorkerCluster (that one) or a
     /// WorkerClusterSet (its clusters).
     Only(BTreeSet<String>),
+    /// `parameters` naming a WorkerClusterSet placed `InOrder`: its
+    /// clusters, each filled before the next.
+    InOrder(Vec<String>),
 }
 
 impl Allowed {
@@ -22,26 +26,48 @@ impl Allowed {
         match self {
             Allowed::Any => true,
             Allowed::Only(clusters) => clusters.contains(cluster),
+            Allowed::InOrder(clusters) => clusters.iter().any(|c| c == cluster),
+        }
+    }
+
+    /// The clusters to fill first, in order, if there is an order.
+    pub fn fill(&self) -> Option<&[String]> {
+        match self {
+            Allowed::InOrder(clusters) => Some(clusters),
+            Allowed::Any | Allowed::Only(_) => None,
         }
     }
 
     /// What both allow: a Workload under several jobrelay checks must
-    /// meet each.
+    /// meet each. The first order given is kept.
     pub fn and(self, other: Allowed) -> Allowed {
         match (self, other) {
             (Allowed::Any, other) | (other, Allowed::Any) => other,
+            (Allowed::InOrder(mut a), other) | (other, Allowed::InOrder(mut a)) => {
+                a.retain(|c| other.allows(c));
+                Allowed::InOrder(a)
+            }
             (Allowed::Only(a), Allowed::Only(b)) => {
                 Allowed::Only(a.intersection(&b).cloned().collect())
             }
         }
     }
 
+    /// The clusters named, if some are.
+    fn named(&self) -> Vec<&str> {
+        match self {
+            Allowed::Any => Vec::new(),
+            Allowed::Only(clusters) => clusters.iter().map(String::as_str).collect(),
+            Allowed::InOrder(clusters) => clusters.iter().map(String::as_str).collect(),
+        }
+    }
+
     pub(crate) fn describe(&self) -> String {
         match self {
             Allowed::Any => "any WorkerCluster".into(),
-            Allowed::Only(clusters) => {
-                let names: Vec<&str> = clusters.iter().map(String::as_str).collect();
-                format!("WorkerCluster {}", names.join(", "))
+            Allowed::Only(_) => format!("WorkerCluster {}", self.named().join(", ")),
+            Allowed::InOrder(_) => {
+                format!("WorkerCluster {} (filled in that order)", self.named().join(", "))
             }
         }
     }
@@ -56,11 +82,11 @@ pub fn all_allowed(
         .try_fold(Allowed::Any, |together, allowed| Ok(together.and(allowed?)))
 }
 
-/// Reads a check's `parameters`, looking a WorkerClusterSet's clusters up
-/// with `set`; the error says what is wrong with them.
+/// Reads a check's `parameters`, looking a WorkerClusterSet up with `set`;
+/// the error says what is wrong with them.
 pub fn allowed(
     parameters: Option<&Parameters>,
-    set: impl Fn(&str) -> Option<Vec<String>>,
+    set: impl Fn(&str) -> Option<WorkerClusterSetSpec>,
 ) -> Result<Allowed, String> {
     let Some(p) = parameters else {
         return Ok(Allowed::Any);
@@ -71,9 +97,10 @@ pub fn allowed(
     match (p.api_group.as_str(), p.kind.as_str()) {
         ("jobrelay.dev", "WorkerCluster") => Ok(Allowed::Only(BTreeSet::from([p.name.clone()]))),
         ("jobrelay.dev", "WorkerClusterSet") => match set(&p.name) {
-            Some(clusters) if !clusters.is_empty() => {
-                Ok(Allowed::Only(clusters.into_iter().collect()))
-            }
+            Some(spec) if !spec.clusters.is_empty() => Ok(match spec.placement {
+                SetPlacement::MostRoom => Allowed::Only(spec.clusters.into_iter().collect()),
+                SetPlacement::InOrder => Allowed::InOrder(spec.clusters),
+            }),
             Some(_) => Err(format!("WorkerClusterSet {} lists no cluster", p.name)),
             None => Err(format!(
                 "WorkerClusterSet {} (spec.parameters.name) does not exist",
@@ -96,9 +123,7 @@ pub fn active(
         Err(why) => return Assessment::fails("InvalidParameters", why.clone()),
         Ok(allowed) => allowed,
     };
-    if let Allowed::Only(clusters) = allowed
-        && let Some(missing) = clusters.iter().find(|c| !registered.contains(*c))
-    {
+    if let Some(missing) = allowed.named().into_iter().find(|c| !registered.contains(*c)) {
         return Assessment::fails(
             "UnknownCluster",
             format!("no WorkerCluster named {missing} is registered"),
@@ -127,9 +152,14 @@ mod tests {
 
     #[test]
     fn parameters_name_a_worker_cluster_a_set_of_them_or_none() {
+        let spec = |clusters: &[&str], placement| WorkerClusterSetSpec {
+            clusters: clusters.iter().map(|c| c.to_string()).collect(),
+            placement,
+        };
         let sets = |name: &str| match name {
-            "gpu" => Some(vec!["w1".to_string(), "w2".to_string()]),
-            "empty" => Some(Vec::new()),
+            "gpu" => Some(spec(&["w1", "w2"], SetPlacement::MostRoom)),
+            "spill" => Some(spec(&["w2", "w1"], SetPlacement::InOrder)),
+            "empty" => Some(spec(&[], SetPlacement::MostRoom)),
             _ => None,
         };
         let allowed = |p: Option<&Parameters>| allowed(p, sets);
@@ -153,6 +183,12 @@ mod tests {
                 "w2".to_string()
             ])))
         );
+        let spill = allowed(Some(&p("jobrelay.dev", "WorkerClusterSet", "spill")));
+        assert_eq!(spill, Ok(Allowed::InOrder(vec!["w2".into(), "w1".into()])));
+        let spill = spill.expect("allowed");
+        assert_eq!(spill.fill(), Some(["w2".to_string(), "w1".to_string()].as_slice()));
+        assert!(spill.allows("w1") && !spill.allows("w3"));
+        assert!(spill.describe().contains("w2, w1 (filled in that order)"));
         let missing = allowed(Some(&p("jobrelay.dev", "WorkerClusterSet", "cpu"))).unwrap_err();
         assert!(
             missing.contains("cpu") && missing.contains("does not exist"),
@@ -192,6 +228,17 @@ mod tests {
             Ok(only(&["w2"]))
         );
         assert_eq!(all_allowed([Ok(Allowed::Any)]), Ok(Allowed::Any));
+        let in_order = |names: &[&str]| Allowed::InOrder(names.iter().map(|n| n.to_string()).collect());
+        assert_eq!(
+            all_allowed([Ok(only(&["w1", "w3"])), Ok(in_order(&["w3", "w2", "w1"]))]),
+            Ok(in_order(&["w3", "w1"])),
+            "an order is kept, of the clusters both allow"
+        );
+        assert_eq!(
+            all_allowed([Ok(in_order(&["w2", "w1"])), Ok(in_order(&["w1", "w2"]))]),
+            Ok(in_order(&["w2", "w1"])),
+            "the first order given wins"
+        );
         assert_eq!(
             all_allowed([
                 Ok(Allowed::Any),

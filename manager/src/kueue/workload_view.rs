@@ -164,8 +164,7 @@ pub(super) fn allowed(
     sets: &Store<WorkerClusterSet>,
 ) -> Result<check::Allowed, String> {
     check::allowed(check.spec.parameters.as_ref(), |name| {
-        sets.get(&ObjectRef::new(name))
-            .map(|set| set.spec.clusters.clone())
+        sets.get(&ObjectRef::new(name)).map(|set| set.spec.clone())
     })
 }
 

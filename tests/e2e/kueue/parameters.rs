@@ -53,6 +53,7 @@ async fn parameters_keep_a_checks_workloads_on_its_worker_clusters_and_bad_ones_
         &set_name,
         WorkerClusterSetSpec {
             clusters: vec!["worker-2".into()],
+            ..WorkerClusterSetSpec::default()
         },
     );
     sets.patch(
@@ -138,4 +139,36 @@ async fn parameters_keep_a_checks_workloads_on_its_worker_clusters_and_bad_ones_
         let _ = checks.delete(name, &Default::default()).await;
     }
     let _ = sets.delete(&set_name, &Default::default()).await;
+}
+
+#[tokio::test]
+async fn a_set_placed_in_order_fills_its_first_cluster_then_spills_over() {
+    let (clusters, relay) = setup().await;
+    let s = Scenario::new(clusters, relay, "inorder").await;
+    let client = kit::client(clusters.manager()).await;
+    let name = format!("in-order-{}", s.ns);
+    // worker-1 comes first by name, and has as much room as worker-2.
+    apply_set(&client, &name, &["worker-2", "worker-1"], SetPlacement::InOrder).await;
+    let set = json!({"apiGroup": "jobrelay.dev", "kind": "WorkerClusterSet", "name": name});
+    kueue_objects::admission_check(&client, &name, Some(set))
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    kueue_objects::queue(&client, &s.ns, &s.ns, 2000, &name)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    // Each asks 600 of a worker's 1,000 CPUs: a worker holds one, not two.
+    let big = |job: &str| queued_job(&s, job).cpu("600").run_for("300s");
+    s.create(big("first")).await;
+    let first = s.assigned_worker("first").await.name;
+    assert_eq!(first, "worker-2", "the first cluster listed is filled first");
+    s.create(big("second")).await;
+    let second = s.assigned_worker("second").await.name;
+    assert_eq!(second, "worker-1", "the next takes what the first has no room for");
+    s.finish(WAIT).await;
+    let _ = Api::<AdmissionCheck>::all(client.clone())
+        .delete(&name, &Default::default())
+        .await;
+    let _ = Api::<WorkerClusterSet>::all(client)
+        .delete(&name, &Default::default())
+        .await;
 }

@@ -136,13 +136,12 @@ impl<K: Dispatched> Reconciling<'_, K> {
         let preferences = preferences(job, Timestamp::now());
         let allowed = |cluster: &str| eligible(cluster) && !preferences.avoids(cluster);
         let preferred = |cluster: &str| allowed(cluster) && !preferences.tries_last(cluster);
+        let fill = reservation.as_ref().and_then(|r| r.allowed.fill());
         let waited = ctx.fleet.awaiting_room(&self.uid).map(|(why, _)| why);
-        let choice = match ctx
-            .fleet
-            .place(&self.uid, &self.fleet_key, pinned, preferred)
-        {
+        let (uid, key) = (&self.uid, &self.fleet_key);
+        let choice = match ctx.fleet.place(uid, key, pinned, fill, preferred) {
             Choice::On(cluster) => Choice::On(cluster),
-            _ => ctx.fleet.place(&self.uid, &self.fleet_key, pinned, allowed),
+            _ => ctx.fleet.place(uid, key, pinned, fill, allowed),
         };
         let cluster = match choice {
             Choice::On(cluster) => cluster,
