@@ -19,9 +19,22 @@ pub struct Demands {
 struct Inner {
     /// By UID.
     groups: HashMap<String, Vec<PodGroup>>,
-    /// By UID: the object's key, why it waits, and when it was last found
-    /// to.
-    waiting: HashMap<String, (Key, String, Instant)>,
+    /// By UID.
+    waiting: HashMap<String, Waiting>,
+    /// Objects found to wait so far: the turn of the next.
+    turns: u64,
+}
+
+/// An object that waits for room.
+#[derive(Debug)]
+struct Waiting {
+    key: Key,
+    why: String,
+    /// Its turn among the waiting: the earlier it was first found to wait,
+    /// the lower.
+    turn: u64,
+    /// When it was last found to wait.
+    last: Instant,
 }
 
 impl Demands {
@@ -49,31 +62,41 @@ impl Demands {
     /// The object `uid` waits for room, for `why` (or waits no more).
     pub fn set_waiting(&self, uid: &str, waiting: Option<(&Key, String)>) {
         let mut inner = self.lock();
-        match waiting {
-            Some((key, why)) => {
-                let entry = (key.clone(), why, Instant::now());
-                inner.waiting.insert(uid.to_string(), entry)
-            }
-            None => inner.waiting.remove(uid),
+        let Some((key, why)) = waiting else {
+            inner.waiting.remove(uid);
+            return;
         };
+        let turn = match inner.waiting.get(uid) {
+            Some(waiting) => waiting.turn,
+            None => {
+                inner.turns += 1;
+                inner.turns
+            }
+        };
+        let entry = Waiting {
+            key: key.clone(),
+            why,
+            turn,
+            last: Instant::now(),
+        };
+        inner.waiting.insert(uid.to_string(), entry);
     }
 
     /// Why the object `uid` waits for room, if it does, and how long ago
     /// that was last found.
     pub fn waiting_for(&self, uid: &str) -> Option<(String, Duration)> {
         let inner = self.lock();
-        let (_, why, at) = inner.waiting.get(uid)?;
-        Some((why.clone(), at.elapsed()))
+        let waiting = inner.waiting.get(uid)?;
+        Some((waiting.why.clone(), waiting.last.elapsed()))
     }
 
-    /// The keys of every object that waits for room.
+    /// The keys of every object that waits for room, the longest waiting
+    /// first: woken in this order, they are placed roughly in it.
     pub fn waiting(&self) -> Vec<Key> {
         let inner = self.lock();
-        inner
-            .waiting
-            .values()
-            .map(|(key, ..)| key.clone())
-            .collect()
+        let mut waiting: Vec<&Waiting> = inner.waiting.values().collect();
+        waiting.sort_by_key(|w| w.turn);
+        waiting.into_iter().map(|w| w.key.clone()).collect()
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -111,5 +134,21 @@ mod tests {
         assert_eq!(demands.waiting(), [key]);
         demands.forget("u1");
         assert!(demands.of("u1").is_empty() && demands.waiting().is_empty());
+    }
+
+    #[test]
+    fn the_longest_waiting_come_first_however_often_they_were_found_to_wait() {
+        let demands = Demands::default();
+        let key = |name: &str| {
+            Key::of(&kube::runtime::reflector::ObjectRef::<Job>::new(name).within("ns"))
+        };
+        for name in ["c", "a", "b"] {
+            demands.set_waiting(name, Some((&key(name), "no room".into())));
+        }
+        demands.set_waiting("c", Some((&key("c"), "still no room".into())));
+        assert_eq!(demands.waiting(), [key("c"), key("a"), key("b")]);
+        demands.set_waiting("c", None);
+        demands.set_waiting("c", Some((&key("c"), "no room again".into())));
+        assert_eq!(demands.waiting(), [key("a"), key("b"), key("c")]);
     }
 }
