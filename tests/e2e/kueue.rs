@@ -113,6 +113,8 @@ async fn setup() -> (&'static Clusters, &'static Relay) {
                 manager_args: webhook::manager_args(&clusters.set().state_dir),
                 // The lost-worker scenario cuts worker-4's link.
                 proxied: true,
+                // worker-3 reports its Kueue's quota (the others run none).
+                agent_args: vec!["--room-kueue".into()],
                 ..Options::default()
             };
             let (clusters, relay) = kit::relay_with(4, options).await;
@@ -162,6 +164,31 @@ async fn apply_set(client: &kube::Client, name: &str, clusters: &[&str], placeme
     )
     .await
     .unwrap_or_else(|e| panic!("applying WorkerClusterSet {name}: {e}"));
+}
+
+/// A WorkerClusterSet `name` of `clusters`, placed by `placement`, and an
+/// AdmissionCheck of the same name whose parameters name it.
+async fn check_of_set(
+    client: &kube::Client,
+    name: &str,
+    clusters: &[&str],
+    placement: SetPlacement,
+) {
+    apply_set(client, name, clusters, placement).await;
+    let parameters = json!({"apiGroup": "jobrelay.dev", "kind": "WorkerClusterSet", "name": name});
+    kueue_objects::admission_check(client, name, Some(parameters))
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+}
+
+/// Deletes what [`check_of_set`] made.
+async fn drop_check_of_set(client: &kube::Client, name: &str) {
+    let _ = Api::<AdmissionCheck>::all(client.clone())
+        .delete(name, &Default::default())
+        .await;
+    let _ = Api::<WorkerClusterSet>::all(client.clone())
+        .delete(name, &Default::default())
+        .await;
 }
 
 /// A scenario with its own ClusterQueue (`cpu` CPUs of quota, lower

@@ -99,6 +99,21 @@ pub struct Args {
     )]
     pub room: bool,
 
+    /// With the room, report what the worker's own Kueue has free, by
+    /// ClusterQueue, from watches of its ClusterQueues and LocalQueues: the
+    /// manager then places a Job queued in that Kueue (WorkerCluster
+    /// `spec.kueue`) only where its ClusterQueue has quota for it.
+    #[arg(
+        long,
+        env = "JOBRELAY_ROOM_KUEUE",
+        default_value_t = false,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub room_kueue: bool,
+
     /// The least time between two room reports on a session: a room that
     /// changes more often is sent as it is when the interval is up.
     #[arg(long, env = "JOBRELAY_ROOM_INTERVAL", default_value = "2s", value_parser = jobrelay_proto::duration::parse)]
@@ -189,6 +204,11 @@ mod tests {
         assert!(!parse(&["--room=false"]).room);
         assert!(!parse(&["--room", "false"]).room);
         assert!(parse(&["--room"]).room);
+        assert!(
+            !defaults.room_kueue,
+            "the worker's Kueue is read only when asked"
+        );
+        assert!(parse(&["--room-kueue"]).room_kueue);
         assert_eq!(
             parse(&["--room-interval", "10s"]).room_interval,
             Duration::from_secs(10)

@@ -38,7 +38,7 @@ pub struct RoomMetrics {
     watch_events: Family<ByKind, Counter>,
 }
 
-/// The kind a room watch reads: `Node` or `Pod`.
+/// The kind a room watch reads: `Node`, `Pod`, `ClusterQueue` or `LocalQueue`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ByKind {
     pub kind: String,
@@ -167,7 +167,7 @@ impl Metrics {
         );
         registry.register(
             "agent_room_watch_events",
-            "Watch events the room's watches took, by kind (Node, Pod): what reporting the room costs",
+            "Watch events the room's watches took, by kind (Node, Pod, ClusterQueue, LocalQueue): what reporting the room costs",
             metrics.room.watch_events.clone(),
         );
         jobrelay_process::metrics::register(&mut registry);

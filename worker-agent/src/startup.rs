@@ -231,7 +231,7 @@ pub(crate) fn watch_room(
     }
     let room_metrics = metrics.room();
     Some(room::Feed {
-        room: room::watch(client, &room_metrics, tasks),
+        room: room::watch(client, &room_metrics, args.room_kueue, tasks),
         interval: args.room_interval,
         sent: room_metrics.reports,
     })

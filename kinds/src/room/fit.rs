@@ -22,6 +22,12 @@ pub enum Shortfall {
         wanted: i64,
         short_of: Vec<String>,
     },
+    /// The worker's own Kueue would queue them in `queue`, a ClusterQueue
+    /// with too little quota free of `short_of`.
+    Quota {
+        queue: String,
+        short_of: Vec<String>,
+    },
 }
 
 impl std::fmt::Display for Shortfall {
@@ -42,6 +48,11 @@ impl std::fmt::Display for Shortfall {
             } => write!(
                 f,
                 "room for {fit} of {wanted} Pods; short of {}",
+                short_of.join(", ")
+            ),
+            Shortfall::Quota { queue, short_of } => write!(
+                f,
+                "its Kueue's ClusterQueue {queue} has too little quota free; short of {}",
                 short_of.join(", ")
             ),
         }

@@ -1,18 +1,58 @@
 //! Room for Pods on a worker cluster: what its nodes have free, by node pool
-//! ([`Pool`], summed up from Nodes and Pods by [`pools`]), what a relayed
-//! object's Pods ask ([`PodGroup`]), and whether the one holds the other
-//! ([`fit`]). Pure: the agent feeds it from its watches, the manager from
-//! the agents' reports.
+//! ([`Pool`], summed up from Nodes and Pods by [`pools`]), what its own
+//! Kueue has free ([`quota`]), what a relayed object's Pods ask
+//! ([`PodGroup`]), and whether the one holds the other ([`fit`]). Pure: the
+//! agent feeds it from its watches, the manager from the agents' reports.
 
 pub mod demand;
 pub mod fit;
 pub mod pool;
 pub mod quantity;
+pub mod quota;
 
 use std::collections::BTreeMap;
 
 pub use demand::PodGroup;
 pub use pool::{Pool, pools};
+pub use quota::Queue;
+
+/// What an agent reports of its worker: the room of its node pools and, where
+/// it reads the worker's own Kueue, that Kueue's ClusterQueues.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Room {
+    pub pools: Vec<Pool>,
+    pub queues: Vec<Queue>,
+}
+
+impl Room {
+    /// The ClusterQueue that the LocalQueue `namespace/name` feeds, if the
+    /// report names it.
+    pub fn queue_of(&self, local_queue: &str) -> Option<&Queue> {
+        self.queues
+            .iter()
+            .find(|q| q.local_queues.iter().any(|l| l == local_queue))
+    }
+}
+
+impl From<&Room> for jobrelay_proto::v1::Room {
+    fn from(room: &Room) -> Self {
+        jobrelay_proto::v1::Room {
+            pools: room.pools.iter().map(Into::into).collect(),
+            queues: room.queues.iter().map(Into::into).collect(),
+        }
+    }
+}
+
+impl From<jobrelay_proto::v1::Room> for Room {
+    fn from(room: jobrelay_proto::v1::Room) -> Self {
+        let mut queues: Vec<Queue> = room.queues.into_iter().map(Into::into).collect();
+        queues.sort_by(|a, b| a.name.cmp(&b.name));
+        Room {
+            pools: room.pools.into_iter().map(Into::into).collect(),
+            queues,
+        }
+    }
+}
 
 /// The resource every Pod takes one of, whatever it requests.
 pub const PODS: &str = "pods";

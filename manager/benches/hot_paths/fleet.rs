@@ -3,6 +3,7 @@
 
 use divan::{Bencher, black_box};
 use jobrelay_manager::fleet::Fleet;
+use jobrelay_manager::job::placement::Wants;
 use jobrelay_manager::kinds::Key;
 use jobrelay_manager::outbox::Outbox;
 use jobrelay_proto::v1::{DesiredMirror, InventoryEntry, MirrorPhase};
@@ -154,7 +155,7 @@ fn fleet_place_wave(bencher: Bencher, clusters: usize) {
         .with_inputs(|| placing_input(clusters))
         .bench_local_refs(|input| {
             for (uid, key) in &jobs {
-                black_box(input.fleet.place(uid, key, None, |_| true));
+                black_box(input.fleet.place(uid, key, Wants::default(), |_| true));
             }
         });
 }

@@ -24,7 +24,7 @@ use tracing::{debug, info, warn};
 
 use crate::clusters::agent_certificates::{self, AgentCertificates};
 use crate::clusters::worker_cluster::{
-    CONNECTED, LOST, PoolStatus, WorkerCluster, WorkerClusterStatus, condition,
+    CONNECTED, LOST, PoolStatus, QueueStatus, WorkerCluster, WorkerClusterStatus, condition,
 };
 use crate::clusters::write_budget::{Due, due, refresh_interval, refreshes_per_tick};
 use crate::fleet::Fleet;
@@ -225,7 +225,12 @@ pub fn desired_status(
         room: link
             .room
             .as_ref()
-            .map(|pools| pools.iter().map(PoolStatus::from).collect()),
+            .map(|room| room.pools.iter().map(PoolStatus::from).collect()),
+        queues: link
+            .room
+            .as_ref()
+            .map(|room| room.queues.iter().map(QueueStatus::from).collect())
+            .unwrap_or_default(),
     }
 }
 
@@ -268,19 +273,29 @@ mod tests {
             agent_version: "0.1.0".into(),
             last_heard: Some(at(5)),
             active_mirrors: 3,
-            room: Some(vec![jobrelay_kinds::room::Pool {
-                labels: [("pool".to_string(), "small".to_string())].into(),
-                taints: Vec::new(),
-                nodes: 2,
-                free: [("cpu", 3500), ("pods", 219)].into(),
-                largest: [("cpu", 2000), ("pods", 110)].into(),
-            }]),
+            room: Some(jobrelay_kinds::room::Room {
+                pools: vec![jobrelay_kinds::room::Pool {
+                    labels: [("pool".to_string(), "small".to_string())].into(),
+                    taints: Vec::new(),
+                    nodes: 2,
+                    free: [("cpu", 3500), ("pods", 219)].into(),
+                    largest: [("cpu", 2000), ("pods", 110)].into(),
+                }],
+                queues: vec![jobrelay_kinds::room::Queue {
+                    name: "team".into(),
+                    local_queues: vec!["ns/lq".into()],
+                    free: [("cpu", 1500)].into(),
+                }],
+            }),
         };
         let status = desired_status(&cluster(None), &link, LOST_AFTER, at(500), at(0));
         let room = status.room.as_deref().expect("the reported room");
         assert_eq!(room[0].free["cpu"], "3500m");
         assert_eq!(room[0].largest["cpu"], "2");
         assert_eq!(room[0].free["pods"], "219");
+        assert_eq!(status.queues[0].name, "team");
+        assert_eq!(status.queues[0].local_queues, ["ns/lq"]);
+        assert_eq!(status.queues[0].free["cpu"], "1500m");
         assert_eq!(
             statuses(&status),
             [

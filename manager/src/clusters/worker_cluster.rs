@@ -168,6 +168,36 @@ pub struct WorkerClusterStatus {
     /// Absent while the agent reports none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub room: Option<Vec<PoolStatus>>,
+    /// Where the agent reads the worker's own Kueue (`--room-kueue`): its
+    /// ClusterQueues and the quota each has free, as placement weighs them
+    /// for Jobs queued there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queues: Vec<QueueStatus>,
+}
+
+/// A ClusterQueue of the worker's own Kueue, as the WorkerCluster status
+/// shows it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueStatus {
+    pub name: String,
+    /// The LocalQueues that feed it, as `namespace/name`.
+    #[serde(default)]
+    pub local_queues: Vec<String>,
+    /// Of each resource it covers, the most one flavor has free, as
+    /// quantities.
+    #[serde(default)]
+    pub free: BTreeMap<String, String>,
+}
+
+impl From<&jobrelay_kinds::room::Queue> for QueueStatus {
+    fn from(queue: &jobrelay_kinds::room::Queue) -> QueueStatus {
+        QueueStatus {
+            name: queue.name.clone(),
+            local_queues: queue.local_queues.clone(),
+            free: quantities(&queue.free),
+        }
+    }
 }
 
 /// One node pool's room, as the WorkerCluster status shows it.
@@ -191,22 +221,24 @@ pub struct PoolStatus {
     pub largest: BTreeMap<String, String>,
 }
 
+/// Amounts as quantities: `cpu` in cores or millicores, the rest whole.
+fn quantities(amounts: &jobrelay_kinds::room::Resources) -> BTreeMap<String, String> {
+    amounts
+        .0
+        .iter()
+        .map(|(resource, amount)| {
+            let quantity = match resource.as_str() {
+                "cpu" if amount % 1000 == 0 => (amount / 1000).to_string(),
+                "cpu" => format!("{amount}m"),
+                _ => amount.to_string(),
+            };
+            (resource.clone(), quantity)
+        })
+        .collect()
+}
+
 impl From<&jobrelay_kinds::room::Pool> for PoolStatus {
     fn from(pool: &jobrelay_kinds::room::Pool) -> PoolStatus {
-        let quantities = |amounts: &jobrelay_kinds::room::Resources| {
-            amounts
-                .0
-                .iter()
-                .map(|(resource, amount)| {
-                    let quantity = match resource.as_str() {
-                        "cpu" if amount % 1000 == 0 => (amount / 1000).to_string(),
-                        "cpu" => format!("{amount}m"),
-                        _ => amount.to_string(),
-                    };
-                    (resource.clone(), quantity)
-                })
-                .collect()
-        };
         PoolStatus {
             labels: pool.labels.clone(),
             taints: pool

@@ -3,6 +3,7 @@
 //! loss, forgetting, reconnect.
 
 use super::*;
+use crate::job::placement::Wants;
 use crate::mirror::Rejection;
 use jobrelay_proto::v1::{DeleteReason, RejectReason};
 use k8s_openapi::api::batch::v1::Job;
@@ -70,11 +71,13 @@ fn change(
     let uid = uid.as_str();
     match (roll / 108) % 13 {
         0 | 1 => {
-            let placed = fleet.place(uid, &key(n), None, None, |c| c != "w3" || n.is_multiple_of(2));
+            let placed = fleet.place(uid, &key(n), Wants::default(), |c| {
+                c != "w3" || n.is_multiple_of(2)
+            });
             format!("place {uid} -> {placed:?}")
         }
         2 => {
-            fleet.place(uid, &key(n), Some(cluster), None, |_| true);
+            fleet.place(uid, &key(n), Wants::pinned(Some(cluster)), |_| true);
             format!("place {uid} pinned to {cluster}")
         }
         3 => format!(
@@ -195,7 +198,9 @@ fn a_mirror_counts_while_wanted_and_not_gone_and_holds_while_reported_held() {
         )
     };
     assert_eq!(
-        fleet.place("u1", &key(1), None, None, |_| true).cluster(),
+        fleet
+            .place("u1", &key(1), Wants::default(), |_| true)
+            .cluster(),
         Some("w1")
     );
     assert_eq!(counts(&fleet), (1, 0), "placed: counted, not held");

@@ -9,18 +9,21 @@
 //! the first may have been summed before the agent saw the Pods bound; the
 //! second was summed after the first was sent. It is given back at once
 //! when the mirror is deleted before its Pods started.
+//!
+//! Where the agent reports its worker's own Kueue, a Job queued there is
+//! promised quota of the ClusterQueue it goes to in the same way.
 
 use std::collections::HashMap;
 
 use jobrelay_kinds::room::fit::{self, Taken};
-use jobrelay_kinds::room::{PodGroup, Pool};
+use jobrelay_kinds::room::{PodGroup, Pool, Queue, Resources, Room};
 
 #[derive(Debug, Default)]
 pub struct Ledger {
     /// `None` until the agent reports room: the cluster's room is unknown.
-    reported: Option<Vec<Pool>>,
+    reported: Option<Room>,
     /// `reported`, less what is promised.
-    left: Vec<Pool>,
+    left: Room,
     promises: HashMap<String, Promise>,
     /// Reports taken in.
     reports: u64,
@@ -30,54 +33,79 @@ pub struct Ledger {
 struct Promise {
     groups: Vec<PodGroup>,
     taken: Taken,
+    /// The LocalQueue (`namespace/name`) of the worker's Kueue it is queued
+    /// in, and the quota taken from the ClusterQueue that feeds.
+    queued: Option<(String, Resources)>,
     /// `reports` when its Pods were seen started.
     started: Option<u64>,
 }
 
 impl Ledger {
     /// What the agent last reported, if it reported room.
-    pub fn reported(&self) -> Option<&[Pool]> {
-        self.reported.as_deref()
+    pub fn reported(&self) -> Option<&Room> {
+        self.reported.as_ref()
     }
 
     /// What is left for new Jobs, once the agent reported room.
     pub fn left(&self) -> Option<&[Pool]> {
-        self.reported.as_ref().map(|_| self.left.as_slice())
+        self.reported.as_ref().map(|_| self.left.pools.as_slice())
+    }
+
+    /// The ClusterQueue of the worker's Kueue that the LocalQueue
+    /// `namespace/name` feeds, with what it has left, if the agent reports
+    /// it.
+    pub fn queue_left(&self, local_queue: &str) -> Option<&Queue> {
+        self.left.queue_of(local_queue)
     }
 
     /// Takes in a report: drops the promises of Jobs whose Pods started
     /// before the last report (this one counts them) and takes the others
     /// out of it again. Says whether it shows more room anywhere than the
     /// last one did (only then may a waiting Job fit now).
-    pub fn report(&mut self, pools: Vec<Pool>) -> bool {
+    pub fn report(&mut self, room: Room) -> bool {
         let grew = match &self.reported {
             None => true,
-            Some(before) => pools.iter().any(|pool| grew(before, pool)),
+            Some(before) => {
+                room.pools.iter().any(|pool| grew(&before.pools, pool))
+                    || room
+                        .queues
+                        .iter()
+                        .any(|queue| queue_grew(&before.queues, queue))
+            }
         };
         self.reports += 1;
         let reports = self.reports;
         self.promises
             .retain(|_, promise| promise.started.is_none_or(|at| reports < at + 2));
-        self.left = pools.clone();
-        self.reported = Some(pools);
+        self.left = room.clone();
+        self.reported = Some(room);
         for promise in self.promises.values_mut() {
             // Room that shrank may no longer hold a promise: it then holds
             // nothing, and the scheduler on the worker decides.
-            promise.taken = fit::take(&mut self.left, &promise.groups).unwrap_or_default();
+            promise.taken = fit::take(&mut self.left.pools, &promise.groups).unwrap_or_default();
+            if let Some((local_queue, taken)) = &mut promise.queued {
+                *taken = take_quota(&mut self.left, local_queue, &promise.groups);
+            }
         }
         grew
     }
 
     /// Promises room to the Job `uid` placed here (once; a second promise
-    /// for it changes nothing).
-    pub fn promise(&mut self, uid: &str, groups: Vec<PodGroup>) {
+    /// for it changes nothing), and quota of the ClusterQueue that
+    /// `queued_in` feeds if it is queued in the worker's Kueue.
+    pub fn promise(&mut self, uid: &str, groups: Vec<PodGroup>, queued_in: Option<String>) {
         if self.promises.contains_key(uid) {
             return;
         }
-        let taken = fit::take(&mut self.left, &groups).unwrap_or_default();
+        let taken = fit::take(&mut self.left.pools, &groups).unwrap_or_default();
+        let queued = queued_in.map(|local_queue| {
+            let taken = take_quota(&mut self.left, &local_queue, &groups);
+            (local_queue, taken)
+        });
         let promise = Promise {
             groups,
             taken,
+            queued,
             started: None,
         };
         self.promises.insert(uid.to_string(), promise);
@@ -99,9 +127,57 @@ impl Ledger {
         if promise.started.is_some() {
             return false;
         }
-        fit::give_back(&mut self.left, &promise.taken);
-        !promise.taken.is_empty()
+        fit::give_back(&mut self.left.pools, &promise.taken);
+        let mut quota = false;
+        if let Some((local_queue, taken)) = &promise.queued
+            && let Some(queue) = queue_mut(&mut self.left, local_queue)
+        {
+            queue.free.add(taken, 1);
+            quota = !taken.0.is_empty();
+        }
+        !promise.taken.is_empty() || quota
     }
+}
+
+fn queue_mut<'a>(room: &'a mut Room, local_queue: &str) -> Option<&'a mut Queue> {
+    room.queues
+        .iter_mut()
+        .find(|q| q.local_queues.iter().any(|l| l == local_queue))
+}
+
+/// Takes the quota `groups` ask, of the resources it covers, from the
+/// ClusterQueue `local_queue` feeds; returns what was taken.
+fn take_quota(room: &mut Room, local_queue: &str, groups: &[PodGroup]) -> Resources {
+    let Some(queue) = queue_mut(room, local_queue) else {
+        return Resources::default();
+    };
+    let mut asked = Resources::default();
+    for group in groups {
+        asked.add(&group.total(), 1);
+    }
+    let mut taken = Resources::default();
+    for (resource, amount) in asked.0 {
+        if let Some(free) = queue.free.0.get_mut(&resource) {
+            let here = amount.min(*free);
+            *free -= here;
+            taken.0.insert(resource, here);
+        }
+    }
+    taken
+}
+
+/// Whether `queue` has more of some resource free than the ClusterQueue of
+/// its name in `before`, or is fed by other LocalQueues (or is new).
+fn queue_grew(before: &[Queue], queue: &Queue) -> bool {
+    let Some(was) = before.iter().find(|b| b.name == queue.name) else {
+        return true;
+    };
+    queue.local_queues != was.local_queues
+        || queue
+            .free
+            .0
+            .iter()
+            .any(|(resource, amount)| *amount > was.free.get(resource))
 }
 
 /// Whether `pool` has more of some resource, free in all or on one node,
@@ -127,11 +203,14 @@ mod tests {
 
     use super::*;
 
-    fn pools(cpu: i64) -> Vec<Pool> {
-        vec![Pool::one_node(Resources::from([
-            ("cpu", cpu),
-            ("pods", 110),
-        ]))]
+    fn pools(cpu: i64) -> Room {
+        Room {
+            pools: vec![Pool::one_node(Resources::from([
+                ("cpu", cpu),
+                ("pods", 110),
+            ]))],
+            queues: Vec::new(),
+        }
     }
 
     fn job(pods: i64, cpu: i64) -> Vec<PodGroup> {
@@ -150,7 +229,7 @@ mod tests {
     fn before_a_report_the_room_is_unknown_and_everything_fits() {
         let mut ledger = Ledger::default();
         assert!(ledger.left().is_none());
-        ledger.promise("a", job(1, 1000));
+        ledger.promise("a", job(1, 1000), None);
         ledger.report(pools(4000));
         assert_eq!(cpu_left(&ledger), 3000, "the earlier promise counts");
     }
@@ -159,14 +238,14 @@ mod tests {
     fn a_promise_holds_room_until_its_pods_start_and_a_report_counts_them() {
         let mut ledger = Ledger::default();
         ledger.report(pools(4000));
-        ledger.promise("a", job(3, 1000));
+        ledger.promise("a", job(3, 1000), None);
         assert_eq!(cpu_left(&ledger), 1000);
         let left = ledger.left().expect("reported");
         assert!(
             fit::fits(left, &job(2, 1000)).is_err(),
             "a burst does not overfill"
         );
-        ledger.promise("a", job(3, 1000));
+        ledger.promise("a", job(3, 1000), None);
         assert_eq!(cpu_left(&ledger), 1000, "promised once");
         ledger.started("a");
         assert_eq!(cpu_left(&ledger), 1000, "held until a report counts them");
@@ -192,7 +271,7 @@ mod tests {
         assert!(!ledger.report(pools(3000)), "less");
         assert!(ledger.report(pools(3500)), "more again");
         let mut other = pools(1000);
-        other[0].labels.insert("pool".into(), "gpu".into());
+        other.pools[0].labels.insert("pool".into(), "gpu".into());
         assert!(ledger.report(other), "a new pool");
     }
 
@@ -200,7 +279,7 @@ mod tests {
     fn a_mirror_deleted_before_it_started_gives_its_room_back() {
         let mut ledger = Ledger::default();
         ledger.report(pools(4000));
-        ledger.promise("a", job(2, 1000));
+        ledger.promise("a", job(2, 1000), None);
         ledger.release("a");
         assert_eq!(cpu_left(&ledger), 4000);
     }
@@ -209,8 +288,8 @@ mod tests {
     fn a_report_with_less_room_keeps_promises_that_still_fit() {
         let mut ledger = Ledger::default();
         ledger.report(pools(4000));
-        ledger.promise("a", job(2, 1000));
-        ledger.promise("b", job(2, 1000));
+        ledger.promise("a", job(2, 1000), None);
+        ledger.promise("b", job(2, 1000), None);
         ledger.report(pools(3000));
         assert_eq!(
             cpu_left(&ledger),
@@ -220,5 +299,31 @@ mod tests {
         ledger.release("a");
         ledger.release("b");
         assert_eq!(cpu_left(&ledger), 3000);
+    }
+
+    #[test]
+    fn a_job_queued_in_the_workers_kueue_is_promised_its_queues_quota() {
+        let mut ledger = Ledger::default();
+        let mut room = pools(64000);
+        room.queues = vec![Queue {
+            name: "team".into(),
+            local_queues: vec!["ns/lq".into()],
+            free: Resources::from([("cpu", 4000)]),
+        }];
+        ledger.report(room.clone());
+        let quota = |ledger: &Ledger| ledger.queue_left("ns/lq").map(|q| q.free.get("cpu"));
+        ledger.promise("a", job(3, 1000), Some("ns/lq".into()));
+        assert_eq!(quota(&ledger), Some(1000));
+        assert_eq!(cpu_left(&ledger), 61000);
+        ledger.promise("b", job(1, 1000), None);
+        assert_eq!(quota(&ledger), Some(1000), "not queued there");
+        ledger.report(room.clone());
+        assert_eq!(quota(&ledger), Some(1000), "promised until its Pods start");
+        assert!(ledger.release("a"), "given back");
+        assert_eq!(quota(&ledger), Some(4000));
+        assert_eq!(ledger.queue_left("other/lq"), None);
+        let mut freer = room;
+        freer.queues[0].free = Resources::from([("cpu", 5000)]);
+        assert!(ledger.report(freer), "more quota free is more room");
     }
 }

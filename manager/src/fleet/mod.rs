@@ -22,7 +22,7 @@ use crate::job::placement::Candidate;
 use crate::kinds::Key;
 use crate::kinds::demands::Demands;
 use crate::mirror::Event;
-use jobrelay_kinds::room::Pool;
+use jobrelay_kinds::room::Room;
 use jobrelay_proto::kinds::{self, KindName};
 use ledger::Ledger;
 use mirrors::MirrorMap;
@@ -39,7 +39,7 @@ pub struct Link {
     pub last_heard: Option<Timestamp>,
     pub active_mirrors: u32,
     /// The room its agent last reported, if it reports any.
-    pub room: Option<Vec<Pool>>,
+    pub room: Option<Room>,
 }
 
 #[derive(Default)]
@@ -175,7 +175,7 @@ impl Fleet {
                 agent_version: c.agent_version.clone(),
                 last_heard: c.last_heard,
                 active_mirrors: held(c),
-                room: c.room.reported().map(<[Pool]>::to_vec),
+                room: c.room.reported().cloned(),
             })
     }
 

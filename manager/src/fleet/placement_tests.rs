@@ -5,13 +5,14 @@
 use super::tests::{fleet, key, kinds, outbox};
 use super::*;
 use crate::job::placement::Choice;
+use crate::job::placement::Wants;
 use crate::kinds::Key;
 
 #[test]
 fn jobs_placed_together_spread_and_a_placement_is_stable() {
     let (fleet, _) = fleet();
     assert_eq!(
-        fleet.place("u0", &key("z"), None, None, |_| true),
+        fleet.place("u0", &key("z"), Wants::default(), |_| true),
         Choice::NoCluster,
         "no cluster connected"
     );
@@ -24,7 +25,7 @@ fn jobs_placed_together_spread_and_a_placement_is_stable() {
     let placed: Vec<String> = (0..4)
         .map(|i| {
             fleet
-                .place(&format!("u{i}"), &key("a"), None, None, |_| true)
+                .place(&format!("u{i}"), &key("a"), Wants::default(), |_| true)
                 .cluster()
                 .expect("placed")
                 .to_string()
@@ -32,16 +33,20 @@ fn jobs_placed_together_spread_and_a_placement_is_stable() {
         .collect();
     assert_eq!(placed, ["w1", "w2", "w1", "w2"]);
     assert_eq!(
-        fleet.place("u1", &key("a"), None, None, |_| true).cluster(),
+        fleet
+            .place("u1", &key("a"), Wants::default(), |_| true)
+            .cluster(),
         Some("w2")
     );
     assert_eq!(
-        fleet.place("u9", &key("b"), Some("w7"), None, |_| true).cluster(),
+        fleet
+            .place("u9", &key("b"), Wants::pinned(Some("w7")), |_| true)
+            .cluster(),
         Some("w7")
     );
     assert_eq!(
         fleet
-            .place("u5", &key("c"), None, None, |name| name == "w1")
+            .place("u5", &key("c"), Wants::default(), |name| name == "w1")
             .cluster(),
         Some("w1"),
         "only eligible clusters are candidates"
@@ -74,7 +79,9 @@ fn a_cluster_owns_only_the_mirrors_placed_on_it() {
     fleet.connect("w1", "test", &[], vec![], vec![], tx);
     assert!(!fleet.owns("w1", "u1"), "nothing placed yet");
     assert_eq!(
-        fleet.place("u1", &key("a"), None, None, |_| true).cluster(),
+        fleet
+            .place("u1", &key("a"), Wants::default(), |_| true)
+            .cluster(),
         Some("w1")
     );
     assert!(fleet.owns("w1", "u1"));
@@ -91,7 +98,7 @@ async fn a_session_whose_outbox_is_full_is_told_and_drops_the_message() {
     let (fleet, _) = fleet();
     let (tx, mut rx) = Outbox::new(1);
     fleet.connect("w1", "test", &[], vec![], vec![], tx.clone());
-    fleet.place("u1", &key("a"), None, None, |_| true);
+    fleet.place("u1", &key("a"), Wants::default(), |_| true);
     fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
     assert_eq!(kinds(&mut rx), ["desired 0"], "the apply found no room");
     let told = tokio::time::timeout(std::time::Duration::from_secs(5), tx.fell_behind()).await;
@@ -143,20 +150,22 @@ fn a_jobset_goes_only_where_the_agent_mirrors_jobsets_and_a_job_anywhere() {
     for i in 0..3 {
         assert_eq!(
             fleet
-                .place(&format!("s{i}"), &jobset, None, None, |_| true)
+                .place(&format!("s{i}"), &jobset, Wants::default(), |_| true)
                 .cluster(),
             Some("w2"),
             "JobSet {i}"
         );
     }
     assert_eq!(
-        fleet.place("j0", &key("a"), None, None, |_| true).cluster(),
+        fleet
+            .place("j0", &key("a"), Wants::default(), |_| true)
+            .cluster(),
         Some("w1"),
         "a Job goes to the emptier cluster, whatever it mirrors besides"
     );
     fleet.set_kinds("w2", &[JOB.to_wire()]);
     assert_eq!(
-        fleet.place("s9", &jobset, None, None, |_| true),
+        fleet.place("s9", &jobset, Wants::default(), |_| true),
         Choice::NoCluster
     );
 }

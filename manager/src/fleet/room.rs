@@ -2,18 +2,19 @@
 //! the choice between clusters ([`choose_cluster`]), and the Jobs that wait
 //! for room, woken when room may have appeared.
 
-use jobrelay_kinds::room::Pool;
+use jobrelay_kinds::room::Room;
 use jobrelay_proto::kinds;
 
 use super::Fleet;
-use crate::job::placement::{Choice, Offer, choose_cluster};
+use crate::job::placement::{Choice, Offer, Wants, choose_cluster};
 use crate::kinds::Key;
 
 impl Fleet {
     /// Chooses the cluster for a Job that has none yet — the pinned one,
     /// else a connected cluster that `eligible` says may take it, mirrors
-    /// its kind and has room for its Pods, the first of `fill` that does if
-    /// it gives an order — and counts the Job
+    /// its kind and has room for its Pods (and, where it would be queued in
+    /// the worker's own Kueue, quota there), the first of `wants.fill` that
+    /// does if it gives an order — and counts the Job
     /// and its room there at once, so Jobs created together spread. Asked
     /// again for the same Job, it gives the same answer. A Job that fits
     /// nowhere is remembered as waiting, with why, and reconciled again
@@ -22,8 +23,7 @@ impl Fleet {
         &self,
         uid: &str,
         key: &Key,
-        pinned: Option<&str>,
-        fill: Option<&[String]>,
+        wants: Wants,
         eligible: impl Fn(&str) -> bool,
     ) -> Choice {
         let groups = self.demands.of(uid);
@@ -44,13 +44,17 @@ impl Fleet {
                 name,
                 active_mirrors: c.mirrors.active(),
                 left: c.room.left(),
+                queue: wants
+                    .queued_in(name)
+                    .and_then(|local_queue| c.room.queue_left(&local_queue)),
             });
         let takes = |name: &str| mirrors_kind(name) && eligible(name);
-        let choice = choose_cluster(pinned, fill, offers, takes, &groups);
+        let choice = choose_cluster(wants.pinned, wants.fill, offers, takes, &groups);
         if let Choice::On(name) = &choice {
+            let queued_in = wants.queued_in(name);
             let cluster = clusters.entry(name.clone()).or_default();
             cluster.mirrors.change(uid, key, |_| ());
-            cluster.room.promise(uid, groups);
+            cluster.room.promise(uid, groups, queued_in);
         }
         drop(clusters);
         self.wait_for_room(uid, key, &choice);
@@ -65,13 +69,13 @@ impl Fleet {
 
     /// Takes in the room the agent of `cluster` reports, and wakes the
     /// Jobs that wait for room if it shows more than before.
-    pub fn set_room(&self, cluster: &str, pools: Vec<Pool>) {
+    pub fn set_room(&self, cluster: &str, room: Room) {
         let mut clusters = self.lock();
         let grew = clusters
             .entry(cluster.to_string())
             .or_default()
             .room
-            .report(pools);
+            .report(room);
         drop(clusters);
         if grew {
             self.wake_awaiting_room();

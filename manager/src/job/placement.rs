@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use jobrelay_kinds::room::fit::{self, Shortfall};
-use jobrelay_kinds::room::{PODS, PodGroup, Pool, Resources};
+use jobrelay_kinds::room::{PODS, PodGroup, Pool, Queue, Resources, quota};
 use jobrelay_proto::wire::{AVOID_UNTIL_ANNOTATION, CLUSTER_KEY, WITHDRAWN_FROM_ANNOTATION};
 use k8s_openapi::jiff::Timestamp;
 
@@ -49,6 +49,41 @@ pub struct Offer<'a> {
     pub active_mirrors: usize,
     /// The room left there, once its agent reported room.
     pub left: Option<&'a [Pool]>,
+    /// Where the Job would be queued in the worker's own Kueue: the
+    /// ClusterQueue, with the quota it has left, once its agent reported it.
+    pub queue: Option<&'a Queue>,
+}
+
+/// What a Job asks of placement beyond room for its Pods.
+#[derive(Clone, Copy, Default)]
+pub struct Wants<'a> {
+    /// The cluster it is pinned to.
+    pub pinned: Option<&'a str>,
+    /// Clusters to fill first, in order (a `WorkerClusterSet` placed
+    /// `InOrder`).
+    pub fill: Option<&'a [String]>,
+    /// On each cluster, the LocalQueue of the worker's own Kueue its mirror
+    /// would be queued in (`namespace/name`), if it would be.
+    pub queued_in: Option<&'a QueuedIn<'a>>,
+}
+
+/// On a cluster, the LocalQueue (`namespace/name`) of its own Kueue a
+/// mirror would be queued in, if it would be.
+pub type QueuedIn<'a> = dyn Fn(&str) -> Option<String> + 'a;
+
+impl<'a> Wants<'a> {
+    /// A Job pinned to `cluster`, if to one.
+    pub fn pinned(cluster: Option<&'a str>) -> Wants<'a> {
+        Wants {
+            pinned: cluster,
+            ..Wants::default()
+        }
+    }
+
+    /// The LocalQueue the mirror would be queued in on `cluster`.
+    pub fn queued_in(&self, cluster: &str) -> Option<String> {
+        self.queued_in.and_then(|queued_in| queued_in(cluster))
+    }
 }
 
 /// Where a Job goes.
@@ -101,15 +136,13 @@ pub fn choose_cluster<'a>(
     let mut ranked = Vec::with_capacity(offers.len());
     let mut short = Vec::new();
     for offer in &offers {
+        if let Err(shortfall) = fits(offer, groups) {
+            short.push((offer.name, shortfall));
+            continue;
+        }
         let rank = match offer.left {
             None => (1, filled(offer.name), 0),
-            Some(left) => match fit::fits(left, groups) {
-                Ok(()) => (0, filled(offer.name), -free_of(left, dominant.as_deref())),
-                Err(shortfall) => {
-                    short.push((offer.name, shortfall));
-                    continue;
-                }
-            },
+            Some(left) => (0, filled(offer.name), -free_of(left, dominant.as_deref())),
         };
         ranked.push((rank, offer.active_mirrors, offer.name));
     }
@@ -126,6 +159,25 @@ pub fn choose_cluster<'a>(
         true => Choice::NoCluster,
         false => Choice::NoRoom(short),
     }
+}
+
+/// Whether the Job's Pods (`groups`) fit in what `offer` has left: its
+/// pools, and its Kueue's quota where the Job would be queued there. Room
+/// or quota not reported is no limit.
+fn fits(offer: &Offer, groups: &[PodGroup]) -> Result<(), Shortfall> {
+    if let Some(left) = offer.left {
+        fit::fits(left, groups)?;
+    }
+    if let Some(queue) = offer.queue {
+        let short_of = quota::short_of(&queue.free, groups);
+        if !short_of.is_empty() {
+            return Err(Shortfall::Quota {
+                queue: queue.name.clone(),
+                short_of,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The resource the Job asks most of for what the clusters have free

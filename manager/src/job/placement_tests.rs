@@ -1,7 +1,7 @@
 //! Which cluster [`choose_cluster`] picks, case by case.
 
 use jobrelay_kinds::room::fit::Shortfall;
-use jobrelay_kinds::room::{PodGroup, Pool, Resources};
+use jobrelay_kinds::room::{PodGroup, Pool, Queue, Resources};
 
 use super::{Choice, Offer, choose_cluster};
 
@@ -14,6 +14,7 @@ fn unknown(name: &str, active_mirrors: usize) -> Offer<'_> {
         name,
         active_mirrors,
         left: None,
+        queue: None,
     }
 }
 
@@ -27,6 +28,7 @@ fn known<'a>(name: &'a str, active_mirrors: usize, left: &'a [Pool]) -> Offer<'a
         name,
         active_mirrors,
         left: Some(left),
+        queue: None,
     }
 }
 
@@ -139,7 +141,10 @@ fn a_cluster_that_does_not_take_the_job_is_passed_over_and_asked_only_in_turn() 
         unknown("worker-c", 0),
         unknown("worker-d", 2),
     ];
-    assert_eq!(choose_cluster(None, None, offers, takes, &[]), on("worker-a"));
+    assert_eq!(
+        choose_cluster(None, None, offers, takes, &[]),
+        on("worker-a")
+    );
     assert_eq!(*asked.borrow(), ["worker-c", "worker-a"]);
 }
 
@@ -181,5 +186,56 @@ fn a_fill_order_puts_a_job_on_the_first_listed_cluster_it_fits_and_spills_over_a
         choose_cluster(None, fill, offers, |c| c != "worker-b", &asks(1, 1000, 0)),
         on("worker-a"),
         "a listed cluster that does not take the Job is passed over"
+    );
+}
+
+#[test]
+fn a_job_queued_in_a_workers_kueue_goes_only_where_its_cluster_queue_has_quota() {
+    let much = room(64000, 0);
+    let queue = |cpu| Queue {
+        name: "team".into(),
+        local_queues: vec!["ns/lq".into()],
+        free: Resources::from([("cpu", cpu)]),
+    };
+    let (full, some) = (queue(1000), queue(4000));
+    let queued = |name, left, queue| Offer {
+        queue: Some(queue),
+        ..known(name, 0, left)
+    };
+    let offers = [
+        queued("worker-a", &much, &full),
+        known("worker-b", 0, &much),
+    ];
+    assert_eq!(
+        choose_cluster(None, None, offers, all, &asks(2, 1000, 0)),
+        on("worker-b"),
+        "not where its queue has too little quota, though the nodes have room"
+    );
+    let offers = [queued("worker-a", &much, &full)];
+    assert_eq!(
+        choose_cluster(None, None, offers, all, &asks(2, 1000, 0)),
+        Choice::NoRoom(vec![(
+            "worker-a".into(),
+            Shortfall::Quota {
+                queue: "team".into(),
+                short_of: vec!["cpu".into()]
+            }
+        )])
+    );
+    let offers = [queued("worker-a", &much, &some)];
+    assert_eq!(
+        choose_cluster(None, None, offers, all, &asks(2, 1000, 0)),
+        on("worker-a")
+    );
+    let unknown_room = Offer {
+        queue: Some(&full),
+        ..unknown("worker-a", 0)
+    };
+    assert!(
+        matches!(
+            choose_cluster(None, None, [unknown_room], all, &asks(2, 1000, 0)),
+            Choice::NoRoom(_)
+        ),
+        "the queue's quota counts where the nodes' room is not known"
     );
 }

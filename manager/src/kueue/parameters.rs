@@ -67,7 +67,10 @@ impl Allowed {
             Allowed::Any => "any WorkerCluster".into(),
             Allowed::Only(_) => format!("WorkerCluster {}", self.named().join(", ")),
             Allowed::InOrder(_) => {
-                format!("WorkerCluster {} (filled in that order)", self.named().join(", "))
+                format!(
+                    "WorkerCluster {} (filled in that order)",
+                    self.named().join(", ")
+                )
             }
         }
     }
@@ -123,7 +126,11 @@ pub fn active(
         Err(why) => return Assessment::fails("InvalidParameters", why.clone()),
         Ok(allowed) => allowed,
     };
-    if let Some(missing) = allowed.named().into_iter().find(|c| !registered.contains(*c)) {
+    if let Some(missing) = allowed
+        .named()
+        .into_iter()
+        .find(|c| !registered.contains(*c))
+    {
         return Assessment::fails(
             "UnknownCluster",
             format!("no WorkerCluster named {missing} is registered"),
@@ -186,7 +193,10 @@ mod tests {
         let spill = allowed(Some(&p("jobrelay.dev", "WorkerClusterSet", "spill")));
         assert_eq!(spill, Ok(Allowed::InOrder(vec!["w2".into(), "w1".into()])));
         let spill = spill.expect("allowed");
-        assert_eq!(spill.fill(), Some(["w2".to_string(), "w1".to_string()].as_slice()));
+        assert_eq!(
+            spill.fill(),
+            Some(["w2".to_string(), "w1".to_string()].as_slice())
+        );
         assert!(spill.allows("w1") && !spill.allows("w3"));
         assert!(spill.describe().contains("w2, w1 (filled in that order)"));
         let missing = allowed(Some(&p("jobrelay.dev", "WorkerClusterSet", "cpu"))).unwrap_err();
@@ -228,7 +238,8 @@ mod tests {
             Ok(only(&["w2"]))
         );
         assert_eq!(all_allowed([Ok(Allowed::Any)]), Ok(Allowed::Any));
-        let in_order = |names: &[&str]| Allowed::InOrder(names.iter().map(|n| n.to_string()).collect());
+        let in_order =
+            |names: &[&str]| Allowed::InOrder(names.iter().map(|n| n.to_string()).collect());
         assert_eq!(
             all_allowed([Ok(only(&["w1", "w3"])), Ok(in_order(&["w3", "w2", "w1"]))]),
             Ok(in_order(&["w3", "w1"])),

@@ -41,9 +41,19 @@ pub fn map_queue_label(mirror: &mut ObjectMeta, worker: Option<&WorkerQueue>) ->
     let Some(worker) = worker else {
         return false;
     };
-    let mapped = worker.local_queues.get(&queue).cloned().unwrap_or(queue);
-    labels.insert(QUEUE_NAME_LABEL.into(), mapped);
+    labels.insert(QUEUE_NAME_LABEL.into(), worker_local_queue(&queue, worker));
     true
+}
+
+/// The LocalQueue of the worker's Kueue that a mirror of a Job queued in
+/// `queue` (its `kueue.x-k8s.io/queue-name`) is queued in there: as
+/// `spec.kueue.localQueues` maps it, else under the same name.
+pub fn worker_local_queue(queue: &str, worker: &WorkerQueue) -> String {
+    worker
+        .local_queues
+        .get(queue)
+        .cloned()
+        .unwrap_or_else(|| queue.to_string())
 }
 
 /// Where a mirror queued on its worker and held there in `phase` stands in

@@ -2,7 +2,7 @@
 //! report is about one mirror and counts only if that mirror is placed on
 //! the reporting cluster — checked before anything in the report is parsed.
 
-use jobrelay_kinds::room::Pool;
+use jobrelay_kinds::room::Room;
 use std::time::{Duration, Instant};
 
 use jobrelay_proto::kinds::{JOBSET, KindName};
@@ -35,10 +35,7 @@ impl Sessions {
             K::MirrorGone(gone) => self.mirror_gone(cluster, gone),
             K::MirrorLost(lost) => self.mirror_lost(cluster, lost),
             K::ApplyRejected(rejected) => self.apply_rejected(cluster, rejected),
-            K::Room(room) => {
-                let pools = room.pools.into_iter().map(Pool::from).collect();
-                self.fleet.set_room(cluster, pools);
-            }
+            K::Room(room) => self.fleet.set_room(cluster, Room::from(room)),
         }
         Ok(())
     }

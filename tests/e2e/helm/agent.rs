@@ -101,31 +101,11 @@ async fn agent_may_touch_only_jobs_jobsets_pods_and_events() {
 async fn agent_reads_nodes_and_pods_for_its_room_only_while_room_reports_are_on() {
     let objects = render("jobrelay-system", AGENT_VALUES, false).await.objects;
     let role: ClusterRole = object(&objects, "ClusterRole", "jobrelay-agent-room");
-    let rules: BTreeSet<(String, String, Vec<String>)> = role
-        .rules
-        .iter()
-        .flatten()
-        .flat_map(|rule| {
-            let groups = rule.api_groups.clone().unwrap_or_default();
-            let resources = rule.resources.clone().unwrap_or_default();
-            groups.into_iter().flat_map(move |group| {
-                let verbs = rule.verbs.clone();
-                resources
-                    .clone()
-                    .into_iter()
-                    .map(move |resource| (group.clone(), resource, verbs.clone()))
-            })
-        })
-        .collect();
-    let read = |resource: &str, verbs: &[&str]| {
-        let verbs = verbs.iter().map(|v| v.to_string()).collect();
-        (String::new(), resource.to_string(), verbs)
-    };
     assert_eq!(
-        rules,
+        rules_of(&role),
         BTreeSet::from([
-            read("nodes", &["get", "list", "watch"]),
-            read("pods", &["list", "watch"]),
+            read("", "nodes", &["get", "list", "watch"]),
+            read("", "pods", &["list", "watch"]),
         ]),
         "the room's role reads, and reads only Nodes and Pods"
     );
@@ -135,6 +115,27 @@ async fn agent_reads_nodes_and_pods_for_its_room_only_while_room_reports_are_on(
     let agent = container(&deployment, "agent");
     assert_eq!(env(agent, "JOBRELAY_ROOM"), "true");
     assert_eq!(env(agent, "JOBRELAY_ROOM_INTERVAL"), "2s");
+    assert_eq!(env(agent, "JOBRELAY_ROOM_KUEUE"), "false");
+
+    let mut values = AGENT_VALUES.to_vec();
+    values.extend(["--set", "agent.room.kueue=true"]);
+    let objects = render("jobrelay-system", &values, false).await.objects;
+    let role: ClusterRole = object(&objects, "ClusterRole", "jobrelay-agent-room");
+    assert_eq!(
+        rules_of(&role),
+        BTreeSet::from([
+            read("", "nodes", &["get", "list", "watch"]),
+            read("", "pods", &["list", "watch"]),
+            read("kueue.x-k8s.io", "clusterqueues", &["get", "list", "watch"]),
+            read("kueue.x-k8s.io", "localqueues", &["list", "watch"]),
+        ]),
+        "with the worker's Kueue, its queues are read too, and only read"
+    );
+    let deployment: Deployment = object(&objects, "Deployment", "jobrelay-agent");
+    assert_eq!(
+        env(container(&deployment, "agent"), "JOBRELAY_ROOM_KUEUE"),
+        "true"
+    );
 
     let mut values = AGENT_VALUES.to_vec();
     values.extend(["--set", "agent.room.enabled=false"]);
@@ -149,4 +150,28 @@ async fn agent_reads_nodes_and_pods_for_its_room_only_while_room_reports_are_on(
         env(container(&deployment, "agent"), "JOBRELAY_ROOM"),
         "false"
     );
+}
+
+/// A role's rules as (API group, resource, verbs), one per resource.
+fn rules_of(role: &ClusterRole) -> BTreeSet<(String, String, Vec<String>)> {
+    role.rules
+        .iter()
+        .flatten()
+        .flat_map(|rule| {
+            let groups = rule.api_groups.clone().unwrap_or_default();
+            let resources = rule.resources.clone().unwrap_or_default();
+            groups.into_iter().flat_map(move |group| {
+                let verbs = rule.verbs.clone();
+                resources
+                    .clone()
+                    .into_iter()
+                    .map(move |resource| (group.clone(), resource, verbs.clone()))
+            })
+        })
+        .collect()
+}
+
+fn read(group: &str, resource: &str, verbs: &[&str]) -> (String, String, Vec<String>) {
+    let verbs = verbs.iter().map(|v| v.to_string()).collect();
+    (group.to_string(), resource.to_string(), verbs)
 }

@@ -22,7 +22,7 @@ async fn an_admitted_job_on_a_lost_worker_completes_on_another_and_nothing_of_it
     let s = Scenario::new(clusters, relay, "lost").await;
     let manager = kit::client(clusters.manager()).await;
     let (set, check) = (format!("set-{}", s.ns), format!("check-{}", s.ns));
-    apply_set(&manager, &set, &[LOST_WORKER]).await;
+    apply_set(&manager, &set, &[LOST_WORKER], SetPlacement::MostRoom).await;
     let prepared = async {
         let parameters =
             json!({"apiGroup": "jobrelay.dev", "kind": "WorkerClusterSet", "name": set});
@@ -48,7 +48,13 @@ async fn an_admitted_job_on_a_lost_worker_completes_on_another_and_nothing_of_it
     link.set(Mode::Drop);
     // The operator lets the check use worker-1 too (with worker-4 gone the
     // check is not Active, and Kueue would admit nothing through it).
-    apply_set(&manager, &set, &[LOST_WORKER, "worker-1"]).await;
+    apply_set(
+        &manager,
+        &set,
+        &[LOST_WORKER, "worker-1"],
+        SetPlacement::MostRoom,
+    )
+    .await;
 
     // Pinned to the disconnected cluster: sent back, saying why.
     s.create(

@@ -141,6 +141,9 @@ async fn parameters_keep_a_checks_workloads_on_its_worker_clusters_and_bad_ones_
     let _ = sets.delete(&set_name, &Default::default()).await;
 }
 
+/// A WorkerClusterSet placed `InOrder` fills its first cluster, spills
+/// over to the next, and a Job that fits on neither goes back to Kueue,
+/// saying why, until one has room.
 #[tokio::test]
 async fn a_set_placed_in_order_fills_its_first_cluster_then_spills_over() {
     let (clusters, relay) = setup().await;
@@ -148,27 +151,56 @@ async fn a_set_placed_in_order_fills_its_first_cluster_then_spills_over() {
     let client = kit::client(clusters.manager()).await;
     let name = format!("in-order-{}", s.ns);
     // worker-1 comes first by name, and has as much room as worker-2.
-    apply_set(&client, &name, &["worker-2", "worker-1"], SetPlacement::InOrder).await;
-    let set = json!({"apiGroup": "jobrelay.dev", "kind": "WorkerClusterSet", "name": name});
-    kueue_objects::admission_check(&client, &name, Some(set))
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let clusters = ["worker-2", "worker-1"];
+    check_of_set(&client, &name, &clusters, SetPlacement::InOrder).await;
     kueue_objects::queue(&client, &s.ns, &s.ns, 2000, &name)
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     // Each asks 600 of a worker's 1,000 CPUs: a worker holds one, not two.
     let big = |job: &str| queued_job(&s, job).cpu("600").run_for("300s");
     s.create(big("first")).await;
-    let first = s.assigned_worker("first").await.name;
-    assert_eq!(first, "worker-2", "the first cluster listed is filled first");
+    let first = &s.assigned_worker("first").await.name;
+    assert_eq!(
+        first, "worker-2",
+        "the first cluster listed is filled first"
+    );
     s.create(big("second")).await;
-    let second = s.assigned_worker("second").await.name;
-    assert_eq!(second, "worker-1", "the next takes what the first has no room for");
+    let second = &s.assigned_worker("second").await.name;
+    assert_eq!(
+        second, "worker-1",
+        "the next takes what the first has no room for"
+    );
+
+    // Room for neither: Kueue is told why, and the quota goes back.
+    s.create(big("third")).await;
+    let workloads: Api<Workload> = Api::namespaced(client.clone(), &s.ns);
+    let third = workload_of(&s, "third").await.name_any();
+    let message = wait::until("the third Job's check Retry, saying why", WAIT, || async {
+        match workloads.get(&third).await.map(|w| w.check(&name).cloned()) {
+            Ok(Some(c)) if c.state == Some(CheckState::Retry) => Seen::Ready(c.message),
+            other => Seen::Waiting(format!("{other:?}")),
+        }
+    })
+    .await
+    .unwrap_or_default();
+    for expected in [
+        "no worker cluster (WorkerCluster worker-2, worker-1 (filled in that order)) has room",
+        "worker-2: room for 0 of 1 Pods; short of cpu",
+        "worker-1: room for 0 of 1 Pods; short of cpu",
+    ] {
+        assert!(message.contains(expected), "{expected:?} in {message:?}");
+    }
+    let note = s.wait_event("third", "NoRoom").await;
+    assert!(note.contains("worker-2: room for 0 of 1 Pods"), "{note}");
+
+    // Room on worker-2 again: Kueue admits the Job once more and it goes
+    // there, the first cluster listed.
+    s.jobs
+        .delete("first", &Default::default())
+        .await
+        .expect("delete the first Job");
+    let third = &s.assigned_worker("third").await.name;
+    assert_eq!(third, "worker-2", "placed where room appeared");
     s.finish(WAIT).await;
-    let _ = Api::<AdmissionCheck>::all(client.clone())
-        .delete(&name, &Default::default())
-        .await;
-    let _ = Api::<WorkerClusterSet>::all(client)
-        .delete(&name, &Default::default())
-        .await;
+    drop_check_of_set(&client, &name).await;
 }

@@ -142,15 +142,19 @@ async fn a_mirror_the_workers_kueue_does_not_admit_in_time_is_withdrawn_and_anot
     let (clusters, _) = setup().await;
     let manager = kit::client(clusters.manager()).await;
     let set = format!("late-{}", std::process::id());
-    apply_set(&manager, &set, &[KUEUE_WORKER]).await;
-    let check = set.clone();
-    let parameters = json!({"apiGroup": "jobrelay.dev", "kind": "WorkerClusterSet", "name": set});
-    kueue_objects::admission_check(&manager, &check, Some(parameters))
+    check_of_set(&manager, &set, &[KUEUE_WORKER], SetPlacement::MostRoom).await;
+    let s = queued_on_worker("wlate", 4, 1, &set).await;
+    // Its quota is free, but an administrator of worker-3 holds its
+    // ClusterQueue: its Kueue admits nothing, which no quota shows.
+    let worker = kit::client(s.worker(KUEUE_WORKER)).await;
+    kueue_objects::api(&worker, "ClusterQueue", None)
+        .patch(
+            &s.ns,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"stopPolicy": "Hold"}})),
+        )
         .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    let s = queued_on_worker("wlate", 4, 1, &check).await;
-    let hog = s.create(queued_job(&s, "hog").run_for("1h")).await;
-    running_on_a_worker(&s, &hog, "the hog").await;
+        .expect("hold worker-3's ClusterQueue");
     let late = s.create(queued_job(&s, "late").run_for("2s")).await;
     let withdrawn = wait::until(
         "the late Job's mirror withdrawn after admitWithin",
@@ -159,7 +163,7 @@ async fn a_mirror_the_workers_kueue_does_not_admit_in_time_is_withdrawn_and_anot
             assert_eq!(
                 live_worker_pods(&s).await.get(&late),
                 None,
-                "worker-3's Kueue has no quota for it"
+                "worker-3's Kueue admits nothing while its ClusterQueue is held"
             );
             match s.jobs.get("late").await {
                 Ok(job) => match job.annotations().get(NOT_ADMITTED_BY_ANNOTATION) {
@@ -176,17 +180,70 @@ async fn a_mirror_the_workers_kueue_does_not_admit_in_time_is_withdrawn_and_anot
     assert!(note.contains(KUEUE_WORKER), "{note}");
     // Let the check use worker-1 too: the Job, sent back to its queue, is
     // placed there rather than on the worker that did not admit it.
-    apply_set(&manager, &set, &[KUEUE_WORKER, "worker-1"]).await;
+    apply_set(
+        &manager,
+        &set,
+        &[KUEUE_WORKER, "worker-1"],
+        SetPlacement::MostRoom,
+    )
+    .await;
     let done = s.wait_condition("late", "Complete").await;
     assert_eq!(
         done.annotations().get(CLUSTER_KEY).map(String::as_str),
         Some("worker-1")
     );
-    assert!(
-        live_worker_pods(&s).await.contains_key(&hog),
-        "the hog kept worker-3's quota throughout"
+    s.finish(WAIT).await;
+}
+
+#[tokio::test]
+async fn a_job_queued_on_a_worker_goes_there_only_while_its_cluster_queue_has_quota() {
+    let (clusters, _) = setup().await;
+    let manager = kit::client(clusters.manager()).await;
+    let set = format!("quota-{}", std::process::id());
+    // worker-3 first: it has room on its nodes for every Job here.
+    let clusters = [KUEUE_WORKER, "worker-1"];
+    check_of_set(&manager, &set, &clusters, SetPlacement::InOrder).await;
+    let s = queued_on_worker("wroom", 4, 2, &set).await;
+    // The manager shows worker-3's ClusterQueue, fed by the mapped
+    // LocalQueue, with its 2 CPUs free.
+    let fed_by = format!("{}/{WORKER_LOCAL_QUEUE}", s.ns);
+    let registered: Api<WorkerCluster> = Api::all(manager.clone());
+    wait::until(
+        "worker-3's ClusterQueue shown with its quota",
+        WAIT,
+        || async {
+            let queues = match registered.get(KUEUE_WORKER).await {
+                Ok(wc) => wc.status.map(|st| st.queues).unwrap_or_default(),
+                Err(e) => return Seen::Waiting(e.to_string()),
+            };
+            match queues.iter().find(|q| q.name == s.ns) {
+                Some(q)
+                    if q.local_queues == [fed_by.clone()]
+                        && q.free.get("cpu").map(String::as_str) == Some("2") =>
+                {
+                    Seen::Ready(())
+                }
+                other => Seen::Waiting(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    s.create(queued_job(&s, "first").cpu("2").run_for("1h"))
+        .await;
+    let first = &s.assigned_worker("first").await.name;
+    assert_eq!(
+        first, KUEUE_WORKER,
+        "listed first, its ClusterQueue has quota"
+    );
+    s.create(queued_job(&s, "second").cpu("2").run_for("1h"))
+        .await;
+    let second = &s.assigned_worker("second").await.name;
+    assert_eq!(
+        second, "worker-1",
+        "not queued on worker-3 to wait: its ClusterQueue has no quota left"
     );
     s.finish(WAIT).await;
+    drop_check_of_set(&manager, &set).await;
 }
 
 #[tokio::test]

@@ -1,9 +1,11 @@
 //! Whether the agent may read what room is summed from. The chart grants
-//! it (`agent.room.enabled`); an operator may not have. A watch the API
-//! server refuses (403) is said once, with the permission it lacks, and the
-//! room stays unknown, so no Room is sent and the manager places on the
-//! cluster without asking for room; the watch keeps retrying, so a grant
-//! made later takes effect without a restart.
+//! it (`agent.room.enabled`, `agent.room.kueue`); an operator may not have.
+//! A watch the API server refuses (403, or 404 where Kueue's queues are not
+//! served) is said once, with the permission it lacks. Without Nodes or
+//! Pods the room stays unknown, so no Room is sent and the manager places
+//! on the cluster without asking for room; without Kueue's queues the Room
+//! names none. The watch keeps retrying, so a grant made later takes effect
+//! without a restart.
 
 use kube::runtime::watcher;
 
@@ -12,14 +14,25 @@ use kube::runtime::watcher;
 pub enum Read {
     Nodes,
     Pods,
+    ClusterQueues,
+    LocalQueues,
 }
 
 impl Read {
+    pub const ALL: [Read; 4] = [
+        Read::Nodes,
+        Read::Pods,
+        Read::ClusterQueues,
+        Read::LocalQueues,
+    ];
+
     /// The `kind` label of the watch event metric.
     pub fn kind(self) -> &'static str {
         match self {
             Read::Nodes => "Node",
             Read::Pods => "Pod",
+            Read::ClusterQueues => "ClusterQueue",
+            Read::LocalQueues => "LocalQueue",
         }
     }
 
@@ -28,12 +41,47 @@ impl Read {
         match self {
             Read::Nodes => "get, list and watch on nodes (cluster-wide)",
             Read::Pods => "list and watch on pods in every namespace (a ClusterRole)",
+            Read::ClusterQueues => {
+                "get, list and watch on clusterqueues.kueue.x-k8s.io (Kueue installed, cluster-wide)"
+            }
+            Read::LocalQueues => {
+                "list and watch on localqueues.kueue.x-k8s.io in every namespace (Kueue installed, a ClusterRole)"
+            }
+        }
+    }
+
+    /// What the room lacks while the read is refused.
+    pub fn without(self) -> &'static str {
+        match self {
+            Read::Nodes | Read::Pods => {
+                "it reports no room: the manager places on this cluster without asking whether Pods fit"
+            }
+            Read::ClusterQueues | Read::LocalQueues => {
+                "it reports no Kueue quota: the manager places on this cluster without asking whether its Kueue has quota free"
+            }
+        }
+    }
+
+    /// The chart value that grants the read.
+    pub fn chart_value(self) -> &'static str {
+        match self {
+            Read::Nodes | Read::Pods => "the chart does with agent.room.enabled",
+            Read::ClusterQueues | Read::LocalQueues => "the chart does with agent.room.kueue",
+        }
+    }
+
+    /// How to stop reading it.
+    pub fn turn_off(self) -> &'static str {
+        match self {
+            Read::Nodes | Read::Pods => "turn room reports off with --room=false",
+            Read::ClusterQueues | Read::LocalQueues => "drop --room-kueue",
         }
     }
 }
 
-/// Whether the API server refused a watch for want of permission.
-pub fn forbidden(error: &watcher::Error) -> bool {
+/// Whether the API server refused a watch for good: for want of permission
+/// (403), or as it does not serve the kind (404: Kueue not installed).
+pub fn refused(error: &watcher::Error) -> bool {
     let status = match error {
         watcher::Error::InitialListFailed(kube::Error::Api(status))
         | watcher::Error::WatchStartFailed(kube::Error::Api(status))
@@ -41,7 +89,7 @@ pub fn forbidden(error: &watcher::Error) -> bool {
         watcher::Error::WatchError(status) => status,
         _ => return false,
     };
-    status.code == 403
+    matches!(status.code, 403 | 404)
 }
 
 /// Whether one kind may be read, as the watch last found.
@@ -87,16 +135,17 @@ mod tests {
     }
 
     #[test]
-    fn only_a_403_from_the_api_server_is_a_refusal() {
+    fn only_a_403_or_404_from_the_api_server_is_a_refusal() {
         let list = |code| watcher::Error::InitialListFailed(kube::Error::Api(status(code)));
         let start = |code| watcher::Error::WatchStartFailed(kube::Error::Api(status(code)));
-        assert!(forbidden(&list(403)));
-        assert!(forbidden(&start(403)));
-        assert!(forbidden(&watcher::Error::WatchError(status(403))));
-        assert!(!forbidden(&list(401)), "unauthenticated is another trouble");
-        assert!(!forbidden(&start(500)));
-        assert!(!forbidden(&watcher::Error::WatchError(status(410))));
-        assert!(!forbidden(&watcher::Error::NoResourceVersion));
+        assert!(refused(&list(403)));
+        assert!(refused(&start(403)));
+        assert!(refused(&list(404)), "the kind is not served");
+        assert!(refused(&watcher::Error::WatchError(status(403))));
+        assert!(!refused(&list(401)), "unauthenticated is another trouble");
+        assert!(!refused(&start(500)));
+        assert!(!refused(&watcher::Error::WatchError(status(410))));
+        assert!(!refused(&watcher::Error::NoResourceVersion));
     }
 
     #[test]

@@ -1,25 +1,30 @@
 //! The room on this worker cluster, for the manager to place Jobs by: what
 //! its schedulable nodes have left for Pods, by node pool
-//! (`jobrelay_kinds::room`). Two watches feed it — Nodes, and the bound,
-//! non-terminal Pods of every namespace — trimmed to what room is summed
-//! from ([`seen`]); each change is summed again after a short pause and the
-//! latest room published, for every session to send ([`reports`]).
+//! (`jobrelay_kinds::room`), and with `--room-kueue` what the worker's own
+//! Kueue has free, by ClusterQueue. Watches feed it — Nodes, the bound,
+//! non-terminal Pods of every namespace, and ClusterQueues and LocalQueues
+//! — trimmed to what room is summed from ([`seen`], [`queues`]); each
+//! change is summed again after a short pause and the latest room
+//! published, for every session to send ([`reports`]).
 //!
 //! Where the agent may not read Nodes or Pods, the room stays unknown and no
-//! Room is sent ([`access`]); `--room=false` starts no watch at all.
+//! Room is sent; where it may not read Kueue's queues, the Room names none
+//! ([`access`]). `--room=false` starts no watch at all.
 
 mod access;
+mod queues;
 mod reports;
 mod seen;
 
 use std::pin::pin;
 use std::time::Duration;
 
+use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
-use jobrelay_kinds::room::Pool;
+use jobrelay_kinds::room::Room;
 use jobrelay_process::Tasks;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::Api;
+use kube::api::{Api, DynamicObject};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher::Config};
 use prometheus_client::metrics::counter::Counter;
@@ -30,6 +35,7 @@ use tracing::{debug, info, warn};
 use crate::initial_list;
 use crate::metrics::RoomMetrics;
 use access::{Access, Read, Turned};
+use queues::Queues;
 pub use reports::{Feed, next};
 use seen::Seen;
 
@@ -40,45 +46,62 @@ pub const BOUND_AND_LIVE: &str = "spec.nodeName!=,status.phase!=Succeeded,status
 /// Pods starting is one recount, not one each.
 const GATHER: Duration = Duration::from_millis(500);
 
-/// Starts the room's watches among `tasks`; the room they publish (`None`
-/// until both have listed, and while either is refused).
+/// Starts the room's watches among `tasks`, those of the worker's Kueue
+/// with `kueue`; the room they publish (`None` until Nodes and Pods have
+/// listed, and while either is refused).
 pub fn watch(
     client: &kube::Client,
     metrics: &RoomMetrics,
+    kueue: bool,
     tasks: &Tasks,
-) -> watch::Receiver<Option<Vec<Pool>>> {
+) -> watch::Receiver<Option<Room>> {
     let (published, room) = watch::channel(None);
     let every = Config::default().timeout(jobrelay_process::WATCH_TIMEOUT_SECS);
     let nodes = initial_list::watch(Api::<Node>::all(client.clone()), every.clone());
     let pods = initial_list::watch(
         Api::<Pod>::all(client.clone()),
-        every.fields(BOUND_AND_LIVE),
+        every.clone().fields(BOUND_AND_LIVE),
     );
+    let kueue_watch = |kind: &str| -> BoxStream<'static, Answer<DynamicObject>> {
+        if !kueue {
+            return futures::stream::pending().boxed();
+        }
+        let api = Api::<DynamicObject>::all_with(client.clone(), &queues::resource(kind));
+        initial_list::watch(api, every.clone())
+            .default_backoff()
+            .boxed()
+    };
     let summing = Summing {
         seen: Seen::default(),
-        nodes: Access::default(),
-        pods: Access::default(),
+        queues: kueue.then(Queues::default),
+        access: Default::default(),
         known: false,
         published,
         metrics: metrics.clone(),
-        node_events: metrics.watch_events(Read::Nodes.kind()),
-        pod_events: metrics.watch_events(Read::Pods.kind()),
+        events: Read::ALL.map(|read| metrics.watch_events(read.kind())),
     };
-    tasks.spawn(summing.follow(nodes.default_backoff(), pods.default_backoff()));
+    tasks.spawn(summing.follow(
+        nodes.default_backoff(),
+        pods.default_backoff(),
+        kueue_watch(Read::ClusterQueues.kind()),
+        kueue_watch(Read::LocalQueues.kind()),
+    ));
     room
 }
 
 /// The room as the watches show it, and where it is published.
 struct Summing {
     seen: Seen,
-    nodes: Access,
-    pods: Access,
+    /// With `--room-kueue`.
+    queues: Option<Queues>,
+    /// Whether each read is refused, in [`Read::ALL`]'s order.
+    access: [Access; Read::ALL.len()],
     /// Whether the room was known when last published.
     known: bool,
-    published: watch::Sender<Option<Vec<Pool>>>,
+    published: watch::Sender<Option<Room>>,
     metrics: RoomMetrics,
-    node_events: Counter,
-    pod_events: Counter,
+    /// Watch events taken, in [`Read::ALL`]'s order.
+    events: [Counter; Read::ALL.len()],
 }
 
 type Answer<K> = Result<Event<K>, watcher::Error>;
@@ -90,13 +113,22 @@ impl Summing {
         mut self,
         nodes: impl Stream<Item = Answer<Node>>,
         pods: impl Stream<Item = Answer<Pod>>,
+        cluster_queues: impl Stream<Item = Answer<DynamicObject>>,
+        local_queues: impl Stream<Item = Answer<DynamicObject>>,
     ) {
         let (mut nodes, mut pods) = (pin!(nodes), pin!(pods));
+        let (mut cluster_queues, mut local_queues) = (pin!(cluster_queues), pin!(local_queues));
         let mut due: Option<Instant> = None;
         loop {
             let changed = tokio::select! {
-                Some(answer) = nodes.next() => self.node(answer),
-                Some(answer) = pods.next() => self.pod(answer),
+                Some(answer) = nodes.next() => self.take(Read::Nodes, answer, Seen::node),
+                Some(answer) = pods.next() => self.take(Read::Pods, answer, Seen::pod),
+                Some(answer) = cluster_queues.next() => {
+                    self.take_queue(Read::ClusterQueues, answer, Queues::cluster_queue)
+                }
+                Some(answer) = local_queues.next() => {
+                    self.take_queue(Read::LocalQueues, answer, Queues::local_queue)
+                }
                 () = tokio::time::sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => {
                     due = None;
                     self.publish();
@@ -110,51 +142,65 @@ impl Summing {
         }
     }
 
-    /// Takes a Node watch's answer; says whether the room may have changed.
-    fn node(&mut self, answer: Answer<Node>) -> bool {
-        let event = match answer {
-            Ok(event) => event,
-            Err(error) => return self.failed(Read::Nodes, &error),
-        };
-        self.node_events.inc();
-        let granted = self.answered(Read::Nodes, false);
-        self.seen.node(event) || granted
-    }
-
-    /// Takes a Pod watch's answer; says whether the room may have changed.
-    fn pod(&mut self, answer: Answer<Pod>) -> bool {
-        let event = match answer {
-            Ok(event) => event,
-            Err(error) => return self.failed(Read::Pods, &error),
-        };
-        self.pod_events.inc();
-        let granted = self.answered(Read::Pods, false);
-        self.seen.pod(event) || granted
-    }
-
-    fn failed(&mut self, read: Read, error: &watcher::Error) -> bool {
-        let refused = access::forbidden(error);
-        if !refused {
-            warn!(kind = read.kind(), %error, "room watch error; retrying");
+    /// Takes a watch's answer for `read` into what is seen with `take`;
+    /// says whether the room may have changed.
+    fn take<K>(
+        &mut self,
+        read: Read,
+        answer: Answer<K>,
+        take: impl FnOnce(&mut Seen, Event<K>) -> bool,
+    ) -> bool {
+        match self.event(read, answer) {
+            Ok((event, granted)) => take(&mut self.seen, event) || granted,
+            Err(changed) => changed,
         }
-        self.answered(read, refused)
+    }
+
+    /// [`Self::take`] for the worker's Kueue's queues.
+    fn take_queue(
+        &mut self,
+        read: Read,
+        answer: Answer<DynamicObject>,
+        take: impl FnOnce(&mut Queues, Event<DynamicObject>) -> bool,
+    ) -> bool {
+        match self.event(read, answer) {
+            Ok((event, granted)) => self.queues.as_mut().is_some_and(|q| take(q, event)) || granted,
+            Err(changed) => changed,
+        }
+    }
+
+    /// The event of an answer and whether it turned a refusal; or, for an
+    /// error, whether that changed the room.
+    fn event<K>(&mut self, read: Read, answer: Answer<K>) -> Result<(Event<K>, bool), bool> {
+        match answer {
+            Ok(event) => {
+                self.events[read as usize].inc();
+                Ok((event, self.answered(read, false)))
+            }
+            Err(error) => {
+                let refused = access::refused(&error);
+                if !refused {
+                    warn!(kind = read.kind(), %error, "room watch error; retrying");
+                }
+                Err(self.answered(read, refused))
+            }
+        }
     }
 
     /// Notes whether `read` was refused; says whether that turned.
     fn answered(&mut self, read: Read, refused: bool) -> bool {
-        let access = match read {
-            Read::Nodes => &mut self.nodes,
-            Read::Pods => &mut self.pods,
-        };
-        match access.answered(refused) {
+        match self.access[read as usize].answered(refused) {
             Turned::Same => false,
             Turned::Refused => {
                 warn!(
                     kind = read.kind(),
                     missing = read.permission(),
-                    "the agent may not read {}s, so it reports no room: the manager places on this cluster without asking whether Pods fit. Grant {} (the chart does with agent.room.enabled), or turn room reports off with --room=false",
+                    "the agent may not read {}s, so {}. Grant {} ({}), or {}",
                     read.kind(),
+                    read.without(),
                     read.permission(),
+                    read.chart_value(),
+                    read.turn_off(),
                 );
                 true
             }
@@ -171,9 +217,21 @@ impl Summing {
 
     /// Publishes the room as it is now, if it differs from the last.
     fn publish(&mut self) {
-        let readable = !(self.nodes.refused() || self.pods.refused());
-        let room = self.seen.pools().filter(|_| readable);
-        let pools = room.as_ref().map_or(0, Vec::len);
+        let refused = |read: Read| self.access[read as usize].refused();
+        let readable = !(refused(Read::Nodes) || refused(Read::Pods));
+        let queues_readable = !(refused(Read::ClusterQueues) || refused(Read::LocalQueues));
+        let queues = self
+            .queues
+            .as_ref()
+            .filter(|_| queues_readable)
+            .and_then(Queues::queues)
+            .unwrap_or_default();
+        let room = self
+            .seen
+            .pools()
+            .filter(|_| readable)
+            .map(|pools| Room { pools, queues });
+        let pools = room.as_ref().map_or(0, |room| room.pools.len());
         self.metrics
             .pools
             .set(i64::try_from(pools).unwrap_or(i64::MAX));

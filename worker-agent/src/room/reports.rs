@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use jobrelay_kinds::room::Pool;
-use jobrelay_proto::v1::{AgentMessage, Holding, NodePool, Room, agent_message};
+use jobrelay_kinds::room::Room;
+use jobrelay_proto::v1::{AgentMessage, Holding, agent_message};
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -25,14 +25,14 @@ pub enum Due {
 /// The room last sent on this session, and when.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sent {
-    pub pools: Vec<Pool>,
+    pub room: Room,
     pub at: Instant,
 }
 
 /// Whether to send `room` now, given what this session sent last, whether
 /// its DesiredSet was taken, and the least time between two sends.
 pub fn due(
-    room: Option<&[Pool]>,
+    room: Option<&Room>,
     sent: Option<&Sent>,
     desired_taken: bool,
     interval: Duration,
@@ -46,7 +46,7 @@ pub fn due(
     }
     match sent {
         None => Due::Now,
-        Some(sent) if sent.pools == room => Due::Not,
+        Some(sent) if sent.room == *room => Due::Not,
         Some(sent) => {
             let next = sent.at + interval;
             if now >= next { Due::Now } else { Due::At(next) }
@@ -59,7 +59,7 @@ pub fn due(
 /// time between two sends, and the count of those sent.
 #[derive(Clone)]
 pub struct Feed {
-    pub room: watch::Receiver<Option<Vec<Pool>>>,
+    pub room: watch::Receiver<Option<Room>>,
     pub interval: Duration,
     pub sent: Counter,
 }
@@ -89,21 +89,21 @@ impl Reports {
     pub async fn next(&mut self) -> AgentMessage {
         loop {
             let now = Instant::now();
-            let (decision, pools) = {
+            let (decision, room) = {
                 let room = self.feed.room.borrow_and_update();
                 let taken = self.holding.borrow_and_update().is_some();
                 let decision = due(
-                    room.as_deref(),
+                    room.as_ref(),
                     self.sent.as_ref(),
                     taken,
                     self.feed.interval,
                     now,
                 );
-                let pools = (decision == Due::Now).then(|| room.clone()).flatten();
-                (decision, pools)
+                let room = (decision == Due::Now).then(|| room.clone()).flatten();
+                (decision, room)
             };
-            if let Some(pools) = pools {
-                return self.sending(pools, now);
+            if let Some(room) = room {
+                return self.sending(room, now);
             }
             let clock = async {
                 match decision {
@@ -119,14 +119,12 @@ impl Reports {
         }
     }
 
-    fn sending(&mut self, pools: Vec<Pool>, now: Instant) -> AgentMessage {
-        let room = Room {
-            pools: pools.iter().map(NodePool::from).collect(),
-        };
-        self.sent = Some(Sent { pools, at: now });
+    fn sending(&mut self, room: Room, now: Instant) -> AgentMessage {
+        let message = (&room).into();
+        self.sent = Some(Sent { room, at: now });
         self.feed.sent.inc();
         AgentMessage {
-            kind: Some(agent_message::Kind::Room(room)),
+            kind: Some(agent_message::Kind::Room(message)),
         }
     }
 }

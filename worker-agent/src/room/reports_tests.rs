@@ -1,16 +1,21 @@
-use jobrelay_kinds::room::Resources;
+use jobrelay_kinds::room::{Pool, Resources};
+use jobrelay_proto::v1::NodePool;
 
 use super::*;
 
 const INTERVAL: Duration = Duration::from_secs(2);
 
-fn room(cpu: i64) -> Vec<Pool> {
-    vec![Pool {
+fn room(cpu: i64) -> Room {
+    let pool = Pool {
         nodes: 1,
         free: Resources::from([("cpu", cpu)]),
         largest: Resources::from([("cpu", cpu)]),
         ..Pool::default()
-    }]
+    };
+    Room {
+        pools: vec![pool],
+        queues: Vec::new(),
+    }
 }
 
 /// What is sent how long ago, for a case.
@@ -44,10 +49,10 @@ fn whether_to_send_the_room() {
     for (case, known, sent, taken, expect) in cases {
         let known = known.map(room);
         let sent = sent.map(|(cpu, ago)| Sent {
-            pools: room(cpu),
+            room: room(cpu),
             at: now - ago,
         });
-        let answer = due(known.as_deref(), sent.as_ref(), taken, INTERVAL, now);
+        let answer = due(known.as_ref(), sent.as_ref(), taken, INTERVAL, now);
         let expected = match expect {
             Expect::Now => Due::Now,
             Expect::In(wait) => Due::At(now + wait),

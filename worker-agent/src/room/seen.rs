@@ -111,6 +111,11 @@ impl<V: PartialEq> Listing<V> {
         self.current.values()
     }
 
+    /// What is kept, with its key.
+    pub fn entries(&self) -> impl Iterator<Item = (&String, &V)> {
+        self.current.iter()
+    }
+
     pub fn len(&self) -> usize {
         self.current.len()
     }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use jobrelay_kinds::jobset::JobSet;
-use jobrelay_proto::wire::FLAVORS_ANNOTATION;
+use jobrelay_proto::wire::{FLAVORS_ANNOTATION, QUEUE_NAME_LABEL};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -18,12 +18,14 @@ use crate::controller::writes;
 use crate::job::life::AWAIT_CLUSTER;
 use crate::job::life::{is_whole, revision};
 use crate::job::lifecycle::{Lifecycle, lifecycle};
-use crate::job::placement::{Choice, pinned_cluster, preferences};
+use crate::job::placement::{Choice, QueuedIn, Wants, pinned_cluster, preferences};
 use crate::job::plan;
 use crate::kinds::RelayedKind;
 use crate::kueue::mirror_scheduling::{self, Flavors};
 use crate::kueue::scheduling::{self, FlavorsChange, Scheduling};
-use crate::kueue::worker_queue::{WorkerQueue, map_queue_label, queue_on_worker};
+use crate::kueue::worker_queue::{
+    WorkerQueue, map_queue_label, queue_on_worker, worker_local_queue,
+};
 use crate::telemetry::events::Reason;
 
 use super::Reconciling;
@@ -136,12 +138,24 @@ impl<K: Dispatched> Reconciling<'_, K> {
         let preferences = preferences(job, Timestamp::now());
         let allowed = |cluster: &str| eligible(cluster) && !preferences.avoids(cluster);
         let preferred = |cluster: &str| allowed(cluster) && !preferences.tries_last(cluster);
-        let fill = reservation.as_ref().and_then(|r| r.allowed.fill());
+        // Where the worker runs its own Kueue, the mirror of a Job that
+        // names a queue is queued there, in the mapped LocalQueue.
+        let queue = job.labels().get(QUEUE_NAME_LABEL);
+        let queued_in = |cluster: &str| {
+            let worker = ctx.registry.worker_queue(cluster)?;
+            let local_queue = worker_local_queue(queue?, &worker);
+            Some(format!("{namespace}/{local_queue}"))
+        };
+        let wants = Wants {
+            pinned,
+            fill: reservation.as_ref().and_then(|r| r.allowed.fill()),
+            queued_in: queue.is_some().then_some(&queued_in as &QueuedIn),
+        };
         let waited = ctx.fleet.awaiting_room(&self.uid).map(|(why, _)| why);
         let (uid, key) = (&self.uid, &self.fleet_key);
-        let choice = match ctx.fleet.place(uid, key, pinned, fill, preferred) {
+        let choice = match ctx.fleet.place(uid, key, wants, preferred) {
             Choice::On(cluster) => Choice::On(cluster),
-            _ => ctx.fleet.place(uid, key, pinned, fill, allowed),
+            _ => ctx.fleet.place(uid, key, wants, allowed),
         };
         let cluster = match choice {
             Choice::On(cluster) => cluster,
