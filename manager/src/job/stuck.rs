@@ -47,8 +47,9 @@ pub fn moves_even_after_a_pod_ran<K: kube::Resource>(job: &K) -> bool {
 
 /// What the mirror's Pods come to: they start (or nothing waits), they all
 /// wait for a node but not yet for the timeout, or the mirror moves.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Waiting {
+    #[default]
     No,
     /// Look again after this long.
     For(Duration),

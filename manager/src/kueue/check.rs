@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use crate::job::stuck::Waiting;
+
 pub use super::parameters::{Allowed, active, all_allowed, allowed};
 pub use super::types::CheckState;
 
@@ -73,9 +75,10 @@ pub struct JobSide {
     pub worker_kueue: Option<WorkerKueueSide>,
     /// Its mirror is being withdrawn.
     pub withdrawing: bool,
-    /// Its mirror's Pods found no node on its cluster for the cluster's
-    /// `unschedulableTimeout` (none of them having run): why, in words.
-    pub unschedulable: Option<String>,
+    /// Whether its mirror's Pods all wait for a node on its cluster, and
+    /// for how much longer until its `unschedulableTimeout` moves it (none
+    /// of them having run) — or why it moves now, in words.
+    pub unschedulable: Waiting,
     /// The Job does not carry a record of the reservation's flavors yet
     /// (placed under another reservation, say, before an eviction): the
     /// mirror could not be built without them once Kueue admits it.
@@ -223,8 +226,8 @@ fn after_admission(input: &Input, job: &JobSide, cluster: &str) -> Option<CheckS
     if admitted && input.state == Some(CheckState::Ready) {
         return Some(match (job.cluster_connected, job.cluster_lost) {
             // Kueue evicts it on `Retry`, and the withdrawal then moves it.
-            (true, _) if job.unschedulable.is_some() => CheckStep::Retry {
-                message: job.unschedulable.clone().unwrap_or_default(),
+            (true, _) if let Waiting::TooLong(why) = &job.unschedulable => CheckStep::Retry {
+                message: why.clone(),
                 after: RETRY_AFTER,
             },
             // Admitted there before the check went Ready, suspended since.
@@ -237,7 +240,12 @@ fn after_admission(input: &Input, job: &JobSide, cluster: &str) -> Option<CheckS
                     not_admitted: false,
                 }
             }
-            (true, _) => CheckStep::Admitted(WATCH_ADMITTED),
+            // Looked at again when the Pods that wait for a node would
+            // have waited too long.
+            (true, _) => CheckStep::Admitted(match job.unschedulable {
+                Waiting::For(left) => left.min(WATCH_ADMITTED),
+                Waiting::No | Waiting::TooLong(_) => WATCH_ADMITTED,
+            }),
             (false, false) => CheckStep::Admitted(AWAIT_LOST),
             (false, true) => CheckStep::Retry {
                 message: lost(cluster),

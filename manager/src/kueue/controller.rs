@@ -181,13 +181,12 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
     };
     let step = check::decide(&input);
     debug!(?step, "admission check");
-    // Admitted with its mirror queued in its worker's Kueue: a change of the
-    // mirror (that Kueue evicting it) must wake the Workload.
+    // Admitted: a change of the mirror (its Pods finding no node, its
+    // worker's Kueue evicting it) must wake the Workload.
     if let Some(owned) = &job {
-        let on_worker_kueue = input.job.as_ref().is_some_and(|j| j.worker_kueue.is_some());
-        let watched = (on_worker_kueue && matches!(step, CheckStep::Admitted(_)))
-            .then(|| ObjectRef::from_obj(workload.as_ref()));
-        ctx.reservations.admitted_on_worker(&owned.key, watched);
+        let watched =
+            matches!(step, CheckStep::Admitted(_)).then(|| ObjectRef::from_obj(workload.as_ref()));
+        ctx.reservations.admitted(&owned.key, watched);
     }
     match step {
         CheckStep::Idle => {

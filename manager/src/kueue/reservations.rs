@@ -36,10 +36,10 @@ pub struct Reservations {
     /// Each reservation with when it was first held.
     by_job: Mutex<HashMap<String, (Reservation, Instant)>>,
     withdrawals: Mutex<HashMap<String, Withdrawal>>,
-    /// By their Job: admitted Workloads whose mirror is queued in its
-    /// worker's own Kueue, so that a change of the mirror (that Kueue
-    /// evicting it) wakes them.
-    admitted_on_worker: Mutex<HashMap<Key, ObjectRef<Workload>>>,
+    /// By their Job: admitted Workloads, so that a change of the mirror
+    /// (its Pods finding no node, its worker's Kueue evicting it) wakes
+    /// them.
+    admitted: Mutex<HashMap<Key, ObjectRef<Workload>>>,
     /// Whether Kueue runs on the manager cluster; `None` until first looked
     /// for.
     manager_kueue: Mutex<Option<bool>>,
@@ -112,16 +112,12 @@ impl Reservations {
     pub fn withdrawn(&self, job_uid: &str, job: &Key) {
         let mut withdrawals = self.withdrawals.lock().unwrap_or_else(|p| p.into_inner());
         withdrawals.remove(job_uid);
-        self.admitted_on_worker(job, None);
+        self.admitted(job, None);
     }
 
-    /// The Job's Workload is admitted and its mirror queued in its worker's
-    /// own Kueue (`Some`), or no longer so (`None`).
-    pub fn admitted_on_worker(&self, job: &Key, workload: Option<ObjectRef<Workload>>) {
-        let mut admitted = self
-            .admitted_on_worker
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+    /// The Job's Workload is admitted (`Some`), or no longer (`None`).
+    pub fn admitted(&self, job: &Key, workload: Option<ObjectRef<Workload>>) {
+        let mut admitted = self.admitted.lock().unwrap_or_else(|p| p.into_inner());
         match workload {
             Some(workload) => admitted.insert(job.clone(), workload),
             None => admitted.remove(job),
@@ -129,8 +125,7 @@ impl Reservations {
     }
 
     /// The Workload waiting on `job`, if it holds a reservation or is
-    /// admitted with its mirror queued in its worker's Kueue: what a change
-    /// of the Job or its mirror should wake.
+    /// admitted: what a change of the Job or its mirror should wake.
     pub fn workload_of(&self, job: &Key) -> Option<ObjectRef<Workload>> {
         let by_job = self.by_job.lock().unwrap_or_else(|p| p.into_inner());
         let reserved = by_job.values().find(|(r, _)| r.job == *job);
@@ -138,10 +133,7 @@ impl Reservations {
             return Some(reservation.workload.clone());
         }
         drop(by_job);
-        let admitted = self
-            .admitted_on_worker
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let admitted = self.admitted.lock().unwrap_or_else(|p| p.into_inner());
         admitted.get(job).cloned()
     }
 }
@@ -182,14 +174,14 @@ mod tests {
     }
 
     #[test]
-    fn an_admitted_workload_queued_on_its_worker_is_woken_until_its_job_goes() {
+    fn an_admitted_workload_is_woken_until_its_job_goes() {
         let reservations = Reservations::default();
         let workload = ObjectRef::new("job-a").within("ns");
-        reservations.admitted_on_worker(&job("a"), Some(workload.clone()));
+        reservations.admitted(&job("a"), Some(workload.clone()));
         assert_eq!(reservations.workload_of(&job("a")), Some(workload.clone()));
-        reservations.admitted_on_worker(&job("a"), None);
+        reservations.admitted(&job("a"), None);
         assert_eq!(reservations.workload_of(&job("a")), None);
-        reservations.admitted_on_worker(&job("a"), Some(workload));
+        reservations.admitted(&job("a"), Some(workload));
         reservations.withdrawn("u1", &job("a"));
         assert_eq!(
             reservations.workload_of(&job("a")),

@@ -279,19 +279,20 @@ impl Owned {
                 },
                 admit_within: worker.admit_within,
             });
-        let unschedulable = cluster.as_deref().zip(view.as_ref()).and_then(|(c, v)| {
-            let rules = stuck::MoveRules {
-                movable: self.pinned.is_none(),
-                even_after_a_pod_ran: self.even_after_a_pod_ran,
-                timeout: ctx.registry.unschedulable_timeout(c),
-            };
-            let waiting = v.state.held().and_then(|h| h.unschedulable.as_ref());
-            let counts = v.state.status().and_then(self.pods_counted);
-            match stuck::waiting(c, waiting, counts, &rules, Instant::now()) {
-                stuck::Waiting::TooLong(why) => Some(why),
-                stuck::Waiting::No | stuck::Waiting::For(_) => None,
-            }
-        });
+        let unschedulable =
+            cluster
+                .as_deref()
+                .zip(view.as_ref())
+                .map_or(stuck::Waiting::No, |(c, v)| {
+                    let rules = stuck::MoveRules {
+                        movable: self.pinned.is_none(),
+                        even_after_a_pod_ran: self.even_after_a_pod_ran,
+                        timeout: ctx.registry.unschedulable_timeout(c),
+                    };
+                    let waiting = v.state.held().and_then(|h| h.unschedulable.as_ref());
+                    let counts = v.state.status().and_then(self.pods_counted);
+                    stuck::waiting(c, waiting, counts, &rules, Instant::now())
+                });
         let pinned = self.pinned.clone();
         JobSide {
             unschedulable,

@@ -6,6 +6,11 @@
 use super::*;
 use jobrelay_kinds::room::pool::HOSTNAME_LABEL;
 
+/// Held by the tests whose Pods find no node on worker-1 or worker-2 for a
+/// while: one waits for Kueue's `waitForPodsReady`, the other shortens
+/// worker-1's `unschedulableTimeout` below it, so they take turns.
+static UNSCHEDULABLE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test]
 async fn a_high_priority_job_preempts_and_the_low_ones_worker_pods_go_first() {
     let s = queued("preempt", 1).await;
@@ -122,6 +127,7 @@ async fn a_deactivated_workload_stops_its_pods_then_frees_its_quota() {
 
 #[tokio::test]
 async fn a_job_whose_pods_never_get_ready_on_one_worker_is_placed_again_and_completes_on_another() {
+    let _turn = UNSCHEDULABLE.lock().await;
     let s = queued("podsready", 1).await;
     // Only a node of this hostname can run the Job, and at first no
     // worker has one: its Pod stays Pending wherever it is placed. A
@@ -177,6 +183,83 @@ async fn a_job_whose_pods_never_get_ready_on_one_worker_is_placed_again_and_comp
     quota_back_to_zero(&s).await;
     // Each node's hostname label is its name again.
     label_nodes(&s, other, pool.0, None).await;
+}
+
+#[tokio::test]
+async fn a_queued_job_whose_pods_find_no_node_goes_back_to_kueue_and_runs_where_they_do() {
+    let _turn = UNSCHEDULABLE.lock().await;
+    let (clusters, relay) = setup().await;
+    let manager = kit::client(clusters.manager()).await;
+    let set = format!("nonode-{}", std::process::id());
+    // worker-1 first, where its Pods will find no node.
+    check_of_set(
+        &manager,
+        &set,
+        &["worker-1", "worker-2"],
+        SetPlacement::InOrder,
+    )
+    .await;
+    let s = Scenario::new(clusters, relay, "nonode").await;
+    kueue_objects::queue(&manager, &s.ns, &s.ns, 2, &set)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let registered: Api<WorkerCluster> = Api::all(manager.clone());
+    let timeout = |value: Option<&str>| json!({"spec": {"unschedulableTimeout": value}});
+    registered
+        .patch(
+            "worker-1",
+            &PatchParams::default(),
+            &Patch::Merge(timeout(Some("3s"))),
+        )
+        .await
+        .expect("shorten worker-1's unschedulableTimeout");
+    // Only a node of this hostname can run the Job, and only worker-2 has
+    // one: a hostname is the scheduler's to match, not placement's.
+    label_nodes(&s, "worker-2", HOSTNAME_LABEL, Some(&s.ns)).await;
+    s.create(
+        queued_job(&s, "follower")
+            .node_selector(HOSTNAME_LABEL, &s.ns)
+            .run_for("2s"),
+    )
+    .await;
+
+    let done = s.wait_condition("follower", "Complete").await;
+    let annotations = done.annotations();
+    assert_eq!(
+        annotations.get(CLUSTER_KEY).map(String::as_str),
+        Some("worker-2")
+    );
+    assert_eq!(
+        annotations
+            .get(WITHDRAWN_FROM_ANNOTATION)
+            .map(String::as_str),
+        Some("worker-1"),
+        "placed first on worker-1, listed first"
+    );
+    let notes: Vec<String> = s
+        .events("follower")
+        .await
+        .into_iter()
+        .map(|(_, n)| n)
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("Pods found no node on cluster worker-1")),
+        "why it moved, on the Job: {notes:?}"
+    );
+    s.finish(WAIT).await;
+    quota_back_to_zero(&s).await;
+    registered
+        .patch(
+            "worker-1",
+            &PatchParams::default(),
+            &Patch::Merge(timeout(None)),
+        )
+        .await
+        .expect("restore worker-1's unschedulableTimeout");
+    drop_check_of_set(&manager, &set).await;
+    label_nodes(&s, "worker-2", HOSTNAME_LABEL, None).await;
 }
 
 /// Sets a label on every node of `worker`; with `None`, removes it — or,
