@@ -34,7 +34,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jobrelay_e2e::scenario::{Scenario, WAIT, has_condition};
-use jobrelay_e2e::scenario::{live_worker_pods, worker_pods_of, workload_of};
+use jobrelay_e2e::scenario::{
+    apply_set, check_of_set, drop_check_of_set, live_worker_pods, worker_pods_of, workload_of,
+};
 use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
 use jobrelay_manager::clusters::worker_cluster_set::{
     SetPlacement, WorkerClusterSet, WorkerClusterSetSpec,
@@ -144,51 +146,6 @@ async fn setup() -> (&'static Clusters, &'static Relay) {
             (clusters, relay)
         })
         .await
-}
-
-/// Applies the WorkerClusterSet `name` of `clusters`, placed by
-/// `placement`.
-async fn apply_set(client: &kube::Client, name: &str, clusters: &[&str], placement: SetPlacement) {
-    let sets: Api<WorkerClusterSet> = Api::all(client.clone());
-    let set = WorkerClusterSet::new(
-        name,
-        WorkerClusterSetSpec {
-            clusters: clusters.iter().map(|c| c.to_string()).collect(),
-            placement,
-        },
-    );
-    sets.patch(
-        name,
-        &PatchParams::apply("jobrelay-e2e").force(),
-        &Patch::Apply(&set),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("applying WorkerClusterSet {name}: {e}"));
-}
-
-/// A WorkerClusterSet `name` of `clusters`, placed by `placement`, and an
-/// AdmissionCheck of the same name whose parameters name it.
-async fn check_of_set(
-    client: &kube::Client,
-    name: &str,
-    clusters: &[&str],
-    placement: SetPlacement,
-) {
-    apply_set(client, name, clusters, placement).await;
-    let parameters = json!({"apiGroup": "jobrelay.dev", "kind": "WorkerClusterSet", "name": name});
-    kueue_objects::admission_check(client, name, Some(parameters))
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
-}
-
-/// Deletes what [`check_of_set`] made.
-async fn drop_check_of_set(client: &kube::Client, name: &str) {
-    let _ = Api::<AdmissionCheck>::all(client.clone())
-        .delete(name, &Default::default())
-        .await;
-    let _ = Api::<WorkerClusterSet>::all(client.clone())
-        .delete(name, &Default::default())
-        .await;
 }
 
 /// A scenario with its own ClusterQueue (`cpu` CPUs of quota, lower

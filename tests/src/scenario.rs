@@ -25,7 +25,9 @@ mod mirrors;
 mod outcome;
 
 pub use cut_off::CutOff;
-pub use kueue::{live_worker_pods, worker_pods_of, workload_of};
+pub use kueue::{
+    apply_set, check_of_set, drop_check_of_set, live_worker_pods, worker_pods_of, workload_of,
+};
 pub use outcome::{condition, has_condition, outcome};
 
 pub struct Scenario {

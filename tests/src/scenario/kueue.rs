@@ -1,13 +1,19 @@
-//! A Kueue scenario's Workloads and the worker Pods of its mirrors.
+//! A Kueue scenario's Workloads, the worker Pods of its mirrors, and the
+//! WorkerClusterSets and AdmissionChecks it places them by.
 
 use std::collections::BTreeMap;
 
-use jobrelay_manager::kueue::types::Workload;
+use jobrelay_manager::clusters::worker_cluster_set::{
+    SetPlacement, WorkerClusterSet, WorkerClusterSetSpec,
+};
+use jobrelay_manager::kueue::types::{AdmissionCheck, Workload};
 use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL};
+use jobrelay_testbed::objects::kueue_objects;
 use jobrelay_testbed::wait::{self, Seen, WAIT};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use serde_json::json;
 
 use super::Scenario;
 
@@ -80,4 +86,54 @@ pub async fn worker_pods_of(s: &Scenario, uid: &str) -> Result<usize, String> {
             .len();
     }
     Ok(count)
+}
+
+/// Applies the WorkerClusterSet `name` of `clusters`, placed by
+/// `placement`.
+pub async fn apply_set(
+    client: &kube::Client,
+    name: &str,
+    clusters: &[&str],
+    placement: SetPlacement,
+) {
+    let sets: Api<WorkerClusterSet> = Api::all(client.clone());
+    let set = WorkerClusterSet::new(
+        name,
+        WorkerClusterSetSpec {
+            clusters: clusters.iter().map(|c| c.to_string()).collect(),
+            placement,
+        },
+    );
+    sets.patch(
+        name,
+        &PatchParams::apply("jobrelay-e2e").force(),
+        &Patch::Apply(&set),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("applying WorkerClusterSet {name}: {e}"));
+}
+
+/// A WorkerClusterSet `name` of `clusters`, placed by `placement`, and an
+/// AdmissionCheck of the same name whose parameters name it.
+pub async fn check_of_set(
+    client: &kube::Client,
+    name: &str,
+    clusters: &[&str],
+    placement: SetPlacement,
+) {
+    apply_set(client, name, clusters, placement).await;
+    let parameters = json!({"apiGroup": "jobrelay.dev", "kind": "WorkerClusterSet", "name": name});
+    kueue_objects::admission_check(client, name, Some(parameters))
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+}
+
+/// Deletes what [`check_of_set`] made.
+pub async fn drop_check_of_set(client: &kube::Client, name: &str) {
+    let _ = Api::<AdmissionCheck>::all(client.clone())
+        .delete(name, &Default::default())
+        .await;
+    let _ = Api::<WorkerClusterSet>::all(client.clone())
+        .delete(name, &Default::default())
+        .await;
 }
