@@ -52,6 +52,15 @@ impl PodGroup {
     }
 }
 
+/// All that `groups` ask for together.
+pub fn total_of(groups: &[PodGroup]) -> Resources {
+    let mut total = Resources::default();
+    for group in groups {
+        total.add(&group.total(), 1);
+    }
+    total
+}
+
 /// The Pods of a Job that run at once: `parallelism` (1 if unset), no more
 /// than `completions`.
 pub fn of_job(job: &Job) -> Vec<PodGroup> {

@@ -28,9 +28,12 @@ impl Room {
     /// The ClusterQueue that the LocalQueue `namespace/name` feeds, if the
     /// report names it.
     pub fn queue_of(&self, local_queue: &str) -> Option<&Queue> {
-        self.queues
-            .iter()
-            .find(|q| q.local_queues.iter().any(|l| l == local_queue))
+        self.queues.iter().find(|q| q.feeds(local_queue))
+    }
+
+    /// [`Self::queue_of`], to change.
+    pub fn queue_of_mut(&mut self, local_queue: &str) -> Option<&mut Queue> {
+        self.queues.iter_mut().find(|q| q.feeds(local_queue))
     }
 }
 

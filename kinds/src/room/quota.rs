@@ -12,6 +12,7 @@ use jobrelay_proto::v1::ClusterQueueRoom;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
 
+use super::demand::total_of;
 use super::quantity::{Round, amount};
 use super::{PodGroup, Resources};
 
@@ -25,6 +26,13 @@ pub struct Queue {
     /// nominal quota less what Workloads there reserve. One flavor, as
     /// Kueue gives all Pods of a Job one flavor of each resource group.
     pub free: Resources,
+}
+
+impl Queue {
+    /// Whether the LocalQueue `namespace/name` feeds it.
+    pub fn feeds(&self, local_queue: &str) -> bool {
+        self.local_queues.iter().any(|l| l == local_queue)
+    }
 }
 
 /// The fields of a ClusterQueue its free quota is read from.
@@ -121,16 +129,26 @@ pub fn free(queue: &ClusterQueueFields) -> Resources {
 /// The resources a queue with `free` covers and has too little free of for
 /// all Pods of `groups` (none: they fit).
 pub fn short_of(free: &Resources, groups: &[PodGroup]) -> Vec<String> {
-    let mut asked = Resources::default();
-    for group in groups {
-        asked.add(&group.total(), 1);
-    }
-    asked
+    total_of(groups)
         .0
         .iter()
         .filter(|(resource, amount)| free.0.get(*resource).is_some_and(|free| **amount > *free))
         .map(|(resource, _)| resource.clone())
         .collect()
+}
+
+/// Takes what `groups` ask of the resources a queue covers out of its
+/// `free` quota, never below zero; returns what was taken.
+pub fn take(free: &mut Resources, groups: &[PodGroup]) -> Resources {
+    let mut taken = Resources::default();
+    for (resource, amount) in total_of(groups).0 {
+        if let Some(left) = free.0.get_mut(&resource) {
+            let here = amount.min(*left);
+            *left -= here;
+            taken.0.insert(resource, here);
+        }
+    }
+    taken
 }
 
 impl From<&Queue> for ClusterQueueRoom {
@@ -217,6 +235,18 @@ mod tests {
         };
         assert!(short_of(&free, &job(2, 2000)).is_empty());
         assert_eq!(short_of(&free, &job(3, 2000)), ["cpu"]);
+    }
+
+    #[test]
+    fn taking_quota_takes_only_covered_resources_and_never_below_zero() {
+        let mut free = Resources::from([("cpu", 3000)]);
+        let job = vec![PodGroup {
+            pods: 2,
+            each: Resources::from([("cpu", 2000), ("memory", 1), ("pods", 1)]),
+            ..PodGroup::default()
+        }];
+        assert_eq!(take(&mut free, &job), Resources::from([("cpu", 3000)]));
+        assert_eq!(free, Resources::from([("cpu", 0)]));
     }
 
     #[test]

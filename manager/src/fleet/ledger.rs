@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 
 use jobrelay_kinds::room::fit::{self, Taken};
-use jobrelay_kinds::room::{PodGroup, Pool, Queue, Resources, Room};
+use jobrelay_kinds::room::{PodGroup, Pool, Queue, Resources, Room, quota};
 
 #[derive(Debug, Default)]
 pub struct Ledger {
@@ -49,6 +49,11 @@ impl Ledger {
     /// What is left for new Jobs, once the agent reported room.
     pub fn left(&self) -> Option<&[Pool]> {
         self.reported.as_ref().map(|_| self.left.pools.as_slice())
+    }
+
+    /// Whether the agent reports its worker's Kueue's ClusterQueues.
+    pub fn reports_queues(&self) -> bool {
+        !self.left.queues.is_empty()
     }
 
     /// The ClusterQueue of the worker's Kueue that the LocalQueue
@@ -130,7 +135,7 @@ impl Ledger {
         fit::give_back(&mut self.left.pools, &promise.taken);
         let mut quota = false;
         if let Some((local_queue, taken)) = &promise.queued
-            && let Some(queue) = queue_mut(&mut self.left, local_queue)
+            && let Some(queue) = self.left.queue_of_mut(local_queue)
         {
             queue.free.add(taken, 1);
             quota = !taken.0.is_empty();
@@ -139,31 +144,12 @@ impl Ledger {
     }
 }
 
-fn queue_mut<'a>(room: &'a mut Room, local_queue: &str) -> Option<&'a mut Queue> {
-    room.queues
-        .iter_mut()
-        .find(|q| q.local_queues.iter().any(|l| l == local_queue))
-}
-
-/// Takes the quota `groups` ask, of the resources it covers, from the
-/// ClusterQueue `local_queue` feeds; returns what was taken.
+/// Takes the quota `groups` ask from the ClusterQueue `local_queue` feeds
+/// in `room`, if it names one; returns what was taken.
 fn take_quota(room: &mut Room, local_queue: &str, groups: &[PodGroup]) -> Resources {
-    let Some(queue) = queue_mut(room, local_queue) else {
-        return Resources::default();
-    };
-    let mut asked = Resources::default();
-    for group in groups {
-        asked.add(&group.total(), 1);
-    }
-    let mut taken = Resources::default();
-    for (resource, amount) in asked.0 {
-        if let Some(free) = queue.free.0.get_mut(&resource) {
-            let here = amount.min(*free);
-            *free -= here;
-            taken.0.insert(resource, here);
-        }
-    }
-    taken
+    room.queue_of_mut(local_queue)
+        .map(|queue| quota::take(&mut queue.free, groups))
+        .unwrap_or_default()
 }
 
 /// Whether `queue` has more of some resource free than the ClusterQueue of

@@ -44,8 +44,13 @@ impl Fleet {
                 name,
                 active_mirrors: c.mirrors.active(),
                 left: c.room.left(),
-                queue: wants
-                    .queued_in(name)
+                // The LocalQueue is worked out only where queues are
+                // reported: most clusters report none.
+                queue: c
+                    .room
+                    .reports_queues()
+                    .then(|| wants.queued_in(name))
+                    .flatten()
                     .and_then(|local_queue| c.room.queue_left(&local_queue)),
             });
         let takes = |name: &str| mirrors_kind(name) && eligible(name);

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 
+use jobrelay_kinds::room::demand::total_of;
 use jobrelay_kinds::room::fit::{self, Shortfall};
 use jobrelay_kinds::room::{PODS, PodGroup, Pool, Queue, Resources, quota};
 use jobrelay_proto::wire::{AVOID_UNTIL_ANNOTATION, CLUSTER_KEY, WITHDRAWN_FROM_ANNOTATION};
@@ -183,10 +184,7 @@ fn fits(offer: &Offer, groups: &[PodGroup]) -> Result<(), Shortfall> {
 /// The resource the Job asks most of for what the clusters have free
 /// (`pods` only if it asks for nothing else); `None` if it asks for none.
 fn dominant<'a>(groups: &[PodGroup], lefts: impl Iterator<Item = &'a [Pool]>) -> Option<String> {
-    let mut asked = Resources::default();
-    for group in groups {
-        asked.add(&group.total(), 1);
-    }
+    let asked = total_of(groups);
     let mut free = Resources::default();
     for pool in lefts.flatten() {
         free.add(&pool.free, 1);

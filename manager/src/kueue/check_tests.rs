@@ -393,14 +393,14 @@ fn an_admitted_job_whose_pods_find_no_node_is_sent_back_saying_why() {
     admitted.state = Some(CheckState::Ready);
     assert_eq!(decide(&admitted), CheckStep::Admitted(WATCH_ADMITTED));
     let soon = Duration::from_secs(3);
-    admitted.job.as_mut().unwrap().unschedulable = Waiting::For(soon);
+    admitted.job.as_mut().expect("a Job").unschedulable = Waiting::For(soon);
     assert_eq!(
         decide(&admitted),
         CheckStep::Admitted(soon),
         "looked at again when they would have waited too long"
     );
     let why = "1 Pods found no node on cluster w1 for 130s; cluster w1 tried last";
-    admitted.job.as_mut().unwrap().unschedulable = Waiting::TooLong(why.into());
+    admitted.job.as_mut().expect("a Job").unschedulable = Waiting::TooLong(why.into());
     assert_eq!(
         decide(&admitted),
         CheckStep::Retry {
