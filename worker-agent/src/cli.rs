@@ -115,7 +115,8 @@ pub struct Args {
     pub room_kueue: bool,
 
     /// The least time between two room reports on a session: a room that
-    /// changes more often is sent as it is when the interval is up.
+    /// changes more often is sent as it is when the interval is up; a room
+    /// that grew (Jobs may wait for it), when a quarter of it is up.
     #[arg(long, env = "JOBRELAY_ROOM_INTERVAL", default_value = "2s", value_parser = jobrelay_proto::duration::parse)]
     pub room_interval: Duration,
 

@@ -35,6 +35,39 @@ impl Room {
     pub fn queue_of_mut(&mut self, local_queue: &str) -> Option<&mut Queue> {
         self.queues.iter_mut().find(|q| q.feeds(local_queue))
     }
+
+    /// Whether this room has more of something than `before` somewhere — a
+    /// pool with more free in all or on one node, a ClusterQueue with more
+    /// quota free or fed by other LocalQueues, or either new — so that
+    /// something that did not fit `before` may fit now.
+    pub fn more_than(&self, before: &Room) -> bool {
+        self.pools.iter().any(|pool| pool_grew(&before.pools, pool))
+            || self
+                .queues
+                .iter()
+                .any(|queue| queue_grew(&before.queues, queue))
+    }
+}
+
+/// Whether `pool` has more of some resource, free in all or on one node,
+/// than the pool of the same labels and taints in `before` (or is new).
+fn pool_grew(before: &[Pool], pool: &Pool) -> bool {
+    match before
+        .iter()
+        .find(|b| b.labels == pool.labels && b.taints == pool.taints)
+    {
+        Some(was) => pool.free.more_than(&was.free) || pool.largest.more_than(&was.largest),
+        None => true,
+    }
+}
+
+/// Whether `queue` has more of some resource free than the ClusterQueue of
+/// its name in `before`, or is fed by other LocalQueues (or is new).
+fn queue_grew(before: &[Queue], queue: &Queue) -> bool {
+    match before.iter().find(|b| b.name == queue.name) {
+        Some(was) => queue.local_queues != was.local_queues || queue.free.more_than(&was.free),
+        None => true,
+    }
 }
 
 impl From<&Room> for jobrelay_proto::v1::Room {
@@ -101,6 +134,13 @@ impl Resources {
             .unwrap_or(i64::MAX)
     }
 
+    /// Whether these amounts hold more of some resource than `then`.
+    pub fn more_than(&self, then: &Resources) -> bool {
+        self.0
+            .iter()
+            .any(|(resource, amount)| *amount > then.get(resource))
+    }
+
     /// The resources `each` asks more of than these amounts hold.
     pub fn short_of(&self, each: &Resources) -> Vec<String> {
         each.0
@@ -142,6 +182,49 @@ mod tests {
         assert_eq!(
             free.short_of(&Resources::from([("cpu", 9000), ("memory", 3)])),
             ["cpu"]
+        );
+    }
+
+    #[test]
+    fn a_room_is_more_than_another_where_anything_grew_or_is_new() {
+        let room = |cpu: i64, largest: i64| Room {
+            pools: vec![Pool {
+                free: Resources::from([("cpu", cpu)]),
+                largest: Resources::from([("cpu", largest)]),
+                ..Pool::default()
+            }],
+            queues: Vec::new(),
+        };
+        assert!(room(4000, 2000).more_than(&Room::default()), "a new pool");
+        assert!(!room(4000, 2000).more_than(&room(4000, 2000)), "the same");
+        assert!(!room(3000, 2000).more_than(&room(4000, 2000)), "less");
+        assert!(room(5000, 2000).more_than(&room(4000, 2000)), "more in all");
+        assert!(
+            room(4000, 3000).more_than(&room(4000, 2000)),
+            "more on one node"
+        );
+        let mut gpus = room(4000, 2000);
+        gpus.pools[0].labels.insert("pool".into(), "gpu".into());
+        assert!(gpus.more_than(&room(4000, 2000)), "another pool");
+        let queued = |cpu: i64, local: &str| Room {
+            queues: vec![Queue {
+                name: "team".into(),
+                local_queues: vec![local.into()],
+                free: Resources::from([("cpu", cpu)]),
+            }],
+            ..Room::default()
+        };
+        assert!(
+            !queued(1000, "ns/a").more_than(&queued(2000, "ns/a")),
+            "less quota"
+        );
+        assert!(
+            queued(3000, "ns/a").more_than(&queued(2000, "ns/a")),
+            "more quota"
+        );
+        assert!(
+            queued(1000, "ns/b").more_than(&queued(2000, "ns/a")),
+            "fed anew"
         );
     }
 

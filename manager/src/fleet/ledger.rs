@@ -65,24 +65,16 @@ impl Ledger {
 
     /// Takes in a report: drops the promises of Jobs whose Pods started
     /// before the last report (this one counts them) and takes the others
-    /// out of it again. Says whether it shows more room anywhere than the
-    /// last one did (only then may a waiting Job fit now).
+    /// out of it again. Says whether more is left anywhere than before —
+    /// the report shows more room, or a promise it now counts was dropped —
+    /// for only then may a waiting Job fit now.
     pub fn report(&mut self, room: Room) -> bool {
-        let grew = match &self.reported {
-            None => true,
-            Some(before) => {
-                room.pools.iter().any(|pool| grew(&before.pools, pool))
-                    || room
-                        .queues
-                        .iter()
-                        .any(|queue| queue_grew(&before.queues, queue))
-            }
-        };
+        let first = self.reported.is_none();
         self.reports += 1;
         let reports = self.reports;
         self.promises
             .retain(|_, promise| promise.started.is_none_or(|at| reports < at + 2));
-        self.left = room.clone();
+        let before = std::mem::replace(&mut self.left, room.clone());
         self.reported = Some(room);
         for promise in self.promises.values_mut() {
             // Room that shrank may no longer hold a promise: it then holds
@@ -92,7 +84,7 @@ impl Ledger {
                 *taken = take_quota(&mut self.left, local_queue, &promise.groups);
             }
         }
-        grew
+        first || self.left.more_than(&before)
     }
 
     /// Promises room to the Job `uid` placed here (once; a second promise
@@ -150,37 +142,6 @@ fn take_quota(room: &mut Room, local_queue: &str, groups: &[PodGroup]) -> Resour
     room.queue_of_mut(local_queue)
         .map(|queue| quota::take(&mut queue.free, groups))
         .unwrap_or_default()
-}
-
-/// Whether `queue` has more of some resource free than the ClusterQueue of
-/// its name in `before`, or is fed by other LocalQueues (or is new).
-fn queue_grew(before: &[Queue], queue: &Queue) -> bool {
-    let Some(was) = before.iter().find(|b| b.name == queue.name) else {
-        return true;
-    };
-    queue.local_queues != was.local_queues
-        || queue
-            .free
-            .0
-            .iter()
-            .any(|(resource, amount)| *amount > was.free.get(resource))
-}
-
-/// Whether `pool` has more of some resource, free in all or on one node,
-/// than the pool of the same labels and taints in `before` (or is new).
-fn grew(before: &[Pool], pool: &Pool) -> bool {
-    let Some(was) = before
-        .iter()
-        .find(|b| b.labels == pool.labels && b.taints == pool.taints)
-    else {
-        return true;
-    };
-    let more = |now: &jobrelay_kinds::room::Resources, then: &jobrelay_kinds::room::Resources| {
-        now.0
-            .iter()
-            .any(|(resource, amount)| *amount > then.get(resource))
-    };
-    more(&pool.free, &was.free) || more(&pool.largest, &was.largest)
 }
 
 #[cfg(test)]
@@ -250,7 +211,7 @@ mod tests {
     }
 
     #[test]
-    fn only_a_report_with_more_room_somewhere_says_it_grew() {
+    fn only_a_report_that_leaves_more_room_somewhere_says_it_grew() {
         let mut ledger = Ledger::default();
         assert!(ledger.report(pools(4000)), "the first report");
         assert!(!ledger.report(pools(4000)), "the same");
@@ -259,6 +220,39 @@ mod tests {
         let mut other = pools(1000);
         other.pools[0].labels.insert("pool".into(), "gpu".into());
         assert!(ledger.report(other), "a new pool");
+    }
+
+    #[test]
+    fn a_started_promise_dropped_leaves_more_room_though_the_report_shows_none() {
+        let mut ledger = Ledger::default();
+        ledger.report(pools(4000));
+        ledger.promise("a", job(2, 1000), None);
+        ledger.started("a");
+        assert!(!ledger.report(pools(2000)), "the Pods counted and promised");
+        assert_eq!(cpu_left(&ledger), 0);
+        assert!(ledger.report(pools(2000)), "the promise dropped");
+        assert_eq!(cpu_left(&ledger), 2000);
+        assert!(!ledger.report(pools(2000)), "nothing more");
+    }
+
+    #[test]
+    fn more_room_reported_that_a_waiting_promise_takes_leaves_no_more() {
+        // Nodes of 1000 CPUs each: one free, then two.
+        let nodes = |cpu: i64| Room {
+            pools: vec![Pool {
+                nodes: 2,
+                free: Resources::from([("cpu", cpu), ("pods", 110)]),
+                largest: Resources::from([("cpu", 1000), ("pods", 110)]),
+                ..Pool::default()
+            }],
+            queues: Vec::new(),
+        };
+        let mut ledger = Ledger::default();
+        ledger.report(nodes(1000));
+        ledger.promise("a", job(2, 1000), None);
+        assert_eq!(cpu_left(&ledger), 1000, "it found no room");
+        assert!(!ledger.report(nodes(2000)), "the promise takes what grew");
+        assert_eq!(cpu_left(&ledger), 0);
     }
 
     #[test]

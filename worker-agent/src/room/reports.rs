@@ -1,7 +1,9 @@
 //! Sending the room on a session: once the session's DesiredSet was taken,
 //! then whenever the room changed, no more often than the interval
-//! (`--room-interval`). Whether to send now is [`due`], a plain function;
-//! [`Reports`] waits on the room, the DesiredSet and the clock to ask it.
+//! (`--room-interval`) — or a quarter of it where the room grew, for Jobs
+//! may be waiting on the manager for that room. Whether to send now is
+//! [`due`], a plain function; [`Reports`] waits on the room, the DesiredSet
+//! and the clock to ask it.
 
 use std::time::Duration;
 
@@ -29,8 +31,12 @@ pub struct Sent {
     pub at: Instant,
 }
 
+/// How much sooner than the interval a room that grew is sent.
+const GREW_SOONER: u32 = 4;
+
 /// Whether to send `room` now, given what this session sent last, whether
-/// its DesiredSet was taken, and the least time between two sends.
+/// its DesiredSet was taken, and the least time between two sends (a
+/// [`GREW_SOONER`]th of it where the room has more of something).
 pub fn due(
     room: Option<&Room>,
     sent: Option<&Sent>,
@@ -48,7 +54,11 @@ pub fn due(
         None => Due::Now,
         Some(sent) if sent.room == *room => Due::Not,
         Some(sent) => {
-            let next = sent.at + interval;
+            let wait = match room.more_than(&sent.room) {
+                true => interval / GREW_SOONER,
+                false => interval,
+            };
+            let next = sent.at + wait;
             if now >= next { Due::Now } else { Due::At(next) }
         }
     }

@@ -28,23 +28,26 @@ enum Expect {
 }
 
 /// One row per case: the room known (its free cpu), what was sent (its
-/// free cpu) how long ago, whether the DesiredSet was taken; and the answer
-/// (`In` as time from now).
+/// free cpu) how many milliseconds ago, whether the DesiredSet was taken;
+/// and the answer (`In` as milliseconds from now).
 #[test]
 fn whether_to_send_the_room() {
     let now = Instant::now();
-    let secs = Duration::from_secs;
-    let ago = |cpu, seconds| Some((cpu, secs(seconds)));
+    let ms = Duration::from_millis;
+    let ago = |cpu, millis| Some((cpu, ms(millis)));
     #[rustfmt::skip]
-    let cases: [(&str, Option<i64>, Ago, bool, Expect); 8] = [
-        ("room unknown",              None,    None,      true,  Expect::Not),
-        ("room unknown, sent before", None,    ago(1, 9), true,  Expect::Not),
-        ("before the DesiredSet",     Some(1), None,      false, Expect::Not),
-        ("first on the session",      Some(1), None,      true,  Expect::Now),
-        ("unchanged since sent",      Some(1), ago(1, 9), true,  Expect::Not),
-        ("changed, interval passed",  Some(2), ago(1, 2), true,  Expect::Now),
-        ("changed, too soon",         Some(2), ago(1, 0), true,  Expect::In(secs(2))),
-        ("changed half way",          Some(2), ago(1, 1), true,  Expect::In(secs(1))),
+    let cases: [(&str, Option<i64>, Ago, bool, Expect); 11] = [
+        ("room unknown",              None,    None,         true,  Expect::Not),
+        ("room unknown, sent before", None,    ago(1, 9000), true,  Expect::Not),
+        ("before the DesiredSet",     Some(1), None,         false, Expect::Not),
+        ("first on the session",      Some(1), None,         true,  Expect::Now),
+        ("unchanged since sent",      Some(1), ago(1, 9000), true,  Expect::Not),
+        ("less, interval passed",     Some(1), ago(2, 2000), true,  Expect::Now),
+        ("less, too soon",            Some(1), ago(2, 0),    true,  Expect::In(ms(2000))),
+        ("less, half way",            Some(1), ago(2, 1000), true,  Expect::In(ms(1000))),
+        ("grew, a quarter passed",    Some(2), ago(1, 500),  true,  Expect::Now),
+        ("grew, too soon",            Some(2), ago(1, 0),    true,  Expect::In(ms(500))),
+        ("grew, half way",            Some(2), ago(1, 250),  true,  Expect::In(ms(250))),
     ];
     for (case, known, sent, taken, expect) in cases {
         let known = known.map(room);
