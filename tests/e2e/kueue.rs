@@ -13,6 +13,8 @@
 //! `kueue/lost.rs`); the shared check keeps every other scenario on worker-1
 //! and worker-2.
 
+#[path = "kueue/counts.rs"]
+mod counts;
 #[path = "kueue/eviction.rs"]
 mod eviction;
 #[path = "kueue/flavors.rs"]

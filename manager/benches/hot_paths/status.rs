@@ -2,6 +2,7 @@
 //! whole path for a status the manager Job shows already or does not.
 
 use divan::{Bencher, black_box};
+use jobrelay_manager::kinds::carried::Counting;
 use jobrelay_manager::kinds::job_status::{copied, differs, patch_body, reconciled};
 use k8s_openapi::api::batch::v1::JobStatus;
 use serde_json::json;
@@ -65,21 +66,33 @@ fn status_copied(bencher: Bencher) {
 fn status_reconciled(bencher: Bencher) {
     let current = manager_status_running();
     let worker = copied(&worker_status_bytes()).expect("valid status");
-    bencher.bench_local(|| reconciled(black_box(Some(&current)), black_box(&worker), false));
+    bencher.bench_local(|| {
+        reconciled(
+            black_box(Some(&current)),
+            black_box(&worker),
+            false,
+            Counting::default(),
+        )
+    });
 }
 
 #[divan::bench]
 fn status_differs(bencher: Bencher) {
     let current = manager_status_running();
     let worker = copied(&worker_status_bytes()).expect("valid status");
-    let desired = reconciled(Some(&current), &worker, false);
+    let desired = reconciled(Some(&current), &worker, false, Counting::default());
     bencher.bench_local(|| differs(black_box(Some(&current)), black_box(&desired)));
 }
 
 #[divan::bench]
 fn status_patch_body(bencher: Bencher) {
     let worker = copied(&worker_status_bytes()).expect("valid status");
-    let desired = reconciled(Some(&manager_status_running()), &worker, false);
+    let desired = reconciled(
+        Some(&manager_status_running()),
+        &worker,
+        false,
+        Counting::default(),
+    );
     bencher.bench_local(|| patch_body(black_box(&desired)));
 }
 
@@ -102,7 +115,7 @@ fn status_path_unchanged(bencher: Bencher) {
 
 fn status_path(bytes: &[u8], current: Option<&JobStatus>) -> Option<Vec<u8>> {
     let worker = copied(bytes).expect("valid status");
-    let desired = reconciled(current, &worker, false);
+    let desired = reconciled(current, &worker, false, Counting::default());
     if !differs(current, &desired) {
         return None;
     }

@@ -16,6 +16,7 @@ use tracing::info;
 
 use crate::job::placement::assigned_cluster;
 use crate::kinds::RelayedKind;
+use crate::kinds::carried::CARRIED_ANNOTATION;
 use crate::kueue::scheduling::FlavorsChange;
 
 /// The resourceVersion a write left the Job at; `None`: nothing was written
@@ -38,6 +39,11 @@ pub async fn hold<K: RelayedKind>(
     }
     let mut annotations =
         serde_json::json!({CLUSTER_KEY: assigned_cluster(job).unwrap_or(cluster)});
+    // Placed now, it records what its earlier mirrors counted (or that
+    // nothing is carried).
+    if assigned_cluster(job).is_none() {
+        annotations[CARRIED_ANNOTATION] = job.carried().into();
+    }
     if let Some(flavors) = flavors {
         annotations[FLAVORS_ANNOTATION] = serde_json::json!(flavors.value());
     }
@@ -52,7 +58,7 @@ pub async fn hold<K: RelayedKind>(
 }
 
 /// Counts a lost mirror, if the Job is still the one the count was read
-/// from.
+/// from, and records what it counted for the mirror run again.
 pub async fn count_loss<K: RelayedKind>(
     jobs: &Api<K>,
     job: &K,
@@ -64,6 +70,7 @@ pub async fn count_loss<K: RelayedKind>(
         "annotations": {
             MIRRORS_LOST_ANNOTATION: lost.to_string(),
             LAST_LOST_MIRROR_ANNOTATION: mirror_uid,
+            CARRIED_ANNOTATION: job.carried(),
         },
     });
     patch_metadata(jobs, job, metadata)

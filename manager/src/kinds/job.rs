@@ -10,6 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
 use serde_json::Value;
 
+use super::carried::{Carried, Counting};
 use super::{MirrorError, PodCounts, RelayedKind, job_status, mirror_metadata};
 
 /// Pod-template labels the manager cluster's API server derived from the
@@ -98,7 +99,9 @@ impl RelayedKind for Job {
     /// The copied status, reconciled with what the Job shows (see
     /// [`job_status::reconciled`]).
     fn status_patch(&self, copied: &JobStatus) -> Option<Value> {
-        let desired = job_status::reconciled(self.status.as_ref(), copied, self.suspended());
+        let counting = Counting::of(self);
+        let desired =
+            job_status::reconciled(self.status.as_ref(), copied, self.suspended(), counting);
         job_status::differs(self.status.as_ref(), &desired)
             .then(|| job_status::patch_body(&desired))
     }
@@ -111,6 +114,10 @@ impl RelayedKind for Job {
         job_status::failed(shown, reason, message, now)
     }
 
+    fn carried(&self) -> Option<String> {
+        Carried::at_placement(self).map(|carried| carried.value())
+    }
+
     fn mirror(&self, origin: &str) -> Result<Job, MirrorError> {
         mirror_job(self, origin)
     }
@@ -120,13 +127,19 @@ impl RelayedKind for Job {
 /// on the Job and its pod template, and nothing that must not cross clusters
 /// (owner references, UID, resource version, managed fields, status, selector,
 /// controller labels, `managedBy`, `ttlSecondsAfterFinished`). `suspend`
-/// follows the manager Job's, so a suspended Job's mirror runs no Pods.
+/// follows the manager Job's, so a suspended Job's mirror runs no Pods. A
+/// Job placed again asks its mirror only for what is left (see
+/// [`Carried`]).
 fn mirror_job(job: &Job, origin: &str) -> Result<Job, MirrorError> {
     let (metadata, origin_labels) = mirror_metadata(job, origin)?;
     let mut spec = job.spec.clone().ok_or(MirrorError::Missing {
         kind: "Job",
         field: "spec",
     })?;
+    let carried = Carried::of(job).map_err(|why| MirrorError::Invalid { kind: "Job", why })?;
+    if let Some(carried) = carried {
+        carried.leave_to(&mut spec);
+    }
     spec.selector = None;
     spec.manual_selector = None;
     spec.managed_by = None;

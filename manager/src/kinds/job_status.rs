@@ -11,6 +11,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
+use super::carried::Counting;
+
 /// The JobStatus fields that mirror what happens on the worker. The worker's
 /// condition order is kept (`SuccessCriteriaMet` before `Complete`,
 /// `FailureTarget` before `Failed`), as the API server requires.
@@ -35,18 +37,26 @@ pub fn copied(worker_status: &[u8]) -> serde_json::Result<JobStatus> {
     Ok(pick(&status))
 }
 
-/// The status to write, given the manager Job's current one: the API server
-/// refuses to let `succeeded` or `failed` decrease or `startTime` change on a
-/// running Job, so a mirror that started over (after a loss) keeps the counts
-/// and start time the manager Job already shows.
+/// The status to write, given the manager Job's current one: the mirror's
+/// counts plus what earlier mirrors counted (`counting`, see
+/// [`super::carried`]). The API server refuses to let `succeeded` (but for
+/// an Indexed Job as wide as its completions) or `failed` decrease or
+/// `startTime` change on a running Job, so neither count falls below what
+/// the manager Job shows, and its start time stays.
 ///
 /// A `suspended` manager Job shows no `startTime` (as Kubernetes' own Job
 /// controller leaves it, so whoever suspended it may change its pod template
 /// — Kueue does on eviction) and counts the worker's terminating Pods as
 /// active: `active` reaches 0 only once every Pod on the worker is gone, and
 /// Kueue releases an evicted Workload's quota only then.
-pub fn reconciled(current: Option<&JobStatus>, desired: &JobStatus, suspended: bool) -> JobStatus {
+pub fn reconciled(
+    current: Option<&JobStatus>,
+    desired: &JobStatus,
+    suspended: bool,
+    counting: Counting,
+) -> JobStatus {
     let mut status = desired.clone();
+    counting.carried.add_to(&mut status);
     // A finished Job needs a start time, suspended or not.
     if suspended && !finished(desired) {
         status.start_time = None;
@@ -61,8 +71,9 @@ pub fn reconciled(current: Option<&JobStatus>, desired: &JobStatus, suspended: b
     if !suspended && current.start_time.is_some() {
         status.start_time.clone_from(&current.start_time);
     }
+    let succeeded_floor = (!counting.succeeded_may_fall).then_some(current.succeeded);
     for (reported, shown) in [
-        (&mut status.succeeded, current.succeeded),
+        (&mut status.succeeded, succeeded_floor.flatten()),
         (&mut status.failed, current.failed),
     ] {
         let shown = shown.unwrap_or(0);

@@ -59,14 +59,70 @@ fn a_mirror_that_started_over_keeps_the_counts_and_start_time_already_shown() {
     }))
     .unwrap();
     let restarted = typed(json!({"active": 2, "succeeded": 1}));
-    let status = json(&reconciled(Some(&shown), &restarted, false));
+    let status = json(&reconciled(
+        Some(&shown),
+        &restarted,
+        false,
+        Counting::default(),
+    ));
     assert_eq!(status["startTime"], "2026-11-22T09:00:00Z");
     assert_eq!(
         (status["succeeded"].as_i64(), status["failed"].as_i64()),
         (Some(3), Some(1))
     );
     assert_eq!(status["active"], 2);
-    assert_eq!(reconciled(None, &restarted, false), restarted);
+    assert_eq!(
+        reconciled(None, &restarted, false, Counting::default()),
+        restarted
+    );
+}
+
+#[test]
+fn a_job_placed_again_shows_what_was_carried_plus_what_its_new_mirror_reports() {
+    use super::super::carried::Carried;
+    let shown = typed(json!({"startTime": "2026-11-22T09:00:00Z", "succeeded": 2, "failed": 1}));
+    let carried = Counting {
+        carried: Carried {
+            succeeded: 2,
+            failed: 1,
+        },
+        succeeded_may_fall: false,
+    };
+    let fresh = typed(json!({"active": 2, "ready": 1}));
+    let status = json(&reconciled(Some(&shown), &fresh, false, carried));
+    assert_eq!(
+        (
+            &status["active"],
+            &status["ready"],
+            &status["succeeded"],
+            &status["failed"]
+        ),
+        (&json!(2), &json!(1), &json!(2), &json!(1)),
+        "what runs is the new mirror's; what ran is carried"
+    );
+    let one_more = typed(json!({"active": 1, "ready": 1, "succeeded": 1}));
+    let status = json(&reconciled(Some(&shown), &one_more, false, carried));
+    assert_eq!(status["succeeded"], 3, "carried plus the new mirror's");
+}
+
+#[test]
+fn an_indexed_job_as_wide_as_its_completions_shows_its_new_mirrors_succeeded() {
+    let shown = typed(json!({"succeeded": 3, "failed": 1, "completedIndexes": "0-2"}));
+    let fresh = typed(json!({"active": 4, "succeeded": 0}));
+    let may_fall = Counting {
+        succeeded_may_fall: true,
+        ..Counting::default()
+    };
+    let status = json(&reconciled(Some(&shown), &fresh, false, may_fall));
+    assert!(status.get("succeeded").is_none_or(|s| s == 0), "{status}");
+    assert_eq!(status["failed"], 1, "failed never falls");
+    let status = json(&reconciled(
+        Some(&shown),
+        &fresh,
+        false,
+        Counting::default(),
+    ));
+    assert_eq!(status["succeeded"], 3, "elsewhere succeeded never falls");
 }
 
 #[test]
@@ -77,11 +133,21 @@ fn a_suspended_job_shows_no_start_time_and_its_terminating_pods_as_active() {
     .unwrap();
     let stopping =
         typed(json!({"active": 0, "terminating": 2, "startTime": "2026-11-22T09:00:00Z"}));
-    let status = json(&reconciled(Some(&shown), &stopping, true));
+    let status = json(&reconciled(
+        Some(&shown),
+        &stopping,
+        true,
+        Counting::default(),
+    ));
     assert!(status.get("startTime").is_none(), "{status}");
     assert_eq!(status["active"], 2, "Pods still on the worker count");
     let stopped = typed(json!({"active": 0, "terminating": 0, "succeeded": 1}));
-    let status = json(&reconciled(Some(&shown), &stopped, true));
+    let status = json(&reconciled(
+        Some(&shown),
+        &stopped,
+        true,
+        Counting::default(),
+    ));
     assert_eq!(status["active"], 0, "every Pod is gone");
     assert!(status.get("startTime").is_none());
     assert_eq!(status["succeeded"], 1);
@@ -91,7 +157,7 @@ fn a_suspended_job_shows_no_start_time_and_its_terminating_pods_as_active() {
         "invalid",
         "2026-11-22T11:00:00Z".parse().unwrap(),
     );
-    let status = json(&reconciled(None, &refused, true));
+    let status = json(&reconciled(None, &refused, true, Counting::default()));
     assert_eq!(
         status["startTime"], "2026-11-22T11:00:00Z",
         "a finished Job keeps the start time the API server requires"

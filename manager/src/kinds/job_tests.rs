@@ -110,6 +110,32 @@ fn the_cache_keeps_no_template_or_selector_and_a_cached_copy_is_not_whole() {
 }
 
 #[test]
+fn a_job_placed_again_asks_its_mirror_only_for_what_is_left() {
+    use crate::kinds::carried::CARRIED_ANNOTATION;
+    let mut job = manager_job();
+    let spec = job.spec.as_mut().unwrap();
+    (spec.completions, spec.backoff_limit) = (Some(4), Some(3));
+    job.status = Some(JobStatus {
+        succeeded: Some(3),
+        failed: Some(1),
+        ..JobStatus::default()
+    });
+    let carried = job.carried().expect("three of four succeeded, one failed");
+    assert_eq!(carried, "succeeded=3,failed=1");
+    let annotations = job.metadata.annotations.get_or_insert_default();
+    annotations.insert(CARRIED_ANNOTATION.into(), carried);
+    let mirror = job.mirror("hub-eu").unwrap().spec.unwrap();
+    assert_eq!(
+        (mirror.completions, mirror.parallelism, mirror.backoff_limit),
+        (Some(1), Some(1), Some(2))
+    );
+    let annotations = job.metadata.annotations.get_or_insert_default();
+    annotations.insert(CARRIED_ANNOTATION.into(), "succeeded=lots".into());
+    let error = job.mirror("hub-eu").unwrap_err().to_string();
+    assert!(error.contains(CARRIED_ANNOTATION), "{error}");
+}
+
+#[test]
 fn a_job_without_uid_cannot_be_mirrored() {
     let mut job = manager_job();
     job.metadata.uid = None;

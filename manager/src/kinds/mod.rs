@@ -14,6 +14,7 @@
 //! Placement, sessions, the deletion machine, the orphan sweep, retention
 //! and the Kueue check see an object through these only.
 
+pub mod carried;
 pub mod demands;
 pub mod job;
 pub mod job_status;
@@ -44,6 +45,8 @@ pub enum MirrorError {
         kind: &'static str,
         field: &'static str,
     },
+    #[error("{kind}: {why}")]
+    Invalid { kind: &'static str, why: String },
 }
 
 /// A kind of object the manager relays.
@@ -132,6 +135,12 @@ pub trait RelayedKind: Object {
     /// The status that ends the object `Failed` for `reason`, from what it
     /// shows (no mirror runs any more).
     fn failed(shown: &Self::Status, reason: &str, message: &str, now: Timestamp) -> Self::Status;
+
+    /// What the object carries to a mirror placed now from the counts it
+    /// shows (see [`carried`]), as the annotation's value; `None`: nothing.
+    fn carried(&self) -> Option<String> {
+        None
+    }
 
     /// The object to apply on the worker, of the manager's `origin`: same
     /// namespace and name, the origin labels on it and on every pod

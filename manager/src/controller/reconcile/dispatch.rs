@@ -335,6 +335,10 @@ impl<K: Dispatched> Reconciling<'_, K> {
             }
             Err(error) => {
                 warn!(%error, "cannot mirror");
+                self.publish(
+                    Reason::Unplaceable,
+                    format!("cannot mirror the Job: {error}"),
+                );
                 Proceed::Wait(Action::await_change())
             }
         })
