@@ -4,11 +4,13 @@
 //! one of them was.
 //!
 //! A promise is made when a Job is placed, is marked started when the
-//! mirror reports a Pod ready (or finished), and is dropped by the second
-//! report after that: reports come on the same stream as the status, but
-//! the first may have been summed before the agent saw the Pods bound; the
-//! second was summed after the first was sent. It is given back at once
-//! when the mirror is deleted before its Pods started.
+//! mirror reports a Pod ready, and is dropped by the second report after
+//! that: reports come on the same stream as the status, but the first may
+//! have been summed before the agent saw the Pods bound; the second was
+//! summed after the first was sent. It is dropped at once when the mirror
+//! reports its Job finished, or is deleted — and what is left is then
+//! worked out again from the last report, which no longer needs a report
+//! to come: a fleet with nothing running sends none.
 //!
 //! Where the agent reports its worker's own Kueue, a Job queued there is
 //! promised quota of the ClusterQueue it goes to in the same way.
@@ -74,8 +76,16 @@ impl Ledger {
         let reports = self.reports;
         self.promises
             .retain(|_, promise| promise.started.is_none_or(|at| reports < at + 2));
-        let before = std::mem::replace(&mut self.left, room.clone());
         self.reported = Some(room);
+        let before = self.recount();
+        first || self.left.more_than(&before)
+    }
+
+    /// What is left worked out again: the last report less every promise
+    /// held. Returns what was left before.
+    fn recount(&mut self) -> Room {
+        let reported = self.reported.clone().unwrap_or_default();
+        let before = std::mem::replace(&mut self.left, reported);
         for promise in self.promises.values_mut() {
             // Room that shrank may no longer hold a promise: it then holds
             // nothing, and the scheduler on the worker decides.
@@ -84,7 +94,7 @@ impl Ledger {
                 *taken = take_quota(&mut self.left, local_queue, &promise.groups);
             }
         }
-        first || self.left.more_than(&before)
+        before
     }
 
     /// Promises room to the Job `uid` placed here (once; a second promise
@@ -115,24 +125,16 @@ impl Ledger {
         }
     }
 
-    /// The Job's mirror is going or gone: its room is given back. Says
-    /// whether any was.
+    /// The Job's mirror is going or gone, or its Pods ended: its promise
+    /// is dropped and what is left worked out again from the last report
+    /// (which counts its Pods if they still run, and the next one will
+    /// not). Says whether more is left than before.
     pub fn release(&mut self, uid: &str) -> bool {
-        let Some(promise) = self.promises.remove(uid) else {
-            return false;
-        };
-        if promise.started.is_some() {
+        if self.promises.remove(uid).is_none() {
             return false;
         }
-        fit::give_back(&mut self.left.pools, &promise.taken);
-        let mut quota = false;
-        if let Some((local_queue, taken)) = &promise.queued
-            && let Some(queue) = self.left.queue_of_mut(local_queue)
-        {
-            queue.free.add(taken, 1);
-            quota = !taken.0.is_empty();
-        }
-        !promise.taken.is_empty() || quota
+        let before = self.recount();
+        self.left.more_than(&before)
     }
 }
 
@@ -253,6 +255,21 @@ mod tests {
         assert_eq!(cpu_left(&ledger), 1000, "it found no room");
         assert!(!ledger.report(nodes(2000)), "the promise takes what grew");
         assert_eq!(cpu_left(&ledger), 0);
+    }
+
+    #[test]
+    fn a_finished_mirror_gives_its_room_back_without_waiting_for_a_report() {
+        let mut ledger = Ledger::default();
+        ledger.report(pools(4000));
+        ledger.promise("a", job(2, 1000), None);
+        ledger.started("a");
+        ledger.report(pools(2000));
+        assert_eq!(cpu_left(&ledger), 0, "its Pods counted and still promised");
+        // Nothing runs any more, and no report need come: the room the
+        // last report shows is left at once.
+        assert!(ledger.release("a"), "more is left");
+        assert_eq!(cpu_left(&ledger), 2000);
+        assert!(!ledger.release("a"), "released once");
     }
 
     #[test]

@@ -95,9 +95,10 @@ impl Fleet {
         }
     }
 
-    /// The mirror of `uid` on `cluster` is going or gone: room promised to
-    /// it and not yet taken by its Pods is free again.
-    pub(super) fn release_room(&self, cluster: &str, uid: &str) {
+    /// The mirror of `uid` on `cluster` finished, is going or gone: room
+    /// promised to it is free again (its Pods, if still counted, go with
+    /// the next report).
+    pub fn release_room(&self, cluster: &str, uid: &str) {
         let released = self
             .lock()
             .get_mut(cluster)

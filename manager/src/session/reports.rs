@@ -82,7 +82,9 @@ impl Sessions {
         if let Some(took) = held_after {
             self.metrics.dispatched(cluster, took);
         }
-        if pods_started {
+        if finished_at.is_some() {
+            self.fleet.release_room(cluster, &report.origin_uid);
+        } else if pods_started {
             self.fleet.pods_started(cluster, &report.origin_uid);
         }
         if changed_from.is_some()
@@ -165,6 +167,7 @@ impl Sessions {
             reason,
             message: rejected.message,
             retry_in,
+            since: std::time::Instant::now(),
         };
         if self
             .fleet
