@@ -25,6 +25,8 @@ mod lost;
 mod not_ours;
 #[path = "kueue/parameters.rs"]
 mod parameters;
+#[path = "kueue/refused.rs"]
+mod refused;
 #[path = "kueue/tas.rs"]
 mod tas;
 #[path = "kueue/webhook.rs"]

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::clusters::worker_cluster::{
-    DEFAULT_ADMIT_WITHIN, DEFAULT_UNSCHEDULABLE_TIMEOUT, WorkerCluster, WorkerQueue,
+    DEFAULT_ADMIT_WITHIN, MoveTimeout, WorkerCluster, WorkerQueue,
 };
 
 /// Why a cluster cannot take a Job.
@@ -38,16 +38,17 @@ impl Registry {
             .unwrap_or_default()
     }
 
-    /// How long a mirror's Pods may all wait unschedulable on `cluster`
-    /// before it moves (`spec.unschedulableTimeout`); an invalid value is
-    /// logged and the default used.
-    pub fn unschedulable_timeout(&self, cluster: &str) -> Duration {
+    /// How long a mirror waits on `cluster` before it moves: its Pods all
+    /// unschedulable, or refused (`spec.unschedulableTimeout`,
+    /// `spec.refusedRetryTimeout`); an invalid value is logged and the
+    /// default used.
+    pub fn move_timeout(&self, cluster: &str, which: MoveTimeout) -> Duration {
         let Some(registered) = self.get(cluster) else {
-            return DEFAULT_UNSCHEDULABLE_TIMEOUT;
+            return MoveTimeout::DEFAULT;
         };
-        registered.unschedulable_timeout().unwrap_or_else(|error| {
+        registered.move_timeout(which).unwrap_or_else(|error| {
             tracing::warn!(%error, "invalid WorkerCluster; using the default");
-            DEFAULT_UNSCHEDULABLE_TIMEOUT
+            MoveTimeout::DEFAULT
         })
     }
 

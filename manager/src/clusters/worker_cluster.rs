@@ -21,9 +21,27 @@ use crate::clusters::fencing::Fencing;
 /// `spec.lostAfter` says otherwise.
 pub const DEFAULT_LOST_AFTER: Duration = crate::clusters::fencing::DEFAULT.lost_after;
 
-/// How long a mirror's Pods may all wait unschedulable before it moves,
-/// unless `spec.unschedulableTimeout` says otherwise.
-pub const DEFAULT_UNSCHEDULABLE_TIMEOUT: Duration = Duration::from_secs(2 * 60);
+/// How long a mirror waits on a cluster before it moves: its Pods all
+/// unschedulable (`spec.unschedulableTimeout`), or refused by the worker
+/// for a reason that can clear (`spec.refusedRetryTimeout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoveTimeout {
+    Unschedulable,
+    Refused,
+}
+
+impl MoveTimeout {
+    /// Both default to two minutes.
+    pub const DEFAULT: Duration = Duration::from_secs(2 * 60);
+
+    /// The field of the spec.
+    pub fn field(self) -> &'static str {
+        match self {
+            MoveTimeout::Unschedulable => "unschedulableTimeout",
+            MoveTimeout::Refused => "refusedRetryTimeout",
+        }
+    }
+}
 
 /// Condition type: the agent holds a session with the manager now.
 pub const CONNECTED: &str = "Connected";
@@ -74,6 +92,15 @@ pub struct WorkerClusterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "duration_schema")]
     pub unschedulable_timeout: Option<String>,
+    /// How long the worker may refuse a mirror for a reason that can clear
+    /// (its namespace missing, a ResourceQuota exceeded, a webhook's
+    /// denial) while its agent tries again, before the mirror is withdrawn
+    /// and its Job placed on another cluster, this one tried last (a
+    /// Go-style duration; default 2m). Never for a Job pinned to the
+    /// cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "duration_schema")]
+    pub refused_retry_timeout: Option<String>,
     /// Opt-in: this cluster runs its own Kueue, and a queued Job's mirror is
     /// queued there too (see [`WorkerKueue`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -271,9 +298,10 @@ pub enum SpecError {
         field: &'static str,
         refused: crate::clusters::fencing::Refused,
     },
-    #[error("WorkerCluster {cluster}: spec.unschedulableTimeout: {source}")]
-    UnschedulableTimeout {
+    #[error("WorkerCluster {cluster}: spec.{field}: {source}")]
+    MoveTimeout {
         cluster: String,
+        field: &'static str,
         source: jobrelay_proto::duration::DurationError,
     },
     #[error("WorkerCluster {cluster}: spec.kueue.admitWithin: {source}")]
@@ -299,13 +327,19 @@ impl WorkerCluster {
         }
     }
 
-    /// `spec.unschedulableTimeout`, or the default when it is absent.
-    pub fn unschedulable_timeout(&self) -> Result<Duration, SpecError> {
-        let Some(text) = &self.spec.unschedulable_timeout else {
-            return Ok(DEFAULT_UNSCHEDULABLE_TIMEOUT);
+    /// `spec.unschedulableTimeout` or `spec.refusedRetryTimeout`, or the
+    /// default when it is absent.
+    pub fn move_timeout(&self, which: MoveTimeout) -> Result<Duration, SpecError> {
+        let text = match which {
+            MoveTimeout::Unschedulable => &self.spec.unschedulable_timeout,
+            MoveTimeout::Refused => &self.spec.refused_retry_timeout,
         };
-        jobrelay_proto::duration::parse(text).map_err(|source| SpecError::UnschedulableTimeout {
+        let Some(text) = text else {
+            return Ok(MoveTimeout::DEFAULT);
+        };
+        jobrelay_proto::duration::parse(text).map_err(|source| SpecError::MoveTimeout {
             cluster: kube::ResourceExt::name_any(self),
+            field: which.field(),
             source,
         })
     }

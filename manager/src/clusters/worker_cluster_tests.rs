@@ -85,23 +85,26 @@ fn lost_after_defaults_to_fifteen_minutes_and_a_bad_value_names_the_field() {
 }
 
 #[test]
-fn unschedulable_timeout_defaults_to_two_minutes_and_a_bad_value_names_the_field() {
-    let timeout = |spec| cluster(spec).unschedulable_timeout();
-    assert_eq!(
-        timeout(serde_json::json!({})).unwrap(),
-        DEFAULT_UNSCHEDULABLE_TIMEOUT
-    );
-    assert_eq!(
-        timeout(serde_json::json!({"unschedulableTimeout": "10s"})).unwrap(),
-        Duration::from_secs(10)
-    );
-    let error = timeout(serde_json::json!({"unschedulableTimeout": "a while"}))
-        .unwrap_err()
-        .to_string();
-    assert!(
-        error.contains("WorkerCluster worker-a: spec.unschedulableTimeout"),
-        "{error}"
-    );
+fn move_timeouts_default_to_two_minutes_and_a_bad_value_names_the_field() {
+    for which in [MoveTimeout::Unschedulable, MoveTimeout::Refused] {
+        let field = which.field();
+        let timeout = |spec| cluster(spec).move_timeout(which);
+        assert_eq!(
+            timeout(serde_json::json!({})).unwrap(),
+            MoveTimeout::DEFAULT
+        );
+        assert_eq!(
+            timeout(serde_json::json!({field: "10s"})).unwrap(),
+            Duration::from_secs(10)
+        );
+        let error = timeout(serde_json::json!({field: "a while"}))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(&format!("WorkerCluster worker-a: spec.{field}")),
+            "{error}"
+        );
+    }
 }
 
 #[test]

@@ -18,6 +18,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use tracing::{debug, instrument, warn};
 
+use crate::clusters::worker_cluster::MoveTimeout;
 use crate::controller::context::retry_in;
 pub use crate::controller::context::{Context, Error};
 use crate::controller::superseded;
@@ -26,6 +27,7 @@ use crate::job::life::{self, KueueAsks, Step};
 use crate::job::lifecycle::{Lifecycle, has_finalizer, is_relayed, lifecycle};
 use crate::job::placement::{assigned_cluster, pinned_cluster};
 use crate::job::plan;
+use crate::job::refused;
 use crate::job::retention::remote_retention;
 use crate::job::stuck;
 use crate::job::withdrawal::Withdrawal;
@@ -103,7 +105,7 @@ impl<K: Dispatched> Reconciling<'_, K> {
         let step = life::next_step(job, mirror.as_ref(), kueue, &ctx.config, now);
         let movable = lifecycle(job) == Lifecycle::Active && !self.kueue_decides();
         let step = life::moved_when_lost(step, movable, |c| ctx.fleet.is_lost(c));
-        let (step, look_again) = self.moved_when_unschedulable(step, mirror.as_ref(), movable);
+        let (step, look_again) = self.moved_off(step, mirror.as_ref(), movable);
         match step {
             Step::AwaitChange => Ok(Action::await_change()),
             Step::Requeue(after) => {
@@ -185,10 +187,13 @@ impl<K: Dispatched> Reconciling<'_, K> {
         }
     }
 
-    /// [`stuck::moved_when_unschedulable`] for this Job on its cluster: a
-    /// `movable` Job not pinned by label, by the cluster's
-    /// `unschedulableTimeout` and the Job's own annotation.
-    fn moved_when_unschedulable(
+    /// Whether the Job's mirror moves off its cluster: a `movable` Job not
+    /// pinned by label, whose Pods find no node there
+    /// ([`stuck::moved_when_unschedulable`]: by the cluster's
+    /// `unschedulableTimeout` and the Job's own annotation) or which the
+    /// worker refuses ([`refused::moved_when_refused`]: by its
+    /// `refusedRetryTimeout`); and when to look again.
+    fn moved_off(
         &self,
         step: Step,
         mirror: Option<&Mirror>,
@@ -197,10 +202,18 @@ impl<K: Dispatched> Reconciling<'_, K> {
         let Step::Apply { cluster } = &step else {
             return (step, None);
         };
+        let movable = movable && pinned_cluster(self.job).is_none();
+        let refusal_timeout = self
+            .ctx
+            .registry
+            .move_timeout(cluster, MoveTimeout::Refused);
         let rules = stuck::MoveRules {
-            movable: movable && pinned_cluster(self.job).is_none(),
+            movable,
             even_after_a_pod_ran: stuck::moves_even_after_a_pod_ran(self.job),
-            timeout: self.ctx.registry.unschedulable_timeout(cluster),
+            timeout: self
+                .ctx
+                .registry
+                .move_timeout(cluster, MoveTimeout::Unschedulable),
         };
         let counts = mirror
             .and_then(|m| m.state.status())
@@ -208,13 +221,14 @@ impl<K: Dispatched> Reconciling<'_, K> {
             .and_then(|status| K::pods_counted(&status));
         let reservations = &self.ctx.reservations;
         let under_way = reservations.withdrawal(&self.uid);
-        let moved = stuck::moved_when_unschedulable(
+        let now = Instant::now();
+        let (step, unschedulable_again) =
+            stuck::moved_when_unschedulable(step, mirror, counts, &rules, under_way.clone(), now);
+        let (step, refused_again) =
+            refused::moved_when_refused(step, mirror, movable, refusal_timeout, under_way, now);
+        let moved = (
             step,
-            mirror,
-            counts,
-            &rules,
-            under_way,
-            Instant::now(),
+            unschedulable_again.into_iter().chain(refused_again).min(),
         );
         // Kept until the Job is unplaced (`Effect::Unplace` drops it), so
         // the move goes on once the mirror no longer says its Pods wait.

@@ -94,6 +94,7 @@ fn change(
                 reason: RejectReason::Conflict,
                 message: "no".into(),
                 retry_in: None,
+                since: std::time::Instant::now(),
             };
             fleet.record_rejected(cluster, uid, rejection);
             format!("rejected {uid} on {cluster}")

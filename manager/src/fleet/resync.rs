@@ -116,6 +116,7 @@ mod tests {
             reason: RejectReason::QuotaExceeded,
             message: String::new(),
             retry_in: None,
+            since: std::time::Instant::now(),
         };
         let cases = [
             ("unsent", State::Unsent, false),

@@ -11,6 +11,7 @@ pub mod lifecycle;
 pub mod loss;
 pub mod placement;
 pub mod plan;
+pub mod refused;
 pub mod retention;
 pub mod stuck;
 pub mod withdrawal;

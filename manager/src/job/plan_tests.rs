@@ -267,7 +267,7 @@ fn withdrawal(why: &str, not_admitted: bool, avoid_for: Option<Duration>) -> Wit
         why: why.into(),
         not_admitted,
         avoid_for,
-        unschedulable: false,
+        ..Withdrawal::default()
     }
 }
 

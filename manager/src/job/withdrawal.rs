@@ -21,6 +21,9 @@ pub struct Withdrawal {
     /// The mirror's Pods found no node there for the cluster's
     /// `unschedulableTimeout`: its start is shown as a warning.
     pub unschedulable: bool,
+    /// The worker refused the mirror, for a reason that can clear, for the
+    /// cluster's `refusedRetryTimeout`.
+    pub refused: bool,
 }
 
 /// The clusters whose Kueue did not admit the Job's mirror in time.

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::job::refused::Refused;
 use crate::job::stuck::Waiting;
 
 pub use super::parameters::{Allowed, active, all_allowed, allowed};
@@ -22,6 +23,20 @@ pub fn joint_state(states: impl IntoIterator<Item = Option<CheckState>>) -> Opti
 
 /// How soon Kueue is asked to try again when no worker can take a Workload.
 pub const RETRY_AFTER: Duration = Duration::from_secs(10);
+/// The longest Kueue is asked to wait before it tries a Workload again.
+pub const RETRY_AFTER_AT_MOST: Duration = Duration::from_secs(5 * 60);
+
+/// How soon Kueue is asked to try again a Workload no worker can take
+/// (kind, namespace, a pin, the check's parameters), after `retries`
+/// earlier `Retry`s of it: twice as long each time, from [`RETRY_AFTER`] to
+/// [`RETRY_AFTER_AT_MOST`] — so a Workload that cannot be placed does not
+/// have Kueue preempt others for it every few seconds. One that waits for
+/// room is tried again every [`RETRY_AFTER`]: room comes back.
+pub fn retry_after(retries: u32) -> Duration {
+    RETRY_AFTER
+        .saturating_mul(1 << retries.min(16))
+        .min(RETRY_AFTER_AT_MOST)
+}
 /// How soon a Workload whose mirror is on its way is looked at again.
 pub const AWAIT_MIRROR: Duration = Duration::from_secs(1);
 /// How soon a Workload whose cluster is away is looked at again, to send
@@ -79,6 +94,9 @@ pub struct JobSide {
     /// for how much longer until its `unschedulableTimeout` moves it (none
     /// of them having run) — or why it moves now, in words.
     pub unschedulable: Waiting,
+    /// Whether its cluster refuses the mirror for a reason that can clear,
+    /// and whether for its `refusedRetryTimeout` — in words.
+    pub refused: Refused,
     /// The Job does not carry a record of the reservation's flavors yet
     /// (placed under another reservation, say, before an eviction): the
     /// mirror could not be built without them once Kueue admits it.
@@ -128,6 +146,32 @@ pub struct Input {
     /// What is short on each cluster that could take the Job, when
     /// placement found no room for it under this reservation.
     pub no_room: Option<String>,
+    /// How many times Kueue saw the check go `Retry` (its `retryCount`).
+    pub retries: u32,
+    /// Each connected cluster the check allows that cannot take the Job,
+    /// and why (the one it avoids aside).
+    pub ruled_out: Vec<(String, RuledOut)>,
+}
+
+/// Why a connected cluster cannot take a Job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuledOut {
+    /// Its `spec.namespaceSelector` does not admit this namespace.
+    Namespace(String),
+    /// Its agent does not mirror this kind.
+    Kind(&'static str),
+}
+
+impl std::fmt::Display for RuledOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RuledOut::Namespace(namespace) => write!(
+                f,
+                "its spec.namespaceSelector does not admit namespace {namespace}"
+            ),
+            RuledOut::Kind(kind) => write!(f, "its agent does not mirror {kind}"),
+        }
+    }
 }
 
 /// The next thing to do about one Workload's check.
@@ -140,6 +184,8 @@ pub enum CheckStep {
     Reserve(Duration),
     /// The mirror is on its way; look again after this long.
     Wait(Duration),
+    /// The check stays `Pending`, saying why; look again after this long.
+    Pending { message: String, after: Duration },
     /// Admitted and placed: nothing to write; look again after this long,
     /// to send it back if its cluster is Lost by then.
     Admitted(Duration),
@@ -189,7 +235,7 @@ pub fn decide(input: &Input) -> CheckStep {
         Err(why) => {
             return CheckStep::Retry {
                 message: why.clone(),
-                after: RETRY_AFTER,
+                after: retry_after(input.retries),
             };
         }
     };
@@ -281,6 +327,22 @@ fn on_cluster(input: &Input, job: &JobSide, cluster: &str, allowed: &Allowed) ->
             after: RETRY_AFTER,
         };
     }
+    match &job.refused {
+        Refused::No => {}
+        Refused::Waiting { why, again } => {
+            return CheckStep::Pending {
+                message: why.clone(),
+                after: *again,
+            };
+        }
+        Refused::TooLong(why) => {
+            return CheckStep::SendBack {
+                message: why.clone(),
+                after: RETRY_AFTER,
+                not_admitted: false,
+            };
+        }
+    }
     if !job.mirror_held || job.flavors_to_record {
         return CheckStep::Reserve(AWAIT_MIRROR);
     }
@@ -321,14 +383,23 @@ fn to_place(input: &Input, job: &JobSide, allowed: &Allowed) -> CheckStep {
             message: format!(
                 "the Job is pinned to cluster {pinned} (label jobrelay.dev/cluster), which is not connected"
             ),
-            after: RETRY_AFTER,
+            after: retry_after(input.retries),
         };
     }
     if !input.placeable {
-        let mut message = format!(
-            "no connected worker cluster ({}) admits the Job's namespace and mirrors its kind",
-            allowed.describe()
-        );
+        let mut message = match input.ruled_out.is_empty() {
+            true => format!("no worker cluster ({}) is connected", allowed.describe()),
+            false => format!(
+                "no connected worker cluster ({}) admits the Job's namespace and mirrors its kind ({})",
+                allowed.describe(),
+                input
+                    .ruled_out
+                    .iter()
+                    .map(|(cluster, why)| format!("{cluster}: {why}"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        };
         if let Some((avoided, until)) = &input.avoiding {
             message.push_str(&format!(
                 " other than cluster {avoided}, which the Job avoids until {until}: Kueue evicted it there because its Pods did not become ready (waitForPodsReady)"
@@ -336,7 +407,7 @@ fn to_place(input: &Input, job: &JobSide, allowed: &Allowed) -> CheckStep {
         }
         return CheckStep::Retry {
             message,
-            after: RETRY_AFTER,
+            after: retry_after(input.retries),
         };
     }
     if let Some(why) = &input.no_room {

@@ -17,6 +17,8 @@ fn input() -> Input {
         reserved_for: Duration::ZERO,
         not_ours: None,
         no_room: None,
+        retries: 0,
+        ruled_out: Vec::new(),
     }
 }
 
@@ -207,6 +209,32 @@ fn a_readmitted_job_waits_for_its_withdrawal_only_while_the_cluster_is_connected
 }
 
 #[test]
+fn a_workload_no_cluster_can_take_is_told_what_rules_out_each() {
+    let nowhere = Input {
+        placeable: false,
+        ..input()
+    };
+    assert!(
+        matches!(decide(&nowhere), CheckStep::Retry { message, .. } if message == "no worker cluster (any WorkerCluster) is connected"),
+        "{:?}",
+        decide(&nowhere)
+    );
+    let ruled_out = Input {
+        placeable: false,
+        ruled_out: vec![
+            ("w1".into(), RuledOut::Namespace("team-a".into())),
+            ("w2".into(), RuledOut::Kind("JobSet")),
+        ],
+        ..input()
+    };
+    let step = decide(&ruled_out);
+    assert!(
+        matches!(&step, CheckStep::Retry { message, .. } if message.contains("(w1: its spec.namespaceSelector does not admit namespace team-a; w2: its agent does not mirror JobSet)")),
+        "{step:?}"
+    );
+}
+
+#[test]
 fn a_job_avoiding_the_only_cluster_that_could_take_it_is_sent_back_saying_so() {
     let avoiding = Input {
         placeable: false,
@@ -258,6 +286,34 @@ fn a_reserved_workload_is_placed_then_ready_once_its_mirror_is_held() {
 }
 
 #[test]
+fn a_refused_mirror_keeps_the_check_pending_saying_why_then_sends_it_back() {
+    let mut refused = placed(false, true);
+    let side = refused.job.as_mut().expect("a Job");
+    side.refused = Refused::Waiting {
+        why: "cluster w1 refused the Job (REJECT_REASON_NAMESPACE_MISSING): …".into(),
+        again: Duration::from_secs(90),
+    };
+    assert_eq!(
+        decide(&refused),
+        CheckStep::Pending {
+            message: "cluster w1 refused the Job (REJECT_REASON_NAMESPACE_MISSING): …".into(),
+            after: Duration::from_secs(90),
+        },
+        "never an empty Pending"
+    );
+    let side = refused.job.as_mut().expect("a Job");
+    side.refused = Refused::TooLong("refused for 120s; cluster w1 tried last".into());
+    assert_eq!(
+        decide(&refused),
+        CheckStep::SendBack {
+            message: "refused for 120s; cluster w1 tried last".into(),
+            after: RETRY_AFTER,
+            not_admitted: false,
+        }
+    );
+}
+
+#[test]
 fn a_held_mirror_waits_until_the_reservations_flavors_are_recorded_on_the_job() {
     let mut readmitted = placed(true, true);
     if let Some(job) = readmitted.job.as_mut() {
@@ -293,6 +349,40 @@ fn invalid_parameters_send_a_reserved_workload_back_and_leave_others_alone() {
         CheckStep::Idle,
         "written once at most, never in a loop"
     );
+}
+
+#[test]
+fn a_workload_no_worker_can_take_is_retried_later_each_time_but_one_waiting_for_room_is_not() {
+    let secs = Duration::from_secs;
+    #[rustfmt::skip]
+    let cases = [(0, secs(10)), (1, secs(20)), (2, secs(40)), (4, secs(160)), (5, secs(300)), (40, secs(300))];
+    for (retries, expected) in cases {
+        assert_eq!(retry_after(retries), expected, "after {retries} retries");
+        let nowhere = Input {
+            placeable: false,
+            retries,
+            ..input()
+        };
+        assert!(
+            matches!(decide(&nowhere), CheckStep::Retry { after, .. } if after == expected),
+            "after {retries} retries"
+        );
+        let no_room = Input {
+            no_room: Some("w1: room for 0 of 1 Pods; short of cpu".into()),
+            retries,
+            ..input()
+        };
+        assert!(
+            matches!(
+                decide(&no_room),
+                CheckStep::Retry {
+                    after: RETRY_AFTER,
+                    ..
+                }
+            ),
+            "room comes back: tried again soon"
+        );
+    }
 }
 
 #[test]

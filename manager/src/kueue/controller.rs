@@ -195,6 +195,17 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
             Ok(Action::await_change())
         }
         CheckStep::Wait(after) => Ok(Action::requeue(after)),
+        CheckStep::Pending { message, after } => {
+            let shown = names.iter().all(|name| {
+                workload.check(name).is_some_and(|c| {
+                    c.state == Some(CheckState::Pending) && c.message.as_deref() == Some(&message)
+                })
+            });
+            if !shown {
+                answer.write(CheckState::Pending, &message, None).await?;
+            }
+            Ok(Action::requeue(after))
+        }
         CheckStep::Admitted(after) => {
             ctx.reservations.release(&job_uid);
             ctx.answers.forget(&workload.uid().unwrap_or_default());

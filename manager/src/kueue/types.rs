@@ -115,6 +115,9 @@ pub struct AdmissionCheckState {
     pub state: Option<CheckState>,
     #[serde(default)]
     pub message: Option<String>,
+    /// How many times Kueue saw the check go `Retry`.
+    #[serde(default)]
+    pub retry_count: Option<i32>,
 }
 
 /// An AdmissionCheck: a gate a ClusterQueue puts before admission, owned by

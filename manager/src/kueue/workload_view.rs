@@ -14,14 +14,16 @@ use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::CONTROLLER_NAME;
-use super::check::{self, Input, JobSide, QueuedMirror, WorkerKueueSide};
+use super::check::{self, Input, JobSide, QueuedMirror, RuledOut, WorkerKueueSide};
 use super::context::Context;
 use super::owner::{self, Owner};
 use super::scheduling::{self, Scheduling};
 use super::types::{AdmissionCheck, Workload};
 use super::worker_queue::queued_mirror;
+use crate::clusters::worker_cluster::MoveTimeout;
 use crate::clusters::worker_cluster_set::WorkerClusterSet;
 use crate::job::placement::{Preferences, assigned_cluster, pinned_cluster, preferences};
+use crate::job::refused::{self, Refused};
 use crate::job::stuck;
 use crate::kinds::Key;
 use crate::kinds::{PodCounts, RelayedKind};
@@ -94,6 +96,25 @@ impl View {
             .as_ref()
             .map(|job| job.preferences.clone())
             .unwrap_or_default();
+        // The connected clusters the check allows, each with what rules it
+        // out for the Job, if anything does.
+        let candidates: Vec<(String, Option<RuledOut>)> = ctx
+            .fleet
+            .candidates()
+            .into_iter()
+            .filter(|c| allowed.as_ref().is_ok_and(|a| a.allows(&c.name)))
+            .map(|c| {
+                let why = if ctx.registry.admits(&c.name, &namespace).is_err() {
+                    Some(RuledOut::Namespace(namespace.clone()))
+                } else {
+                    job.as_ref()
+                        .map(|j| j.key.kind)
+                        .filter(|kind| !ctx.fleet.takes(&c.name, *kind))
+                        .map(|kind| RuledOut::Kind(kind.kind))
+                };
+                (c.name, why)
+            })
+            .collect();
         let input = Input {
             not_ours: owner::not_ours(&owner),
             quota_reserved: workload.has("QuotaReserved"),
@@ -108,15 +129,20 @@ impl View {
                     .iter()
                     .map(|name| workload.check(name).and_then(|c| c.state)),
             ),
+            retries: names
+                .iter()
+                .filter_map(|name| workload.check(name)?.retry_count)
+                .map(|count| u32::try_from(count).unwrap_or(0))
+                .max()
+                .unwrap_or(0),
             job: job.as_ref().map(|job| job.side(&job_uid, ctx)),
-            placeable: ctx.fleet.candidates().iter().any(|c| {
-                allowed.as_ref().is_ok_and(|a| a.allows(&c.name))
-                    && ctx.registry.admits(&c.name, &namespace).is_ok()
-                    && !preferences.avoids(&c.name)
-                    && job
-                        .as_ref()
-                        .is_none_or(|j| ctx.fleet.takes(&c.name, j.key.kind))
-            }),
+            placeable: candidates
+                .iter()
+                .any(|(c, ruled_out)| ruled_out.is_none() && !preferences.avoids(c)),
+            ruled_out: candidates
+                .iter()
+                .filter_map(|(c, why)| Some((c.clone(), why.clone()?)))
+                .collect(),
             avoiding: preferences
                 .avoiding
                 .as_ref()
@@ -287,15 +313,24 @@ impl Owned {
                     let rules = stuck::MoveRules {
                         movable: self.pinned.is_none(),
                         even_after_a_pod_ran: self.even_after_a_pod_ran,
-                        timeout: ctx.registry.unschedulable_timeout(c),
+                        timeout: ctx.registry.move_timeout(c, MoveTimeout::Unschedulable),
                     };
                     let waiting = v.state.held().and_then(|h| h.unschedulable.as_ref());
                     let counts = v.state.status().and_then(self.pods_counted);
                     stuck::waiting(c, waiting, counts, &rules, Instant::now())
                 });
+        let refused = cluster
+            .as_deref()
+            .zip(view.as_ref())
+            .map_or(Refused::No, |(c, v)| {
+                let timeout = ctx.registry.move_timeout(c, MoveTimeout::Refused);
+                let movable = self.pinned.is_none();
+                refused::refused(c, &v.state, movable, timeout, Instant::now())
+            });
         let pinned = self.pinned.clone();
         JobSide {
             unschedulable,
+            refused,
             pinned_connected: pinned.as_deref().is_some_and(|c| ctx.fleet.is_connected(c)),
             pinned,
             mirror_held,

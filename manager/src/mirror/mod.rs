@@ -260,6 +260,7 @@ pub(crate) fn rejection(reason: jobrelay_proto::v1::RejectReason) -> Rejection {
         reason,
         message: "no".into(),
         retry_in: None,
+        since: Instant::now(),
     }
 }
 
@@ -271,6 +272,9 @@ pub struct Rejection {
     pub message: String,
     /// When the agent tries again (transient reasons only).
     pub retry_in: Option<std::time::Duration>,
+    /// Since when the worker has refused the mirror, on this manager's
+    /// clock: the first of the refusals in a row.
+    pub since: Instant,
 }
 
 /// A mirror lost behind jobrelay's back, as the agent reported it.

@@ -75,7 +75,14 @@ pub fn reported(state: State, new: Held, now: Instant) -> Transition<Reported> {
     stay(state, outcome)
 }
 
-pub(super) fn refused(state: State, rejection: Rejection) -> State {
+pub(super) fn refused(state: State, mut rejection: Rejection) -> State {
+    // Refused again: since the first refusal in a row.
+    if let State::Refused {
+        rejection: before, ..
+    } = &state
+    {
+        rejection.since = rejection.since.min(before.since);
+    }
     match state {
         State::Unsent => State::Refused {
             rejection,

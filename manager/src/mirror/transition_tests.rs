@@ -58,6 +58,7 @@ fn refusal(revision: u64, reason: RejectReason) -> Rejection {
         reason,
         message: "no".into(),
         retry_in: None,
+        since: t(0),
     }
 }
 
@@ -206,6 +207,7 @@ fn cases() -> Vec<Case> {
         row("sending: refused, what was sent kept", sending(1, None), Event::Refused(transient.clone()), refused(&transient, Some(sent(1, 1, Some(3))), None), None, Noted),
         row("held: a new revision refused, the old one held", Held(held(1, Running)), Event::Refused(permanent.clone()), refused(&permanent, None, Some(held(1, Running))), None, Noted),
         row("deleting: a refusal changes nothing", deleting(1, None, None), Event::Refused(permanent.clone()), deleting(1, None, None), None, Noted),
+        row("refused again: since the first refusal in a row", refused(&transient, None, None), Event::Refused(Rejection { since: t(9), ..transient.clone() }), refused(&transient, None, None), None, Noted),
         // Lost.
         row("held: lost", Held(held(1, Running)), lost("m1"), Lost(loss("m1", false)), None, Noted),
         row("lost: the same loss again changes nothing", Lost(loss("m1", true)), lost("m1"), Lost(loss("m1", true)), None, Noted),
