@@ -94,6 +94,14 @@ pub enum Step {
     },
 }
 
+impl Step {
+    /// Withdraw the mirror on `cluster`, for a reason the step knows.
+    pub fn withdraw(cluster: String, withdrawal: Withdrawal) -> Step {
+        let why = Some(withdrawal);
+        Step::Withdraw { cluster, why }
+    }
+}
+
 /// What Kueue asks of a suspended Job, through jobrelay's admission check.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum KueueAsks {

@@ -85,21 +85,19 @@ pub fn moved_when_refused(
         return (step, None);
     };
     if let Some(withdrawal) = under_way.filter(|w| w.refused) {
-        let why = Some(withdrawal);
-        return (Step::Withdraw { cluster, why }, None);
+        return (Step::withdraw(cluster, withdrawal), None);
     }
     let state = mirror.map(|m| &m.state);
     match state.map(|state| refused(&cluster, state, movable, timeout, now)) {
         None | Some(Refused::No) => (Step::Apply { cluster }, None),
         Some(Refused::Waiting { again, .. }) => (Step::Apply { cluster }, Some(again)),
         Some(Refused::TooLong(why)) => {
-            let withdrawal = Withdrawal {
+            let refused = Withdrawal {
                 why,
                 refused: true,
                 ..Withdrawal::default()
             };
-            let why = Some(withdrawal);
-            (Step::Withdraw { cluster, why }, None)
+            (Step::withdraw(cluster, refused), None)
         }
     }
 }

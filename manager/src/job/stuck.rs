@@ -110,8 +110,7 @@ pub fn moved_when_unschedulable(
         return (step, None);
     };
     if let Some(withdrawal) = under_way.filter(|w| w.unschedulable) {
-        let why = Some(withdrawal);
-        return (Step::Withdraw { cluster, why }, None);
+        return (Step::withdraw(cluster, withdrawal), None);
     }
     let unschedulable = mirror
         .and_then(|m| m.state.held())
@@ -120,13 +119,12 @@ pub fn moved_when_unschedulable(
         Waiting::No => (Step::Apply { cluster }, None),
         Waiting::For(left) => (Step::Apply { cluster }, Some(left)),
         Waiting::TooLong(why) => {
-            let withdrawal = Withdrawal {
+            let unschedulable = Withdrawal {
                 why,
                 unschedulable: true,
                 ..Withdrawal::default()
             };
-            let why = Some(withdrawal);
-            (Step::Withdraw { cluster, why }, None)
+            (Step::withdraw(cluster, unschedulable), None)
         }
     }
 }

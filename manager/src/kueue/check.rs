@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+pub use super::retry::{RETRY_AFTER, RETRY_AFTER_AT_MOST, RuledOut, retry_after};
 use crate::job::refused::Refused;
 use crate::job::stuck::Waiting;
 
@@ -21,22 +22,6 @@ pub fn joint_state(states: impl IntoIterator<Item = Option<CheckState>>) -> Opti
     }
 }
 
-/// How soon Kueue is asked to try again when no worker can take a Workload.
-pub const RETRY_AFTER: Duration = Duration::from_secs(10);
-/// The longest Kueue is asked to wait before it tries a Workload again.
-pub const RETRY_AFTER_AT_MOST: Duration = Duration::from_secs(5 * 60);
-
-/// How soon Kueue is asked to try again a Workload no worker can take
-/// (kind, namespace, a pin, the check's parameters), after `retries`
-/// earlier `Retry`s of it: twice as long each time, from [`RETRY_AFTER`] to
-/// [`RETRY_AFTER_AT_MOST`] — so a Workload that cannot be placed does not
-/// have Kueue preempt others for it every few seconds. One that waits for
-/// room is tried again every [`RETRY_AFTER`]: room comes back.
-pub fn retry_after(retries: u32) -> Duration {
-    RETRY_AFTER
-        .saturating_mul(1 << retries.min(16))
-        .min(RETRY_AFTER_AT_MOST)
-}
 /// How soon a Workload whose mirror is on its way is looked at again.
 pub const AWAIT_MIRROR: Duration = Duration::from_secs(1);
 /// How soon a Workload whose cluster is away is looked at again, to send
@@ -151,27 +136,6 @@ pub struct Input {
     /// Each connected cluster the check allows that cannot take the Job,
     /// and why (the one it avoids aside).
     pub ruled_out: Vec<(String, RuledOut)>,
-}
-
-/// Why a connected cluster cannot take a Job.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RuledOut {
-    /// Its `spec.namespaceSelector` does not admit this namespace.
-    Namespace(String),
-    /// Its agent does not mirror this kind.
-    Kind(&'static str),
-}
-
-impl std::fmt::Display for RuledOut {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RuledOut::Namespace(namespace) => write!(
-                f,
-                "its spec.namespaceSelector does not admit namespace {namespace}"
-            ),
-            RuledOut::Kind(kind) => write!(f, "its agent does not mirror {kind}"),
-        }
-    }
 }
 
 /// The next thing to do about one Workload's check.

@@ -20,6 +20,7 @@ pub mod mirror_scheduling;
 pub mod owner;
 pub mod parameters;
 pub mod reservations;
+pub mod retry;
 pub mod scheduling;
 pub mod types;
 pub mod worker_queue;
