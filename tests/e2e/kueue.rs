@@ -13,6 +13,8 @@
 //! `kueue/lost.rs`); the shared check keeps every other scenario on worker-1
 //! and worker-2.
 
+#[path = "kueue/active.rs"]
+mod active;
 #[path = "kueue/counts.rs"]
 mod counts;
 #[path = "kueue/eviction.rs"]
@@ -231,6 +233,31 @@ async fn pod_ready_on_manager(s: &Scenario, name: &str) {
         },
     )
     .await;
+}
+
+/// Waits until AdmissionCheck `name` shows `Active` `status` for `reason`;
+/// its message.
+async fn check_active(client: &kube::Client, name: &str, status: &str, reason: &str) -> String {
+    let checks: Api<AdmissionCheck> = Api::all(client.clone());
+    wait::until(
+        format!("AdmissionCheck {name} Active={status} ({reason})"),
+        WAIT,
+        || async {
+            let active = checks.get(name).await.ok().and_then(|c| {
+                c.status?
+                    .conditions
+                    .into_iter()
+                    .find(|c| c.type_ == "Active")
+            });
+            match active {
+                Some(c) if c.status == status && c.reason.as_deref() == Some(reason) => {
+                    Seen::Ready(c.message.unwrap_or_default())
+                }
+                other => Seen::Waiting(format!("{other:?}")),
+            }
+        },
+    )
+    .await
 }
 
 /// Sets the Workload `name`'s `spec.active` in `workloads` (false: Kueue

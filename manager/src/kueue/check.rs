@@ -1,6 +1,7 @@
 //! What jobrelay answers on its admission check, as a pure decision: the
 //! state of one Workload's check ([`decide`]). What a check's parameters
-//! allow, and whether it is usable at all, is [`super::parameters`].
+//! allow is [`super::parameters`]; whether it is usable at all,
+//! [`super::active`].
 
 use std::time::Duration;
 
@@ -8,7 +9,8 @@ pub use super::retry::{RETRY_AFTER, RETRY_AFTER_AT_MOST, RuledOut, retry_after};
 use crate::job::refused::Refused;
 use crate::job::stuck::Waiting;
 
-pub use super::parameters::{Allowed, active, all_allowed, allowed};
+pub use super::active::{Reach, active};
+pub use super::parameters::{Allowed, all_allowed, allowed};
 pub use super::types::CheckState;
 
 /// The state jobrelay answers for, of several jobrelay checks on one

@@ -1,5 +1,5 @@
 //! What the admission check's controllers work with: the client, the caches
-//! of AdmissionChecks, flavors, WorkerClusterSets and Jobs, the fleet, the
+//! of AdmissionChecks, flavors, WorkerClusterSets, queues and Jobs, the fleet, the
 //! reservations, and the Job controller's triggers.
 
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 
 use super::Reservations;
 use super::answers::Answers;
-use super::types::{AdmissionCheck, ResourceFlavor};
+use super::types::{AdmissionCheck, ClusterQueue, LocalQueue, ResourceFlavor};
 use crate::clusters::registry::Registry;
 use crate::clusters::worker_cluster_set::WorkerClusterSet;
 use crate::fleet::Fleet;
@@ -23,6 +23,10 @@ pub struct Context {
     pub checks: Store<AdmissionCheck>,
     pub flavors: Store<ResourceFlavor>,
     pub sets: Store<WorkerClusterSet>,
+    /// The queues that may list the checks: which namespaces their Jobs
+    /// come from, and whether a check is listed for some flavors only.
+    pub cluster_queues: Store<ClusterQueue>,
+    pub local_queues: Store<LocalQueue>,
     /// The relayed objects Workloads may belong to.
     pub stores: Stores,
     pub registry: Registry,

@@ -24,7 +24,7 @@ use tracing::{debug, info, instrument, warn};
 use super::answers;
 use super::check::{self, CheckState, CheckStep};
 pub use super::context::Context;
-use super::types::{AdmissionCheck, Workload};
+use super::types::{AdmissionCheck, Listed, Workload};
 pub use super::workload_view::is_queued;
 use super::workload_view::{Owned, View, allowed};
 use super::{CONTROLLER_NAME, Reservation};
@@ -57,10 +57,12 @@ pub(super) async fn run(
 ) {
     // A Workload looked at before the caches listed would look like none of
     // jobrelay's business, and not be looked at again until it changes.
-    let listed = futures::future::try_join3(
+    let listed = futures::future::try_join5(
         ctx.checks.wait_until_ready(),
         ctx.flavors.wait_until_ready(),
         ctx.stores.jobs.wait_until_ready(),
+        ctx.cluster_queues.wait_until_ready(),
+        ctx.local_queues.wait_until_ready(),
     );
     if listed.await.is_err() {
         return;
@@ -102,15 +104,10 @@ async fn reconcile_check(check: Arc<AdmissionCheck>, ctx: Arc<Context>) -> Resul
         return Ok(Action::await_change());
     }
     let allowed = allowed(&check, &ctx.sets);
-    let registered: BTreeSet<String> = ctx
-        .registry
-        .clusters
-        .state()
-        .iter()
-        .map(|c| c.name_any())
-        .collect();
-    let connected: BTreeSet<String> = ctx.fleet.candidates().into_iter().map(|c| c.name).collect();
-    let assessment = check::active(&allowed, &registered, &connected);
+    let reach = reach(&check.name_any(), &ctx);
+    let assessment = check::active(&allowed, &reach, |cluster, namespace| {
+        ctx.registry.admits(cluster, namespace).is_ok()
+    });
     let status = assessment.status();
     let Assessment {
         holds: active,
@@ -151,6 +148,41 @@ async fn reconcile_check(check: Arc<AdmissionCheck>, ctx: Arc<Context>) -> Resul
             source,
         })?;
     Ok(Action::requeue(ACTIVE_RESYNC))
+}
+
+/// What the caches show of the clusters check `name` could use and of the
+/// queues that list it.
+fn reach(name: &str, ctx: &Context) -> check::Reach {
+    let mut reach = check::Reach {
+        registered: ctx
+            .registry
+            .clusters
+            .state()
+            .iter()
+            .map(|c| c.name_any())
+            .collect(),
+        connected: ctx.fleet.candidates().into_iter().map(|c| c.name).collect(),
+        ..check::Reach::default()
+    };
+    let mut listing = BTreeSet::new();
+    for queue in ctx.cluster_queues.state() {
+        match queue.lists(name) {
+            None => continue,
+            Some(Listed::OnSomeFlavors) => {
+                reach.per_flavor.insert(queue.name_any());
+            }
+            Some(Listed::OnEveryFlavor) => {}
+        }
+        listing.insert(queue.name_any());
+    }
+    reach.namespaces = ctx
+        .local_queues
+        .state()
+        .iter()
+        .filter(|q| listing.contains(&q.spec.cluster_queue))
+        .filter_map(|q| q.namespace())
+        .collect();
+    reach
 }
 
 fn check_api_version() -> String {

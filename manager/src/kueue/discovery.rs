@@ -12,7 +12,7 @@ use tracing::{debug, info};
 
 use super::CONTROLLER_NAME;
 use super::controller::{Context, run};
-use super::types::{AdmissionCheck, ResourceFlavor, Workload};
+use super::types::{AdmissionCheck, ClusterQueue, LocalQueue, ResourceFlavor, Workload};
 use crate::clusters::worker_cluster_set::WorkerClusterSet;
 
 /// How often the manager looks for Kueue while it is not installed.
@@ -40,14 +40,18 @@ pub struct Writers {
     checks: reflector::store::Writer<AdmissionCheck>,
     flavors: reflector::store::Writer<ResourceFlavor>,
     sets: reflector::store::Writer<WorkerClusterSet>,
+    cluster_queues: reflector::store::Writer<ClusterQueue>,
+    local_queues: reflector::store::Writer<LocalQueue>,
 }
 
-/// The caches a [`Context`] reads: AdmissionChecks, ResourceFlavors and
-/// WorkerClusterSets.
+/// The caches a [`Context`] reads: AdmissionChecks, ResourceFlavors,
+/// WorkerClusterSets, and the queues that list the checks.
 pub struct Stores {
     pub checks: Store<AdmissionCheck>,
     pub flavors: Store<ResourceFlavor>,
     pub sets: Store<WorkerClusterSet>,
+    pub cluster_queues: Store<ClusterQueue>,
+    pub local_queues: Store<LocalQueue>,
 }
 
 /// The (empty) caches, and their writers for [`run_when_installed`].
@@ -55,16 +59,22 @@ pub fn stores() -> (Stores, Writers) {
     let (checks, checks_writer) = reflector::store();
     let (flavors, flavors_writer) = reflector::store();
     let (sets, sets_writer) = reflector::store();
+    let (cluster_queues, cluster_queues_writer) = reflector::store();
+    let (local_queues, local_queues_writer) = reflector::store();
     let writers = Writers {
         checks: checks_writer,
         flavors: flavors_writer,
         sets: sets_writer,
+        cluster_queues: cluster_queues_writer,
+        local_queues: local_queues_writer,
     };
     (
         Stores {
             checks,
             flavors,
             sets,
+            cluster_queues,
+            local_queues,
         },
         writers,
     )
@@ -120,6 +130,20 @@ pub async fn run_when_installed(
         Api::<WorkerClusterSet>::all(ctx.client.clone()),
         jobrelay_process::cache::trim,
         writers.sets,
+        |_| {},
+        &tasks,
+    );
+    crate::caches::cache(
+        Api::<ClusterQueue>::all(ctx.client.clone()),
+        jobrelay_process::cache::trim,
+        writers.cluster_queues,
+        |_| {},
+        &tasks,
+    );
+    crate::caches::cache(
+        Api::<LocalQueue>::all(ctx.client.clone()),
+        jobrelay_process::cache::trim,
+        writers.local_queues,
         |_| {},
         &tasks,
     );

@@ -11,6 +11,7 @@
 //! is `Rejected` at once ([`owner`]). The decisions are pure ([`check`], [`scheduling`]); [`controller`]
 //! watches Kueue's objects and writes the check states.
 
+pub mod active;
 pub mod answers;
 pub mod check;
 pub mod context;

@@ -1,12 +1,10 @@
-//! A check's `parameters` as pure decisions: which WorkerClusters they let
-//! its Workloads use ([`allowed`]), and the check's `Active` condition
-//! ([`active`]).
+//! A check's `parameters` as a pure decision: which WorkerClusters they let
+//! its Workloads use ([`allowed`]).
 
 use std::collections::BTreeSet;
 
 use super::types::Parameters;
 use crate::clusters::worker_cluster_set::{SetPlacement, WorkerClusterSetSpec};
-use crate::condition::Assessment;
 
 /// Which WorkerClusters a check lets its Workloads use.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,7 +52,7 @@ impl Allowed {
     }
 
     /// The clusters named, if some are.
-    fn named(&self) -> Vec<&str> {
+    pub(super) fn named(&self) -> Vec<&str> {
         match self {
             Allowed::Any => Vec::new(),
             Allowed::Only(clusters) => clusters.iter().map(String::as_str).collect(),
@@ -116,43 +114,6 @@ pub fn allowed(
     }
 }
 
-/// An AdmissionCheck's `Active` condition.
-pub fn active(
-    allowed: &Result<Allowed, String>,
-    registered: &BTreeSet<String>,
-    connected: &BTreeSet<String>,
-) -> Assessment {
-    let allowed = match allowed {
-        Err(why) => return Assessment::fails("InvalidParameters", why.clone()),
-        Ok(allowed) => allowed,
-    };
-    if let Some(missing) = allowed
-        .named()
-        .into_iter()
-        .find(|c| !registered.contains(*c))
-    {
-        return Assessment::fails(
-            "UnknownCluster",
-            format!("no WorkerCluster named {missing} is registered"),
-        );
-    }
-    let usable: Vec<&str> = connected
-        .iter()
-        .filter(|c| allowed.allows(c))
-        .map(String::as_str)
-        .collect();
-    if usable.is_empty() {
-        return Assessment::fails(
-            "NoClusterConnected",
-            format!("no agent of {} is connected", allowed.describe()),
-        );
-    }
-    Assessment::holds(
-        "Active",
-        format!("jobrelay can place Workloads on {}", usable.join(", ")),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,25 +166,6 @@ mod tests {
             "{missing}"
         );
         assert!(allowed(Some(&p("jobrelay.dev", "WorkerClusterSet", "empty"))).is_err());
-    }
-
-    #[test]
-    fn a_check_is_active_while_an_allowed_cluster_is_connected() {
-        let set = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>();
-        let (registered, connected) = (set(&["w1", "w2"]), set(&["w2"]));
-        let any = active(&Ok(Allowed::Any), &registered, &connected);
-        assert_eq!((any.holds, any.reason), (true, "Active"));
-        let only_w1 = Ok(Allowed::Only(set(&["w1"])));
-        let off = active(&only_w1, &registered, &connected);
-        assert_eq!((off.holds, off.reason), (false, "NoClusterConnected"));
-        assert!(off.message.contains("w1"), "{}", off.message);
-        let unknown = active(&Ok(Allowed::Only(set(&["w9"]))), &registered, &connected);
-        assert_eq!((unknown.holds, unknown.reason), (false, "UnknownCluster"));
-        let invalid = active(&Err("bad".into()), &registered, &connected);
-        assert_eq!(
-            (invalid.holds, invalid.reason),
-            (false, "InvalidParameters")
-        );
     }
 
     #[test]

@@ -272,6 +272,9 @@ pub struct AdmissionChecksStrategy {
 #[serde(rename_all = "camelCase")]
 pub struct AdmissionCheckStrategyRule {
     pub name: String,
+    /// The flavors the check applies to; none: every flavor.
+    #[serde(default)]
+    pub on_flavors: Vec<String>,
 }
 
 impl ClusterQueue {
@@ -283,6 +286,28 @@ impl ClusterQueue {
             .flat_map(|s| &s.admission_checks)
             .map(|rule| rule.name.as_str())
     }
+
+    /// Does the ClusterQueue list check `name`, and for some flavors only?
+    pub fn lists(&self, name: &str) -> Option<Listed> {
+        let rule = self
+            .spec
+            .admission_checks_strategy
+            .iter()
+            .flat_map(|s| &s.admission_checks)
+            .find(|rule| rule.name == name)?;
+        Some(match rule.on_flavors.is_empty() {
+            true => Listed::OnEveryFlavor,
+            false => Listed::OnSomeFlavors,
+        })
+    }
+}
+
+/// How a ClusterQueue lists an AdmissionCheck.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listed {
+    OnEveryFlavor,
+    /// `onFlavors` names some.
+    OnSomeFlavors,
 }
 
 /// The state of an admission check on a Workload, as Kueue spells it in

@@ -45,6 +45,8 @@ pub(super) fn start(
         checks: stores.checks,
         flavors: stores.flavors,
         sets: stores.sets,
+        cluster_queues: stores.cluster_queues,
+        local_queues: stores.local_queues,
         stores: Stores {
             jobs: inputs.jobs.objects.clone(),
             jobsets: inputs.jobsets.as_ref().map(|w| w.objects.clone()),

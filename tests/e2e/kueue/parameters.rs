@@ -6,30 +6,9 @@ use super::*;
 #[tokio::test]
 async fn the_admission_check_is_active_while_agents_are_connected() {
     let (clusters, _) = setup().await;
-    let checks: Api<AdmissionCheck> = Api::all(kit::client(clusters.manager()).await);
-    let check = wait::until("AdmissionCheck jobrelay Active", WAIT, || async {
-        match checks.get(CHECK).await {
-            Ok(c)
-                if c.status
-                    .iter()
-                    .flat_map(|s| &s.conditions)
-                    .any(|c| c.type_ == "Active" && c.status == "True") =>
-            {
-                Seen::Ready(c)
-            }
-            Ok(c) => Seen::Waiting(format!("{:?}", c.status)),
-            Err(e) => Seen::Waiting(e.to_string()),
-        }
-    })
-    .await;
-    let active = check
-        .status
-        .unwrap()
-        .conditions
-        .into_iter()
-        .find(|c| c.type_ == "Active")
-        .unwrap();
-    assert!(active.message.unwrap_or_default().contains("worker-1"));
+    let client = kit::client(clusters.manager()).await;
+    let message = check_active(&client, CHECK, "True", "Active").await;
+    assert!(message.contains("worker-1"), "{message}");
 }
 
 #[tokio::test]
@@ -94,7 +73,6 @@ async fn parameters_keep_a_checks_workloads_on_its_worker_clusters_and_bad_ones_
             .await
             .unwrap_or_else(|e| panic!("{name}: {e:#}"));
     }
-    let checks: Api<AdmissionCheck> = Api::all(client.clone());
     for (name, status, reason) in [
         (&only, "True", "Active"),
         (&single, "True", "Active"),
@@ -102,25 +80,7 @@ async fn parameters_keep_a_checks_workloads_on_its_worker_clusters_and_bad_ones_
         (&no_set, "False", "InvalidParameters"),
         (&invalid, "False", "InvalidParameters"),
     ] {
-        wait::until(
-            format!("AdmissionCheck {name} Active={status} ({reason})"),
-            WAIT,
-            || async {
-                let active = checks.get(name).await.ok().and_then(|c| {
-                    c.status?
-                        .conditions
-                        .into_iter()
-                        .find(|c| c.type_ == "Active")
-                });
-                match active {
-                    Some(c) if c.status == status && c.reason.as_deref() == Some(reason) => {
-                        Seen::Ready(())
-                    }
-                    other => Seen::Waiting(format!("{other:?}")),
-                }
-            },
-        )
-        .await;
+        check_active(&client, name, status, reason).await;
     }
     kueue_objects::queue(&client, &s.ns, &s.ns, 4, &only)
         .await
@@ -135,6 +95,7 @@ async fn parameters_keep_a_checks_workloads_on_its_worker_clusters_and_bad_ones_
         s.wait_condition(&name, "Complete").await;
     }
     s.finish(WAIT).await;
+    let checks: Api<AdmissionCheck> = Api::all(client.clone());
     for name in [&only, &single, &unknown, &no_set, &invalid] {
         let _ = checks.delete(name, &Default::default()).await;
     }
