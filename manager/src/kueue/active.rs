@@ -163,14 +163,20 @@ mod tests {
         );
     }
 
-    #[test]
-    fn connected_clusters_that_admit_none_of_its_queues_namespaces_make_it_inactive() {
-        let reach = Reach {
+    /// w1 and w2 connected, the check's LocalQueues in team-a and team-b.
+    fn reach_with_queues() -> Reach {
+        Reach {
             namespaces: set(&["team-a", "team-b"]),
             connected: set(&["w1", "w2"]),
             ..reach()
-        };
-        let off = active(&Ok(Allowed::Any), &reach, |_, n| n == "team-c");
+        }
+    }
+
+    #[test]
+    fn connected_clusters_that_admit_none_of_its_queues_namespaces_make_it_inactive() {
+        let off = active(&Ok(Allowed::Any), &reach_with_queues(), |_, n| {
+            n == "team-c"
+        });
         assert_eq!((off.holds, off.reason), (false, "NoClusterAdmits"));
         assert!(
             off.message.contains("team-a, team-b") && off.message.contains("w1, w2"),
@@ -181,12 +187,9 @@ mod tests {
 
     #[test]
     fn it_is_active_on_the_clusters_that_admit_one_of_its_queues_namespaces() {
-        let reach = Reach {
-            namespaces: set(&["team-a", "team-b"]),
-            connected: set(&["w1", "w2"]),
-            ..reach()
-        };
-        let on = active(&Ok(Allowed::Any), &reach, |c, n| c == "w2" && n == "team-b");
+        let on = active(&Ok(Allowed::Any), &reach_with_queues(), |c, n| {
+            c == "w2" && n == "team-b"
+        });
         assert_eq!((on.holds, on.reason), (true, "Active"));
         assert!(
             on.message.ends_with("on w2"),

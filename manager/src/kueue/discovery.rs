@@ -112,40 +112,38 @@ pub async fn run_when_installed(
         }
     }
     info!("Kueue is installed: answering AdmissionChecks with controllerName {CONTROLLER_NAME}");
-    crate::caches::cache(
-        Api::<AdmissionCheck>::all(ctx.client.clone()),
-        jobrelay_process::cache::trim,
-        writers.checks,
-        |_| {},
-        &tasks,
-    );
-    crate::caches::cache(
-        Api::<ResourceFlavor>::all(ctx.client.clone()),
-        jobrelay_process::cache::trim,
-        writers.flavors,
-        |_| {},
-        &tasks,
-    );
-    crate::caches::cache(
-        Api::<WorkerClusterSet>::all(ctx.client.clone()),
-        jobrelay_process::cache::trim,
-        writers.sets,
-        |_| {},
-        &tasks,
-    );
-    crate::caches::cache(
-        Api::<ClusterQueue>::all(ctx.client.clone()),
-        jobrelay_process::cache::trim,
-        writers.cluster_queues,
-        |_| {},
-        &tasks,
-    );
-    crate::caches::cache(
-        Api::<LocalQueue>::all(ctx.client.clone()),
-        jobrelay_process::cache::trim,
-        writers.local_queues,
-        |_| {},
-        &tasks,
-    );
+    let Writers {
+        checks,
+        flavors,
+        sets,
+        cluster_queues,
+        local_queues,
+    } = writers;
+    fill(&ctx.client, checks, &tasks);
+    fill(&ctx.client, flavors, &tasks);
+    fill(&ctx.client, sets, &tasks);
+    fill(&ctx.client, cluster_queues, &tasks);
+    fill(&ctx.client, local_queues, &tasks);
     run(ctx, shutdown, woken).await;
+}
+
+/// Fills `writer`'s cache with every object of its kind (of every
+/// namespace), trimmed.
+fn fill<K>(client: &kube::Client, writer: reflector::store::Writer<K>, tasks: &Tasks)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    crate::caches::cache(
+        Api::<K>::all(client.clone()),
+        jobrelay_process::cache::trim,
+        writer,
+        |_| {},
+        tasks,
+    );
 }
