@@ -138,6 +138,10 @@ pub struct Input {
     /// Each connected cluster the check allows that cannot take the Job,
     /// and why (the one it avoids aside).
     pub ruled_out: Vec<(String, RuledOut)>,
+    /// The Job's namespace, when no registered WorkerCluster the check
+    /// allows — connected or not — admits it (`spec.namespaceSelector`):
+    /// only an administrator's change lets the Job run.
+    pub namespace_admitted_nowhere: Option<String>,
 }
 
 /// The next thing to do about one Workload's check.
@@ -351,6 +355,12 @@ fn to_place(input: &Input, job: &JobSide, allowed: &Allowed) -> CheckStep {
             ),
             after: retry_after(input.retries),
         };
+    }
+    if let Some(namespace) = &input.namespace_admitted_nowhere {
+        return CheckStep::Rejected(format!(
+            "no cluster this check allows ({}) admits namespace {namespace} (spec.namespaceSelector): Kueue deactivates the Workload, so it holds no quota and preempts nothing; once a WorkerCluster admits the namespace, set the Workload's spec.active to true",
+            allowed.describe()
+        ));
     }
     if !input.placeable {
         let mut message = match input.ruled_out.is_empty() {

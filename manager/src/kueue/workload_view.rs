@@ -115,6 +115,20 @@ impl View {
                 (c.name, why)
             })
             .collect();
+        // The clusters the check allows, connected or not: none admitting
+        // the namespace is for an administrator to change.
+        let allowed_registered: Vec<String> = ctx
+            .registry
+            .clusters
+            .state()
+            .iter()
+            .map(|c| c.name_any())
+            .filter(|c| allowed.as_ref().is_ok_and(|a| a.allows(c)))
+            .collect();
+        let admitted_nowhere = !allowed_registered.is_empty()
+            && allowed_registered
+                .iter()
+                .all(|c| ctx.registry.admits(c, &namespace).is_err());
         let input = Input {
             not_ours: owner::not_ours(&owner),
             quota_reserved: workload.has("QuotaReserved"),
@@ -154,6 +168,7 @@ impl View {
                 .awaiting_room(&job_uid)
                 .filter(|(_, ago)| *ago <= ctx.reservations.held_for(&job_uid))
                 .map(|(why, _)| why),
+            namespace_admitted_nowhere: admitted_nowhere.then(|| namespace.clone()),
         };
         Some(View {
             names,

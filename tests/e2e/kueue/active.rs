@@ -212,3 +212,96 @@ async fn a_job_no_cluster_can_take_is_sent_back_ever_later_saying_why_and_preemp
         .delete(&check, &Default::default())
         .await;
 }
+
+/// Label of the namespace worker-1 and worker-2 refuse while
+/// [`a_job_whose_namespace_no_cluster_admits_is_rejected_and_the_job_it_preempted_runs_again`]
+/// runs (every other scenario's namespace lacks it).
+const REFUSED_LABEL: &str = "jobrelay-e2e/refused";
+
+/// Sets the `spec.namespaceSelector` of the shared check's clusters:
+/// refusing namespaces labelled [`REFUSED_LABEL`], or none (`None`).
+async fn refuse_labelled_namespaces(client: &kube::Client, selector: Option<Value>) {
+    let clusters: Api<WorkerCluster> = Api::all(client.clone());
+    for cluster in ["worker-1", "worker-2"] {
+        let patch = json!({"spec": {"namespaceSelector": selector}});
+        clusters
+            .patch(cluster, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap_or_else(|e| panic!("WorkerCluster {cluster}'s namespaceSelector: {e}"));
+    }
+}
+
+#[tokio::test]
+async fn a_job_whose_namespace_no_cluster_admits_is_rejected_and_the_job_it_preempted_runs_again() {
+    let (clusters, relay) = setup().await;
+    let ok = queued("nsok", 1).await;
+    let refused = Scenario::new(clusters, relay, "nsrefused").await;
+    let client = kit::client(clusters.manager()).await;
+    // One ClusterQueue for both namespaces; the check's clusters refuse
+    // the second.
+    let shared = async {
+        let queues = kueue_objects::api(&client, "ClusterQueue", None);
+        let both = json!({"spec": {"namespaceSelector": {"matchLabels": null, "matchExpressions": [{
+            "key": "kubernetes.io/metadata.name", "operator": "In",
+            "values": [ok.ns, refused.ns],
+        }]}}});
+        queues
+            .patch(&ok.ns, &PatchParams::default(), &Patch::Merge(both))
+            .await?;
+        let local_queue = json!({
+            "metadata": {"name": LOCAL_QUEUE, "namespace": refused.ns},
+            "spec": {"clusterQueue": ok.ns},
+        });
+        kueue_objects::apply(&client, "LocalQueue", Some(&refused.ns), local_queue).await?;
+        let label = json!({"metadata": {"labels": {REFUSED_LABEL: "true"}}});
+        Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+            .patch(&refused.ns, &PatchParams::default(), &Patch::Merge(label))
+            .await?;
+        anyhow::Ok(())
+    };
+    shared.await.unwrap_or_else(|e| panic!("{e:#}"));
+    refuse_labelled_namespaces(
+        &client,
+        Some(json!({"matchExpressions": [{"key": REFUSED_LABEL, "operator": "DoesNotExist"}]})),
+    )
+    .await;
+    let low = ok
+        .create(
+            queued_job(&ok, "low")
+                .label(PRIORITY_CLASS, "low")
+                .run_for("15s"),
+        )
+        .await;
+    running_on_a_worker(&ok, &low, "the low-priority Job").await;
+    refused
+        .create(queued_job(&refused, "high").label(PRIORITY_CLASS, "high"))
+        .await;
+    let note = refused.wait_event("high", "AdmissionCheckRejected").await;
+    assert!(
+        note.contains(&format!("admits namespace {}", refused.ns)) && note.contains("spec.active"),
+        "the Job says why and how to resume: {note}"
+    );
+    let workloads = kueue_objects::api(&client, "Workload", Some(&refused.ns));
+    let high = workload_of(&refused, "high").await.name_any();
+    wait::until("Kueue deactivates the high Workload", WAIT, || async {
+        match workloads.get(&high).await {
+            Ok(w) if w.data["spec"]["active"] == false => Seen::Ready(()),
+            Ok(w) => Seen::Waiting(format!("{}", w.data["spec"])),
+            Err(e) => Seen::Waiting(e.to_string()),
+        }
+    })
+    .await;
+    ok.wait_condition("low", "Complete").await;
+    let preempted = evictions(&workload_json(&ok, "low").await, "Preempted");
+    assert!(
+        preempted <= 1,
+        "the high Job preempted the low one {preempted} times: once at most, then it was rejected"
+    );
+    refuse_labelled_namespaces(&client, None).await;
+    quota_back_to_zero(&ok).await;
+    refused.finish(WAIT).await;
+    ok.finish(WAIT).await;
+    let _ = kueue_objects::api(&client, "ClusterQueue", None)
+        .delete(&ok.ns, &Default::default())
+        .await;
+}
