@@ -30,6 +30,12 @@ impl Registry {
         self.clusters.get(&ObjectRef::new(cluster))
     }
 
+    /// Whether the cache holds namespace `namespace`: until it does, what
+    /// its labels admit is not known.
+    pub fn knows_namespace(&self, namespace: &str) -> bool {
+        self.namespaces.get(&ObjectRef::new(namespace)).is_some()
+    }
+
     /// The labels of a namespace of the manager cluster.
     pub fn namespace_labels(&self, namespace: &str) -> BTreeMap<String, String> {
         self.namespaces

@@ -17,8 +17,9 @@ pub struct Reach {
     pub registered: BTreeSet<String>,
     /// The WorkerClusters whose agents are connected.
     pub connected: BTreeSet<String>,
-    /// The namespaces of the LocalQueues feeding a ClusterQueue that lists
-    /// the check; none known: no namespace rules a cluster out.
+    /// The namespaces (their labels cached) of the LocalQueues feeding a
+    /// ClusterQueue that lists the check; none known: no namespace rules a
+    /// cluster out.
     pub namespaces: BTreeSet<String>,
     /// The ClusterQueues that list the check for some flavors only
     /// (`spec.admissionChecksStrategy.admissionChecks[].onFlavors`).

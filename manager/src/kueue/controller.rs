@@ -181,6 +181,7 @@ fn reach(name: &str, ctx: &Context) -> check::Reach {
         .iter()
         .filter(|q| listing.contains(&q.spec.cluster_queue))
         .filter_map(|q| q.namespace())
+        .filter(|namespace| ctx.registry.knows_namespace(namespace))
         .collect();
     reach
 }

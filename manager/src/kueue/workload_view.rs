@@ -116,7 +116,8 @@ impl View {
             })
             .collect();
         // The clusters the check allows, connected or not: none admitting
-        // the namespace is for an administrator to change.
+        // the namespace is for an administrator to change (said only once
+        // the namespace's labels are cached).
         let allowed_registered: Vec<String> = ctx
             .registry
             .clusters
@@ -125,7 +126,8 @@ impl View {
             .map(|c| c.name_any())
             .filter(|c| allowed.as_ref().is_ok_and(|a| a.allows(c)))
             .collect();
-        let admitted_nowhere = !allowed_registered.is_empty()
+        let admitted_nowhere = ctx.registry.knows_namespace(&namespace)
+            && !allowed_registered.is_empty()
             && allowed_registered
                 .iter()
                 .all(|c| ctx.registry.admits(c, &namespace).is_err());
