@@ -115,22 +115,12 @@ impl View {
                 (c.name, why)
             })
             .collect();
-        // The clusters the check allows, connected or not: none admitting
-        // the namespace is for an administrator to change (said only once
-        // the namespace's labels are cached).
-        let allowed_registered: Vec<String> = ctx
-            .registry
-            .clusters
-            .state()
+        // A connected cluster not ruled out by the namespace admits it;
+        // else every registered one the check allows is looked at.
+        let admitted_nowhere = candidates
             .iter()
-            .map(|c| c.name_any())
-            .filter(|c| allowed.as_ref().is_ok_and(|a| a.allows(c)))
-            .collect();
-        let admitted_nowhere = ctx.registry.knows_namespace(&namespace)
-            && !allowed_registered.is_empty()
-            && allowed_registered
-                .iter()
-                .all(|c| ctx.registry.admits(c, &namespace).is_err());
+            .all(|(_, why)| matches!(why, Some(RuledOut::Namespace(_))))
+            && admitted_nowhere(&namespace, allowed.as_ref().ok(), ctx);
         let input = Input {
             not_ours: owner::not_ours(&owner),
             quota_reserved: workload.has("QuotaReserved"),
@@ -180,6 +170,25 @@ impl View {
             scheduling,
         })
     }
+}
+
+/// Whether no registered WorkerCluster `allowed` lets the check use —
+/// connected or not — admits `namespace`: an administrator's change, not
+/// time, lets such a Job run. Said only once the namespace's labels are
+/// cached.
+fn admitted_nowhere(namespace: &str, allowed: Option<&check::Allowed>, ctx: &Context) -> bool {
+    let Some(allowed) = allowed else {
+        return false;
+    };
+    let clusters = ctx.registry.clusters.state();
+    let mut allowed_registered = clusters
+        .iter()
+        .map(|c| c.name_any())
+        .filter(|c| allowed.allows(c))
+        .peekable();
+    ctx.registry.knows_namespace(namespace)
+        && allowed_registered.peek().is_some()
+        && allowed_registered.all(|c| ctx.registry.admits(&c, namespace).is_err())
 }
 
 /// Every one of the Workload's checks that jobrelay controls, with what its

@@ -22,13 +22,7 @@ async fn a_high_priority_job_preempts_and_the_low_ones_worker_pods_go_first() {
                 .terminate_after("3s"),
         )
         .await;
-    wait::until("the low-priority Job running on a worker", WAIT, || async {
-        match live_worker_pods(&s).await.get(&low) {
-            Some(_) => Seen::Ready(()),
-            None => Seen::Waiting("no Pod yet".into()),
-        }
-    })
-    .await;
+    running_on_a_worker(&s, &low, "the low-priority Job").await;
     let high = s
         .create(
             queued_job(&s, "high")
