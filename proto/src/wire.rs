@@ -82,9 +82,12 @@ pub const AVOID_UNTIL_ANNOTATION: &str = "jobrelay.dev/avoid-until";
 pub const MOVE_WHEN_UNSCHEDULABLE_ANNOTATION: &str = "jobrelay.dev/move-when-unschedulable";
 
 /// Annotation on a manager Job placed under a Kueue quota reservation: the
-/// node labels and tolerations its assigned ResourceFlavors add to the pod
-/// template on admission (JSON `{"nodeSelector": {…}, "tolerations": […]}`,
-/// without what the Job's own template already had). Unless the manager
+/// node labels and tolerations its assigned ResourceFlavors add to each pod
+/// set's template on admission, by pod set (JSON `{"podSets": {"<pod set>":
+/// {"nodeSelector": {…}, "tolerations": […]}}}`, without what that template
+/// already had; a JobSet's pod sets are its replicated Jobs, by name; a
+/// record of one `{"nodeSelector", "tolerations"}` is read as every pod
+/// set's). Unless the manager
 /// runs with `--kueue-flavors-on-mirrors`, exactly these are left out of the
 /// mirror: on the manager the flavors are quota, on the worker its own
 /// scheduler places the Pods.

@@ -34,6 +34,9 @@ const CHECK: &str = "jobrelay";
 /// Label Kueue reads a JobSet's LocalQueue from.
 const QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
 
+#[path = "jobset/flavors.rs"]
+mod flavors;
+
 static SETUP: OnceCell<(JobSetController, Kueue, &'static Relay)> = OnceCell::const_new();
 
 /// The clusters with JobSets served where this file says, then jobrelay

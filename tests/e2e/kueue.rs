@@ -43,7 +43,8 @@ use std::time::Duration;
 
 use jobrelay_e2e::scenario::{Scenario, WAIT, has_condition};
 use jobrelay_e2e::scenario::{
-    apply_set, check_of_set, drop_check_of_set, live_worker_pods, worker_pods_of, workload_of,
+    apply_set, check_of_set, drop_check_of_set, live_worker_pods, quota_back_to_zero,
+    worker_pods_of, workload_of,
 };
 use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
 use jobrelay_manager::clusters::worker_cluster_set::{
@@ -166,45 +167,6 @@ async fn queued(prefix: &str, cpu: u32) -> Scenario {
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     s
-}
-
-/// Waits until the scenario's ClusterQueue (named after its namespace)
-/// holds no quota: no Workload reserving or admitted, every flavor's
-/// reservation at zero.
-async fn quota_back_to_zero(s: &Scenario) {
-    let client = s.jobs.clone().into_client();
-    let queues = kueue_objects::api(&client, "ClusterQueue", None);
-    wait::until(
-        format!("ClusterQueue {} usage back to zero", s.ns),
-        WAIT,
-        || async {
-            let queue = match queues.get(&s.ns).await {
-                Ok(q) => q,
-                Err(e) => return Seen::Waiting(e.to_string()),
-            };
-            let status = &queue.data["status"];
-            let count = |field: &str| status[field].as_i64().unwrap_or(0);
-            let reserved: Vec<&str> = status["flavorsReservation"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .flat_map(|f| f["resources"].as_array().into_iter().flatten())
-                .filter_map(|r| r["total"].as_str())
-                .filter(|total| *total != "0")
-                .collect();
-            match (
-                count("reservingWorkloads"),
-                count("admittedWorkloads"),
-                reserved.is_empty(),
-            ) {
-                (0, 0, true) => Seen::Ready(()),
-                (reserving, admitted, _) => Seen::Waiting(format!(
-                    "{reserving} reserving, {admitted} admitted, reserved {reserved:?}"
-                )),
-            }
-        },
-    )
-    .await;
 }
 
 /// Waits until a live Pod of mirror `uid` (`what`) runs on a worker.

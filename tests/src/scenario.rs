@@ -26,7 +26,8 @@ mod outcome;
 
 pub use cut_off::CutOff;
 pub use kueue::{
-    apply_set, check_of_set, drop_check_of_set, live_worker_pods, worker_pods_of, workload_of,
+    apply_set, check_of_set, drop_check_of_set, live_worker_pods, quota_back_to_zero,
+    worker_pods_of, workload_of,
 };
 pub use outcome::{condition, has_condition, outcome};
 

@@ -14,7 +14,7 @@ use jobrelay_proto::wire::TOPOLOGY_SCHEDULING_GATE;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::PodSpec;
 
-use super::scheduling::{self, Scheduling};
+use super::scheduling::{self, Constraints, Scheduling};
 
 /// Where the assigned flavors' node labels and tolerations go.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -37,45 +37,57 @@ impl Flavors {
 
 /// Fits `mirror`, built from `manager_job`, for its worker. `reserved`: the
 /// constraints of a reservation the Job is waiting on before admission
-/// (added only when opted in).
+/// (added only when opted in). A Job has one pod set: whatever Kueue named
+/// it, its constraints are all there are.
 pub fn for_worker(
     mirror: &mut Job,
     manager_job: &Job,
     flavors: Flavors,
     reserved: Option<&Scheduling>,
 ) {
-    for_worker_pods(pod_spec(mirror), manager_job, flavors, reserved);
+    let recorded = scheduling::recorded(manager_job).whole();
+    let reserved = reserved.map(Scheduling::whole);
+    if let Some(pod) = mirror.spec.as_mut().and_then(|s| s.template.spec.as_mut()) {
+        fit(pod, flavors, reserved.as_ref(), &recorded);
+    }
 }
 
-/// [`for_worker`] over every pod template of a mirror of any kind (a
-/// JobSet's: each replicated Job's), the flavors recorded on
-/// `manager_object`.
+/// [`for_worker`] over the pod templates of a mirror of any kind, each
+/// with the name of its pod set (a JobSet's: its replicated Jobs, by name),
+/// the flavors recorded on `manager_object`: each template gets, or loses,
+/// its own pod set's.
 pub fn for_worker_pods<'a, K: kube::Resource>(
-    pods: impl IntoIterator<Item = &'a mut PodSpec>,
+    pods: impl IntoIterator<Item = (&'a str, &'a mut PodSpec)>,
     manager_object: &K,
     flavors: Flavors,
     reserved: Option<&Scheduling>,
 ) {
     let recorded = scheduling::recorded(manager_object);
-    for pod in pods {
-        match (flavors, reserved) {
-            (Flavors::OnMirrors, Some(reserved)) => scheduling::apply_to(pod, reserved),
-            (Flavors::OnMirrors, None) => {}
-            (Flavors::Quota, _) => strip_pod(pod, &recorded),
-        }
-        lift_gate(pod);
+    for (pod_set, pod) in pods {
+        let reserved = reserved.map(|r| r.of(pod_set));
+        fit(pod, flavors, reserved.as_ref(), &recorded.of(pod_set));
     }
+}
+
+/// One pod template, given `reserved` (opted in) or stripped of
+/// `recorded`, and freed of the topology gate.
+fn fit(
+    pod: &mut PodSpec,
+    flavors: Flavors,
+    reserved: Option<&Constraints>,
+    recorded: &Constraints,
+) {
+    match (flavors, reserved) {
+        (Flavors::OnMirrors, Some(reserved)) => scheduling::apply_to(pod, reserved),
+        (Flavors::OnMirrors, None) => {}
+        (Flavors::Quota, _) => strip(pod, recorded),
+    }
+    lift_gate(pod);
 }
 
 /// Takes out of the pod template exactly what `flavors` added: a node
 /// selector entry of the same key and value, an equal toleration.
-pub fn strip(job: &mut Job, flavors: &Scheduling) {
-    if let Some(pod) = pod_spec(job) {
-        strip_pod(pod, flavors);
-    }
-}
-
-fn strip_pod(pod: &mut PodSpec, flavors: &Scheduling) {
+fn strip(pod: &mut PodSpec, flavors: &Constraints) {
     if let Some(selector) = pod.node_selector.as_mut() {
         selector.retain(|key, value| flavors.node_selector.get(key) != Some(value));
         if selector.is_empty() {
@@ -91,12 +103,6 @@ fn strip_pod(pod: &mut PodSpec, flavors: &Scheduling) {
 }
 
 /// Removes Kueue's topology scheduling gate; other gates stay.
-pub fn lift_topology_gate(job: &mut Job) {
-    if let Some(pod) = pod_spec(job) {
-        lift_gate(pod);
-    }
-}
-
 fn lift_gate(pod: &mut PodSpec) {
     if let Some(gates) = pod.scheduling_gates.as_mut() {
         gates.retain(|g| g.name != TOPOLOGY_SCHEDULING_GATE);
@@ -104,10 +110,6 @@ fn lift_gate(pod: &mut PodSpec) {
             pod.scheduling_gates = None;
         }
     }
-}
-
-fn pod_spec(job: &mut Job) -> Option<&mut PodSpec> {
-    job.spec.as_mut().and_then(|s| s.template.spec.as_mut())
 }
 
 #[cfg(test)]

@@ -12,8 +12,15 @@ fn flavor() -> Value {
     })
 }
 
+/// A reservation of [`flavor`] for a Job's pod set.
 fn flavor_scheduling() -> Scheduling {
-    serde_json::from_value(flavor()).unwrap()
+    Scheduling {
+        pod_sets: [(
+            "main".to_string(),
+            serde_json::from_value(flavor()).unwrap(),
+        )]
+        .into(),
+    }
 }
 
 /// A manager Job placed under a reservation of [`flavor`], its template as
@@ -24,7 +31,7 @@ fn job(pod: Value) -> Job {
         spec.extend(pod.clone());
     }
     serde_json::from_value(json!({
-        "metadata": {"annotations": {FLAVORS_ANNOTATION: flavor().to_string()}},
+        "metadata": {"annotations": {FLAVORS_ANNOTATION: json!({"podSets": {"main": flavor()}}).to_string()}},
         "spec": {"template": {"spec": spec}},
     }))
     .unwrap()
@@ -126,36 +133,40 @@ fn a_job_placed_without_a_reservation_loses_nothing() {
 }
 
 #[test]
-fn every_pod_template_of_a_mirror_is_fitted_the_same_way() {
-    // Two pod templates, as a JobSet's replicated Jobs have: both admitted
-    // with the flavor, one also asking for a pool of its own.
-    let admitted = job(flavor());
-    let mut own = admitted.spec.clone().unwrap().template.spec.unwrap();
-    own.node_selector
-        .get_or_insert_with(Default::default)
-        .insert("gpu".into(), "a100".into());
-    let mut pods = [admitted.spec.clone().unwrap().template.spec.unwrap(), own];
-    for_worker_pods(pods.iter_mut(), &admitted, Flavors::Quota, None);
+fn every_pod_template_of_a_mirror_is_fitted_with_its_own_pod_sets_flavors() {
+    // A JobSet's two replicated Jobs, admitted in two flavors with the same
+    // node label key: `leader` in `spot` (and asking for a GPU itself),
+    // `workers` in `reserved`.
+    let recorded = json!({"podSets": {
+        "leader": flavor(),
+        "workers": {"nodeSelector": {"pool": "reserved"}},
+    }});
+    let manager: Job = serde_json::from_value(json!({
+        "metadata": {"annotations": {FLAVORS_ANNOTATION: recorded.to_string()}},
+    }))
+    .unwrap();
+    let admitted = |pod: Value| -> PodSpec { serde_json::from_value(pod).unwrap() };
+    let mut leader = admitted(json!({
+        "containers": [],
+        "nodeSelector": {"pool": "spot", "gpu": "a100"},
+        "tolerations": flavor()["tolerations"],
+    }));
+    let mut workers = admitted(json!({"containers": [], "nodeSelector": {"pool": "reserved"}}));
+    let pods = [("leader", &mut leader), ("workers", &mut workers)];
+    for_worker_pods(pods, &manager, Flavors::Quota, None);
     assert_eq!(
-        (pods[0].node_selector.clone(), pods[0].tolerations.clone()),
-        (None, None)
-    );
-    assert_eq!(
-        pods[1].node_selector,
-        Some([("gpu".to_string(), "a100".to_string())].into()),
+        (leader.node_selector, leader.tolerations),
+        (Some([("gpu".to_string(), "a100".to_string())].into()), None),
         "what the template asked for itself stays"
     );
+    assert_eq!((workers.node_selector, workers.tolerations), (None, None));
 
-    let mut pods = [PodSpec::default(), PodSpec::default()];
-    let reserved = flavor_scheduling();
-    for_worker_pods(
-        pods.iter_mut(),
-        &admitted,
-        Flavors::OnMirrors,
-        Some(&reserved),
-    );
-    assert!(
-        pods.iter()
-            .all(|p| p.node_selector == Some(reserved.node_selector.clone()))
-    );
+    let (mut leader, mut workers) = (PodSpec::default(), PodSpec::default());
+    let reserved = scheduling::recorded(&manager);
+    let pods = [("leader", &mut leader), ("workers", &mut workers)];
+    for_worker_pods(pods, &manager, Flavors::OnMirrors, Some(&reserved));
+    assert_eq!(leader.node_selector.unwrap()["pool"], "spot");
+    assert_eq!(leader.tolerations.map(|t| t.len()), Some(1));
+    assert_eq!(workers.node_selector.unwrap()["pool"], "reserved");
+    assert_eq!(workers.tolerations, None);
 }

@@ -1,91 +1,170 @@
-//! The scheduling constraints of a Workload's admission — its assigned
-//! flavors' node labels and tolerations — as Kueue injects them into the
-//! Job when it admits it; recorded on the Job when it is placed (annotation
-//! `jobrelay.dev/kueue-flavors`), so the mirror can be built without them,
-//! or, opted in, created with them before admission.
+//! The scheduling constraints of a Workload's admission — each pod set's
+//! assigned flavors' node labels and tolerations — as Kueue injects them
+//! into the Job (a JobSet: each replicated Job) when it admits it; recorded
+//! on the Job when it is placed (annotation `jobrelay.dev/kueue-flavors`),
+//! so the mirror can be built without them, or, opted in, created with them
+//! before admission.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use jobrelay_proto::wire::FLAVORS_ANNOTATION;
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{PodSpec, Toleration};
 use serde::{Deserialize, Serialize};
 
 use super::types::{Admission, PodSet, ResourceFlavorSpec};
 
-/// Node selector entries and tolerations a pod template gets from flavors.
+/// Node selector entries and tolerations one pod template gets from flavors.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Scheduling {
+pub struct Constraints {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tolerations: Vec<Toleration>,
 }
 
-impl Scheduling {
+impl Constraints {
     pub fn is_empty(&self) -> bool {
         self.node_selector.is_empty() && self.tolerations.is_empty()
     }
-}
 
-/// What the Workload's own pod sets (the Job's template as the user wrote
-/// it, before any admission) already ask for.
-pub fn own(pod_sets: &[PodSet]) -> Scheduling {
-    let mut own = Scheduling::default();
-    for spec in pod_sets.iter().map(|p| &p.template.spec) {
-        own.node_selector.extend(spec.node_selector.clone());
-        for toleration in &spec.tolerations {
-            if !own.tolerations.contains(toleration) {
-                own.tolerations.push(toleration.clone());
+    /// Adds `other`'s entries: a node-selector key already here keeps its
+    /// value; a toleration is not repeated.
+    fn add(&mut self, other: &Constraints) {
+        for (key, value) in &other.node_selector {
+            self.node_selector
+                .entry(key.clone())
+                .or_insert_with(|| value.clone());
+        }
+        for toleration in &other.tolerations {
+            if !self.tolerations.contains(toleration) {
+                self.tolerations.push(toleration.clone());
             }
         }
     }
-    own
 }
 
-/// The constraints of the flavors assigned to the Job's pod set (a batch/v1
-/// Job has one), looking flavors up with `flavor`, less what the Job's own
-/// template (`own`) already has: those are the user's, whatever a flavor
-/// says. `Err` names a flavor missing from `flavor`'s answers.
+/// The flavors' constraints of each pod set, by the pod set's name — a
+/// Job has one pod set, a JobSet one per replicated Job, named as it — so
+/// two pod sets admitted in different flavors keep their own. Pod sets
+/// without any are left out.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Scheduling {
+    pub pod_sets: BTreeMap<String, Constraints>,
+}
+
+/// The key under which a record written before constraints were kept per
+/// pod set holds them: they are every pod set's. A pod set's name is a DNS
+/// label, so it is never this.
+const EVERY_POD_SET: &str = "*";
+
+impl Scheduling {
+    pub fn is_empty(&self) -> bool {
+        self.pod_sets.values().all(Constraints::is_empty)
+    }
+
+    /// The constraints of the pod set `name`.
+    pub fn of(&self, name: &str) -> Constraints {
+        let mut constraints = Constraints::default();
+        for key in [name, EVERY_POD_SET] {
+            if let Some(of_key) = self.pod_sets.get(key) {
+                constraints.add(of_key);
+            }
+        }
+        constraints
+    }
+
+    /// Every pod set's constraints together: those of an object with one
+    /// pod set (a batch/v1 Job), whatever Kueue named it.
+    pub fn whole(&self) -> Constraints {
+        let mut constraints = Constraints::default();
+        for of_pod_set in self.pod_sets.values() {
+            constraints.add(of_pod_set);
+        }
+        constraints
+    }
+}
+
+/// What the Workload's own pod sets (the Job's templates as the user wrote
+/// them, before any admission) already ask for, pod set by pod set.
+pub fn own(pod_sets: &[PodSet]) -> Scheduling {
+    let pod_sets = pod_sets.iter().map(|pod_set| {
+        let spec = &pod_set.template.spec;
+        let own = Constraints {
+            node_selector: spec.node_selector.clone(),
+            tolerations: spec.tolerations.clone(),
+        };
+        (pod_set.name.clone(), own)
+    });
+    Scheduling {
+        pod_sets: pod_sets.collect(),
+    }
+}
+
+/// The constraints of the flavors assigned to each pod set, looking flavors
+/// up with `flavor`, less what that pod set's own template (`own`) already
+/// has: those are the user's, whatever a flavor says. `Err` names a flavor
+/// missing from `flavor`'s answers.
 pub fn from_admission<'a>(
     admission: &Admission,
     own: &Scheduling,
     flavor: impl Fn(&str) -> Option<&'a ResourceFlavorSpec>,
 ) -> Result<Scheduling, String> {
     let mut scheduling = Scheduling::default();
-    let names: std::collections::BTreeSet<&str> = admission
-        .pod_set_assignments
-        .iter()
-        .flat_map(|a| a.flavors.values())
-        .map(String::as_str)
-        .collect();
-    for name in names {
-        let spec = flavor(name).ok_or_else(|| format!("ResourceFlavor {name} is not known"))?;
-        for (key, value) in &spec.node_labels {
-            if own.node_selector.get(key) != Some(value) {
-                scheduling.node_selector.insert(key.clone(), value.clone());
+    for assignment in &admission.pod_set_assignments {
+        let own = own.of(&assignment.name);
+        let mut constraints = Constraints::default();
+        let names: BTreeSet<&str> = assignment.flavors.values().map(String::as_str).collect();
+        for name in names {
+            let spec = flavor(name).ok_or_else(|| format!("ResourceFlavor {name} is not known"))?;
+            for (key, value) in &spec.node_labels {
+                if own.node_selector.get(key) != Some(value) {
+                    constraints.node_selector.insert(key.clone(), value.clone());
+                }
+            }
+            for toleration in &spec.tolerations {
+                if !constraints.tolerations.contains(toleration)
+                    && !own.tolerations.contains(toleration)
+                {
+                    constraints.tolerations.push(toleration.clone());
+                }
             }
         }
-        for toleration in &spec.tolerations {
-            if !scheduling.tolerations.contains(toleration) && !own.tolerations.contains(toleration)
-            {
-                scheduling.tolerations.push(toleration.clone());
-            }
+        if !constraints.is_empty() {
+            scheduling
+                .pod_sets
+                .insert(assignment.name.clone(), constraints);
         }
     }
     Ok(scheduling)
 }
 
+/// A record as written: per pod set, or — written before constraints were
+/// kept per pod set — one set of constraints for all of them.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Record {
+    PerPodSet(Scheduling),
+    Every(Constraints),
+}
+
 /// The flavors' constraints recorded on the Job when it was placed; none if
 /// it carries no (readable) record.
 pub fn recorded<K: kube::Resource>(job: &K) -> Scheduling {
-    job.meta()
+    let record = job
+        .meta()
         .annotations
         .as_ref()
         .and_then(|a| a.get(FLAVORS_ANNOTATION))
-        .and_then(|json| serde_json::from_str(json).ok())
-        .unwrap_or_default()
+        .and_then(|json| serde_json::from_str(json).ok());
+    match record {
+        Some(Record::PerPodSet(scheduling)) => scheduling,
+        Some(Record::Every(constraints)) => Scheduling {
+            pod_sets: [(EVERY_POD_SET.to_string(), constraints)].into(),
+        },
+        None => Scheduling::default(),
+    }
 }
 
 /// A change to a Job's record of the flavors it was reserved under.
@@ -124,25 +203,18 @@ pub fn to_record<K: kube::Resource>(job: &K, scheduling: &Scheduling) -> Option<
     })
 }
 
-/// Adds `scheduling` to the Job's pod template (what the Job already says
+/// Adds `constraints` to one pod template (what the template already says
 /// wins for a node-selector key; a toleration is not repeated).
-pub fn apply(job: &mut Job, scheduling: &Scheduling) {
-    if let Some(pod) = job.spec.as_mut().and_then(|s| s.template.spec.as_mut()) {
-        apply_to(pod, scheduling);
-    }
-}
-
-/// Adds `scheduling` to one pod template (see [`apply`]).
-pub fn apply_to(pod: &mut PodSpec, scheduling: &Scheduling) {
-    if !scheduling.node_selector.is_empty() {
+pub fn apply_to(pod: &mut PodSpec, constraints: &Constraints) {
+    if !constraints.node_selector.is_empty() {
         let selector = pod.node_selector.get_or_insert_with(BTreeMap::new);
-        for (key, value) in &scheduling.node_selector {
+        for (key, value) in &constraints.node_selector {
             selector.entry(key.clone()).or_insert_with(|| value.clone());
         }
     }
-    if !scheduling.tolerations.is_empty() {
+    if !constraints.tolerations.is_empty() {
         let tolerations = pod.tolerations.get_or_insert_with(Vec::new);
-        for toleration in &scheduling.tolerations {
+        for toleration in &constraints.tolerations {
             if !tolerations.contains(toleration) {
                 tolerations.push(toleration.clone());
             }
@@ -151,123 +223,5 @@ pub fn apply_to(pod: &mut PodSpec, scheduling: &Scheduling) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::kueue::types::PodSetAssignment;
-
-    fn flavors() -> BTreeMap<&'static str, ResourceFlavorSpec> {
-        let spot: ResourceFlavorSpec = serde_json::from_value(serde_json::json!({
-            "nodeLabels": {"pool": "spot"},
-            "tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}],
-        }))
-        .unwrap();
-        BTreeMap::from([("spot", spot), ("plain", ResourceFlavorSpec::default())])
-    }
-
-    fn nothing_own() -> Scheduling {
-        Scheduling::default()
-    }
-
-    fn admission(assigned: &[(&str, &str)]) -> Admission {
-        Admission {
-            cluster_queue: "cq".into(),
-            pod_set_assignments: vec![PodSetAssignment {
-                name: "main".into(),
-                flavors: assigned
-                    .iter()
-                    .map(|(r, f)| (r.to_string(), f.to_string()))
-                    .collect(),
-            }],
-        }
-    }
-
-    #[test]
-    fn the_assigned_flavors_node_labels_and_tolerations_are_collected_once() {
-        let flavors = flavors();
-        let scheduling = from_admission(
-            &admission(&[("cpu", "spot"), ("memory", "spot")]),
-            &nothing_own(),
-            |n| flavors.get(n),
-        )
-        .unwrap();
-        assert_eq!(scheduling.node_selector["pool"], "spot");
-        assert_eq!(scheduling.tolerations.len(), 1);
-        let plain = from_admission(&admission(&[("cpu", "plain")]), &nothing_own(), |n| {
-            flavors.get(n)
-        })
-        .unwrap();
-        assert_eq!(plain, Scheduling::default());
-        let unknown = from_admission(&admission(&[("cpu", "gpu")]), &nothing_own(), |n| {
-            flavors.get(n)
-        });
-        assert_eq!(unknown, Err("ResourceFlavor gpu is not known".into()));
-    }
-
-    #[test]
-    fn applying_adds_to_the_template_without_overriding_it() {
-        let mut job: Job = serde_json::from_value(serde_json::json!({
-            "spec": {"template": {"spec": {
-                "containers": [], "nodeSelector": {"pool": "mine"},
-            }}},
-        }))
-        .unwrap();
-        let flavors = flavors();
-        let scheduling = from_admission(&admission(&[("cpu", "spot")]), &nothing_own(), |n| {
-            flavors.get(n)
-        })
-        .unwrap();
-        apply(&mut job, &scheduling);
-        apply(&mut job, &scheduling);
-        let pod = job.spec.unwrap().template.spec.unwrap();
-        assert_eq!(pod.node_selector.unwrap()["pool"], "mine");
-        assert_eq!(
-            pod.tolerations.unwrap().len(),
-            1,
-            "applied twice, added once"
-        );
-    }
-
-    #[test]
-    fn what_the_jobs_own_template_has_is_not_the_flavors() {
-        let flavors = flavors();
-        let pod_sets: Vec<PodSet> = serde_json::from_value(serde_json::json!([{
-            "name": "main", "count": 1,
-            "template": {"spec": {
-                "containers": [],
-                "nodeSelector": {"pool": "spot"},
-                "tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}],
-            }},
-        }]))
-        .unwrap();
-        let scheduling = from_admission(&admission(&[("cpu", "spot")]), &own(&pod_sets), |n| {
-            flavors.get(n)
-        })
-        .unwrap();
-        assert_eq!(scheduling, Scheduling::default(), "the user asked for both");
-    }
-
-    #[test]
-    fn the_record_reads_back_and_is_rewritten_only_when_it_differs() {
-        let flavors = flavors();
-        let spot = from_admission(&admission(&[("cpu", "spot")]), &nothing_own(), |n| {
-            flavors.get(n)
-        })
-        .unwrap();
-        let mut job = Job::default();
-        assert_eq!(to_record(&job, &Scheduling::default()), None);
-        let Some(FlavorsChange::Record(value)) = to_record(&job, &spot) else {
-            panic!("a record");
-        };
-        job.metadata.annotations = Some([(FLAVORS_ANNOTATION.to_string(), value)].into());
-        assert_eq!(recorded(&job), spot);
-        assert_eq!(to_record(&job, &spot), None);
-        assert_eq!(
-            to_record(&job, &Scheduling::default()),
-            Some(FlavorsChange::Remove),
-            "readmitted without flavors: the record goes"
-        );
-        job.metadata.annotations = Some([(FLAVORS_ANNOTATION.to_string(), "{".into())].into());
-        assert_eq!(recorded(&job), Scheduling::default());
-        assert!(to_record(&job, &spot).is_some());
-    }
-}
+#[path = "scheduling_tests.rs"]
+mod tests;

@@ -137,3 +137,42 @@ pub async fn drop_check_of_set(client: &kube::Client, name: &str) {
         .delete(name, &Default::default())
         .await;
 }
+
+/// Waits until the scenario's ClusterQueue (named after its namespace)
+/// holds no quota: no Workload reserving or admitted, every flavor's
+/// reservation at zero.
+pub async fn quota_back_to_zero(s: &Scenario) {
+    let client = s.jobs.clone().into_client();
+    let queues = kueue_objects::api(&client, "ClusterQueue", None);
+    wait::until(
+        format!("ClusterQueue {} usage back to zero", s.ns),
+        WAIT,
+        || async {
+            let queue = match queues.get(&s.ns).await {
+                Ok(q) => q,
+                Err(e) => return Seen::Waiting(e.to_string()),
+            };
+            let status = &queue.data["status"];
+            let count = |field: &str| status[field].as_i64().unwrap_or(0);
+            let reserved: Vec<&str> = status["flavorsReservation"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|f| f["resources"].as_array().into_iter().flatten())
+                .filter_map(|r| r["total"].as_str())
+                .filter(|total| *total != "0")
+                .collect();
+            match (
+                count("reservingWorkloads"),
+                count("admittedWorkloads"),
+                reserved.is_empty(),
+            ) {
+                (0, 0, true) => Seen::Ready(()),
+                (reserving, admitted, _) => Seen::Waiting(format!(
+                    "{reserving} reserving, {admitted} admitted, reserved {reserved:?}"
+                )),
+            }
+        },
+    )
+    .await;
+}

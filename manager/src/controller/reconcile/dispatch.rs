@@ -67,7 +67,7 @@ impl Dispatched for Job {
 }
 
 /// A JobSet's flavors are recorded and kept out of its mirror as a Job's,
-/// from every replicated Job's pod template; queued on its worker, its
+/// each replicated Job's pod template its own pod set's; queued on its worker, its
 /// queue name is mapped and it is created suspended, as a Job is.
 impl Dispatched for JobSet {
     fn flavors_record(&self, scheduling: &Scheduling) -> Option<FlavorsChange> {
@@ -89,10 +89,10 @@ impl Dispatched for JobSet {
         if queued_on_worker {
             spec.suspend = Some(true);
         }
-        let pods = spec
-            .replicated_jobs
-            .iter_mut()
-            .filter_map(|job| job.template.spec.as_mut()?.template.spec.as_mut());
+        let pods = spec.replicated_jobs.iter_mut().filter_map(|job| {
+            let pod = job.template.spec.as_mut()?.template.spec.as_mut()?;
+            Some((job.name.as_str(), pod))
+        });
         mirror_scheduling::for_worker_pods(pods, whole, flavors, reserved);
     }
 }
