@@ -271,7 +271,7 @@ impl Sessions {
             every,
             || message(Kind::Heartbeat(Heartbeat::default())),
         ));
-        let fencing = tokio::spawn(Arc::clone(&self).keep_fencing_current(
+        let welcomes = tokio::spawn(Arc::clone(&self).keep_welcome_current(
             cluster.clone(),
             clusters_changed.clone(),
             outbox.clone(),
@@ -338,7 +338,7 @@ impl Sessions {
             }
         };
         heartbeats.abort();
-        fencing.abort();
+        welcomes.abort();
         self.fleet.disconnect(&cluster, session);
         if let Some(Dismissal {
             reason: label,

@@ -14,6 +14,7 @@ use node::info::RealNodeInfo;
 
 pub mod audit;
 pub mod config;
+pub mod down;
 pub mod node;
 pub mod pools;
 pub mod ready;

@@ -2,6 +2,9 @@
 //! and two `jobrelay-agent`s running as their real binaries. Every scenario
 //! ends with the leak check over all workers.
 
+#[path = "relay/stuck_pods.rs"]
+mod stuck_pods;
+
 use jobrelay_e2e::scenario::{Scenario, WAIT as TIMEOUT, has_condition};
 use jobrelay_proto::wire::{CLUSTER_KEY, ORIGIN_LABEL, ORIGIN_UID_LABEL, REMOTE_CLEANUP_FINALIZER};
 use jobrelay_testbed::objects::leaks::assert_no_leaks;

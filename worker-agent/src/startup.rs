@@ -300,6 +300,7 @@ pub(crate) fn agent(
         )),
         fenced: crate::session::Fenced::shown_on(metrics.fence()),
         room: None,
+        terminating_pod_timeout: watch::Sender::new(None),
     }
 }
 
@@ -376,4 +377,22 @@ async fn report_readiness(
             ready = Some(now);
         }
     }
+}
+
+/// Starts the sweep of this origin's Pods stuck Terminating on a node that
+/// is not Ready; returns where the Welcome's `terminatingPodTimeout` goes.
+pub(crate) fn sweep_stuck_pods(
+    client: &kube::Client,
+    watched: &WatchedMirrors,
+    deletions: &DeletionPace,
+    tasks: &Tasks,
+) -> watch::Sender<Option<Duration>> {
+    let (timeout, told) = watch::channel(None);
+    tasks.spawn(crate::stuck_pods::run(
+        client.clone(),
+        watched.pods.store(),
+        told,
+        deletions.clone(),
+    ));
+    timeout
 }

@@ -195,6 +195,11 @@ where
         let _ = self.store.wait_until_ready().await;
     }
 
+    /// A reader of the cache, for another task.
+    pub fn store(&self) -> Store<K> {
+        self.store.clone()
+    }
+
     /// Every object cached.
     pub fn state(&self) -> Vec<Arc<K>> {
         self.store.state()

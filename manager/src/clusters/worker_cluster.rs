@@ -102,6 +102,19 @@ pub struct WorkerClusterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "duration_schema")]
     pub refused_retry_timeout: Option<String>,
+    /// Opt-in: how long a Pod of a mirror may stay Terminating, its grace
+    /// period over, on a node whose Ready condition has not been True for
+    /// as long, before the agent force-deletes it (a Go-style duration;
+    /// absent or `0`: never). Without it a Pod on a node that stopped answering
+    /// stays Terminating until the node is back, and its Job — deleted, or
+    /// suspended by Kueue, whose quota it holds — waits as long. A Pod
+    /// forced off a node that is only cut off may run on there until its
+    /// kubelet is back; Kubernetes' own way, for a node known down, is the
+    /// `node.kubernetes.io/out-of-service` taint. The agent reads the node
+    /// (the chart's room role grants `nodes: get`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "duration_schema")]
+    pub terminating_pod_timeout: Option<String>,
     /// Opt-in: this cluster runs its own Kueue, and a queued Job's mirror is
     /// queued there too (see [`WorkerKueue`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -192,7 +205,7 @@ pub enum SpecError {
         refused: crate::clusters::fencing::Refused,
     },
     #[error("WorkerCluster {cluster}: spec.{field}: {source}")]
-    MoveTimeout {
+    Duration {
         cluster: String,
         field: &'static str,
         source: jobrelay_proto::duration::DurationError,
@@ -230,11 +243,26 @@ impl WorkerCluster {
         let Some(text) = text else {
             return Ok(MoveTimeout::DEFAULT);
         };
-        jobrelay_proto::duration::parse(text).map_err(|source| SpecError::MoveTimeout {
+        jobrelay_proto::duration::parse(text).map_err(|source| SpecError::Duration {
             cluster: kube::ResourceExt::name_any(self),
             field: which.field(),
             source,
         })
+    }
+
+    /// `spec.terminatingPodTimeout`: `None` when the agent never forces
+    /// a stuck Pod.
+    pub fn terminating_pod_timeout(&self) -> Result<Option<Duration>, SpecError> {
+        let Some(text) = &self.spec.terminating_pod_timeout else {
+            return Ok(None);
+        };
+        jobrelay_proto::duration::parse(text)
+            .map(|timeout| Some(timeout).filter(|t| !t.is_zero()))
+            .map_err(|source| SpecError::Duration {
+                cluster: kube::ResourceExt::name_any(self),
+                field: "terminatingPodTimeout",
+                source,
+            })
     }
 
     /// When the agent fences and when the cluster is Lost: `spec.fenceAfter`

@@ -1,6 +1,7 @@
-//! The Welcome a session opens with, and again whenever the cluster's
-//! fencing changes: the agent learns its `fenceAfter` from it, so an
-//! operator's change reaches an agent that is connected.
+//! The Welcome a session opens with, and again whenever what it tells of
+//! the cluster changes: the agent learns its `fenceAfter` and
+//! `terminatingPodTimeout` from it, so an operator's change reaches an
+//! agent that is connected.
 
 use std::sync::Arc;
 
@@ -26,7 +27,27 @@ impl Sessions {
             leader_epoch: epoch.transitions,
             manager_instance: self.instance.clone(),
             fence_after: self.fence_after(cluster),
+            terminating_pod_timeout: self.terminating_pod_timeout(cluster),
         }
+    }
+
+    /// The cluster's `terminatingPodTimeout`; none when absent or refused
+    /// (the API server refuses such a spec when it is written).
+    fn terminating_pod_timeout(&self, cluster: &str) -> Option<prost_types::Duration> {
+        let timeout = self.registry.get(cluster)?.terminating_pod_timeout();
+        let timeout = timeout.unwrap_or_else(|error| {
+            warn!(%error, "forcing no stuck Pod");
+            None
+        })?;
+        prost_types::Duration::try_from(timeout).ok()
+    }
+
+    /// What the Welcome tells of the cluster's spec, to see it change.
+    fn told(&self, cluster: &str) -> Told {
+        (
+            self.fence_after(cluster),
+            self.terminating_pod_timeout(cluster),
+        )
     }
 
     /// How long the cluster's agent may hear no manager before it fences:
@@ -43,21 +64,21 @@ impl Sessions {
         prost_types::Duration::try_from(fencing.fence_after).ok()
     }
 
-    /// Welcomes the agent again whenever its WorkerCluster's fencing
-    /// changes, until the session's outbox closes.
-    pub(super) async fn keep_fencing_current(
+    /// Welcomes the agent again whenever what the Welcome tells of its
+    /// WorkerCluster changes, until the session's outbox closes.
+    pub(super) async fn keep_welcome_current(
         self: Arc<Self>,
         cluster: String,
         mut clusters_changed: watch::Receiver<()>,
         outbox: Outbox,
     ) {
-        let mut told = self.fence_after(&cluster);
+        let mut told = self.told(&cluster);
         while clusters_changed.changed().await.is_ok() {
-            let now = self.fence_after(&cluster);
+            let now = self.told(&cluster);
             if now == told {
                 continue;
             }
-            info!(fence_after = ?now, "the cluster's fencing changed; welcoming its agent again");
+            info!(fence_after = ?now.0, terminating_pod_timeout = ?now.1, "the cluster's spec changed what its agent is told; welcoming it again");
             if outbox.send(message(Kind::Welcome(self.welcome(&cluster)))) == Delivery::Closed {
                 return;
             }
@@ -65,3 +86,6 @@ impl Sessions {
         }
     }
 }
+
+/// `fenceAfter` and `terminatingPodTimeout`, as a Welcome carries them.
+type Told = (Option<prost_types::Duration>, Option<prost_types::Duration>);

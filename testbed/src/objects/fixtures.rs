@@ -37,6 +37,7 @@ pub struct TestJob {
     node_selector: BTreeMap<String, String>,
     required_node_labels: Vec<NodeSelectorRequirement>,
     tolerations: Vec<Toleration>,
+    grace_period: Option<i64>,
 }
 
 impl TestJob {
@@ -57,6 +58,7 @@ impl TestJob {
             node_selector: BTreeMap::new(),
             required_node_labels: Vec::new(),
             tolerations: Vec::new(),
+            grace_period: None,
         }
     }
 
@@ -160,6 +162,12 @@ impl TestJob {
         self
     }
 
+    /// Each Pod's `terminationGracePeriodSeconds` (the default 30).
+    pub fn grace_period(mut self, seconds: i64) -> Self {
+        self.grace_period = Some(seconds);
+        self
+    }
+
     pub fn suspended(mut self) -> Self {
         self.suspend = true;
         self
@@ -172,6 +180,9 @@ impl TestJob {
         }
         if !self.node_selector.is_empty() {
             pod.node_selector = Some(self.node_selector.clone());
+        }
+        if let Some(seconds) = self.grace_period {
+            pod.termination_grace_period_seconds = Some(seconds);
         }
         if !self.required_node_labels.is_empty() {
             pod.affinity = Some(required_node_affinity(self.required_node_labels));

@@ -61,12 +61,24 @@ pub struct Agent {
     /// The worker's room, which each session reports after its
     /// DesiredSet; `None`: no room reports (`--room=false`).
     pub room: Option<room::Feed>,
+    /// The WorkerCluster's `terminatingPodTimeout`, as the latest Welcome
+    /// said it, for the sweep of stuck Pods.
+    pub terminating_pod_timeout: watch::Sender<Option<Duration>>,
 }
 
 impl Agent {
     /// The agent, reporting `room` on each session.
     pub fn reporting_room(self, room: Option<room::Feed>) -> Agent {
         Agent { room, ..self }
+    }
+
+    /// The agent, telling `timeout` what each Welcome says of the
+    /// `terminatingPodTimeout`.
+    pub fn telling_stuck_pods(self, timeout: watch::Sender<Option<Duration>>) -> Agent {
+        Agent {
+            terminating_pod_timeout: timeout,
+            ..self
+        }
     }
 
     /// Holds a session to the manager forever, reconnecting with backoff;
@@ -303,6 +315,12 @@ impl Agent {
             .and_then(|d| Duration::try_from(d).ok())
             .filter(|d| !d.is_zero());
         self.heard_again(fence_after);
+        let terminating_pod_timeout = welcome
+            .terminating_pod_timeout
+            .and_then(|d| Duration::try_from(d).ok())
+            .filter(|d| !d.is_zero());
+        self.terminating_pod_timeout
+            .send_if_modified(|told| std::mem::replace(told, terminating_pod_timeout) != *told);
         self.connected.send_replace(true);
         Ok(())
     }
