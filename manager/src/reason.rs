@@ -32,6 +32,9 @@ pub enum Reason {
     /// `unschedulableTimeout`: it is being withdrawn, to be placed on
     /// another cluster.
     MirrorUnschedulable,
+    /// Pods of the mirror are held Terminating on a node that is not
+    /// Ready: they hold the Job (and, behind Kueue, its quota).
+    PodsStuckTerminating,
     /// The withdrawn mirror and its Pods are gone (or its cluster is Lost)
     /// and the Job unplaced; it is placed again when Kueue admits it.
     MirrorWithdrawn,
@@ -63,6 +66,7 @@ impl Reason {
             Reason::MirrorWithdrawalStarted => "MirrorWithdrawalStarted",
             Reason::MirrorWithdrawn => "MirrorWithdrawn",
             Reason::MirrorUnschedulable => "MirrorUnschedulable",
+            Reason::PodsStuckTerminating => "PodsStuckTerminating",
             Reason::LeaderElection => "LeaderElection",
             Reason::AdmissionCheckRejected => "AdmissionCheckRejected",
             Reason::ManagerInstanceRefused => "ManagerInstanceRefused",
@@ -81,6 +85,7 @@ impl Reason {
             | Reason::Unplaceable
             | Reason::NoRoom
             | Reason::MirrorUnschedulable
+            | Reason::PodsStuckTerminating
             | Reason::AdmissionCheckRejected
             | Reason::ManagerInstanceRefused
             | Reason::DeletionsHeld => "Warning",
@@ -128,7 +133,7 @@ mod tests {
         Reason::RemotePodsGone,
     ];
 
-    const PROBLEMS: [Reason; 14] = [
+    const PROBLEMS: [Reason; 15] = [
         Reason::RemoteFailed,
         Reason::RemoteRejected,
         Reason::DispatchWaiting,
@@ -138,6 +143,7 @@ mod tests {
         Reason::NoRoom,
         Reason::MirrorWithdrawalStarted,
         Reason::MirrorUnschedulable,
+        Reason::PodsStuckTerminating,
         Reason::MirrorWithdrawn,
         Reason::LeaderElection,
         Reason::AdmissionCheckRejected,

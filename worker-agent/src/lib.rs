@@ -78,10 +78,12 @@ pub async fn run(args: Args) -> Result<(), Error> {
     let room = startup::watch_room(&args, &client, &metrics, &tasks);
     let (connected, link_up) = watch::channel(false);
     startup::follow_link(&metrics, link_up, client.clone(), readiness, &tasks);
-    let stuck_pods = startup::sweep_stuck_pods(&client, &watched, &deletions, &tasks);
-    let agent = startup::agent(&args, dial, connected, client, deletions, watched, &metrics)
+    let (stuck_pod_timeout, held) =
+        startup::sweep_stuck_pods(&client, &watched, &deletions, &tasks);
+    let mut agent = startup::agent(&args, dial, connected, client, deletions, watched, &metrics)
         .reporting_room(room)
-        .telling_stuck_pods(stuck_pods);
+        .telling_stuck_pods(stuck_pod_timeout);
+    agent.mirrors.watch_held_pods(held);
     info!(cluster = %args.cluster, manager = %args.manager_url.join(","), origin = %args.origin, "agent starting");
     let metrics_failed =
         jobrelay_process::Error::listen("the metrics endpoint", args.metrics_listen);

@@ -35,6 +35,7 @@ use crate::metrics::Metrics;
 use crate::mirrors::{BrakeSettings, Mirrors, Pacing};
 use crate::namespaces::NamespacePolicy;
 use crate::session::Agent;
+use crate::stuck_pods::{self, HeldPods};
 use crate::watched::{Changes, Watched};
 use crate::{initial_list, mirrors, room, scoped_watch, terminated_pods, unschedulable};
 
@@ -380,19 +381,27 @@ async fn report_readiness(
 }
 
 /// Starts the sweep of this origin's Pods stuck Terminating on a node that
-/// is not Ready; returns where the Welcome's `terminatingPodTimeout` goes.
+/// is not Ready; returns where the Welcome's `terminatingPodTimeout` goes,
+/// and the Pods held so, for the mirrors' status.
 pub(crate) fn sweep_stuck_pods(
     client: &kube::Client,
     watched: &WatchedMirrors,
     deletions: &DeletionPace,
     tasks: &Tasks,
-) -> watch::Sender<Option<Duration>> {
+) -> (
+    watch::Sender<Option<Duration>>,
+    watch::Receiver<Arc<HeldPods>>,
+) {
     let (timeout, told) = watch::channel(None);
-    tasks.spawn(crate::stuck_pods::run(
-        client.clone(),
-        watched.pods.store(),
-        told,
-        deletions.clone(),
-    ));
-    timeout
+    let (held, holding) = watch::channel(Arc::default());
+    let sweep = stuck_pods::Sweep {
+        client: client.clone(),
+        pods: watched.pods.store(),
+        timeout: told,
+        deletions: deletions.clone(),
+        held,
+        changes: Arc::clone(&watched.changes),
+    };
+    tasks.spawn(sweep.run());
+    (timeout, holding)
 }

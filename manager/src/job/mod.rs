@@ -6,6 +6,7 @@
 //! that cannot start moves ([`stuck`]). The mirror's own
 //! state is [`crate::mirror`]'s. Nothing here talks to an API server.
 
+pub mod held_pods;
 pub mod life;
 pub mod lifecycle;
 pub mod loss;

@@ -37,6 +37,8 @@ pub fn limit(kind: &agent_message::Kind) -> usize {
         // A refusal's message is an API server's error text.
         K::ApplyRejected(_) => 64 * 1024,
         K::MirrorLost(_) => 16 * 1024,
+        // At most 64 Pods (one sweep's), each a name, a node and a duration.
+        K::PodsHeld(_) => 64 * 1024,
         K::MirrorGone(_) | K::Heartbeat(_) | K::DeletionsHeld(_) => 1024,
         // Each node pool's labels, taints and amounts: a few hundred bytes,
         // and a cluster of a thousand different nodes fits.
@@ -77,6 +79,7 @@ pub fn within_limit(kind: &agent_message::Kind) -> Result<(), TooLarge> {
         agent_message::Kind::Hello(m) => m.encoded_len(),
         agent_message::Kind::DeletionsHeld(m) => m.encoded_len(),
         agent_message::Kind::Room(m) => m.encoded_len(),
+        agent_message::Kind::PodsHeld(m) => m.encoded_len(),
     };
     check_size(kind, size)
 }
@@ -92,6 +95,7 @@ fn kind_name(kind: &agent_message::Kind) -> &'static str {
         K::Heartbeat(_) => "Heartbeat",
         K::DeletionsHeld(_) => "DeletionsHeld",
         K::Room(_) => "Room",
+        K::PodsHeld(_) => "PodsHeld",
     }
 }
 

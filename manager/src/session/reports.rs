@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use jobrelay_proto::kinds::{JOBSET, KindName};
 use jobrelay_proto::v1::{
-    ApplyRejected, DeletionsHeld, MirrorGone, MirrorLost, MirrorPhase, MirrorStatus, agent_message,
+    ApplyRejected, DeletionsHeld, MirrorGone, MirrorLost, MirrorPhase, MirrorStatus, PodsHeld,
+    agent_message,
 };
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
@@ -15,6 +16,7 @@ use tracing::{debug, warn};
 
 use super::anti_entropy::AntiEntropy;
 use super::{Ended, Sessions};
+use crate::job::held_pods::{self, HeldPod};
 use crate::kinds::RelayedKind;
 use crate::mirror::{Rejection, StatusText, Unschedulable};
 use crate::telemetry::events::{Reason, object_reference};
@@ -36,6 +38,7 @@ impl Sessions {
             K::MirrorLost(lost) => self.mirror_lost(cluster, lost),
             K::ApplyRejected(rejected) => self.apply_rejected(cluster, rejected),
             K::Room(room) => self.fleet.set_room(cluster, Room::from(room)),
+            K::PodsHeld(held) => self.pods_held(cluster, held),
         }
         Ok(())
     }
@@ -178,6 +181,42 @@ impl Sessions {
         } else {
             self.metrics.report_dropped(cluster);
         }
+    }
+
+    /// Pods of a mirror held Terminating on a node not Ready: a warning on
+    /// its manager Job naming them (none once they are gone).
+    fn pods_held(&self, cluster: &str, held: PodsHeld) {
+        let pods: Vec<HeldPod> = held
+            .pods
+            .into_iter()
+            .map(|p| HeldPod {
+                node_down_for: p
+                    .node_down_for
+                    .and_then(|d| Duration::try_from(d).ok())
+                    .unwrap_or_default(),
+                pod: p.pod,
+                node: p.node,
+            })
+            .collect();
+        let timeout = self
+            .registry
+            .get(cluster)
+            .and_then(|wc| wc.terminating_pod_timeout().ok().flatten());
+        let Some(note) = held_pods::note(cluster, &pods, timeout) else {
+            debug!(uid = %held.origin_uid, "no Pod of the mirror held Terminating any more");
+            return;
+        };
+        warn!(uid = %held.origin_uid, %note, "Pods held Terminating on a node not Ready");
+        if self.fleet.key_of(cluster, &held.origin_uid).is_none() {
+            self.metrics.report_dropped(cluster);
+            return;
+        }
+        self.publish(
+            cluster,
+            &held.origin_uid,
+            Reason::PodsStuckTerminating,
+            note,
+        );
     }
 
     /// Records an Event on the mirror's manager Job; the Event waits for its

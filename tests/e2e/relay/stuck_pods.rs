@@ -1,7 +1,8 @@
 //! A Pod stuck Terminating on a node that stopped answering: it holds its
-//! deleted Job (the manager's finalizer waits for every Pod) until the
-//! WorkerCluster opts in with `terminatingPodTimeout`, and then the agent
-//! force-deletes it and the Job goes.
+//! deleted Job (the manager's finalizer waits for every Pod), and the Job
+//! says which Pod on which node holds it, until the WorkerCluster opts in
+//! with `terminatingPodTimeout`; then the agent force-deletes it and the
+//! Job goes.
 
 use jobrelay_e2e::scenario::{Scenario, WAIT};
 use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
@@ -102,7 +103,23 @@ async fn a_pod_stuck_terminating_on_a_node_that_stopped_answering_is_forced_once
         }
     })
     .await;
-    // Off: nothing removes it, and the manager Job waits for it.
+    // Off: nothing removes it, the manager Job waits for it, and says why.
+    let pod = pods_of(&pods, &uid)
+        .await
+        .remove(0)
+        .metadata
+        .name
+        .unwrap_or_default();
+    let why = s.wait_event("stranded", "PodsStuckTerminating").await;
+    for part in [
+        format!(
+            "1 Pod of the Job on cluster {WORKER} is held Terminating on a node that is not Ready: {pod} on node {node}"
+        ),
+        "node.kubernetes.io/out-of-service".to_string(),
+        format!("set WorkerCluster {WORKER} spec.terminatingPodTimeout"),
+    ] {
+        assert!(why.contains(&part), "{part:?} in {why:?}");
+    }
     let held = manager_job_gone(&s, Duration::from_secs(8)).await;
     assert!(held.is_err(), "the Job went while its Pod was Terminating");
     assert_eq!(pods_of(&pods, &uid).await.len(), 1, "still Terminating");

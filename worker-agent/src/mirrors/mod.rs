@@ -17,6 +17,7 @@ mod deletion;
 mod desired;
 mod direct;
 mod fencing;
+mod held;
 mod inventory;
 mod losses;
 mod mirror;
@@ -44,12 +45,13 @@ use kube::Resource;
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher::Event;
 use prometheus_client::metrics::gauge::Gauge;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{Semaphore, mpsc, watch};
 
 use crate::deletion_pace::DeletionPace;
 use crate::kinds::objects::Objects;
 use crate::kinds::{self, Mirror};
 use crate::namespaces::NamespacePolicy;
+use crate::stuck_pods::HeldPods;
 use crate::unschedulable::UnboundPods;
 pub use crate::watched::origin_uid;
 use crate::watched::{Changes, Watched};
@@ -170,6 +172,10 @@ pub struct Mirrors {
     objects: Objects,
     pods: Watched<Pod>,
     unbound: UnboundPods,
+    /// The Pods held Terminating on a node not Ready, by origin UID, and
+    /// what this session was told of them.
+    held: watch::Receiver<Arc<HeldPods>>,
+    held_told: HeldPods,
     /// What the watches saw change since the last pass.
     changes: Arc<Changes>,
     /// Origin UIDs the agent itself started something for (a deletion), for
@@ -220,6 +226,8 @@ impl Mirrors {
             objects,
             pods,
             unbound: UnboundPods::default(),
+            held: watch::channel(Arc::default()).1,
+            held_told: HeldPods::new(),
             changes,
             due: HashSet::new(),
             everything_due: true,
@@ -290,6 +298,7 @@ impl Mirrors {
     pub fn new_session(&mut self) {
         self.desired.new_session();
         self.everything_due = true;
+        self.held_told.clear();
         let retry = self.apply_retry;
         self.records.update_all(|record| {
             record.last_report = None;
@@ -340,6 +349,7 @@ impl Mirrors {
         out.extend(self.sweep.take_notice());
         self.report_lost(out);
         self.report_status(&snapshot, out);
+        self.report_held(out);
         Findings { snapshot, strays }
     }
 
