@@ -1,10 +1,23 @@
 //! Pure translations between what the worker's API server says and what the
-//! agent reports: a mirror's revision, and why an apply was rejected (a
-//! mirror's phase is its kind's, see [`crate::kinds`]).
+//! agent reports: a mirror's revision, why an apply was rejected (a
+//! mirror's phase is its kind's, see [`crate::kinds`]), and how long
+//! something has lasted.
 
 use jobrelay_proto::v1::RejectReason;
 use jobrelay_proto::wire::REVISION_ANNOTATION;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+/// How long since `since` it is at `now`, measured on this worker (none
+/// for a time to come): a duration, so no two clusters' clocks are
+/// compared.
+pub fn lasted(since: Timestamp, now: Timestamp) -> Option<prost_types::Duration> {
+    let lasted = now
+        .duration_since(since)
+        .max(SignedDuration::ZERO)
+        .unsigned_abs();
+    prost_types::Duration::try_from(lasted).ok()
+}
 
 /// The manager revision a mirror was applied from.
 pub fn revision_of(mirror: &ObjectMeta) -> u64 {

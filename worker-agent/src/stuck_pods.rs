@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use jobrelay_proto::v1::StuckPod;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::reflector::Store;
@@ -33,6 +33,7 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::deletion_pace::DeletionPace;
+use crate::report::lasted;
 use crate::watched::{Changes, Touched, origin_uid};
 
 /// Pods looked at in one sweep, at most: the rest wait for the next.
@@ -51,14 +52,10 @@ pub struct Held {
 impl Held {
     /// The report, the node's downtime measured at `now` on this worker.
     pub fn report(&self, now: Timestamp) -> StuckPod {
-        let down_for = now
-            .duration_since(self.down_since)
-            .max(SignedDuration::ZERO)
-            .unsigned_abs();
         StuckPod {
             pod: self.pod.clone(),
             node: self.node.clone(),
-            node_down_for: prost_types::Duration::try_from(down_for).ok(),
+            node_down_for: lasted(self.down_since, now),
         }
     }
 }

@@ -14,9 +14,10 @@ use std::sync::Arc;
 
 use jobrelay_proto::v1::Unschedulable;
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::runtime::watcher;
 
+use crate::report::lasted;
 use crate::watched::Watched;
 
 /// The field selector of Pods not bound to a node.
@@ -40,13 +41,9 @@ pub struct Stuck {
 impl Stuck {
     /// The report, its wait measured at `now` on this worker.
     pub fn report(&self, now: Timestamp) -> Unschedulable {
-        let waited = now
-            .duration_since(self.since)
-            .max(SignedDuration::ZERO)
-            .unsigned_abs();
         Unschedulable {
             pods: self.pods,
-            waited: prost_types::Duration::try_from(waited).ok(),
+            waited: lasted(self.since, now),
             message: self.message.clone(),
         }
     }

@@ -4,10 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use jobrelay_proto::instance;
 use jobrelay_proto::v1::relay_client::RelayClient;
 use jobrelay_proto::v1::{
-    AgentMessage, Heartbeat, Hello, ManagerMessage, Welcome, agent_message, manager_message,
+    AgentMessage, Heartbeat, Hello, ManagerMessage, agent_message, manager_message,
 };
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -15,6 +14,7 @@ use tonic::transport::Channel;
 use tracing::{info, warn};
 
 mod cut_off;
+mod welcome;
 
 use crate::dial::{Dial, Redial};
 use crate::epoch::Epochs;
@@ -70,15 +70,6 @@ impl Agent {
     /// The agent, reporting `room` on each session.
     pub fn reporting_room(self, room: Option<room::Feed>) -> Agent {
         Agent { room, ..self }
-    }
-
-    /// The agent, telling `timeout` what each Welcome says of the
-    /// `terminatingPodTimeout`.
-    pub fn telling_stuck_pods(self, timeout: watch::Sender<Option<Duration>>) -> Agent {
-        Agent {
-            terminating_pod_timeout: timeout,
-            ..self
-        }
     }
 
     /// Holds a session to the manager forever, reconnecting with backoff;
@@ -292,36 +283,6 @@ impl Agent {
             }
         }
         self.mirrors.apply_all(applies);
-        Ok(())
-    }
-
-    /// Takes the manager's Welcome, or says why this manager may not
-    /// command the worker: another origin, a stale leader, another instance.
-    fn welcomed(&mut self, welcome: &Welcome) -> Result<(), String> {
-        if welcome.origin != self.origin {
-            return Err(format!(
-                "the manager's origin is {:?}, this agent serves {:?}",
-                welcome.origin, self.origin
-            ));
-        }
-        self.epochs
-            .welcomed(&welcome.leader_lease, welcome.leader_epoch)?;
-        let held = self.mirrors.manager_instances();
-        instance::judge(&welcome.manager_instance, &held, &self.adopted_instance)?;
-        info!(manager_version = %welcome.manager_version, leader_epoch = welcome.leader_epoch, manager_instance = %welcome.manager_instance, "welcomed by the manager");
-        self.mirrors.set_instance(&welcome.manager_instance);
-        let fence_after = welcome
-            .fence_after
-            .and_then(|d| Duration::try_from(d).ok())
-            .filter(|d| !d.is_zero());
-        self.heard_again(fence_after);
-        let terminating_pod_timeout = welcome
-            .terminating_pod_timeout
-            .and_then(|d| Duration::try_from(d).ok())
-            .filter(|d| !d.is_zero());
-        self.terminating_pod_timeout
-            .send_if_modified(|told| std::mem::replace(told, terminating_pod_timeout) != *told);
-        self.connected.send_replace(true);
         Ok(())
     }
 
