@@ -7,6 +7,7 @@
 //! then removes its Pods.
 
 use std::cell::Cell;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
@@ -20,9 +21,11 @@ use crate::wait::{self, Seen};
 
 /// Where node Leases live.
 const NODE_LEASES: &str = "kube-node-lease";
-/// Polls in a row the Node must be seen `Unknown` before it counts as down:
-/// a renewal kwok had under way is then over.
-const IN_A_ROW: u32 = 3;
+/// How long the Node must stay `Unknown` before it counts as down: longer
+/// than kwok's Lease renewal interval (10 s with the testbed's 40 s
+/// Lease), so kwok has tried to renew, found the Lease another's, and
+/// left the Node and its Pods alone.
+const STAYS: Duration = Duration::from_secs(15);
 
 /// Makes Node `name` stop answering; returns once its Ready condition has
 /// stayed `Unknown`.
@@ -42,26 +45,28 @@ pub async fn stop_answering(client: &kube::Client, name: &str) -> Result<(), Err
         .await
         .map_err(api_err)?;
     let nodes: Api<Node> = Api::all(client.clone());
-    let seen = Cell::new(0);
+    let since: Cell<Option<Instant>> = Cell::new(None);
     wait::try_until(
         format!("node {name} Ready Unknown, kwok gone from it"),
         NODES_TIMEOUT,
         || {
             let nodes = nodes.clone();
-            let seen = &seen;
+            let since = &since;
             async move {
                 let ready = match nodes.get(name).await {
                     Ok(node) => ready_status(&node),
                     Err(e) => return Seen::Waiting(e.to_string()),
                 };
                 if ready.as_deref() == Some("Unknown") {
-                    seen.set(seen.get() + 1);
-                    return match seen.get() >= IN_A_ROW {
+                    let unknown_since = *since.get().get_or_insert_with(Instant::now);
+                    since.set(Some(unknown_since));
+                    let stayed = unknown_since.elapsed();
+                    return match stayed >= STAYS {
                         true => Seen::Ready(()),
-                        false => Seen::Waiting(format!("Unknown {} times in a row", seen.get())),
+                        false => Seen::Waiting(format!("Unknown for {stayed:?}")),
                     };
                 }
-                seen.set(0);
+                since.set(None);
                 let now = Time(Timestamp::now());
                 let status = json!({"status": {"conditions": [{
                     "type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",

@@ -66,6 +66,9 @@ async fn a_pod_stuck_terminating_on_a_node_that_stopped_answering_is_forced_once
                 .node_selector("kubernetes.io/hostname", &node)
                 .tolerate(TAINT, &s.ns, "NoSchedule")
                 .grace_period(1)
+                // Were kwok still to act on the node, the deleted Pod
+                // would stay Terminating all the same.
+                .terminate_after("1h")
                 .run_for("1h"),
         )
         .await;
