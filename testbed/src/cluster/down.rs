@@ -58,7 +58,7 @@ pub async fn stop_answering(client: &kube::Client, name: &str) -> Result<(), Err
                     Err(e) => return Seen::Waiting(e.to_string()),
                 };
                 if ready.as_deref() == Some("Unknown") {
-                    let unknown_since = *since.get().get_or_insert_with(Instant::now);
+                    let unknown_since = since.get().unwrap_or_else(Instant::now);
                     since.set(Some(unknown_since));
                     let stayed = unknown_since.elapsed();
                     return match stayed >= STAYS {

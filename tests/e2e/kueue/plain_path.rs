@@ -36,13 +36,7 @@ async fn quota_for_two_runs_five_jobs_never_more_than_two_at_once() {
                 "quota is 2 CPUs, {running} Pods run on workers: {live:?}"
             );
             most.set(most.get().max(running));
-            let jobs = s
-                .jobs
-                .list(&ListParams::default())
-                .await
-                .map(|l| l.items)
-                .unwrap_or_default();
-            let complete = jobs.iter().filter(|j| has_condition(j, "Complete")).count();
+            let complete = s.complete().await;
             match complete {
                 5 => Seen::Ready(()),
                 n => Seen::Waiting(format!("{n} of 5 Complete, {running} running")),

@@ -105,13 +105,7 @@ async fn a_workers_own_kueue_admits_the_mirrors_one_by_one_within_its_quota() {
             queued_as
                 .borrow_mut()
                 .extend(mirrors.values().filter_map(|m| m.queue.clone()));
-            let jobs = s
-                .jobs
-                .list(&ListParams::default())
-                .await
-                .map(|l| l.items)
-                .unwrap_or_default();
-            let complete = jobs.iter().filter(|j| has_condition(j, "Complete")).count();
+            let complete = s.complete().await;
             match complete {
                 3 => Seen::Ready(()),
                 n => Seen::Waiting(format!(

@@ -97,6 +97,18 @@ impl Scenario {
         .await
     }
 
+    /// How many manager Jobs of the scenario are Complete now (none when
+    /// they cannot be listed).
+    pub async fn complete(&self) -> usize {
+        let jobs = self
+            .jobs
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default();
+        jobs.iter().filter(|j| has_condition(j, "Complete")).count()
+    }
+
     /// The Events on the manager Job `name`: reason and note of each.
     pub async fn events(&self, name: &str) -> Vec<(String, String)> {
         self.events_on(name)
