@@ -21,6 +21,8 @@ mod counts;
 mod eviction;
 #[path = "kueue/flavors.rs"]
 mod flavors;
+#[path = "kueue/held_pods.rs"]
+mod held_pods;
 #[path = "kueue/lost.rs"]
 mod lost;
 #[path = "kueue/not_ours.rs"]

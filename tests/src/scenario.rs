@@ -23,6 +23,7 @@ mod job_waits;
 mod kueue;
 mod mirrors;
 mod outcome;
+mod stranded;
 
 pub use cut_off::CutOff;
 pub use kueue::{
@@ -30,6 +31,7 @@ pub use kueue::{
     worker_pods_of, workload_of,
 };
 pub use outcome::{condition, has_condition, outcome};
+pub use stranded::StrandingNode;
 
 pub struct Scenario {
     pub clusters: &'static Clusters,

@@ -20,8 +20,8 @@ use jobrelay_proto::v1::{
 use super::{Fleet, message};
 use crate::kinds::Key;
 use crate::mirror::{
-    self, Apply, Cleanup, Event, Held, Mirror, Rejection, Send, State, StatusText, Transition,
-    Unschedulable, transition,
+    self, Apply, Cleanup, Event, Held, HeldPod, Mirror, Rejection, Send, State, StatusText,
+    Transition, Unschedulable, transition,
 };
 
 /// Takes what `decide` makes of `mirror`'s state; returns what to send and
@@ -178,6 +178,12 @@ impl Fleet {
     /// Records an ApplyRejected; `None` for a mirror not wanted here.
     pub fn record_rejected(&self, cluster: &str, uid: &str, rejection: Rejection) -> Option<()> {
         self.take_in(cluster, uid, Event::Refused(rejection))
+    }
+
+    /// Records a PodsHeld (kept while the mirror is being deleted, and
+    /// wakes its Job); `None` for a mirror not wanted here.
+    pub fn record_pods_held(&self, cluster: &str, uid: &str, pods: Vec<HeldPod>) -> Option<()> {
+        self.take_in(cluster, uid, Event::PodsHeld(pods))
     }
 
     /// Records a MirrorLost (a repeat of the same loss changes nothing);

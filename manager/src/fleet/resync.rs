@@ -138,6 +138,7 @@ mod tests {
                     since: Instant::now(),
                     held: Some(held),
                     loss: None,
+                    pods_held: Vec::new(),
                 },
                 false,
             ),

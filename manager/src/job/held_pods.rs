@@ -2,56 +2,131 @@
 //! on a node that is not Ready (the agent's PodsHeld report): which Pods,
 //! on which nodes, since when, what holds them there and what lets them go.
 //! Pure; the session publishes it as a `PodsStuckTerminating` warning on
-//! the Job.
+//! the Job, and the admission check of an evicted Workload says it while
+//! Kueue keeps the quota for those Pods.
 
 use std::time::Duration;
+
+pub use crate::mirror::HeldPod;
 
 /// Pods named in full; more are counted.
 const NAMED: usize = 5;
 
-/// A Pod held Terminating, as the agent reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeldPod {
-    pub pod: String,
-    pub node: String,
-    /// How long its node has not been Ready.
-    pub node_down_for: Duration,
-}
-
 /// The Event's note for `pods` held on `cluster`, whose
 /// `terminatingPodTimeout` is `timeout`; `None` when none is held.
 pub fn note(cluster: &str, pods: &[HeldPod], timeout: Option<Duration>) -> Option<String> {
-    let (first, rest) = pods.split_at(pods.len().min(NAMED));
-    if first.is_empty() {
-        return None;
-    }
-    let mut named: Vec<String> = first
-        .iter()
-        .map(|p| {
-            let down = p.node_down_for.as_secs();
-            format!("{} on node {} (not Ready for {down}s)", p.pod, p.node)
-        })
-        .collect();
-    if !rest.is_empty() {
-        named.push(format!("{} more", rest.len()));
-    }
-    let (count, are, they, hold, them) = match pods.len() {
-        1 => ("1 Pod".to_string(), "is", "it", "holds", "it"),
-        n => (format!("{n} Pods"), "are", "they", "hold", "them"),
-    };
-    let then = match timeout {
-        Some(timeout) => format!(
-            "the agent force-deletes {them} once the node has not been Ready for {}s (WorkerCluster {cluster} spec.terminatingPodTimeout)",
-            timeout.as_secs()
-        ),
-        None => format!(
-            "set WorkerCluster {cluster} spec.terminatingPodTimeout to have the agent force-delete such Pods"
-        ),
-    };
+    let held = Held::of(pods, true)?;
     Some(format!(
-        "{count} of the Job on cluster {cluster} {are} held Terminating on a node that is not Ready: {}; nothing removes {them} until the node answers again or is tainted node.kubernetes.io/out-of-service, and until then {they} {hold} the Job (behind Kueue, its quota); {then}",
-        named.join(", "),
+        "{} of the Job on cluster {cluster} {} held Terminating on a node that is not Ready: {}; {}, and until then {} {} the Job (behind Kueue, its quota); {}",
+        held.count,
+        held.words.are,
+        held.named,
+        held.nothing_removes(),
+        held.words.they,
+        held.words.hold,
+        held.way_out(cluster, timeout),
     ))
+}
+
+/// What the admission check of an evicted Workload says while Kueue keeps
+/// its quota for `pods` of its mirror held on `cluster`: the same as the
+/// note, without how long each node has been down, so that the message
+/// changes only when the Pods held do; `None` when none is held.
+pub fn holding_quota(cluster: &str, pods: &[HeldPod], timeout: Option<Duration>) -> Option<String> {
+    let held = Held::of(pods, false)?;
+    Some(format!(
+        "Kueue keeps the Workload's quota until its mirror's Pods are gone from cluster {cluster}, and {} {} held Terminating on a node that is not Ready: {}; {}; {}",
+        held.count,
+        held.words.are,
+        held.named,
+        held.nothing_removes(),
+        held.way_out(cluster, timeout),
+    ))
+}
+
+/// `pods` in words.
+struct Held {
+    count: String,
+    named: String,
+    words: Words,
+}
+
+/// The words that agree with a count of Pods.
+struct Words {
+    are: &'static str,
+    they: &'static str,
+    hold: &'static str,
+    them: &'static str,
+}
+
+impl Held {
+    /// The first [`NAMED`] Pods by name and node (and how long the node
+    /// has been down, if `down_for`), the rest counted; `None` for none.
+    fn of(pods: &[HeldPod], down_for: bool) -> Option<Self> {
+        let (first, rest) = pods.split_at(pods.len().min(NAMED));
+        if first.is_empty() {
+            return None;
+        }
+        let mut named: Vec<String> = first
+            .iter()
+            .map(|p| match down_for {
+                true => {
+                    let down = p.node_down_for.as_secs();
+                    format!("{} on node {} (not Ready for {down}s)", p.pod, p.node)
+                }
+                false => format!("{} on node {}", p.pod, p.node),
+            })
+            .collect();
+        if !rest.is_empty() {
+            named.push(format!("{} more", rest.len()));
+        }
+        let (count, words) = match pods.len() {
+            1 => (
+                "1 Pod".to_string(),
+                Words {
+                    are: "is",
+                    they: "it",
+                    hold: "holds",
+                    them: "it",
+                },
+            ),
+            n => (
+                format!("{n} Pods"),
+                Words {
+                    are: "are",
+                    they: "they",
+                    hold: "hold",
+                    them: "them",
+                },
+            ),
+        };
+        Some(Held {
+            count,
+            named: named.join(", "),
+            words,
+        })
+    }
+
+    fn nothing_removes(&self) -> String {
+        format!(
+            "nothing removes {} until the node answers again or is tainted node.kubernetes.io/out-of-service",
+            self.words.them
+        )
+    }
+
+    /// What lets them go: the agent's force delete, or how to opt in to it.
+    fn way_out(&self, cluster: &str, timeout: Option<Duration>) -> String {
+        match timeout {
+            Some(timeout) => format!(
+                "the agent force-deletes {} once the node has not been Ready for {}s (WorkerCluster {cluster} spec.terminatingPodTimeout)",
+                self.words.them,
+                timeout.as_secs()
+            ),
+            None => format!(
+                "set WorkerCluster {cluster} spec.terminatingPodTimeout to have the agent force-delete such Pods"
+            ),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -106,5 +181,22 @@ mod tests {
         );
         assert!(!note.contains("p5 on"));
         assert_eq!(super::note("w", &[], None), None);
+    }
+
+    #[test]
+    fn the_checks_message_names_the_pods_without_how_long_so_it_changes_only_with_them() {
+        let pods = [held("a", "n1", 5), held("b", "n2", 7)];
+        let message = holding_quota("worker-2", &pods, None).unwrap();
+        assert_eq!(
+            message,
+            "Kueue keeps the Workload's quota until its mirror's Pods are gone from cluster \
+             worker-2, and 2 Pods are held Terminating on a node that is not Ready: a on node n1, \
+             b on node n2; nothing removes them until the node answers again or is tainted \
+             node.kubernetes.io/out-of-service; set WorkerCluster worker-2 \
+             spec.terminatingPodTimeout to have the agent force-delete such Pods"
+        );
+        let later = [held("a", "n1", 50), held("b", "n2", 70)];
+        assert_eq!(holding_quota("worker-2", &later, None), Some(message));
+        assert_eq!(holding_quota("worker-2", &[], None), None);
     }
 }

@@ -50,6 +50,71 @@ fn an_evicted_job_has_its_mirror_withdrawn_to_be_placed_afresh() {
 }
 
 #[test]
+fn an_evicted_job_whose_withdrawn_mirror_has_pods_held_says_which_while_kueue_keeps_the_quota() {
+    let mut withdrawing = placed(true, true);
+    withdrawing.evicted = true;
+    withdrawing.evicted_for = "Preempted".into();
+    withdrawing.state = Some(CheckState::Ready);
+    withdrawing.job.as_mut().unwrap().withdrawing = true;
+    assert_eq!(
+        decide(&withdrawing),
+        CheckStep::Idle,
+        "no Pod held: Kueue's turn"
+    );
+    assert!(watches_mirror(&withdrawing, &CheckStep::Idle));
+    let held = "Kueue keeps the Workload's quota until … p1 on node n1 …".to_string();
+    withdrawing.job.as_mut().unwrap().pods_held = Some(held.clone());
+    let said = CheckStep::Explain {
+        state: CheckState::Ready,
+        message: format!("Kueue evicted the Workload (Preempted); {held}"),
+    };
+    assert_eq!(decide(&withdrawing), said, "Ready, as Kueue left it");
+    assert!(watches_mirror(&withdrawing, &said));
+    let mut reset = withdrawing.clone();
+    reset.state = Some(CheckState::Pending);
+    assert!(
+        matches!(
+            decide(&reset),
+            CheckStep::Explain {
+                state: CheckState::Pending,
+                ..
+            }
+        ),
+        "Pending, as Kueue left it"
+    );
+    let mut sent_back = withdrawing.clone();
+    sent_back.state = Some(CheckState::Retry);
+    assert_eq!(
+        decide(&sent_back),
+        CheckStep::Idle,
+        "Retry already says why"
+    );
+    let mut ended = withdrawing;
+    ended.finished = true;
+    assert_eq!(
+        decide(&ended),
+        CheckStep::Idle,
+        "a finished Workload holds nothing"
+    );
+}
+
+#[test]
+fn only_an_admitted_or_withdrawn_workload_watches_its_mirror() {
+    let waiting = input();
+    assert!(!watches_mirror(&waiting, &CheckStep::Reserve(AWAIT_MIRROR)));
+    assert!(!watches_mirror(&waiting, &CheckStep::Idle));
+    assert!(watches_mirror(
+        &waiting,
+        &CheckStep::Admitted(WATCH_ADMITTED)
+    ));
+    let withdraw = CheckStep::Withdraw {
+        why: "evicted".into(),
+        avoid: false,
+    };
+    assert!(watches_mirror(&waiting, &withdraw));
+}
+
+#[test]
 fn an_admitted_job_on_a_lost_cluster_is_sent_back_to_be_placed_elsewhere() {
     let mut admitted = placed(true, false);
     admitted.state = Some(CheckState::Ready);

@@ -214,11 +214,9 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
     };
     let step = check::decide(&input);
     debug!(?step, "admission check");
-    // Admitted: a change of the mirror (its Pods finding no node, its
-    // worker's Kueue evicting it) must wake the Workload.
     if let Some(owned) = &job {
         let watched =
-            matches!(step, CheckStep::Admitted(_)).then(|| ObjectRef::from_obj(workload.as_ref()));
+            check::watches_mirror(&input, &step).then(|| ObjectRef::from_obj(workload.as_ref()));
         ctx.reservations.admitted(&owned.key, watched);
     }
     match step {
@@ -229,12 +227,7 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
         }
         CheckStep::Wait(after) => Ok(Action::requeue(after)),
         CheckStep::Pending { message, after } => {
-            let shown = names.iter().all(|name| {
-                workload.check(name).is_some_and(|c| {
-                    c.state == Some(CheckState::Pending) && c.message.as_deref() == Some(&message)
-                })
-            });
-            if !shown {
+            if !answer.shown(CheckState::Pending, &message) {
                 answer.write(CheckState::Pending, &message, None).await?;
             }
             Ok(Action::requeue(after))
@@ -268,6 +261,12 @@ async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Resul
             Ok(Action::requeue(after))
         }
         CheckStep::Ready(message) => answer.write(CheckState::Ready, &message, None).await,
+        CheckStep::Explain { state, message } => {
+            if !answer.shown(state, &message) {
+                answer.write(state, &message, None).await?;
+            }
+            Ok(Action::requeue(check::WATCH_ADMITTED))
+        }
         CheckStep::Retry { message, after } => {
             ctx.reservations.release(&job_uid);
             answer.write(CheckState::Retry, &message, Some(after)).await
@@ -329,6 +328,16 @@ struct Answer<'a> {
 }
 
 impl Answer<'_> {
+    /// Whether every one of jobrelay's checks on the Workload already
+    /// shows `state` and `message`.
+    fn shown(&self, state: CheckState, message: &str) -> bool {
+        self.checks.iter().all(|name| {
+            self.workload
+                .check(name)
+                .is_some_and(|c| c.state == Some(state) && c.message.as_deref() == Some(message))
+        })
+    }
+
     /// Sets the state of jobrelay's checks on the Workload (server-side
     /// apply of those entries of `status.admissionChecks`).
     async fn write(

@@ -14,6 +14,7 @@
 pub mod active;
 pub mod answers;
 pub mod check;
+pub mod check_input;
 pub mod context;
 pub mod controller;
 pub mod discovery;

@@ -22,6 +22,7 @@ use super::types::{AdmissionCheck, Workload};
 use super::worker_queue::queued_mirror;
 use crate::clusters::worker_cluster::MoveTimeout;
 use crate::clusters::worker_cluster_set::WorkerClusterSet;
+use crate::job::held_pods;
 use crate::job::placement::{Preferences, assigned_cluster, pinned_cluster, preferences};
 use crate::job::refused::{self, Refused};
 use crate::job::stuck;
@@ -366,6 +367,10 @@ impl Owned {
             cluster_lost: cluster.as_deref().is_some_and(|c| ctx.fleet.is_lost(c)),
             worker_kueue,
             withdrawing: ctx.reservations.withdrawal(uid).is_some(),
+            pods_held: cluster.as_deref().zip(view.as_ref()).and_then(|(c, v)| {
+                let timeout = ctx.registry.get(c)?.terminating_pod_timeout().ok()?;
+                held_pods::holding_quota(c, v.state.pods_held(), timeout)
+            }),
             flavors_to_record: self.flavors_to_record,
             cluster,
         }

@@ -84,13 +84,18 @@ pub fn cleanup(state: State, session: Option<u64>, now: Instant) -> Transition<C
     };
     let (state, first) = match state {
         State::Deleting {
-            since, held, loss, ..
+            since,
+            held,
+            loss,
+            pods_held,
+            ..
         } => (
             State::Deleting {
                 session,
                 since,
                 held,
                 loss,
+                pods_held,
             },
             false,
         ),
@@ -100,6 +105,7 @@ pub fn cleanup(state: State, session: Option<u64>, now: Instant) -> Transition<C
                 since: now,
                 held: None,
                 loss: Some(loss),
+                pods_held: Vec::new(),
             },
             true,
         ),
@@ -109,6 +115,7 @@ pub fn cleanup(state: State, session: Option<u64>, now: Instant) -> Transition<C
                 since: now,
                 held: other.held().cloned(),
                 loss: None,
+                pods_held: Vec::new(),
             },
             true,
         ),

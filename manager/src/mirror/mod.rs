@@ -63,6 +63,9 @@ pub enum State {
         held: Option<Held>,
         /// A loss reported before the deletion began.
         loss: Option<LostMirror>,
+        /// Its Pods held Terminating on a node that is not Ready, as the
+        /// agent last reported them: what keeps the deletion from ending.
+        pods_held: Vec<HeldPod>,
     },
     /// The mirror was removed behind jobrelay's back; the agent deletes
     /// what is left of it.
@@ -95,6 +98,16 @@ pub struct Held {
     /// The mirror's Pods the worker's scheduler finds no node for, as its
     /// latest status says; `None` while none waits so.
     pub unschedulable: Option<Unschedulable>,
+}
+
+/// A Pod of a mirror held Terminating on a node that is not Ready, as the
+/// agent reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldPod {
+    pub pod: String,
+    pub node: String,
+    /// How long its node has not been Ready.
+    pub node_down_for: Duration,
 }
 
 /// Pods of a mirror that wait Pending and unschedulable on its worker.
@@ -177,6 +190,15 @@ impl State {
     /// Since when an apply has gone unanswered, if one has.
     pub fn awaiting_held_since(&self) -> Option<Instant> {
         self.sent()?.since
+    }
+
+    /// The Pods that keep its deletion from ending, held Terminating on a
+    /// node that is not Ready (none unless it is being deleted).
+    pub fn pods_held(&self) -> &[HeldPod] {
+        match self {
+            State::Deleting { pods_held, .. } => pods_held,
+            _ => &[],
+        }
     }
 
     /// Whether the mirror counts on its cluster: wanted and not confirmed gone.

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use jobrelay_proto::v1::MirrorPhase;
 
 use super::{Reported, Transition, stay};
-use crate::mirror::{Held, LostMirror, Rejection, Sent, State};
+use crate::mirror::{Held, HeldPod, LostMirror, Rejection, Sent, State};
 
 /// Take in a status of what the worker holds.
 pub fn reported(state: State, new: Held, now: Instant) -> Transition<Reported> {
@@ -58,12 +58,14 @@ pub fn reported(state: State, new: Held, now: Instant) -> Transition<Reported> {
             since,
             held,
             loss,
+            pods_held,
         } => (
             State::Deleting {
                 session,
                 since,
                 held: Some(kept(held)),
                 loss,
+                pods_held,
             },
             None,
         ),
@@ -121,21 +123,29 @@ pub(super) fn lost(state: State, mirror_uid: String, observed: String) -> State 
         state @ State::Gone { .. } => state,
         State::Lost(known) if same(&known) => State::Lost(known),
         State::Deleting {
+            loss: Some(known),
             session,
             since,
             held,
-            loss: Some(known),
+            pods_held,
         } if same(&known) => State::Deleting {
             session,
             since,
             held,
             loss: Some(known),
+            pods_held,
         },
-        State::Deleting { session, since, .. } => State::Deleting {
+        State::Deleting {
+            session,
+            since,
+            pods_held,
+            ..
+        } => State::Deleting {
             session,
             since,
             held: None,
             loss: Some(loss()),
+            pods_held,
         },
         _ => State::Lost(loss()),
     }
@@ -165,11 +175,13 @@ pub(super) fn loss_shown(state: State) -> State {
             since,
             held,
             loss,
+            pods_held,
         } => State::Deleting {
             session,
             since,
             held,
             loss: loss.map(shown),
+            pods_held,
         },
         State::Gone { pods_deleted, loss } => State::Gone {
             pods_deleted,
@@ -205,13 +217,36 @@ pub(super) fn reconnected(state: State, inventory: Option<(u64, MirrorPhase)>) -
             session,
             since,
             loss,
+            pods_held,
             ..
         } => State::Deleting {
             session,
             since,
             held,
             loss,
+            pods_held,
         },
         other @ (State::Lost(_) | State::Gone { .. }) => other,
+    }
+}
+
+/// Take in the Pods held Terminating on a node that is not Ready: kept
+/// while the mirror is being deleted, what its deletion waits for.
+pub(super) fn held_pods(state: State, pods: Vec<HeldPod>) -> State {
+    match state {
+        State::Deleting {
+            session,
+            since,
+            held,
+            loss,
+            ..
+        } => State::Deleting {
+            session,
+            since,
+            held,
+            loss,
+            pods_held: pods,
+        },
+        other => other,
     }
 }

@@ -7,8 +7,8 @@ use std::time::Instant;
 use jobrelay_proto::v1::MirrorPhase;
 
 use super::asked::{apply, cleanup};
-use super::reports::{gone, loss_shown, lost, reconnected, refused, reported};
-use super::{Held, Rejection, State, StatusText, Unschedulable};
+use super::reports::{gone, held_pods, loss_shown, lost, reconnected, refused, reported};
+use super::{Held, HeldPod, Rejection, State, StatusText, Unschedulable};
 use super::{Outcome, Transition, stay};
 
 /// What happens to a mirror: asked of it by the Job's life, or reported
@@ -41,6 +41,9 @@ pub enum Event {
     },
     /// The agent's MirrorGone.
     Gone { pods_deleted: u32, now: Instant },
+    /// The agent's PodsHeld: the Pods held Terminating on a node that is
+    /// not Ready (none: no longer).
+    PodsHeld(Vec<HeldPod>),
     /// The manager Job shows the loss.
     LossShown,
     /// A new session opened; the agent's inventory names the revision and
@@ -82,6 +85,7 @@ pub fn transition(state: State, event: Event) -> Transition {
         Event::Gone { pods_deleted, now } => {
             gone(state, pods_deleted, now).answering(|after| Outcome::Gone { after })
         }
+        Event::PodsHeld(pods) => noted(held_pods(state, pods)),
         Event::LossShown => noted(loss_shown(state)),
         Event::Reconnected { held } => noted(reconnected(state, held)),
     }

@@ -7,7 +7,7 @@ use jobrelay_proto::v1::{MirrorPhase, RejectReason};
 
 use super::*;
 use crate::mirror::{
-    Apply, Cleanup, Held, LostMirror, Outcome, Rejection, Reported, Send, Sent, State,
+    Apply, Cleanup, Held, HeldPod, LostMirror, Outcome, Rejection, Reported, Send, Sent, State,
     Unschedulable,
 };
 
@@ -71,12 +71,39 @@ fn loss(mirror_uid: &str, accounted: bool) -> LostMirror {
 }
 
 fn deleting(session: u64, held: Option<Held>, loss: Option<LostMirror>) -> State {
+    deleting_with(session, held, loss, &[])
+}
+
+/// Being deleted in `session`, `pods` held Terminating.
+fn holding(session: u64, held: Option<Held>, pods: &[&str]) -> State {
+    deleting_with(session, held, None, pods)
+}
+
+fn deleting_with(
+    session: u64,
+    held: Option<Held>,
+    loss: Option<LostMirror>,
+    pods: &[&str],
+) -> State {
     State::Deleting {
         session,
         since: t(0),
         held,
         loss,
+        pods_held: pods.iter().map(|p| held_pod(p)).collect(),
     }
+}
+
+fn held_pod(pod: &str) -> HeldPod {
+    HeldPod {
+        pod: pod.into(),
+        node: "n1".into(),
+        node_down_for: Duration::from_secs(60),
+    }
+}
+
+fn pods_held(pods: &[&str]) -> Event {
+    Event::PodsHeld(pods.iter().map(|p| held_pod(p)).collect())
 }
 
 fn apply(revision: u64, session: Option<u64>) -> Event {
@@ -218,6 +245,12 @@ fn cases() -> Vec<Case> {
         row("deleting: gone after 9s, the loss kept", deleting(1, None, Some(loss("m1", true))), gone(2), Gone { pods_deleted: 2, loss: Some(loss("m1", true)) }, None, Outcome::Gone { after: Some(Duration::from_secs(9)) }),
         row("lost: gone, the loss kept", Lost(loss("m1", false)), gone(1), Gone { pods_deleted: 1, loss: Some(loss("m1", false)) }, None, Outcome::Gone { after: None }),
         row("held: gone", Held(held(1, Running)), gone(0), gone_after(None), None, Outcome::Gone { after: None }),
+        // Pods held Terminating on a node not Ready.
+        row("deleting: the Pods held kept", deleting(1, Some(held(1, Running)), None), pods_held(&["p1", "p2"]), holding(1, Some(held(1, Running)), &["p1", "p2"]), None, Noted),
+        row("deleting: the latest report replaces the last, none clears it", holding(1, None, &["p1"]), pods_held(&[]), deleting(1, None, None), None, Noted),
+        row("deleting again in a new session: the Pods held kept", holding(1, None, &["p1"]), cleanup(Some(2)), holding(2, None, &["p1"]), send_delete, started(false)),
+        row("held: not being deleted, nothing kept", Held(held(1, Running)), pods_held(&["p1"]), Held(held(1, Running)), None, Noted),
+        row("gone: nothing kept", gone_after(None), pods_held(&["p1"]), gone_after(None), None, Noted),
         // The loss shown.
         row("lost: shown", Lost(loss("m1", false)), Event::LossShown, Lost(loss("m1", true)), None, Noted),
         row("gone after a loss: shown", gone_after(Some(loss("m1", false))), Event::LossShown, gone_after(Some(loss("m1", true))), None, Noted),

@@ -202,15 +202,20 @@ impl Sessions {
             .registry
             .get(cluster)
             .and_then(|wc| wc.terminating_pod_timeout().ok().flatten());
-        let Some(note) = held_pods::note(cluster, &pods, timeout) else {
+        let note = held_pods::note(cluster, &pods, timeout);
+        if self
+            .fleet
+            .record_pods_held(cluster, &held.origin_uid, pods)
+            .is_none()
+        {
+            self.metrics.report_dropped(cluster);
+            return;
+        }
+        let Some(note) = note else {
             debug!(uid = %held.origin_uid, "no Pod of the mirror held Terminating any more");
             return;
         };
         warn!(uid = %held.origin_uid, %note, "Pods held Terminating on a node not Ready");
-        if self.fleet.key_of(cluster, &held.origin_uid).is_none() {
-            self.metrics.report_dropped(cluster);
-            return;
-        }
         self.publish(
             cluster,
             &held.origin_uid,
