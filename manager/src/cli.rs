@@ -103,6 +103,16 @@ pub struct Args {
     #[arg(long, env = "JOBRELAY_JOB_EVENTS", value_enum, default_value_t = JobEvents::Steps)]
     pub job_events: JobEvents,
 
+    /// Secret, in --lease-namespace, holding the key that seals where each
+    /// Job runs (made by the manager if missing): a record without a valid
+    /// seal never places or moves a Job.
+    #[arg(
+        long,
+        env = "JOBRELAY_PLACEMENT_KEY_SECRET",
+        default_value = "jobrelay-placement-key"
+    )]
+    pub placement_key_secret: String,
+
     #[command(flatten)]
     pub process: jobrelay_process::ProcessFlags,
 

@@ -21,6 +21,20 @@ pub enum Error {
         "cannot read the kube-system namespace, whose UID names this manager installation to agents: {0}"
     )]
     Instance(#[source] kube::Error),
+    #[error(
+        "cannot read or make Secret {secret}, the key that seals where each Job runs (--placement-key-secret; the manager needs get, create and patch on it): {source}"
+    )]
+    SealKey {
+        secret: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error(
+        "Secret {secret} (--placement-key-secret) holds no key: its data.key must be at least 32 bytes; delete the Secret to have a new key made (Jobs placed before are then trusted only where their agents report their mirrors)"
+    )]
+    SealKeyInvalid { secret: String },
+    #[error("the system has no random source to make the placement key from")]
+    NoRandom,
     #[error("the Relay server failed: {0}")]
     Serve(#[from] tonic::transport::Error),
     #[error(transparent)]

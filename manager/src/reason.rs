@@ -38,6 +38,9 @@ pub enum Reason {
     /// The withdrawn mirror and its Pods are gone (or its cluster is Lost)
     /// and the Job unplaced; it is placed again when Kueue admits it.
     MirrorWithdrawn,
+    /// The Job's `jobrelay.dev/cluster` annotation was written by someone
+    /// other than jobrelay: ignored, and jobrelay's record written back.
+    PlacementRecordRestored,
     /// A manager replica took the Lease (on the Lease).
     LeaderElection,
     /// jobrelay's Kueue admission check rejected the Job's Workload.
@@ -67,6 +70,7 @@ impl Reason {
             Reason::MirrorWithdrawn => "MirrorWithdrawn",
             Reason::MirrorUnschedulable => "MirrorUnschedulable",
             Reason::PodsStuckTerminating => "PodsStuckTerminating",
+            Reason::PlacementRecordRestored => "PlacementRecordRestored",
             Reason::LeaderElection => "LeaderElection",
             Reason::AdmissionCheckRejected => "AdmissionCheckRejected",
             Reason::ManagerInstanceRefused => "ManagerInstanceRefused",
@@ -86,6 +90,7 @@ impl Reason {
             | Reason::NoRoom
             | Reason::MirrorUnschedulable
             | Reason::PodsStuckTerminating
+            | Reason::PlacementRecordRestored
             | Reason::AdmissionCheckRejected
             | Reason::ManagerInstanceRefused
             | Reason::DeletionsHeld => "Warning",
@@ -133,7 +138,7 @@ mod tests {
         Reason::RemotePodsGone,
     ];
 
-    const PROBLEMS: [Reason; 15] = [
+    const PROBLEMS: [Reason; 16] = [
         Reason::RemoteFailed,
         Reason::RemoteRejected,
         Reason::DispatchWaiting,
@@ -145,6 +150,7 @@ mod tests {
         Reason::MirrorUnschedulable,
         Reason::PodsStuckTerminating,
         Reason::MirrorWithdrawn,
+        Reason::PlacementRecordRestored,
         Reason::LeaderElection,
         Reason::AdmissionCheckRejected,
         Reason::ManagerInstanceRefused,

@@ -11,6 +11,10 @@ pub const REMOTE_CLEANUP_FINALIZER: &str = "jobrelay.dev/remote-cleanup";
 /// also a label a user may set to pin a Job to a cluster.
 pub const CLUSTER_KEY: &str = "jobrelay.dev/cluster";
 
+/// Annotation on the manager Job beside [`CLUSTER_KEY`]: the manager's seal
+/// of that record, which only it can make; never copied to a mirror.
+pub const PLACEMENT_SEAL_ANNOTATION: &str = "jobrelay.dev/placement-seal";
+
 /// Label on mirror Jobs and their Pods: the identity of the manager.
 pub const ORIGIN_LABEL: &str = "jobrelay.dev/origin";
 

@@ -7,6 +7,8 @@
 mod instance;
 #[path = "security/pinning.rs"]
 mod pinning;
+#[path = "security/placement_record.rs"]
+mod placement_record;
 #[path = "security/relay.rs"]
 mod relay;
 

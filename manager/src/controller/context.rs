@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::controller::superseded::Superseded;
 use crate::deletion_turns::DeletionTurns;
 use crate::fleet::Fleet;
+use crate::job::record::Sealer;
 use crate::kinds::Key;
 use crate::kueue::Reservations;
 use crate::kueue::mirror_scheduling::Flavors;
@@ -34,6 +35,8 @@ pub enum Error {
 
 pub struct Context {
     pub client: kube::Client,
+    /// Seals the record of where each Job runs.
+    pub sealer: Sealer,
     pub fleet: Arc<Fleet>,
     pub registry: Registry,
     pub events: Events,

@@ -27,6 +27,7 @@ use crate::job::life::{self, KueueAsks, Step};
 use crate::job::lifecycle::{Lifecycle, has_finalizer, is_relayed, lifecycle};
 use crate::job::placement::{assigned_cluster, pinned_cluster};
 use crate::job::plan;
+use crate::job::record;
 use crate::job::refused;
 use crate::job::retention::remote_retention;
 use crate::job::stuck;
@@ -93,6 +94,9 @@ pub async fn reconcile<K: Dispatched>(job: Arc<K>, ctx: Arc<Context>) -> Result<
 impl<K: Dispatched> Reconciling<'_, K> {
     async fn reconcile(&self) -> Result<Action, kube::Error> {
         let (job, ctx) = (self.job, self.ctx);
+        if let Some(claimed) = record::claimed(job) {
+            return self.restore_record(claimed).await;
+        }
         let mirror = assigned_cluster(job).and_then(|c| ctx.fleet.view(c, &self.uid));
         if lifecycle(job) == Lifecycle::Finished && has_finalizer(job) {
             let (_, warning) = remote_retention(job, ctx.config.retention.remote_after_finished);
@@ -111,6 +115,12 @@ impl<K: Dispatched> Reconciling<'_, K> {
             Step::Requeue(after) => {
                 debug!(?after, "nothing to do until then");
                 Ok(Action::requeue(after))
+            }
+            // Its record gone, a Job whose mirror the fleet still wants on
+            // a cluster stays there.
+            Step::Place if let Some(cluster) = ctx.fleet.wanted_on(&self.uid) => {
+                let held = self.hold(&cluster).await?;
+                self.apply(&held, &cluster, None).await
             }
             Step::Place => match self.place().await? {
                 Proceed::With(Placed { job, cluster }) => self.apply(&job, &cluster, None).await,

@@ -15,6 +15,7 @@ use kube::api::{Api, DeleteParams, Patch, Preconditions, PropagationPolicy};
 use tracing::info;
 
 use crate::job::placement::assigned_cluster;
+use crate::job::record::{SEAL_ANNOTATION, Sealer};
 use crate::kinds::RelayedKind;
 use crate::kinds::carried::CARRIED_ANNOTATION;
 use crate::kueue::scheduling::FlavorsChange;
@@ -32,13 +33,13 @@ pub async fn hold<K: RelayedKind>(
     job: &K,
     cluster: &str,
     flavors: Option<FlavorsChange>,
+    sealer: &Sealer,
 ) -> Result<K, kube::Error> {
     let mut finalizers = job.finalizers().to_vec();
     if !finalizers.iter().any(|f| f == REMOTE_CLEANUP_FINALIZER) {
         finalizers.push(REMOTE_CLEANUP_FINALIZER.into());
     }
-    let mut annotations =
-        serde_json::json!({CLUSTER_KEY: assigned_cluster(job).unwrap_or(cluster)});
+    let mut annotations = record(job, assigned_cluster(job).or(Some(cluster)), sealer);
     // Placed now, it records what its earlier mirrors counted (or that
     // nothing is carried).
     if assigned_cluster(job).is_none() {
@@ -55,6 +56,34 @@ pub async fn hold<K: RelayedKind>(
     let held = patch_metadata(jobs, job, metadata).await?;
     info!(%cluster, "holding the Job for its mirror");
     Ok(held)
+}
+
+/// jobrelay's record of where `job` runs — on `cluster`, or nowhere — as
+/// annotations to merge: the cluster and its seal.
+fn record<K: RelayedKind>(job: &K, cluster: Option<&str>, sealer: &Sealer) -> serde_json::Value {
+    let uid = job.meta().uid.as_deref().unwrap_or_default();
+    serde_json::json!({
+        CLUSTER_KEY: cluster,
+        SEAL_ANNOTATION: cluster.and_then(|cluster| sealer.seal(uid, cluster)),
+    })
+}
+
+/// Writes jobrelay's record that the Job runs on `placed` (or nowhere)
+/// back over what someone else wrote in its place (or seals one an earlier
+/// jobrelay wrote), if the Job is still the one read.
+pub async fn restore_record<K: RelayedKind>(
+    jobs: &Api<K>,
+    job: &K,
+    placed: Option<&str>,
+    sealer: &Sealer,
+) -> Result<Written, kube::Error> {
+    let metadata = serde_json::json!({
+        "resourceVersion": job.resource_version(),
+        "annotations": record(job, placed, sealer),
+    });
+    patch_metadata(jobs, job, metadata)
+        .await
+        .map(|j| j.resource_version())
 }
 
 /// Counts a lost mirror, if the Job is still the one the count was read
@@ -151,8 +180,10 @@ pub async fn unplace<K: RelayedKind>(
     if annotations.is_none() {
         ops.push(serde_json::json!({"op": "add", "path": "/metadata/annotations", "value": {}}));
     }
-    if assigned_cluster(job).is_some() {
-        ops.push(serde_json::json!({"op": "remove", "path": annotation(CLUSTER_KEY)}));
+    // Removed whether or not the Job carries them as cached.
+    for key in [CLUSTER_KEY, SEAL_ANNOTATION] {
+        ops.push(serde_json::json!({"op": "add", "path": annotation(key), "value": ""}));
+        ops.push(serde_json::json!({"op": "remove", "path": annotation(key)}));
     }
     // Placed again, it records the flavors it is placed under then.
     if has(FLAVORS_ANNOTATION) {

@@ -44,6 +44,15 @@ impl Fleet {
         self.lock().get(cluster)?.mirrors.get(uid).cloned()
     }
 
+    /// The cluster where the fleet wants a mirror of `uid` in place (placed
+    /// there, not being deleted, lost or gone), if one.
+    pub fn wanted_on(&self, uid: &str) -> Option<String> {
+        self.lock().iter().find_map(|(cluster, state)| {
+            let mirror = state.mirrors.get(uid)?;
+            mirror.state.wanted().then(|| cluster.clone())
+        })
+    }
+
     /// The phase the worker last reported for the mirror (no copy of the
     /// rest of its state).
     pub fn phase(&self, cluster: &str, uid: &str) -> Option<MirrorPhase> {

@@ -12,6 +12,7 @@ pub mod lifecycle;
 pub mod loss;
 pub mod placement;
 pub mod plan;
+pub mod record;
 pub mod refused;
 pub mod retention;
 pub mod stuck;

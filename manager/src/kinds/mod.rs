@@ -196,6 +196,7 @@ pub fn mirror_metadata<K: RelayedKind>(
     labels.extend(origin_labels.clone());
     let mut annotations = meta.annotations.clone().unwrap_or_default();
     annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    annotations.remove(jobrelay_proto::wire::PLACEMENT_SEAL_ANNOTATION);
     annotations.insert(REVISION_ANNOTATION.into(), revision(object).to_string());
     if let Some(owner) = meta
         .owner_references

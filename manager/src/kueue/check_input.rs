@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use super::check::{Allowed, RuledOut};
+use super::parameters::Allowed;
+use super::retry::RuledOut;
 use super::types::CheckState;
 use crate::job::refused::Refused;
 use crate::job::stuck::Waiting;

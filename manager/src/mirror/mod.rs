@@ -201,6 +201,15 @@ impl State {
         }
     }
 
+    /// Whether the mirror is wanted in place: placed, not being deleted,
+    /// lost or gone.
+    pub fn wanted(&self) -> bool {
+        matches!(
+            self,
+            State::Unsent | State::Sending { .. } | State::Held(_) | State::Refused { .. }
+        )
+    }
+
     /// Whether the mirror counts on its cluster: wanted and not confirmed gone.
     pub fn is_active(&self) -> bool {
         !matches!(self, State::Gone { .. })

@@ -9,6 +9,7 @@ mod connect;
 mod controllers;
 mod leading;
 mod relay;
+mod seal_key;
 mod watches;
 
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use crate::clusters::status_writer::StatusWriter;
 use crate::controller::context::Context;
 use crate::deletion_turns::DeletionTurns;
 use crate::fleet::Fleet;
+use crate::job::record::Sealer;
 use crate::session::Sessions;
 use crate::telemetry::events::Events;
 use crate::telemetry::metrics;
@@ -55,12 +57,19 @@ pub async fn run(args: Args) -> Result<(), Error> {
     let (triggers, triggered) = mpsc::unbounded_channel();
     let core = Core::new(&client, &args, &checked, triggers.clone());
     let served = connect::served_kinds(&client).await?;
+    let sealer = seal_key::load(
+        &client,
+        &args.election.lease_namespace,
+        &args.placement_key_secret,
+    )
+    .await?;
     let watches = Watches::start(
         &client,
         worker_clusters.clone(),
         &served,
         &core.events,
         &core.fleet.demands(),
+        &sealer,
         &tasks,
     );
     let mut metrics_server = core.serve_metrics(&args, &watches, &shutdown, &tasks);
@@ -74,6 +83,8 @@ pub async fn run(args: Args) -> Result<(), Error> {
         },
         served = &mut metrics_server => return metrics_ended(served?, args.metrics_listen),
     }
+    let (namespace, key) = (&args.election.lease_namespace, &args.placement_key_secret);
+    seal_key::lead(&client, namespace, key, &sealer).await?;
     let sessions = core.sessions(&args, &checked, &watches, &instance, &leadership, &shutdown);
     let server = relay::serve(
         &args,
@@ -92,7 +103,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
         core.status_writer(&args, worker_clusters, &watches)
             .run(shutdown.clone()),
     );
-    let ctx = core.context(&args, client, checked, &watches);
+    let ctx = core.context(&args, client, checked, &watches, sealer);
     let inputs = watches.for_controllers(triggered, triggers);
     let controllers = controllers::start(ctx, inputs, &shutdown, &tasks);
     tokio::select! {
@@ -222,9 +233,11 @@ impl Core {
         client: kube::Client,
         checked: Checked,
         watches: &Watches,
+        sealer: Sealer,
     ) -> Arc<Context> {
         Arc::new(Context {
             client,
+            sealer,
             fleet: self.fleet,
             registry: watches.registry.clone(),
             events: self.events,

@@ -19,6 +19,7 @@ use crate::caches::{all_synced, cache};
 use crate::clusters::registry::Registry;
 use crate::clusters::worker_cluster::WorkerCluster;
 use crate::controller::changes::{self, ChangeFeed};
+use crate::job::record::{self, Sealer};
 use crate::kinds::Key;
 use crate::kinds::RelayedKind;
 use crate::kinds::demands::Demands;
@@ -72,9 +73,10 @@ impl Watches {
         served: &[KindName],
         events: &Events,
         demands: &Arc<Demands>,
+        sealer: &Sealer,
         tasks: &Tasks,
     ) -> Watches {
-        let jobs = KindWatch::<Job>::start(client, events, demands, tasks);
+        let jobs = KindWatch::<Job>::start(client, events, demands, sealer, tasks);
         let (clusters, cluster_writer) = reflector::store();
         let (cluster_changes, clusters_changed) = watch::channel(());
         let clusters_synced = cache(
@@ -94,7 +96,7 @@ impl Watches {
         );
         let jobsets = served
             .contains(&JobSet::NAME)
-            .then(|| KindWatch::<JobSet>::start(client, events, demands, tasks));
+            .then(|| KindWatch::<JobSet>::start(client, events, demands, sealer, tasks));
         let mut synced = vec![jobs.synced.clone(), clusters_synced, namespaces_synced];
         synced.extend(jobsets.as_ref().map(|w| w.synced.clone()));
         Watches {
@@ -133,11 +135,13 @@ pub(super) struct KindWatch<K: RelayedKind> {
 
 impl<K: RelayedKind> KindWatch<K> {
     /// What each object's Pods ask is recorded in `demands` from the whole
-    /// object, before the cache trims it.
+    /// object, before the cache trims it; the cache keeps only the record
+    /// of where it runs that jobrelay sealed ([`record::for_cache`]).
     fn start(
         client: &kube::Client,
         events: &Events,
         demands: &Arc<Demands>,
+        sealer: &Sealer,
         tasks: &Tasks,
     ) -> KindWatch<K> {
         let (objects, writer) = reflector::store::<K>();
@@ -147,10 +151,12 @@ impl<K: RelayedKind> KindWatch<K> {
         let marked = objects.clone();
         let published = events.clone();
         let (recorded, forgotten) = (Arc::clone(demands), Arc::clone(demands));
+        let sealer = sealer.clone();
         let synced = cache(
             Api::<K>::all(client.clone()),
             move |object: &mut K| {
                 recorded.record(object);
+                record::for_cache(object, &sealer);
                 object.for_cache();
             },
             writer,

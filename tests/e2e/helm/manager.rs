@@ -156,21 +156,45 @@ async fn manager_replicas_elect_a_leader_on_a_lease_and_spread_over_nodes() {
         );
     }
 
-    // The Lease, and the label on its own Pod, in its namespace only.
+    // The Lease, the label on its own Pod and the placement key, in its
+    // namespace only; of Secrets, it reads the key alone.
     let role: Role = object(&objects, "Role", "jobrelay-manager-leader-election");
-    let rules: Vec<(Vec<String>, Vec<String>)> = role
+    let rules: Vec<(Vec<String>, Vec<String>, Vec<String>)> = role
         .rules
         .unwrap_or_default()
         .into_iter()
-        .map(|r| (r.resources.unwrap_or_default(), r.verbs))
+        .map(|r| {
+            let names = r.resource_names.unwrap_or_default();
+            (r.resources.unwrap_or_default(), names, r.verbs)
+        })
         .collect();
     let strings = |items: &[&str]| items.iter().map(|i| i.to_string()).collect::<Vec<_>>();
     assert_eq!(
         rules,
         [
-            (strings(&["leases"]), strings(&["get", "create", "update"])),
-            (strings(&["pods"]), strings(&["get", "patch"])),
+            (
+                strings(&["leases"]),
+                vec![],
+                strings(&["get", "create", "update"])
+            ),
+            (strings(&["pods"]), vec![], strings(&["get", "patch"])),
+            (
+                strings(&["secrets"]),
+                strings(&["jobrelay-placement-key"]),
+                strings(&["get", "patch"])
+            ),
+            (strings(&["secrets"]), vec![], strings(&["create"])),
         ]
+    );
+    let env = &spec.template.spec.as_ref().expect("a pod spec").containers[0].env;
+    let key = env
+        .iter()
+        .flatten()
+        .find(|e| e.name == "JOBRELAY_PLACEMENT_KEY_SECRET");
+    assert_eq!(
+        key.and_then(|e| e.value.as_deref()),
+        Some("jobrelay-placement-key"),
+        "the manager reads the key the role names"
     );
 
     let single = [MANAGER_VALUES, &["--set", "manager.replicas=1"]].concat();

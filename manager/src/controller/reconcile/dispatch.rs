@@ -193,7 +193,8 @@ impl<K: Dispatched> Reconciling<'_, K> {
             .reservations
             .get(&self.uid)
             .and_then(|r| self.job.flavors_record(&r.scheduling));
-        let held = writes::hold(&self.jobs, self.job, cluster, flavors).await?;
+        let sealer = &self.ctx.sealer;
+        let held = writes::hold(&self.jobs, self.job, cluster, flavors, sealer).await?;
         self.wrote(self.job, held.meta().resource_version.clone());
         Ok(held)
     }

@@ -12,6 +12,7 @@ use super::{Dispatched, Reconciling};
 use crate::controller::writes::{self, Written, write_status};
 use crate::job::life::Expiry;
 use crate::job::plan::{Effect, Plan};
+use crate::job::record::{self, Record};
 use crate::telemetry::events::Reason;
 
 impl<K: Dispatched> Reconciling<'_, K> {
@@ -97,6 +98,26 @@ impl<K: Dispatched> Reconciling<'_, K> {
             self.wrote(job, written);
         }
         Ok(plan.then.map_or_else(Action::await_change, Action::requeue))
+    }
+
+    /// Writes jobrelay's record of where the Job runs back over the one
+    /// `claimed` in its place (or seals one an earlier jobrelay wrote),
+    /// telling the Job when the claim differed. With its seal gone too, the
+    /// record is where the fleet wants its mirror, if anywhere.
+    pub(super) async fn restore_record(&self, claimed: &str) -> Result<Action, kube::Error> {
+        let placed = match record::judged_again(self.job, &self.ctx.sealer) {
+            Some(Record::Placed { cluster, .. } | Record::Unsealed { cluster }) => Some(cluster),
+            _ => self.ctx.fleet.wanted_on(&self.uid),
+        };
+        let placed = placed.as_deref();
+        let sealer = &self.ctx.sealer;
+        let written = writes::restore_record(&self.jobs, self.job, placed, sealer).await?;
+        if placed != Some(claimed) {
+            let note = record::restored_note(claimed, placed);
+            self.publish(Reason::PlacementRecordRestored, note);
+        }
+        self.wrote(self.job, written);
+        Ok(Action::await_change())
     }
 
     /// Records an Event on the Job, and logs it.
