@@ -12,12 +12,21 @@
 /// Jobs of its origin name the instances `held` (a mirror made before
 /// instances were recorded names none and speaks for no one), given the
 /// instance an operator adopted, if any. Refuses, saying why and what to do,
-/// when a mirror belongs to another instance. A manager that names no
-/// instance is taken: it cannot be told apart. Both sides judge: the manager
-/// refuses before it welcomes (and shows why on its WorkerCluster), and the
-/// agent refuses the Welcome whatever the manager decided.
+/// when a mirror belongs to another instance, and a manager that names no
+/// instance: it could not be told apart from another installation. Both
+/// sides judge: the manager refuses before it welcomes (and shows why on its
+/// WorkerCluster), and the agent refuses the Welcome whatever the manager
+/// decided.
 pub fn judge(offered: &str, held: &[String], adopted: &str) -> Result<(), String> {
-    if offered.is_empty() || adopted == offered {
+    if offered.is_empty() {
+        return Err(
+            "refusing a manager that names no instance (its Welcome's manager_instance is empty): \
+             the agent takes commands only from a manager installation it can tell apart from \
+             another; run a manager of this agent's version or newer"
+                .to_string(),
+        );
+    }
+    if adopted == offered {
         return Ok(());
     }
     let mut others: Vec<&str> = held
@@ -76,7 +85,11 @@ mod tests {
     }
 
     #[test]
-    fn a_manager_naming_no_instance_is_taken() {
-        assert!(judge("", &held(&["a"]), "").is_ok());
+    fn a_manager_naming_no_instance_is_refused_whatever_the_worker_holds() {
+        for held in [held(&["a"]), held(&[])] {
+            let refused = judge("", &held, "").unwrap_err();
+            assert!(refused.contains("names no instance"), "{refused}");
+        }
+        assert!(judge("", &[], "").is_err(), "not even as an adopted one");
     }
 }

@@ -36,6 +36,8 @@ const QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
 
 #[path = "jobset/flavors.rs"]
 mod flavors;
+#[path = "jobset/own_labels.rs"]
+mod own_labels;
 
 static SETUP: OnceCell<(JobSetController, Kueue, &'static Relay)> = OnceCell::const_new();
 

@@ -11,7 +11,7 @@ use kube::api::ObjectMeta;
 use serde_json::Value;
 
 use super::carried::{Carried, Counting};
-use super::{MirrorError, PodCounts, RelayedKind, job_status, mirror_metadata};
+use super::{MirrorError, PodCounts, RelayedKind, job_status, mirror_metadata, without_own_keys};
 
 /// Pod-template labels the manager cluster's API server derived from the
 /// manager Job's UID; the worker's API server sets its own.
@@ -148,6 +148,7 @@ fn mirror_job(job: &Job, origin: &str) -> Result<Job, MirrorError> {
         .template
         .metadata
         .get_or_insert_with(ObjectMeta::default);
+    without_own_keys(template_meta);
     let template_labels: &mut BTreeMap<String, String> =
         template_meta.labels.get_or_insert_with(BTreeMap::new);
     for key in CONTROLLER_LABELS {

@@ -90,6 +90,63 @@ fn strips_what_must_not_cross_clusters_and_labels_the_origin() {
 }
 
 #[test]
+fn jobrelays_own_keys_a_user_wrote_are_dropped_and_its_own_written_over() {
+    let mut job = manager_job();
+    let forged = |metadata: &mut ObjectMeta| {
+        for keys in [&mut metadata.labels, &mut metadata.annotations] {
+            keys.get_or_insert_with(BTreeMap::new).extend([
+                (ORIGIN_UID_LABEL.to_string(), "a-victims-uid".to_string()),
+                (
+                    "jobrelay.dev/manager-instance".to_string(),
+                    "other".to_string(),
+                ),
+                (REVISION_ANNOTATION.to_string(), "999".to_string()),
+                (
+                    "jobrelay.dev/placement-seal".to_string(),
+                    "v1:x:w".to_string(),
+                ),
+            ]);
+        }
+    };
+    forged(&mut job.metadata);
+    forged(
+        job.spec
+            .as_mut()
+            .unwrap()
+            .template
+            .metadata
+            .as_mut()
+            .unwrap(),
+    );
+    let mirror = job.mirror("hub").unwrap();
+    let template = mirror.spec.unwrap().template.metadata.unwrap();
+    for (what, metadata) in [
+        ("the Job", &mirror.metadata),
+        ("its pod template", &template),
+    ] {
+        let labels = metadata.labels.clone().unwrap_or_default();
+        let annotations = metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(labels[ORIGIN_UID_LABEL], "uid-1", "{what}");
+        assert!(
+            !labels.contains_key("jobrelay.dev/manager-instance"),
+            "{what}"
+        );
+        assert!(!annotations.contains_key(ORIGIN_UID_LABEL), "{what}");
+        assert!(
+            !annotations.contains_key("jobrelay.dev/placement-seal"),
+            "{what}"
+        );
+    }
+    let annotations = mirror.metadata.annotations.unwrap();
+    assert_eq!(
+        annotations[REVISION_ANNOTATION], "3",
+        "jobrelay's own revision"
+    );
+    let template_annotations = template.annotations.unwrap_or_default();
+    assert!(!template_annotations.contains_key(REVISION_ANNOTATION));
+}
+
+#[test]
 fn the_cache_keeps_no_template_or_selector_and_a_cached_copy_is_not_whole() {
     let job = manager_job();
     assert!(is_whole(&job));

@@ -5,10 +5,11 @@ use std::collections::BTreeMap;
 
 use jobrelay_kinds::jobset::{JobSet, JobSetSpec, JobSetStatus};
 use jobrelay_proto::kinds::{JOBSET, KindName};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
-use super::{MirrorError, RelayedKind, jobset_status, mirror_metadata};
+use super::{MirrorError, RelayedKind, jobset_status, mirror_metadata, without_own_keys};
 
 impl RelayedKind for JobSet {
     const NAME: KindName = JOBSET;
@@ -113,21 +114,24 @@ impl RelayedKind for JobSet {
             kind: "JobSet",
             field: "spec",
         })?;
-        let labelled = |labels: &mut Option<BTreeMap<String, String>>| {
-            labels
+        // Only jobrelay's own labels of its own prefix, on every template.
+        let labelled = |metadata: &mut ObjectMeta| {
+            without_own_keys(metadata);
+            metadata
+                .labels
                 .get_or_insert_with(BTreeMap::new)
                 .extend(origin_labels.clone());
         };
         let mut replicated_jobs = spec.replicated_jobs.clone();
         for job in &mut replicated_jobs {
-            let job_meta = job.template.metadata.get_or_insert_with(Default::default);
-            labelled(&mut job_meta.labels);
+            labelled(job.template.metadata.get_or_insert_with(Default::default));
             if let Some(job_spec) = job.template.spec.as_mut() {
-                let pod_meta = job_spec
-                    .template
-                    .metadata
-                    .get_or_insert_with(Default::default);
-                labelled(&mut pod_meta.labels);
+                labelled(
+                    job_spec
+                        .template
+                        .metadata
+                        .get_or_insert_with(Default::default),
+                );
             }
         }
         Ok(JobSet {
@@ -236,6 +240,56 @@ mod tests {
             "worker"
         );
         assert!(mirror.status.is_none());
+    }
+
+    #[test]
+    fn jobrelays_own_labels_a_user_wrote_on_any_template_never_reach_the_worker() {
+        let mut jobset = manager_jobset();
+        let forged = serde_json::json!({
+            "jobrelay.dev/manager-instance": "another-installation",
+            "jobrelay.dev/origin-uid": "a-victims-uid",
+            "jobrelay.dev/anything": "x",
+        });
+        let forged: BTreeMap<String, String> = serde_json::from_value(forged).unwrap();
+        jobset
+            .metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .extend(forged.clone());
+        jobset.metadata.annotations = Some(forged.clone());
+        let spec = jobset.spec.as_mut().unwrap();
+        for job in &mut spec.replicated_jobs {
+            let job_meta = job.template.metadata.get_or_insert_with(Default::default);
+            job_meta.labels = Some(forged.clone());
+            job_meta.annotations = Some(forged.clone());
+            let pod = &mut job.template.spec.as_mut().unwrap().template;
+            let pod_meta = pod.metadata.get_or_insert_with(Default::default);
+            pod_meta.labels = Some(forged.clone());
+            pod_meta.annotations = Some(forged.clone());
+        }
+        let mirror = jobset.mirror("hub").unwrap();
+        let own_only = |metadata: &ObjectMeta, what: &str| {
+            for (key, value) in metadata
+                .labels
+                .iter()
+                .chain(&metadata.annotations)
+                .flatten()
+            {
+                let ours = [ORIGIN_LABEL, ORIGIN_UID_LABEL, REVISION_ANNOTATION];
+                if key.starts_with("jobrelay.dev/") {
+                    assert!(ours.contains(&key.as_str()), "{what}: {key}={value}");
+                }
+            }
+            let labels = metadata.labels.as_ref().unwrap();
+            assert_eq!(labels[ORIGIN_UID_LABEL], "uid-1", "{what}");
+        };
+        own_only(&mirror.metadata, "the JobSet");
+        for job in &mirror.spec.as_ref().unwrap().replicated_jobs {
+            own_only(job.template.metadata.as_ref().unwrap(), &job.name);
+            let pod = &job.template.spec.as_ref().unwrap().template;
+            own_only(pod.metadata.as_ref().unwrap(), &job.name);
+        }
     }
 
     #[test]

@@ -168,9 +168,10 @@ impl PodCounts {
 
 /// What every mirror carries, of any kind: the object's namespace and name,
 /// its labels (but a JobSet's UID label, which would make the mirror read as
-/// a JobSet's child on the worker) and the origin labels, its annotations
-/// with the revision and its controlling owner recorded (not referenced);
-/// nothing else of its metadata crosses clusters. Also the origin labels, for its templates.
+/// a JobSet's child on the worker, and jobrelay's own) and the origin
+/// labels, its annotations (but jobrelay's own) with the revision and its
+/// controlling owner recorded (not referenced); nothing else of its
+/// metadata crosses clusters. Also the origin labels, for its templates.
 pub fn mirror_metadata<K: RelayedKind>(
     object: &K,
     origin: &str,
@@ -190,13 +191,18 @@ pub fn mirror_metadata<K: RelayedKind>(
         (ORIGIN_LABEL.to_string(), origin.to_string()),
         (ORIGIN_UID_LABEL.to_string(), uid),
     ]);
-    let mut labels = meta.labels.clone().unwrap_or_default();
+    let mut own = ObjectMeta {
+        labels: meta.labels.clone(),
+        annotations: meta.annotations.clone(),
+        ..ObjectMeta::default()
+    };
+    without_own_keys(&mut own);
+    let mut labels = own.labels.unwrap_or_default();
     // A worker's agent reads this label as "a child of that JobSet".
     labels.remove(JOBSET_UID_LABEL);
     labels.extend(origin_labels.clone());
-    let mut annotations = meta.annotations.clone().unwrap_or_default();
+    let mut annotations = own.annotations.unwrap_or_default();
     annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
-    annotations.remove(jobrelay_proto::wire::PLACEMENT_SEAL_ANNOTATION);
     annotations.insert(REVISION_ANNOTATION.into(), revision(object).to_string());
     if let Some(owner) = meta
         .owner_references
@@ -218,6 +224,22 @@ pub fn mirror_metadata<K: RelayedKind>(
     };
     Ok((metadata, origin_labels))
 }
+
+/// `metadata` without any label or annotation of jobrelay's own prefix
+/// (`jobrelay.dev/`): one a user wrote — on the object or on any template
+/// in it — never reaches a worker, whose agent reads some of them; jobrelay
+/// adds its own after.
+pub fn without_own_keys(metadata: &mut ObjectMeta) {
+    for keys in [&mut metadata.labels, &mut metadata.annotations]
+        .into_iter()
+        .flatten()
+    {
+        keys.retain(|key, _| !key.starts_with(OWN_PREFIX));
+    }
+}
+
+/// The prefix of jobrelay's own labels and annotations.
+const OWN_PREFIX: &str = "jobrelay.dev/";
 
 /// The merge patch of the status subresource that makes `fields` read as
 /// in `status`: each it lacks is removed (null), whatever the manager's

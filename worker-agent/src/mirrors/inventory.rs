@@ -12,16 +12,17 @@ use crate::kinds::{self, Mirror};
 use crate::report::revision_of;
 
 impl Mirrors {
-    /// The manager instances this origin's mirrors name, each once.
+    /// The manager instances this origin's mirrors name, each once: only
+    /// the mirrors the agent wrote itself, never their children (a
+    /// JobSet's Jobs), whose labels come from templates a user wrote.
     pub fn manager_instances(&self) -> Vec<String> {
         let mut instances: Vec<String> = self
             .objects
             .state()
             .iter()
-            .filter_map(|object| {
-                let labels = object.object_meta().labels.as_ref()?;
-                labels.get(MANAGER_INSTANCE_LABEL).cloned()
-            })
+            .map(|object| object.object_meta())
+            .filter(|meta| kinds::parent(meta).is_none())
+            .filter_map(|meta| meta.labels.as_ref()?.get(MANAGER_INSTANCE_LABEL).cloned())
             .collect();
         instances.sort_unstable();
         instances.dedup();

@@ -1,8 +1,11 @@
 //! Unit tests of the mirrors' passes: what a pass sees and reports.
 
 use super::*;
+use jobrelay_kinds::jobset::JOBSET_UID_LABEL;
 use jobrelay_proto::v1::{DeleteMirror, DeleteReason, MirrorPhase};
-use jobrelay_proto::wire::{ORIGIN_LABEL, ORIGIN_UID_LABEL, REVISION_ANNOTATION};
+use jobrelay_proto::wire::{
+    MANAGER_INSTANCE_LABEL, ORIGIN_LABEL, ORIGIN_UID_LABEL, REVISION_ANNOTATION,
+};
 use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::watcher::Event;
 
@@ -207,4 +210,23 @@ async fn a_mirror_outside_the_watches_is_not_gone_while_its_namespace_cannot_be_
     );
     assert_eq!(reported_gone(&mut mirrors).await, Vec::<String>::new());
     assert!(mirrors.is_deleting("outside") && mirrors.is_deleting("watched"));
+}
+
+#[tokio::test]
+async fn the_manager_instance_is_read_from_the_mirrors_the_agent_wrote_not_their_children() {
+    let labelled = |uid: &str, instance: &str, child: bool| {
+        let mut job = mirror(uid, false);
+        let labels = job.metadata.labels.get_or_insert_with(Default::default);
+        labels.insert(MANAGER_INSTANCE_LABEL.into(), instance.into());
+        if child {
+            labels.insert(JOBSET_UID_LABEL.into(), "jobset-uid".into());
+        }
+        job
+    };
+    let mirrors = reaching_nothing(vec![
+        labelled("u1", "ours", false),
+        labelled("u2", "from-a-users-template", true),
+    ])
+    .await;
+    assert_eq!(mirrors.manager_instances(), ["ours"]);
 }
