@@ -100,6 +100,12 @@ fn leader_and_workers(name: &str, run_for: &str) -> JobSet {
     .expect("JobSet")
 }
 
+/// Creates `jobset` on the manager; its UID.
+async fn create(jobsets: &Api<JobSet>, jobset: &JobSet) -> String {
+    let created = jobsets.create(&PostParams::default(), jobset).await;
+    created.expect("create JobSet").uid().expect("uid")
+}
+
 /// The objects on worker-1 of the JobSet `name`'s mirror.
 async fn on_worker<K>(s: &Scenario, name: &str) -> Vec<K>
 where
@@ -139,11 +145,7 @@ async fn wait_manager(
 #[tokio::test]
 async fn a_jobset_runs_where_jobsets_are_served_completes_and_leaves_nothing_behind() {
     let (s, jobsets) = relayed("jobset-complete").await;
-    let created = jobsets
-        .create(&PostParams::default(), &leader_and_workers("trio", "3s"))
-        .await
-        .expect("create JobSet");
-    let uid = created.uid().expect("uid");
+    let uid = create(&jobsets, &leader_and_workers("trio", "3s")).await;
 
     let placed = wait_manager(&jobsets, ("trio", "placed"), |set| {
         set.annotations().contains_key(CLUSTER_KEY)

@@ -9,10 +9,11 @@ use jobrelay_testbed::objects::kueue_objects::{self, LOCAL_QUEUE};
 use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use kube::ResourceExt;
-use kube::api::PostParams;
 use serde_json::json;
 
-use super::{CHECK, QUEUE_NAME, finish, leader_and_workers, on_worker, relayed, wait_manager};
+use super::{
+    CHECK, QUEUE_NAME, create, finish, leader_and_workers, on_worker, relayed, wait_manager,
+};
 
 /// The node label both flavors set, to values no test node carries.
 const POOL: &str = "e2e.jobrelay.dev/pool";
@@ -70,12 +71,7 @@ async fn a_jobset_admitted_in_a_flavor_per_pod_set_runs_on_a_worker_with_neither
     jobset
         .labels_mut()
         .insert(QUEUE_NAME.into(), LOCAL_QUEUE.into());
-    let uid = jobsets
-        .create(&PostParams::default(), &jobset)
-        .await
-        .expect("create JobSet")
-        .uid()
-        .expect("uid");
+    let uid = create(&jobsets, &jobset).await;
 
     // Kueue admits it, each replicated Job in its own flavor.
     let admitted = wait_manager(&jobsets, ("flavored", "admitted"), |set| {

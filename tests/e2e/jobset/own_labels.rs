@@ -8,9 +8,8 @@ use jobrelay_proto::wire::{MANAGER_INSTANCE_LABEL, ORIGIN_UID_LABEL};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::PostParams;
 
-use super::{JOBSET_WORKER, finish, leader_and_workers, on_worker, relayed, wait_manager};
+use super::{JOBSET_WORKER, create, finish, leader_and_workers, on_worker, relayed, wait_manager};
 use jobrelay_testbed::wait::{self, Seen, WAIT};
 
 /// Labels a user wrote in jobrelay's prefix.
@@ -38,12 +37,7 @@ async fn jobrelays_own_labels_on_a_jobsets_templates_never_reach_the_worker() {
             labels.extend(FORGED.map(|(k, v)| (k.to_string(), v.to_string())));
         }
     }
-    let uid = jobsets
-        .create(&PostParams::default(), &jobset)
-        .await
-        .expect("create JobSet")
-        .uid()
-        .expect("uid");
+    let uid = create(&jobsets, &jobset).await;
     let (jobs, pods) = wait::until("2 Jobs and 4 Pods of the mirror", WAIT, || async {
         let jobs: Vec<Job> = on_worker(&s, "forged").await;
         let pods: Vec<Pod> = on_worker(&s, "forged").await;
