@@ -307,6 +307,7 @@ impl Sessions {
             session,
             outbox: outbox.clone(),
             drift: drift::Drift::default(),
+            deletions_held: None,
         };
         let silence = self.heartbeat_interval * MISSED_HEARTBEATS;
         let mut certificate_ends =

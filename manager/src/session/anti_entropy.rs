@@ -24,6 +24,9 @@ pub(super) struct AntiEntropy {
     /// The session's outbox, which counts the set-changing messages queued.
     pub outbox: Outbox,
     pub drift: Drift,
+    /// The figures of the agent's last DeletionsHeld (unknown, live): the
+    /// same again is not news.
+    pub deletions_held: Option<(u32, u32)>,
 }
 
 impl Sessions {

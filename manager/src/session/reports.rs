@@ -32,7 +32,11 @@ impl Sessions {
         match kind {
             K::Hello(_) => return Err(Ended::SecondHello),
             K::Heartbeat(beat) => self.heartbeat(cluster, anti_entropy, beat.holding),
-            K::DeletionsHeld(held) => self.deletions_held(cluster, &held),
+            K::DeletionsHeld(held) => {
+                if news(&mut anti_entropy.deletions_held, &held) {
+                    self.deletions_held(cluster, &held);
+                }
+            }
             K::MirrorStatus(report) => self.mirror_status(cluster, report),
             K::MirrorGone(gone) => self.mirror_gone(cluster, gone),
             K::MirrorLost(lost) => self.mirror_lost(cluster, lost),
@@ -258,6 +262,16 @@ impl Sessions {
     }
 }
 
+/// Whether a DeletionsHeld says what the session's `last` did not (which
+/// it then remembers): the same figures again are neither logged nor
+/// recorded again, however often an agent sends them.
+fn news(last: &mut Option<(u32, u32)>, held: &DeletionsHeld) -> bool {
+    let figures = Some((held.unknown, held.live));
+    let new = *last != figures;
+    *last = figures;
+    new
+}
+
 /// What [`RelayedKind::copied`] and [`RelayedKind::finish_time`] say for a
 /// status report of a mirror of `kind`: the copied status as the manager
 /// keeps it, and when the mirror finished.
@@ -282,5 +296,25 @@ fn copied_status(kind: KindName, worker_status: &[u8]) -> serde_json::Result<Cop
         of::<jobrelay_kinds::jobset::JobSet>(worker_status)
     } else {
         of::<k8s_openapi::api::batch::v1::Job>(worker_status)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_deletions_held_again_is_not_news() {
+        let held = |unknown, live| DeletionsHeld {
+            unknown,
+            live,
+            confirm_in: None,
+        };
+        let mut last = None;
+        assert!(news(&mut last, &held(30, 40)), "the first");
+        for _ in 0..1000 {
+            assert!(!news(&mut last, &held(30, 40)), "a flood of the same");
+        }
+        assert!(news(&mut last, &held(31, 40)), "changed figures");
     }
 }

@@ -149,8 +149,10 @@ impl Core {
             args.metrics_per_cluster_latencies,
         ));
         let certificates = Arc::new(AgentCertificates::new(metrics.agent_certificate_expiry()));
+        let events = Events::new(client.clone(), &checked.origin, args.job_events);
+        metrics.count_events_dropped(events.dropped());
         Core {
-            events: Events::new(client.clone(), &checked.origin, args.job_events),
+            events,
             fleet,
             metrics,
             deletions,

@@ -14,7 +14,8 @@ use kube::api::{Api, Patch};
 use tokio::sync::mpsc;
 
 use crate::kinds::Key;
-use tokio_stream::wrappers::UnboundedReceiverStream;
+use prometheus_client::metrics::counter::Counter;
+use tokio_stream::wrappers::ReceiverStream;
 
 pub use crate::reason::{JobEvents, Reason};
 
@@ -30,16 +31,22 @@ pub use crate::reason::{JobEvents, Reason};
 /// At most [`WRITERS`] Event writes are in flight: the manager's requests
 /// share one flow of the API server's priority and fairness, and a burst of
 /// Events must not queue ahead of the status and dispatch writes users wait
-/// for. An Event waits for its turn instead.
+/// for. An Event waits for its turn instead — in a queue of at most
+/// [`QUEUED`]: past it (a flood of reports, an API server that stopped
+/// answering) an Event is dropped and counted, never held.
 #[derive(Clone)]
 pub struct Events {
     recorded: JobEvents,
     series: Arc<Mutex<Series>>,
-    queue: mpsc::UnboundedSender<Queued>,
+    queue: mpsc::Sender<Queued>,
+    /// Events dropped because the queue was full.
+    dropped: Counter,
 }
 
 /// Event writes in flight at most.
 const WRITERS: usize = 4;
+/// Events waiting for their write at most: a few megabytes of notes.
+pub const QUEUED: usize = 4096;
 
 /// How long after an Event the same reason on the same Job adds to it.
 pub const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
@@ -51,10 +58,10 @@ impl Events {
     /// `recorded` says; a task of their own writes them (so this is called
     /// inside a Tokio runtime).
     pub fn new(client: kube::Client, instance: &str, recorded: JobEvents) -> Self {
-        let (queue, queued) = mpsc::unbounded_channel();
+        let (queue, queued) = mpsc::channel(QUEUED);
         let instance: Arc<str> = instance.into();
         tokio::spawn(
-            UnboundedReceiverStream::new(queued).for_each_concurrent(WRITERS, move |queued| {
+            ReceiverStream::new(queued).for_each_concurrent(WRITERS, move |queued| {
                 write(client.clone(), Arc::clone(&instance), queued)
             }),
         );
@@ -62,7 +69,14 @@ impl Events {
             recorded,
             series: Arc::default(),
             queue,
+            dropped: Counter::default(),
         }
+    }
+
+    /// The count of Events dropped because the queue was full, for the
+    /// metrics.
+    pub fn dropped(&self) -> Counter {
+        self.dropped.clone()
     }
 
     /// Records `reason` on the Job, at once as far as the caller is
@@ -78,21 +92,39 @@ impl Events {
             job.uid.as_deref().unwrap_or_default(),
             job.name.as_deref().unwrap_or_default(),
         );
+        // A place in the queue first: a dropped Event leaves its series as
+        // it was.
+        let place = match self.queue.try_reserve() {
+            Ok(place) => place,
+            Err(mpsc::error::TrySendError::Full(())) => {
+                let before = self.dropped.inc();
+                if before.is_power_of_two() || before == 0 {
+                    tracing::warn!(
+                        reason = reason.as_str(),
+                        job = name,
+                        dropped = before + 1,
+                        "{QUEUED} Events wait for their write; Event dropped"
+                    );
+                }
+                return;
+            }
+            Err(mpsc::error::TrySendError::Closed(())) => {
+                tracing::warn!(
+                    reason = reason.as_str(),
+                    job = name,
+                    "the Event writer stopped; Event not recorded"
+                );
+                return;
+            }
+        };
         let write = self.series().next(uid, name, reason, at);
-        let queued = Queued {
+        place.send(Queued {
             job: job.clone(),
             reason,
             note,
             at,
             write,
-        };
-        if self.queue.send(queued).is_err() {
-            tracing::warn!(
-                reason = reason.as_str(),
-                job = name,
-                "the Event writer stopped; Event not recorded"
-            );
-        }
+        });
     }
 
     /// Forgets the series of a Job that is gone: nothing is published on it
@@ -269,118 +301,5 @@ pub fn object_reference(key: &Key, uid: &str) -> ObjectReference {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `reason` published on the Job `job` (its UID is `uid-{job}`).
-    fn publish(series: &mut Series, job: &str, reason: Reason, at: Timestamp) -> Write {
-        series.next(&format!("uid-{job}"), job, reason, at)
-    }
-
-    fn at(seconds: i64) -> Timestamp {
-        Timestamp::from_second(1_800_000_000 + seconds).unwrap()
-    }
-
-    #[test]
-    fn the_first_event_of_a_reason_on_a_job_is_created() {
-        let mut series = Series::default();
-        let Write::Create { name } = publish(&mut series, "train", Reason::Dispatched, at(0))
-        else {
-            panic!("created");
-        };
-        assert!(name.starts_with("train."), "{name}");
-        let other = publish(&mut series, "train", Reason::RemoteFinished, at(1));
-        assert!(
-            matches!(other, Write::Create { .. }),
-            "another reason: {other:?}"
-        );
-        let elsewhere = publish(&mut series, "eval", Reason::Dispatched, at(1));
-        assert!(
-            matches!(elsewhere, Write::Create { .. }),
-            "another Job: {elsewhere:?}"
-        );
-    }
-
-    #[test]
-    fn the_same_reason_within_the_window_counts_on_the_first_event() {
-        let mut series = Series::default();
-        let Write::Create { name } = publish(&mut series, "train", Reason::ClusterLost, at(0))
-        else {
-            panic!("created");
-        };
-        assert_eq!(
-            publish(&mut series, "train", Reason::ClusterLost, at(60)),
-            Write::Count {
-                name: name.clone(),
-                count: 2
-            }
-        );
-        assert_eq!(
-            publish(&mut series, "train", Reason::ClusterLost, at(60 + 359)),
-            Write::Count { name, count: 3 },
-            "the window runs from the last one"
-        );
-    }
-
-    #[test]
-    fn after_the_window_a_new_event_is_created() {
-        let mut series = Series::default();
-        publish(&mut series, "train", Reason::ClusterLost, at(0));
-        let later = publish(&mut series, "train", Reason::ClusterLost, at(360));
-        assert!(matches!(later, Write::Create { .. }), "{later:?}");
-        assert_eq!(
-            series.recent["uid-train"].len(),
-            1,
-            "in place of the old one"
-        );
-    }
-
-    #[test]
-    fn an_object_without_a_uid_starts_no_series() {
-        let mut series = Series::default();
-        for second in 0..2 {
-            let write = series.next("", "train", Reason::ClusterLost, at(second));
-            assert!(matches!(write, Write::Create { .. }), "{write:?}");
-        }
-        assert!(series.recent.is_empty());
-    }
-
-    #[test]
-    fn a_job_forgotten_starts_no_series() {
-        let mut series = Series::default();
-        publish(&mut series, "train", Reason::ClusterLost, at(0));
-        publish(&mut series, "eval", Reason::ClusterLost, at(0));
-        series.forget("uid-train");
-        assert!(series.recent.len() == 1, "{series:?}");
-        assert!(matches!(
-            publish(&mut series, "train", Reason::ClusterLost, at(1)),
-            Write::Create { .. }
-        ));
-        assert!(matches!(
-            publish(&mut series, "eval", Reason::ClusterLost, at(1)),
-            Write::Count { count: 2, .. }
-        ));
-    }
-
-    #[test]
-    fn what_ran_out_is_forgotten_as_events_are_published() {
-        let mut series = Series::default();
-        for i in 0..1000 {
-            publish(&mut series, &format!("old-{i}"), Reason::Dispatched, at(0));
-        }
-        for i in 0..1000 {
-            publish(
-                &mut series,
-                &format!("new-{i}"),
-                Reason::Dispatched,
-                at(400),
-            );
-        }
-        assert!(
-            series.recent.len() <= 1100,
-            "{} remembered; the old ones ran out",
-            series.recent.len()
-        );
-        assert!(series.recent.contains_key("uid-new-999"));
-    }
-}
+#[path = "events_tests.rs"]
+mod tests;

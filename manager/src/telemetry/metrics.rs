@@ -147,6 +147,16 @@ impl Metrics {
         metrics
     }
 
+    /// Counts the Events `events` drops because its queue is full.
+    pub fn count_events_dropped(&self, dropped: prometheus_client::metrics::counter::Counter) {
+        let mut registry = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
+        registry.register(
+            "events_dropped",
+            "Events not recorded because as many as the queue holds were waiting for their write (a flood of reports, or an API server that stopped answering)",
+            dropped,
+        );
+    }
+
     /// The Relay's and the sessions' counters: refusals, cuts, losses, dropped reports.
     fn register_relay(&self, registry: &mut Registry) {
         registry.register(
