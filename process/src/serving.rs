@@ -108,12 +108,21 @@ fn load(pem: &Pem) -> Result<ServerConfig, Error> {
 /// [`MAX_BODY`] bytes).
 pub type Respond = Arc<dyn Fn(&hyper::Method, &str, Bytes) -> Response<Full<Bytes>> + Send + Sync>;
 
-/// The largest request body read; an AdmissionReview of a Job is far below.
-pub const MAX_BODY: usize = 8 * 1024 * 1024;
+/// The largest request body read: an AdmissionReview holds the object and,
+/// on an update, its old copy — each at most what the API server stores
+/// (1.5 MiB) — and a few fields more.
+pub const MAX_BODY: usize = 3 * 1024 * 1024 + 256 * 1024;
 /// Connections open at once; beyond it a new one is closed at once.
 const MAX_CONNECTIONS: usize = 256;
+/// Request bodies read at once: what the endpoint holds of its clients'
+/// bodies at most is this many times [`MAX_BODY`]; other requests wait.
+const READING: usize = 8;
 /// How long a client may take to finish its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client may take to send a request's headers, and then its
+/// body: the API server gives a webhook at most 30 s, so a request slower
+/// than this is no API server's.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves HTTPS on `listener` with `tls`, answering each request with
 /// `respond`, until the shutdown; ends early only if the listener fails.
@@ -124,6 +133,7 @@ pub async fn serve(
     shutdown: Shutdown,
 ) -> std::io::Result<()> {
     let open = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let reading = Arc::new(Semaphore::new(READING));
     loop {
         let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => accepted?,
@@ -135,20 +145,28 @@ pub async fn serve(
         };
         let acceptor = tokio_rustls::TlsAcceptor::from(tls.current());
         let respond = Arc::clone(&respond);
+        let reading = Arc::clone(&reading);
         tokio::spawn(
             async move {
                 let _slot = slot;
-                let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
-                {
-                    Ok(Ok(stream)) => stream,
-                    Ok(Err(error)) => return debug!(%error, "TLS handshake failed"),
-                    Err(_) => return debug!("no TLS handshake within {HANDSHAKE_TIMEOUT:?}"),
-                };
-                let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
-                    let respond = Arc::clone(&respond);
-                    async move { Ok::<_, std::convert::Infallible>(answer(request, respond).await) }
-                });
+                let stream =
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                        Ok(Ok(stream)) => stream,
+                        Ok(Err(error)) => return debug!(%error, "TLS handshake failed"),
+                        Err(_) => return debug!("no TLS handshake within {HANDSHAKE_TIMEOUT:?}"),
+                    };
+                let service =
+                    hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
+                        let (respond, reading) = (Arc::clone(&respond), Arc::clone(&reading));
+                        async move {
+                            let answered =
+                                answer(request, respond, &reading, REQUEST_TIMEOUT).await;
+                            Ok::<_, std::convert::Infallible>(answered)
+                        }
+                    });
                 if let Err(error) = hyper::server::conn::http1::Builder::new()
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(REQUEST_TIMEOUT)
                     .serve_connection(TokioIo::new(stream), service)
                     .await
                 {
@@ -160,27 +178,77 @@ pub async fn serve(
     }
 }
 
-/// Reads the body of `request` (within [`MAX_BODY`]) and answers it.
-async fn answer(
-    request: Request<hyper::body::Incoming>,
+/// Reads the body of `request` — within [`MAX_BODY`], within `within`,
+/// and only while one of the `reading` places is free — and answers it.
+async fn answer<B>(
+    request: Request<B>,
     respond: Respond,
-) -> Response<Full<Bytes>> {
+    reading: &Semaphore,
+    within: Duration,
+) -> Response<Full<Bytes>>
+where
+    B: hyper::body::Body,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
     let (parts, body) = request.into_parts();
-    match Limited::new(body, MAX_BODY).collect().await {
-        Ok(body) => respond(&parts.method, parts.uri.path(), body.to_bytes()),
-        Err(error) => {
-            let mut response = Response::new(Full::new(Bytes::from(format!(
-                "cannot read the request body: {error}\n"
-            ))));
-            *response.status_mut() = StatusCode::BAD_REQUEST;
-            response
-        }
+    let read = async {
+        let _place = reading.acquire().await;
+        Limited::new(body, MAX_BODY).collect().await
+    };
+    match tokio::time::timeout(within, read).await {
+        Ok(Ok(body)) => respond(&parts.method, parts.uri.path(), body.to_bytes()),
+        Ok(Err(error)) => refuse(
+            StatusCode::BAD_REQUEST,
+            format!("cannot read the request body (at most {MAX_BODY} bytes): {error}"),
+        ),
+        Err(_) => refuse(
+            StatusCode::REQUEST_TIMEOUT,
+            format!("the request body did not arrive within {within:?}"),
+        ),
     }
+}
+
+fn refuse(status: StatusCode, text: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(format!("{text}\n"))));
+    *response.status_mut() = status;
+    response
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn echo() -> Respond {
+        Arc::new(|_method: &hyper::Method, _path: &str, body: Bytes| Response::new(Full::new(body)))
+    }
+
+    fn post<B>(body: B) -> Request<B> {
+        Request::post("/review").body(body).expect("a request")
+    }
+
+    #[tokio::test]
+    async fn a_body_past_an_admission_reviews_size_is_refused_and_one_within_answered() {
+        let reading = Semaphore::new(READING);
+        let within = Duration::from_secs(10);
+        let fits = Full::new(Bytes::from(vec![b'x'; MAX_BODY]));
+        let answered = answer(post(fits), echo(), &reading, within).await;
+        assert_eq!(answered.status(), StatusCode::OK);
+        let too_large = Full::new(Bytes::from(vec![b'x'; MAX_BODY + 1]));
+        let refused = answer(post(too_large), echo(), &reading, within).await;
+        assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_does_not_arrive_in_time_is_refused_and_frees_its_place() {
+        let reading = Semaphore::new(1);
+        let never = http_body_util::StreamBody::new(futures::stream::pending::<
+            Result<hyper::body::Frame<Bytes>, std::io::Error>,
+        >());
+        let within = Duration::from_secs(10);
+        let refused = answer(post(never), echo(), &reading, within).await;
+        assert_eq!(refused.status(), StatusCode::REQUEST_TIMEOUT);
+        assert_eq!(reading.available_permits(), 1, "its place is free again");
+    }
 
     #[test]
     fn a_key_that_is_not_pem_is_refused_naming_its_flag() {
