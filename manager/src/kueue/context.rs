@@ -1,6 +1,6 @@
 //! What the admission check's controllers work with: the client, the caches
 //! of AdmissionChecks, flavors, WorkerClusterSets, queues and Jobs, the fleet, the
-//! reservations, and the Job controller's triggers.
+//! reservations, and the Job controller's triggers; and their error.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,4 +41,15 @@ pub struct Context {
     /// How long placement avoids a cluster where a Job's Pods did not
     /// become ready (`kueue.avoidAfterPodsNotReady`).
     pub avoid_after_pods_not_ready: Duration,
+}
+
+/// Why a reconcile of the check's controllers failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{what}: {source}")]
+    Kube {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
 }

@@ -13,7 +13,7 @@ use futures::StreamExt;
 use jobrelay_process::Shutdown;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, controller, watcher};
@@ -21,9 +21,9 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tracing::{debug, info, instrument, warn};
 
-use super::answers;
 use super::check::{self, CheckState, CheckStep};
-pub use super::context::Context;
+use super::check_write::{Answer, apply_params, check_api_version};
+pub use super::context::{Context, Error};
 use super::types::{AdmissionCheck, Listed, Workload};
 pub use super::workload_view::is_queued;
 use super::workload_view::{Owned, View, allowed};
@@ -37,16 +37,6 @@ use crate::telemetry::events::Reason;
 const ACTIVE_RESYNC: Duration = Duration::from_secs(5);
 /// Workloads reconciled at once.
 const CONCURRENCY: u16 = 16;
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("{what}: {source}")]
-    Kube {
-        what: String,
-        #[source]
-        source: kube::Error,
-    },
-}
 
 /// Runs the Workload and AdmissionCheck controllers until shutdown;
 /// `woken` names Workloads whose Job or mirror changed.
@@ -186,14 +176,6 @@ fn reach(name: &str, ctx: &Context) -> check::Reach {
     reach
 }
 
-fn check_api_version() -> String {
-    format!("{}/{}", super::types::GROUP, super::types::VERSION)
-}
-
-fn apply_params() -> PatchParams {
-    crate::field_manager::apply()
-}
-
 /// Answers jobrelay's check on one Workload.
 #[instrument(skip_all, fields(workload = %ObjectRef::from_obj(workload.as_ref())))]
 async fn reconcile_workload(workload: Arc<Workload>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -317,95 +299,5 @@ fn withdraw(job: &Option<Owned>, job_uid: &str, withdrawal: Withdrawal, ctx: &Co
     info!(?withdrawal, "withdrawing the Job's mirror");
     if ctx.reservations.withdraw(job_uid, withdrawal) {
         let _ = ctx.triggers.send(job.key.clone());
-    }
-}
-
-/// Where jobrelay's answer on one Workload goes.
-struct Answer<'a> {
-    workload: &'a Workload,
-    checks: &'a [String],
-    ctx: &'a Context,
-}
-
-impl Answer<'_> {
-    /// Whether every one of jobrelay's checks on the Workload already
-    /// shows `state` and `message`.
-    fn shown(&self, state: CheckState, message: &str) -> bool {
-        self.checks.iter().all(|name| {
-            self.workload
-                .check(name)
-                .is_some_and(|c| c.state == Some(state) && c.message.as_deref() == Some(message))
-        })
-    }
-
-    /// Sets the state of jobrelay's checks on the Workload (server-side
-    /// apply of those entries of `status.admissionChecks`).
-    async fn write(
-        &self,
-        state: CheckState,
-        message: &str,
-        requeue_after: Option<Duration>,
-    ) -> Result<Action, Error> {
-        let (workload, checks, ctx) = (self.workload, self.checks, self.ctx);
-        let uid = workload.uid().unwrap_or_default();
-        let answer = answers::Answer {
-            state,
-            message: message.to_string(),
-            reservation: workload.reserved_at().to_string(),
-        };
-        if !ctx.answers.to_write(&uid, &answer) {
-            debug!(
-                state = state.as_str(),
-                "answer written, not yet seen in the cache"
-            );
-            return Ok(Action::requeue(answers::ECHO_WITHIN));
-        }
-        let name = workload.name_any();
-        let namespace = workload.namespace().unwrap_or_default();
-        let now = Timestamp::now().to_string();
-        let entries: Vec<serde_json::Value> = checks
-            .iter()
-            .map(|check| {
-                let mut entry = json!({
-                    "name": check, "state": state.as_str(), "message": message,
-                    "lastTransitionTime": now,
-                });
-                if let Some(after) = requeue_after {
-                    entry["requeueAfterSeconds"] = json!(after.as_secs());
-                }
-                entry
-            })
-            .collect();
-        let check = checks.join(", ");
-        // The Workload as read: a state decided on a stale copy is refused
-        // (409) and decided again.
-        let body = json!({
-            "apiVersion": check_api_version(),
-            "kind": "Workload",
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "resourceVersion": workload.resource_version(),
-            },
-            "status": {"admissionChecks": entries},
-        });
-        info!(
-            check,
-            state = state.as_str(),
-            message,
-            "admission check state"
-        );
-        let api: Api<Workload> = Api::namespaced(ctx.client.clone(), &namespace);
-        api.patch_status(&name, &apply_params(), &Patch::Apply(body))
-            .await
-            .map_err(|source| Error::Kube {
-                what: format!(
-                    "Workload {namespace}/{name}: setting admission check {check} to {}",
-                    state.as_str()
-                ),
-                source,
-            })?;
-        ctx.answers.written(&uid, answer);
-        Ok(Action::await_change())
     }
 }

@@ -15,6 +15,7 @@ pub mod active;
 pub mod answers;
 pub mod check;
 pub mod check_input;
+mod check_write;
 pub mod context;
 pub mod controller;
 pub mod discovery;
