@@ -94,8 +94,8 @@ pub async fn reconcile<K: Dispatched>(job: Arc<K>, ctx: Arc<Context>) -> Result<
 impl<K: Dispatched> Reconciling<'_, K> {
     async fn reconcile(&self) -> Result<Action, kube::Error> {
         let (job, ctx) = (self.job, self.ctx);
-        if let Some(claimed) = record::claimed(job) {
-            return self.restore_record(claimed).await;
+        if let Some(restore) = record::to_restore(job, &ctx.sealer) {
+            return self.restore_record(restore).await;
         }
         let mirror = assigned_cluster(job).and_then(|c| ctx.fleet.view(c, &self.uid));
         if lifecycle(job) == Lifecycle::Finished && has_finalizer(job) {

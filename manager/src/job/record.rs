@@ -206,10 +206,33 @@ pub fn claimed<K: kube::Resource>(object: &K) -> Option<&str> {
         .map(String::as_str)
 }
 
+/// What to write back over a Job's record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restore<'a> {
+    /// What its own annotation says (empty: nothing).
+    pub claimed: &'a str,
+    /// The cluster its record places it on; `None`: it records none (the
+    /// fleet may still hold its mirror somewhere).
+    pub placed: Option<String>,
+}
+
+/// What to write back over the record of a Job the cache marked, judged
+/// again now; `None` when nothing: it was marked before this replica knew
+/// the key, and its record is jobrelay's as it stands.
+pub fn to_restore<'a, K: kube::Resource>(object: &'a K, sealer: &Sealer) -> Option<Restore<'a>> {
+    let claimed = claimed(object)?;
+    let placed = match judged_again(object, sealer)? {
+        Record::Placed { claimed: None, .. } => return None,
+        Record::Placed { cluster, .. } | Record::Unsealed { cluster } => Some(cluster),
+        Record::Forged { .. } | Record::Unplaced => None,
+    };
+    Some(Restore { claimed, placed })
+}
+
 /// The record of a Job the cache marked ([`for_cache`]), judged again now:
 /// the cache may have judged it before records were sealed. Its own
 /// annotation is what the mark kept.
-pub fn judged_again<K: kube::Resource>(object: &K, sealer: &Sealer) -> Option<Record> {
+fn judged_again<K: kube::Resource>(object: &K, sealer: &Sealer) -> Option<Record> {
     let claimed = claimed(object)?;
     let meta = object.meta();
     let seal = meta.annotations.as_ref()?.get(SEAL_ANNOTATION);

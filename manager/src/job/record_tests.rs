@@ -205,10 +205,10 @@ fn the_cache_keeps_only_jobrelays_record_and_marks_what_to_write_back() {
     assert_eq!(cached[CLUSTER_KEY], "worker-1", "jobrelay's record");
     assert_eq!(claimed(&moved), Some("worker-2"));
     assert_eq!(
-        judged_again(&moved, &sealer),
-        Some(Record::Placed {
-            cluster: "worker-1".into(),
-            claimed: Some("worker-2".into())
+        to_restore(&moved, &sealer),
+        Some(Restore {
+            claimed: "worker-2",
+            placed: Some("worker-1".into())
         }),
         "judged again from what the mark kept"
     );
@@ -227,5 +227,33 @@ fn the_cache_keeps_only_jobrelays_record_and_marks_what_to_write_back() {
     let mut sealed = job(&[(CLUSTER_KEY, "worker-1"), (SEAL_ANNOTATION, &seal)]);
     for_cache(&mut sealed, &sealer);
     assert_eq!(claimed(&sealed), None, "nothing to write back");
-    assert_eq!(judged_again(&sealed, &sealer), None);
+    assert_eq!(to_restore(&sealed, &sealer), None);
+    assert_eq!(
+        to_restore(&forged, &sealer),
+        Some(Restore {
+            claimed: "worker-2",
+            placed: None
+        }),
+        "no record: the fleet is asked"
+    );
+
+    // Cached by a replica that did not know the key yet (a follower
+    // started before the first leader made it): every record was trusted
+    // and marked; judged again once it knows the key, a record that is
+    // jobrelay's as it stands needs no write — the Job goes on.
+    let keyless = Sealer::default();
+    let mut early = job(&[(CLUSTER_KEY, "worker-1"), (SEAL_ANNOTATION, &seal)]);
+    for_cache(&mut early, &keyless);
+    assert_eq!(claimed(&early), Some("worker-1"), "marked while keyless");
+    assert_eq!(to_restore(&early, &sealer), None);
+    let mut early_forged = job(&[(CLUSTER_KEY, "worker-2")]);
+    for_cache(&mut early_forged, &keyless);
+    assert_eq!(
+        to_restore(&early_forged, &sealer),
+        Some(Restore {
+            claimed: "worker-2",
+            placed: None
+        }),
+        "a forged record trusted while keyless is removed once the key is known"
+    );
 }

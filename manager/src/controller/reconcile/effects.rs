@@ -12,7 +12,7 @@ use super::{Dispatched, Reconciling};
 use crate::controller::writes::{self, Written, write_status};
 use crate::job::life::Expiry;
 use crate::job::plan::{Effect, Plan};
-use crate::job::record::{self, Record};
+use crate::job::record::{self, Restore};
 use crate::telemetry::events::Reason;
 
 impl<K: Dispatched> Reconciling<'_, K> {
@@ -102,13 +102,13 @@ impl<K: Dispatched> Reconciling<'_, K> {
 
     /// Writes jobrelay's record of where the Job runs back over the one
     /// `claimed` in its place (or seals one an earlier jobrelay wrote),
-    /// telling the Job when the claim differed. With its seal gone too, the
-    /// record is where the fleet wants its mirror, if anywhere.
-    pub(super) async fn restore_record(&self, claimed: &str) -> Result<Action, kube::Error> {
-        let placed = match record::judged_again(self.job, &self.ctx.sealer) {
-            Some(Record::Placed { cluster, .. } | Record::Unsealed { cluster }) => Some(cluster),
-            _ => self.ctx.fleet.wanted_on(&self.uid),
-        };
+    /// telling the Job when the claim differed. With no record left, it is
+    /// where the fleet wants its mirror, if anywhere.
+    pub(super) async fn restore_record(&self, restore: Restore<'_>) -> Result<Action, kube::Error> {
+        let claimed = restore.claimed;
+        let placed = restore
+            .placed
+            .or_else(|| self.ctx.fleet.wanted_on(&self.uid));
         let placed = placed.as_deref();
         let sealer = &self.ctx.sealer;
         let written = writes::restore_record(&self.jobs, self.job, placed, sealer).await?;
