@@ -52,7 +52,7 @@ use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
 use jobrelay_manager::clusters::worker_cluster_set::{
     SetPlacement, WorkerClusterSet, WorkerClusterSetSpec,
 };
-use jobrelay_manager::kueue::types::{AdmissionCheck, CheckState, Workload};
+use jobrelay_manager::kueue::types::{AdmissionCheck, AdmissionCheckState, CheckState, Workload};
 use jobrelay_proto::wire::{AVOID_UNTIL_ANNOTATION, CLUSTER_KEY, WITHDRAWN_FROM_ANNOTATION};
 use jobrelay_testbed::controllers::kueue::{Kueue, Settings};
 use jobrelay_testbed::kit::{self, Clusters};
@@ -219,6 +219,27 @@ async fn check_active(client: &kube::Client, name: &str, status: &str, reason: &
                 Some(c) if c.status == status && c.reason.as_deref() == Some(reason) => {
                     Seen::Ready(c.message.unwrap_or_default())
                 }
+                other => Seen::Waiting(format!("{other:?}")),
+            }
+        },
+    )
+    .await
+}
+
+/// Waits until check `check` of the Workload `name` in `workloads` is
+/// `what` (`shown` says of it); the check then.
+async fn check_shows(
+    workloads: &Api<Workload>,
+    (name, check): (&str, &str),
+    what: &str,
+    shown: impl Fn(&AdmissionCheckState) -> bool,
+) -> AdmissionCheckState {
+    wait::until(
+        format!("check {check} of Workload {name} {what}"),
+        WAIT,
+        || async {
+            match workloads.get(name).await.map(|w| w.check(check).cloned()) {
+                Ok(Some(state)) if shown(&state) => Seen::Ready(state),
                 other => Seen::Waiting(format!("{other:?}")),
             }
         },

@@ -6,10 +6,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
 use jobrelay_proto::wire::MANAGED_BY;
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 
 use jobrelay_testbed::cluster::ClusterInfo;
 use jobrelay_testbed::kit::{self, Clusters};
@@ -78,6 +79,17 @@ impl Scenario {
         K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
     {
         Api::namespaced(kit::client(self.worker(name)).await, &self.ns)
+    }
+
+    /// Merges `spec` into the `spec` of WorkerCluster `cluster` (a field
+    /// set to null is removed).
+    pub async fn set_worker_cluster(&self, cluster: &str, spec: serde_json::Value) {
+        let clusters: Api<WorkerCluster> = Api::all(kit::client(self.clusters.manager()).await);
+        let patch = serde_json::json!({ "spec": spec });
+        clusters
+            .patch(cluster, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_or_else(|e| panic!("patching WorkerCluster {cluster}'s spec with {spec}: {e}"));
     }
 
     /// A relayed Job in the scenario's namespace.

@@ -116,9 +116,13 @@ impl<K: Dispatched> Reconciling<'_, K> {
                 debug!(?after, "nothing to do until then");
                 Ok(Action::requeue(after))
             }
-            // Its record gone, a Job whose mirror the fleet still wants on
-            // a cluster stays there.
-            Step::Place if let Some(cluster) = ctx.fleet.wanted_on(&self.uid) => {
+            // Its record gone (jobrelay's finalizer says it was placed), a
+            // Job whose mirror the fleet still wants on a cluster stays
+            // there. A Job never placed costs no look through the fleet.
+            Step::Place
+                if has_finalizer(job)
+                    && let Some(cluster) = ctx.fleet.wanted_on(&self.uid) =>
+            {
                 let held = self.hold(&cluster).await?;
                 self.apply(&held, &cluster, None).await
             }

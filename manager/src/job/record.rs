@@ -18,6 +18,7 @@
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jobrelay_proto::wire::CLUSTER_KEY;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use ring::hmac;
 use std::sync::{Arc, RwLock};
@@ -168,16 +169,13 @@ pub fn judge(
 /// whose record is to be written again (changed, forged, or unsealed).
 pub fn for_cache<K: kube::Resource>(object: &mut K, sealer: &Sealer) {
     let meta = object.meta_mut();
+    let Some(annotated) = meta.annotations.as_ref() else {
+        return;
+    };
+    let record = judge_object(sealer, meta, annotated.get(CLUSTER_KEY).map(String::as_str));
     let Some(annotations) = meta.annotations.as_mut() else {
         return;
     };
-    let record = judge(
-        sealer,
-        meta.uid.as_deref().unwrap_or_default(),
-        meta.creation_timestamp.as_ref().map(|t| t.0),
-        annotations.get(CLUSTER_KEY).map(String::as_str),
-        annotations.get(SEAL_ANNOTATION).map(String::as_str),
-    );
     let claimed = match record {
         Record::Unplaced => None,
         Record::Placed { cluster, claimed } => {
@@ -234,15 +232,24 @@ pub fn to_restore<'a, K: kube::Resource>(object: &'a K, sealer: &Sealer) -> Opti
 /// annotation is what the mark kept.
 fn judged_again<K: kube::Resource>(object: &K, sealer: &Sealer) -> Option<Record> {
     let claimed = claimed(object)?;
-    let meta = object.meta();
-    let seal = meta.annotations.as_ref()?.get(SEAL_ANNOTATION);
-    Some(judge(
+    let annotated = Some(claimed).filter(|claimed| !claimed.is_empty());
+    Some(judge_object(sealer, object.meta(), annotated))
+}
+
+/// [`judge`] of the object with `meta`, whose own annotation says
+/// `annotated`.
+fn judge_object(sealer: &Sealer, meta: &ObjectMeta, annotated: Option<&str>) -> Record {
+    let seal = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(SEAL_ANNOTATION));
+    judge(
         sealer,
         meta.uid.as_deref().unwrap_or_default(),
         meta.creation_timestamp.as_ref().map(|t| t.0),
-        Some(claimed).filter(|claimed| !claimed.is_empty()),
+        annotated,
         seal.map(String::as_str),
-    ))
+    )
 }
 
 /// What the Job is told when its record was not jobrelay's, or was

@@ -21,9 +21,25 @@ pub(super) fn check_api_version() -> String {
     format!("{}/{}", super::types::GROUP, super::types::VERSION)
 }
 
-/// How they write them: server-side apply, as jobrelay.
-pub(super) fn apply_params() -> PatchParams {
-    crate::field_manager::apply()
+/// Applies `body` to the status of `name` in `api` (server-side apply, as
+/// jobrelay); an error says what was written (`what`).
+pub(super) async fn apply_status<K>(
+    api: &Api<K>,
+    name: &str,
+    body: serde_json::Value,
+    what: impl FnOnce() -> String,
+) -> Result<(), Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let params: PatchParams = crate::field_manager::apply();
+    match api.patch_status(name, &params, &Patch::Apply(body)).await {
+        Ok(_) => Ok(()),
+        Err(source) => Err(Error::Kube {
+            what: what(),
+            source,
+        }),
+    }
 }
 
 /// Where jobrelay's answer on one Workload goes.
@@ -102,15 +118,11 @@ impl Answer<'_> {
             "admission check state"
         );
         let api: Api<Workload> = Api::namespaced(ctx.client.clone(), &namespace);
-        api.patch_status(&name, &apply_params(), &Patch::Apply(body))
-            .await
-            .map_err(|source| Error::Kube {
-                what: format!(
-                    "Workload {namespace}/{name}: setting admission check {check} to {}",
-                    state.as_str()
-                ),
-                source,
-            })?;
+        apply_status(&api, &name, body, || {
+            let state = state.as_str();
+            format!("Workload {namespace}/{name}: setting admission check {check} to {state}")
+        })
+        .await?;
         ctx.answers.written(&uid, answer);
         Ok(Action::await_change())
     }

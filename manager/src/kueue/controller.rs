@@ -13,7 +13,7 @@ use futures::StreamExt;
 use jobrelay_process::Shutdown;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, Patch};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, controller, watcher};
@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, instrument, warn};
 
 use super::check::{self, CheckState, CheckStep};
-use super::check_write::{Answer, apply_params, check_api_version};
+use super::check_write::{Answer, apply_status, check_api_version};
 pub use super::context::{Context, Error};
 use super::types::{AdmissionCheck, Listed, Workload};
 pub use super::workload_view::is_queued;
@@ -128,15 +128,11 @@ async fn reconcile_check(check: Arc<AdmissionCheck>, ctx: Arc<Context>) -> Resul
         }]},
     });
     let api: Api<AdmissionCheck> = Api::all(ctx.client.clone());
-    api.patch_status(&check.name_any(), &apply_params(), &Patch::Apply(body))
-        .await
-        .map_err(|source| Error::Kube {
-            what: format!(
-                "AdmissionCheck {}: writing status.conditions[Active]",
-                check.name_any()
-            ),
-            source,
-        })?;
+    let name = check.name_any();
+    apply_status(&api, &name, body, || {
+        format!("AdmissionCheck {name}: writing status.conditions[Active]")
+    })
+    .await?;
     Ok(Action::requeue(ACTIVE_RESYNC))
 }
 

@@ -16,7 +16,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::{CHECK, queued_job, setup};
+use super::{CHECK, check_shows, queued_job, setup};
 
 /// The flavor's node label (every test node carries it) and toleration.
 const LABEL: (&str, &str) = ("type", "kwok");
@@ -111,20 +111,10 @@ async fn the_mirror_lacks_the_flavors_constraints_before_and_after_kueue_admits(
     let mirrors: Api<Job> = s.worker_api(&worker.name).await;
     let workloads: Api<Workload> = Api::namespaced(client.clone(), &s.ns);
     let workload = workload_of(&s, "flavored").await.name_any();
-    wait::until(
-        "jobrelay's check Ready while the test's gate holds the Workload",
-        WAIT,
-        || async {
-            match workloads
-                .get(&workload)
-                .await
-                .map(|w| w.check(CHECK).cloned())
-            {
-                Ok(Some(check)) if check.state == Some(CheckState::Ready) => Seen::Ready(()),
-                other => Seen::Waiting(format!("{other:?}")),
-            }
-        },
-    )
+    // Ready while the test's gate holds the Workload.
+    check_shows(&workloads, (&workload, CHECK), "Ready", |c| {
+        c.state == Some(CheckState::Ready)
+    })
     .await;
     let mirror = mirrors
         .get("flavored")

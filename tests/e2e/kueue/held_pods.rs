@@ -28,28 +28,6 @@ async fn quota(
     .await
 }
 
-/// Waits until the check of Workload `name` names the held Pod `pod`; its
-/// state and message.
-async fn check_naming(
-    workloads: &Api<Workload>,
-    name: &str,
-    pod: &str,
-) -> (Option<CheckState>, String) {
-    wait::until(format!("the check naming Pod {pod}"), WAIT, || async {
-        let workload = match workloads.get(name).await {
-            Ok(w) => w,
-            Err(e) => return Seen::Waiting(e.to_string()),
-        };
-        match workload.check(CHECK) {
-            Some(c) if c.message.as_deref().is_some_and(|m| m.contains(pod)) => {
-                Seen::Ready((c.state, c.message.clone().unwrap_or_default()))
-            }
-            other => Seen::Waiting(format!("{other:?}")),
-        }
-    })
-    .await
-}
-
 #[tokio::test]
 async fn an_evicted_workload_whose_pod_is_held_on_a_dead_node_says_which_until_the_agent_forces_it()
 {
@@ -63,8 +41,12 @@ async fn an_evicted_workload_whose_pod_is_held_on_a_dead_node_says_which_until_t
     let pod = node.overdue(&uid).await;
 
     // Off: Kueue keeps the quota, and the check says which Pod keeps it.
-    let (state, message) = check_naming(&workloads, &name, &pod).await;
-    assert_eq!(state, Some(CheckState::Pending), "{message}");
+    let check = check_shows(&workloads, (&name, CHECK), "naming the Pod held", |c| {
+        c.message.as_deref().is_some_and(|m| m.contains(&pod))
+    })
+    .await;
+    let message = check.message.unwrap_or_default();
+    assert_eq!(check.state, Some(CheckState::Pending), "{message}");
     for part in [
         "Kueue evicted the Workload".to_string(),
         format!(
@@ -80,12 +62,12 @@ async fn an_evicted_workload_whose_pod_is_held_on_a_dead_node_says_which_until_t
     assert_eq!(node.pods_of(&uid).await.len(), 1, "still Terminating");
 
     // Opted in: the agent forces the Pod, and Kueue releases the quota.
-    node.set_timeout(Some("3s")).await;
+    node.set_timeout(&s, Some("3s")).await;
     quota(&workloads, &name, false, WAIT)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(node.pods_of(&uid).await.len(), 0, "the Pod was forced");
-    node.remove().await;
+    node.remove(&s).await;
     s.finish(WAIT).await;
     quota_back_to_zero(&s).await;
 }

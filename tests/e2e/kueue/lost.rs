@@ -65,17 +65,11 @@ async fn an_admitted_job_on_a_lost_worker_completes_on_another_and_nothing_of_it
     .await;
     let workloads: Api<Workload> = Api::namespaced(manager.clone(), &s.ns);
     let pinned = workload_of(&s, "pinned").await.name_any();
-    let message = wait::until("the pinned Job's check Retry, saying why", WAIT, || async {
-        match workloads
-            .get(&pinned)
-            .await
-            .map(|w| w.check(&check).cloned())
-        {
-            Ok(Some(c)) if c.state == Some(CheckState::Retry) => Seen::Ready(c.message),
-            other => Seen::Waiting(format!("{other:?}")),
-        }
+    let message = check_shows(&workloads, (&pinned, &check), "Retry", |c| {
+        c.state == Some(CheckState::Retry)
     })
-    .await;
+    .await
+    .message;
     assert_eq!(
         message.as_deref(),
         Some(

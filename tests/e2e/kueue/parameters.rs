@@ -136,13 +136,11 @@ async fn a_set_placed_in_order_fills_its_first_cluster_then_spills_over() {
     s.create(big("third")).await;
     let workloads: Api<Workload> = Api::namespaced(client.clone(), &s.ns);
     let third = workload_of(&s, "third").await.name_any();
-    let message = wait::until("the third Job's check Retry, saying why", WAIT, || async {
-        match workloads.get(&third).await.map(|w| w.check(&name).cloned()) {
-            Ok(Some(c)) if c.state == Some(CheckState::Retry) => Seen::Ready(c.message),
-            other => Seen::Waiting(format!("{other:?}")),
-        }
+    let message = check_shows(&workloads, (&third, &name), "Retry", |c| {
+        c.state == Some(CheckState::Retry)
     })
     .await
+    .message
     .unwrap_or_default();
     for expected in [
         "no worker cluster (WorkerCluster worker-2, worker-1 (filled in that order)) has room",

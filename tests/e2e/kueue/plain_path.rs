@@ -13,16 +13,9 @@ async fn quota_for_two_runs_five_jobs_never_more_than_two_at_once() {
     }
     let workloads: Api<Workload> = Api::namespaced(s.jobs.clone().into_client(), &s.ns);
     let first = workload_of(&s, "q0").await.name_any();
-    wait::until(
-        "jobrelay's check Ready on the first Workload",
-        WAIT,
-        || async {
-            match workloads.get(&first).await.map(|w| w.check(CHECK).cloned()) {
-                Ok(Some(check)) if check.state == Some(CheckState::Ready) => Seen::Ready(()),
-                other => Seen::Waiting(format!("{other:?}")),
-            }
-        },
-    )
+    check_shows(&workloads, (&first, CHECK), "Ready", |c| {
+        c.state == Some(CheckState::Ready)
+    })
     .await;
     let most = std::cell::Cell::new(0);
     wait::until(

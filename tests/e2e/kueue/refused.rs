@@ -54,19 +54,12 @@ async fn a_job_refused_for_a_missing_namespace_moves_on_and_completes_elsewhere(
     // While its agent tries again, the check is Pending and says why.
     let workloads: Api<Workload> = Api::namespaced(manager.clone(), &s.ns);
     let workload = workload_of(&s, "refused").await.name_any();
-    let pending = wait::until("the check Pending, saying why", WAIT, || async {
-        match workloads
-            .get(&workload)
-            .await
-            .map(|w| w.check(&name).cloned())
-        {
-            Ok(Some(c)) if c.state == Some(CheckState::Pending) && c.message.is_some() => {
-                Seen::Ready(c.message.unwrap_or_default())
-            }
-            other => Seen::Waiting(format!("{other:?}")),
-        }
+    let pending = check_shows(&workloads, (&workload, &name), "Pending, saying why", |c| {
+        c.state == Some(CheckState::Pending) && c.message.is_some()
     })
-    .await;
+    .await
+    .message
+    .unwrap_or_default();
     for expected in [
         "cluster worker-2 refused the Job (REJECT_REASON_NAMESPACE_MISSING)",
         "its agent tries again",

@@ -50,11 +50,11 @@ async fn a_pod_stuck_terminating_on_a_node_that_stopped_answering_is_forced_once
     assert_eq!(node.pods_of(&uid).await.len(), 1, "still Terminating");
 
     // Opted in: the agent forces it, and the Job is released.
-    node.set_timeout(Some("3s")).await;
+    node.set_timeout(&s, Some("3s")).await;
     manager_job_gone(&s, WAIT)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(node.pods_of(&uid).await.len(), 0, "the Pod was forced");
-    node.remove().await;
+    node.remove(&s).await;
     s.finish(WAIT).await;
 }

@@ -6,7 +6,6 @@
 //! time the Job says why.
 
 use jobrelay_e2e::scenario::{Scenario, WAIT};
-use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
 use jobrelay_manager::job::record::SEAL_ANNOTATION;
 use jobrelay_proto::wire::CLUSTER_KEY;
 use jobrelay_testbed::kit;
@@ -51,16 +50,6 @@ async fn sealed_on(s: &Scenario, name: &str) -> String {
     .await
 }
 
-/// Sets [`REFUSING`]'s `spec.namespaceSelector`.
-async fn select_namespaces(s: &Scenario, selector: Value) {
-    let clusters: Api<WorkerCluster> = Api::all(kit::client(s.clusters.manager()).await);
-    let patch = json!({"spec": {"namespaceSelector": selector}});
-    clusters
-        .patch(REFUSING, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap_or_else(|e| panic!("WorkerCluster {REFUSING}'s namespaceSelector: {e}"));
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cluster_annotation_a_tenant_wrote_places_nothing_and_is_removed() {
     let _exclusive = EXCLUSIVE.lock().await;
@@ -72,7 +61,8 @@ async fn a_cluster_annotation_a_tenant_wrote_places_nothing_and_is_removed() {
         .await
         .unwrap_or_else(|e| panic!("labelling namespace {}: {e}", s.ns));
     let refuse = json!({"matchExpressions": [{"key": REFUSED_LABEL, "operator": "DoesNotExist"}]});
-    select_namespaces(&s, refuse).await;
+    s.set_worker_cluster(REFUSING, json!({"namespaceSelector": refuse}))
+        .await;
     // A Job pinned there by label is refused by the cluster's rules: the
     // manager sees the selector.
     s.create(s.job("pinned").label(CLUSTER_KEY, REFUSING).run_for("1s"))
@@ -104,7 +94,8 @@ async fn a_cluster_annotation_a_tenant_wrote_places_nothing_and_is_removed() {
         !s.relay.agent_log(REFUSING).contains(&uid),
         "the refusing cluster heard nothing of the Job"
     );
-    select_namespaces(&s, Value::Null).await;
+    s.set_worker_cluster(REFUSING, json!({"namespaceSelector": null}))
+        .await;
     s.finish(WAIT).await;
 }
 

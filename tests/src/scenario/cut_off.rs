@@ -11,7 +11,7 @@ use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
 use jobrelay_proto::wire::ORIGIN_UID_LABEL;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams};
 
 use super::{Scenario, has_condition};
 use jobrelay_testbed::kit;
@@ -93,12 +93,8 @@ impl Scenario {
                 .count()
         };
         let before = welcomes();
-        let spec =
-            serde_json::json!({"spec": {"lostAfter": lost_after, "fenceAfter": fence_after}});
-        Api::<WorkerCluster>::all(kit::client(self.clusters.manager()).await)
-            .patch(cluster, &PatchParams::default(), &Patch::Merge(spec))
-            .await
-            .unwrap_or_else(|e| panic!("setting the fencing of {cluster}: {e}"));
+        let spec = serde_json::json!({"lostAfter": lost_after, "fenceAfter": fence_after});
+        self.set_worker_cluster(cluster, spec).await;
         wait::until(
             format!("{cluster}'s agent welcomed again with its fencing"),
             super::WAIT,

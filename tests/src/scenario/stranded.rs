@@ -4,7 +4,6 @@
 //! WorkerCluster's `terminatingPodTimeout` that lets the agent force such
 //! a Pod.
 
-use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
 use jobrelay_proto::wire::{CLUSTER_KEY, ORIGIN_UID_LABEL};
 use jobrelay_testbed::cluster::down::stop_answering;
 use jobrelay_testbed::cluster::pools::{self, NodePool};
@@ -13,7 +12,7 @@ use jobrelay_testbed::objects::fixtures::TestJob;
 use jobrelay_testbed::wait::{self, Seen, WAIT};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams};
 
 use super::Scenario;
 
@@ -30,7 +29,6 @@ pub struct StrandingNode {
     /// The worker's Pods in the scenario's namespace.
     pods: Api<Pod>,
     worker_client: kube::Client,
-    manager_client: kube::Client,
 }
 
 impl Scenario {
@@ -51,7 +49,6 @@ impl Scenario {
             ns: self.ns.clone(),
             pods: Api::namespaced(worker_client.clone(), &self.ns),
             worker_client,
-            manager_client: kit::client(self.clusters.manager()).await,
         }
     }
 }
@@ -122,19 +119,16 @@ impl StrandingNode {
         .await
     }
 
-    /// Sets the worker's `spec.terminatingPodTimeout` (`None`: off).
-    pub async fn set_timeout(&self, timeout: Option<&str>) {
-        let clusters: Api<WorkerCluster> = Api::all(self.manager_client.clone());
-        let patch = serde_json::json!({"spec": {"terminatingPodTimeout": timeout}});
-        clusters
-            .patch(self.worker, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .unwrap_or_else(|e| panic!("patching WorkerCluster {}: {e}", self.worker));
+    /// Sets the worker's `spec.terminatingPodTimeout` in scenario `s`
+    /// (`None`: off).
+    pub async fn set_timeout(&self, s: &Scenario, timeout: Option<&str>) {
+        let spec = serde_json::json!({"terminatingPodTimeout": timeout});
+        s.set_worker_cluster(self.worker, spec).await;
     }
 
     /// Turns the opt-in off again and removes the node.
-    pub async fn remove(self) {
-        self.set_timeout(None).await;
+    pub async fn remove(self, s: &Scenario) {
+        self.set_timeout(s, None).await;
         pools::remove_pool(&self.worker_client, &self.pool)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
