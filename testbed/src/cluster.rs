@@ -96,6 +96,24 @@ impl ClusterInfo {
 
     /// An admin client for this cluster.
     pub async fn client(&self) -> Result<kube::Client, Error> {
+        self.client_with(|_| {}).await
+    }
+
+    /// A client that acts as `user` in `groups` (impersonated by the admin):
+    /// the API server authorizes and admits its requests as theirs.
+    pub async fn client_as(&self, user: &str, groups: &[&str]) -> Result<kube::Client, Error> {
+        self.client_with(|config| {
+            config.auth_info.impersonate = Some(user.to_string());
+            config.auth_info.impersonate_groups =
+                Some(groups.iter().map(|g| g.to_string()).collect());
+        })
+        .await
+    }
+
+    async fn client_with(
+        &self,
+        change: impl FnOnce(&mut kube::Config),
+    ) -> Result<kube::Client, Error> {
         let client_err = |source: Box<dyn std::error::Error + Send + Sync>| Error::Client {
             cluster: self.name.clone(),
             source,
@@ -103,9 +121,10 @@ impl ClusterInfo {
         let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig)
             .map_err(|e| client_err(e.into()))?;
         let options = kube::config::KubeConfigOptions::default();
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
             .await
             .map_err(|e| client_err(e.into()))?;
+        change(&mut config);
         kube::Client::try_from(config).map_err(|e| client_err(e.into()))
     }
 }

@@ -253,10 +253,13 @@ impl Installed {
                 "--set".into(),
                 "agent.orphanPodGrace=2s".into(),
             ]);
-            if worker.name == SCOPED_WORKER {
-                let policy = serde_json::json!({"namespaces": {"names": NAMESPACES}});
-                values.extend(["--set-json".into(), format!("agent.config={policy}")]);
-            }
+            // The chart opens no namespace unless told: worker-2's agent
+            // names the scenario namespaces, worker-1's opens every one.
+            let policy = match worker.name == SCOPED_WORKER {
+                true => serde_json::json!({"namespaces": {"names": NAMESPACES}}),
+                false => serde_json::json!({"namespaces": {"all": true}}),
+            };
+            values.extend(["--set-json".into(), format!("agent.config={policy}")]);
             helm_in(worker, &release_args("install", &values)).await?;
         }
         Ok(Installed {

@@ -4,7 +4,9 @@
 //! dry run with strict field validation; and the rendered objects hold what
 //! matters — gRPC probes on the health port, the TLS Secret mounted where the
 //! flags point, the configuration file from values, RBAC the agent cannot
-//! exceed. Rendering uses the pinned helm built by `cargo xtask k8s`.
+//! exceed; and the worker's policies, applied to that API server, refuse
+//! what they must (`helm/worker_policy.rs`). Rendering uses the pinned helm
+//! built by `cargo xtask k8s`.
 
 use std::collections::BTreeSet;
 
@@ -30,6 +32,8 @@ mod client_ca;
 mod manager;
 #[path = "helm/webhook.rs"]
 mod webhook;
+#[path = "helm/worker_policy.rs"]
+mod worker_policy;
 
 use assertions::*;
 
@@ -62,7 +66,7 @@ const AGENT_VALUES: &[&str] = &[
     "--set",
     "agent.tls.secretName=agent-tls",
     "--set-json",
-    r#"agent.config={"terminatedPods":{"succeededAfter":"1h","dryRun":true}}"#,
+    r#"agent.config={"namespaces":{"all":true},"terminatedPods":{"succeededAfter":"1h","dryRun":true}}"#,
 ];
 
 /// What `helm template` printed, and the objects in it.

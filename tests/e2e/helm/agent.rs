@@ -17,7 +17,7 @@ async fn agent_deployment_is_probed_over_grpc_and_mounts_its_certificates() {
         &objects,
         &deployment,
         agent,
-        serde_json::json!({"terminatedPods": {"succeededAfter": "1h", "dryRun": true}}),
+        serde_json::json!({"namespaces": {"all": true}, "terminatedPods": {"succeededAfter": "1h", "dryRun": true}}),
     );
     assert_restricted(&deployment, agent);
     assert_eq!(env(agent, "JOBRELAY_ORIGIN"), ORIGIN);
@@ -174,4 +174,30 @@ fn rules_of(role: &ClusterRole) -> BTreeSet<(String, String, Vec<String>)> {
 fn read(group: &str, resource: &str, verbs: &[&str]) -> (String, String, Vec<String>) {
     let verbs = verbs.iter().map(|v| v.to_string()).collect();
     (group.to_string(), resource.to_string(), verbs)
+}
+
+#[tokio::test]
+async fn by_default_the_agent_opens_no_namespace_and_is_granted_nothing_on_mirrors() {
+    let values: Vec<&str> = AGENT_VALUES
+        .iter()
+        .copied()
+        .filter(|v| *v != "--set-json" && !v.starts_with("agent.config="))
+        .collect();
+    let objects = render("jobrelay-system", &values, false).await.objects;
+    let deployment: Deployment = object(&objects, "Deployment", "jobrelay-agent");
+    assert_config_file(
+        &objects,
+        &deployment,
+        container(&deployment, "agent"),
+        serde_json::json!({"namespaces": {"names": []}}),
+    );
+    let grants: Vec<String> = objects
+        .iter()
+        .filter(|o| matches!(kind(o), "Role" | "ClusterRole") && name(o) != "jobrelay-agent-room")
+        .map(|o| format!("{}/{}", kind(o), name(o)))
+        .collect();
+    assert!(
+        grants.is_empty(),
+        "no namespace open, no grant on Jobs, JobSets or Pods: {grants:?}"
+    );
 }

@@ -326,10 +326,13 @@ async fn admitted(
     };
     match verdict {
         NamespaceVerdict::Allowed => Ok(()),
-        NamespaceVerdict::Refused(message) => Err(ApplyFailure::Refused(
-            RejectReason::NamespaceNotAllowed,
-            message,
-        )),
+        NamespaceVerdict::Refused(message) => {
+            tracing::warn!(%namespace, policy = %policy.describe(), "a mirror refused: its namespace is outside the namespace policy");
+            Err(ApplyFailure::Refused(
+                RejectReason::NamespaceNotAllowed,
+                message,
+            ))
+        }
         NamespaceVerdict::NeedsLabels => Err(ApplyFailure::Refused(
             RejectReason::NamespaceNotAllowed,
             format!("namespace {namespace}: its labels could not be read"),
