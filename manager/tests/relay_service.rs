@@ -157,6 +157,7 @@ async fn a_reconnect_replays_state_not_messages() {
         revision: 1,
         phase: MirrorPhase::Running as i32,
         kind: None,
+        namespace: String::new(),
     };
     let mut second = connect(&manager, hello("w1", vec![held]))
         .await

@@ -43,6 +43,7 @@ mod tests {
                     revision: 3,
                     phase: MirrorPhase::Running as i32,
                     kind: Some(crate::kinds::JOB.to_wire()),
+                    namespace: "ml".into(),
                 }],
                 manager_instances: vec!["3f2a".into()],
                 adopted_manager_instance: String::new(),

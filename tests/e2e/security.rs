@@ -3,6 +3,8 @@
 //! threat model (docs/security.md) has its module; they share one relay and
 //! run one at a time.
 
+#[path = "security/foreign_copy.rs"]
+mod foreign_copy;
 #[path = "security/instance.rs"]
 mod instance;
 #[path = "security/pinning.rs"]

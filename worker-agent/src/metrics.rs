@@ -61,6 +61,7 @@ pub struct Metrics {
     desired_sets: DesiredSets,
     mirrors_deleting: Gauge,
     deletions_held: Gauge,
+    foreign_objects: Gauge,
     fence: FenceMetrics,
     room: RoomMetrics,
 }
@@ -98,6 +99,7 @@ impl Metrics {
             desired_sets: DesiredSets::default(),
             mirrors_deleting: Gauge::default(),
             deletions_held: Gauge::default(),
+            foreign_objects: Gauge::default(),
             fence: FenceMetrics::default(),
             room: RoomMetrics::default(),
         };
@@ -134,6 +136,11 @@ impl Metrics {
             "agent_deletions_held",
             "Mirrors the brake on mass deletion holds back: a DesiredSet would delete them, the manager does not know them, and they are more than the limits allow at once",
             metrics.deletions_held.clone(),
+        );
+        registry.register(
+            "agent_foreign_objects",
+            "Objects carrying the origin UID of a mirror the manager wants, outside that mirror's namespace: not the mirror's (a copy of jobrelay's labels), left alone; each is logged once",
+            metrics.foreign_objects.clone(),
         );
         registry.register(
             "agent_fenced",
@@ -175,10 +182,14 @@ impl Metrics {
         metrics
     }
 
-    /// The gauges the mirrors show their deletions in progress, and those
-    /// the brake holds, on.
-    pub fn deletion_gauges(&self) -> (Gauge, Gauge) {
-        (self.mirrors_deleting.clone(), self.deletions_held.clone())
+    /// The gauges the mirrors show their deletions in progress, those the
+    /// brake holds, and the objects outside their mirror's namespace, on.
+    pub fn mirror_gauges(&self) -> (Gauge, Gauge, Gauge) {
+        (
+            self.mirrors_deleting.clone(),
+            self.deletions_held.clone(),
+            self.foreign_objects.clone(),
+        )
     }
 
     /// The fence's metrics, for the agent to show its fence on.
@@ -279,7 +290,7 @@ mod tests {
     #[test]
     fn the_deletion_backlog_and_the_process_metrics_are_rendered() {
         let metrics = Metrics::new();
-        metrics.deletion_gauges().0.set(250);
+        metrics.mirror_gauges().0.set(250);
         let text = metrics.render();
         // The API latencies and certificate expiries show up once there is
         // a request or a certificate file to tell of.

@@ -263,7 +263,7 @@ pub(crate) fn agent(
     watched: WatchedMirrors,
     metrics: &Metrics,
 ) -> Agent {
-    let (deleting, held) = metrics.deletion_gauges();
+    let (deleting, held, foreign) = metrics.mirror_gauges();
     let pacing = Pacing {
         orphan_pod_grace: args.orphan_pod_grace,
         deletions,
@@ -282,7 +282,7 @@ pub(crate) fn agent(
         watched.pods,
         watched.changes,
     )
-    .report_deletions_on(deleting, held)
+    .report_on(deleting, held, foreign)
     .watching_unbound(crate::unschedulable::UnboundPods::new(watched.unbound))
     .within(watched.policy);
     Agent {

@@ -27,6 +27,7 @@ fn inventory() -> Vec<InventoryEntry> {
             revision: 1 + (i % 3) as u64,
             phase: MirrorPhase::Running as i32,
             kind: None,
+            namespace: String::new(),
         })
         .collect()
 }
@@ -37,7 +38,10 @@ fn desired() -> Vec<(DesiredMirror, Key)> {
             let namespace = format!("team-{}", i % 50);
             let name = format!("job-{i}");
             let key = Key::of(&ObjectRef::<Job>::new(&name).within(&namespace));
-            let mirror = DesiredMirror { origin_uid: uid(i) };
+            let mirror = DesiredMirror {
+                origin_uid: uid(i),
+                namespace: String::new(),
+            };
             (mirror, key)
         })
         .collect()

@@ -133,6 +133,7 @@ fn change(
                     revision: 1 + i % 2,
                     phase: MirrorPhase::Running as i32,
                     kind: None,
+                    namespace: String::new(),
                 })
                 .collect();
             let desired = (0..12)
@@ -140,6 +141,7 @@ fn change(
                 .map(|i| {
                     let mirror = DesiredMirror {
                         origin_uid: format!("u{i}"),
+                        ..Default::default()
                     };
                     (mirror, key(i))
                 })

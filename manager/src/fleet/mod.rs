@@ -7,7 +7,7 @@
 //! Every change that a reconcile should react to returns or queues the
 //! manager Job's key, which the controller then reconciles.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -22,6 +22,7 @@ use crate::job::placement::Candidate;
 use crate::kinds::Key;
 use crate::kinds::demands::Demands;
 use crate::mirror::Event;
+use inventory::Inventory;
 use jobrelay_kinds::room::Room;
 use jobrelay_proto::kinds::{self, KindName};
 use ledger::Ledger;
@@ -110,12 +111,9 @@ impl Fleet {
         }
         // What the agent holds beyond the mirrors known here is for its
         // orphan sweep; nothing is kept for it here.
-        let held: HashMap<&str, (u64, MirrorPhase), foldhash::fast::RandomState> = inventory
-            .iter()
-            .map(|entry| (entry.origin_uid.as_str(), (entry.revision, entry.phase())))
-            .collect();
+        let inventory = Inventory::new(inventory);
         state.mirrors.change_all(|uid, mirror| {
-            let held = held.get(uid).copied();
+            let held = inventory.held(uid, &mirror.key.namespace);
             mirrors::take_in(mirror, Event::Reconnected { held });
         });
         let mut keys: Vec<Key> = Vec::new();
@@ -250,6 +248,7 @@ pub fn message(kind: Kind) -> ManagerMessage {
     ManagerMessage { kind: Some(kind) }
 }
 
+mod inventory;
 mod ledger;
 mod mirrors;
 mod resync;

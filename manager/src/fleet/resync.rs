@@ -56,7 +56,7 @@ impl Fleet {
                 continue;
             }
             if kept_in_set(&mirror.state) {
-                kept.push(uid.to_string());
+                kept.push((uid.to_string(), mirror.key.namespace.clone()));
             } else {
                 released.push(uid.to_string());
             }
@@ -69,7 +69,10 @@ impl Fleet {
         };
         mirrors.extend(
             kept.into_iter()
-                .map(|origin_uid| DesiredMirror { origin_uid }),
+                .map(|(origin_uid, namespace)| DesiredMirror {
+                    origin_uid,
+                    namespace,
+                }),
         );
         let sent = outbox.send(message(Kind::DesiredSet(DesiredSet {
             mirrors,

@@ -95,6 +95,7 @@ fn a_mirror_in_the_inventory_is_not_sent_again() {
     };
     let desired = DesiredMirror {
         origin_uid: "u1".into(),
+        ..Default::default()
     };
     fleet.connect("w1", "test", &[held], vec![(desired, key("a"))], vec![], tx);
     assert_eq!(
@@ -292,6 +293,7 @@ fn a_desired_set_sent_again_keeps_what_the_fleet_sends_and_releases_what_it_with
     let desired = vec![(
         DesiredMirror {
             origin_uid: "u1".into(),
+            ..Default::default()
         },
         key("a"),
     )];

@@ -104,6 +104,7 @@ fn desired_set<K: RelayedKind>(
         .filter_map(|object| {
             let mirror = DesiredMirror {
                 origin_uid: object.uid()?,
+                namespace: object.namespace().unwrap_or_default(),
             };
             Some((mirror, Key::from_obj(object)))
         })
@@ -159,6 +160,7 @@ mod tests {
         let desired = [(
             DesiredMirror {
                 origin_uid: "wanted".into(),
+                namespace: "ml".into(),
             },
             Key::from_obj(jobs[0].as_ref()),
         )];

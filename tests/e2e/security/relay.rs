@@ -263,6 +263,7 @@ async fn a_peer_the_ca_vouches_for_gets_seconds_for_its_hello_and_no_more_than_a
             revision: 1,
             phase: 0,
             kind: None,
+            namespace: String::new(),
         })
         .collect();
     let hello = AgentMessage {

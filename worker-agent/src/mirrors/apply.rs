@@ -25,7 +25,8 @@ impl Mirrors {
     pub fn apply_all(&mut self, applies: Vec<ApplyMirror>) {
         for apply in applies {
             let uid = apply.origin_uid.clone();
-            self.desired.applied(&uid);
+            self.desired
+                .applied(&uid, namespace_of(&apply.object).as_deref());
             self.on(&uid, Event::Apply(apply), &mut Vec::new());
         }
         self.apply_due();
@@ -92,4 +93,20 @@ impl Mirrors {
         };
         self.on(&uid, answered, out);
     }
+}
+
+/// The namespace an apply's object names, read from its metadata alone.
+fn namespace_of(object: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        metadata: Meta,
+    }
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        namespace: Option<String>,
+    }
+    serde_json::from_slice::<Head>(object)
+        .ok()?
+        .metadata
+        .namespace
 }

@@ -44,7 +44,8 @@ impl Mirrors {
     /// Starts deleting a mirror at the manager's request; an apply waiting
     /// for it is dropped.
     pub fn delete(&mut self, delete: DeleteMirror) {
-        self.desired.deleted(&delete.origin_uid);
+        self.desired
+            .deleted(&delete.origin_uid, Some(&delete.namespace));
         info!(uid = %delete.origin_uid, namespace = %delete.namespace, name = %delete.name, reason = delete.reason().as_str_name(), "deleting mirror");
         let kind = [JOB, JOBSET]
             .into_iter()

@@ -17,6 +17,7 @@ mod deletion;
 mod desired;
 mod direct;
 mod fencing;
+mod foreign;
 mod held;
 mod inventory;
 mod losses;
@@ -206,6 +207,8 @@ pub struct Mirrors {
     deleting_gauge: Gauge,
     /// Where mirrors may go.
     policy: Arc<NamespacePolicy>,
+    /// Objects seen carrying a mirror's origin UID outside its namespace.
+    foreign: foreign::Foreign,
 }
 
 impl Mirrors {
@@ -251,6 +254,7 @@ impl Mirrors {
             unconfirmed_logged: HashMap::new(),
             deleting_gauge: Gauge::default(),
             policy: Arc::new(NamespacePolicy::everywhere(None)),
+            foreign: foreign::Foreign::default(),
         }
     }
 
@@ -267,10 +271,12 @@ impl Mirrors {
     }
 
     /// Shows the mirrors being deleted (or waiting for their Pods to go) on
-    /// `deleting` after each pass, and those the brake holds on `held`.
-    pub fn report_deletions_on(mut self, deleting: Gauge, held: Gauge) -> Self {
+    /// `deleting` after each pass, those the brake holds on `held`, and
+    /// the objects found outside their mirror's namespace on `foreign`.
+    pub fn report_on(mut self, deleting: Gauge, held: Gauge, foreign: Gauge) -> Self {
         self.deleting_gauge = deleting;
         self.sweep.held_gauge = held;
+        self.foreign.gauge = foreign;
         self
     }
 
@@ -331,7 +337,7 @@ impl Mirrors {
             std::mem::take(&mut self.everything_due),
             self.records.on_the_clock(),
         );
-        let snapshot = match &visit {
+        let mut snapshot = match &visit {
             Visit::Everything => Snapshot {
                 objects: by_origin_uid(self.objects.state(), |o| o.object_meta()),
                 pods: by_origin_uid(self.pods.state(), |p| p.meta()),
@@ -345,6 +351,7 @@ impl Mirrors {
                 visit,
             },
         };
+        self.set_apart_foreign(&mut snapshot);
         let strays = self.notice_losses(&snapshot);
         out.extend(self.sweep.take_notice());
         self.report_lost(out);

@@ -34,12 +34,13 @@ pub(super) struct Sweep {
 }
 
 impl Mirrors {
-    /// The manager's complete list (`desired`), the origin UIDs it knows it
-    /// releases, and whether the cluster comes back from Lost: anything else
-    /// of this origin goes, as far as the brake allows.
+    /// The manager's complete list (`desired`: each origin UID with its
+    /// namespace), the origin UIDs it knows it releases, and whether the
+    /// cluster comes back from Lost: anything else of this origin goes, as
+    /// far as the brake allows.
     pub fn set_desired(
         &mut self,
-        desired: impl IntoIterator<Item = String>,
+        desired: impl IntoIterator<Item = (String, String)>,
         released: impl IntoIterator<Item = String>,
         after_lost: bool,
     ) {

@@ -127,7 +127,7 @@ async fn what_the_agent_holds_follows_each_desired_set_apply_and_delete() {
         None,
         "nothing before the session's DesiredSet"
     );
-    mirrors.set_desired(["u1".to_string(), "u2".to_string()], Vec::new(), false);
+    mirrors.set_desired(unplaced(&["u1", "u2"]), Vec::new(), false);
     let held = |received, uids: &[&str]| {
         Some(jobrelay_proto::holding::Summary::of(uids.iter().copied()).holding(received))
     };
@@ -147,7 +147,7 @@ async fn what_the_agent_holds_follows_each_desired_set_apply_and_delete() {
 #[tokio::test]
 async fn a_second_desired_set_drops_an_apply_waiting_for_a_mirror_it_no_longer_names() {
     let mut mirrors = reaching_nothing(vec![mirror("u1", false)]).await;
-    mirrors.set_desired(["u1".to_string()], Vec::new(), false);
+    mirrors.set_desired(unplaced(&["u1"]), Vec::new(), false);
     // The apply of a new generation waits until the old mirror is gone.
     mirrors.delete(deleted("u1", "ml"));
     mirrors.apply_all(vec![apply("u1")]);
@@ -156,7 +156,7 @@ async fn a_second_desired_set_drops_an_apply_waiting_for_a_mirror_it_no_longer_n
         other => panic!("u1 is being deleted, not {other:?}"),
     };
     assert!(waits(&mirrors));
-    mirrors.set_desired(Vec::<String>::new(), Vec::new(), false);
+    mirrors.set_desired(unplaced(&[]), Vec::new(), false);
     assert!(
         !waits(&mirrors),
         "the apply is dropped, the deletion goes on"
@@ -229,4 +229,11 @@ async fn the_manager_instance_is_read_from_the_mirrors_the_agent_wrote_not_their
     ])
     .await;
     assert_eq!(mirrors.manager_instances(), ["ours"]);
+}
+
+/// A DesiredSet's mirrors that name no namespace (an older manager's).
+fn unplaced(uids: &[&str]) -> Vec<(String, String)> {
+    uids.iter()
+        .map(|u| (u.to_string(), String::new()))
+        .collect()
 }

@@ -274,7 +274,7 @@ impl Agent {
                         "desired set received"
                     );
                     self.desired_sets.received();
-                    let desired = set.mirrors.into_iter().map(|m| m.origin_uid);
+                    let desired = set.mirrors.into_iter().map(|m| (m.origin_uid, m.namespace));
                     self.mirrors
                         .set_desired(desired, set.released, set.after_lost);
                 }

@@ -237,6 +237,7 @@ fn inventory(mirrors: &Mirrors) -> Vec<InventoryEntry> {
             revision: held.revision,
             phase: held.phase.into(),
             kind: Some(JOB.to_wire()),
+            namespace: String::new(),
         })
         .collect()
 }
