@@ -160,6 +160,17 @@ pub struct RelayFlags {
     /// is disconnected and resyncs when it dials again.
     #[arg(long, env = "JOBRELAY_RELAY_OUTBOX_LIMIT", default_value = "4096", value_parser = clap::value_parser!(u32).range(1..))]
     pub relay_outbox_limit: u32,
+
+    /// Messages a second one session may send, 20 seconds' worth at once;
+    /// an agent that sends more is disconnected, and its WorkerCluster says
+    /// why. 0: no limit.
+    #[arg(long, env = "JOBRELAY_RELAY_SESSION_MESSAGES_PER_SECOND", default_value_t = crate::session::budget::DEFAULT_MESSAGES_PER_SECOND)]
+    pub relay_session_messages_per_second: u32,
+
+    /// Bytes a second one session may send, encoded, 20 seconds' worth at
+    /// once; as above. 0: no limit.
+    #[arg(long, env = "JOBRELAY_RELAY_SESSION_BYTES_PER_SECOND", default_value_t = crate::session::budget::DEFAULT_BYTES_PER_SECOND)]
+    pub relay_session_bytes_per_second: u32,
 }
 
 impl RelayFlags {
@@ -177,6 +188,10 @@ impl RelayFlags {
         crate::session::SessionLimits {
             hello_timeout: self.relay_hello_timeout,
             outbox_capacity: self.relay_outbox_limit as usize,
+            rates: crate::session::budget::Rates {
+                messages: self.relay_session_messages_per_second,
+                bytes: self.relay_session_bytes_per_second,
+            },
         }
     }
 }

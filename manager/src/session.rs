@@ -28,6 +28,7 @@ use k8s_openapi::jiff::Timestamp;
 
 mod admission;
 mod anti_entropy;
+pub mod budget;
 mod certificate;
 mod desired;
 mod drift;
@@ -61,6 +62,8 @@ enum Ended {
     FellBehind(usize),
     #[error("it sent {0}")]
     TooLarge(TooLarge),
+    #[error("it sent {0}")]
+    OverBudget(budget::OverBudget),
     #[error("its client certificate expired at {0}")]
     CertificateExpired(Timestamp),
     #[error("{0}")]
@@ -78,6 +81,10 @@ impl Ended {
             )),
             Ended::TooLarge(_) => Some(Dismissal::new(
                 "message_too_large",
+                Status::resource_exhausted(format!("session ended: {self}")),
+            )),
+            Ended::OverBudget(_) => Some(Dismissal::new(
+                "over_budget",
                 Status::resource_exhausted(format!("session ended: {self}")),
             )),
             Ended::CertificateExpired(_) => Some(Dismissal::new(
@@ -112,6 +119,8 @@ pub struct SessionLimits {
     pub hello_timeout: Duration,
     /// Messages queued for one agent before it counts as fallen behind.
     pub outbox_capacity: usize,
+    /// What one session may send a second.
+    pub rates: budget::Rates,
 }
 
 impl Default for SessionLimits {
@@ -119,6 +128,7 @@ impl Default for SessionLimits {
         SessionLimits {
             hello_timeout: limits::DEFAULT_HELLO_TIMEOUT,
             outbox_capacity: crate::outbox::DEFAULT_CAPACITY,
+            rates: budget::Rates::default(),
         }
     }
 }
@@ -156,6 +166,8 @@ pub struct Sessions {
     pub clusters_changed: tokio::sync::watch::Receiver<()>,
     /// What the manager wants on each cluster, for the agents' Heartbeats.
     pub wanted: wanted::WantedCache,
+    /// Turns to have a Hello read ([`limits::HELLO_READS_AT_ONCE`]).
+    pub hello_reads: tokio::sync::Semaphore,
 }
 
 type ManagerStream = Pin<Box<dyn Stream<Item = Result<ManagerMessage, Status>> + Send>>;
@@ -172,13 +184,29 @@ impl Relay for RelayService {
         let clusters_changed = self.sessions.clusters_changed.clone();
         let mut inbound = request.into_inner();
         let timeout = self.sessions.limits.hello_timeout;
-        let first = tokio::time::timeout(timeout, inbound.message()).await.ok();
-        let admitted = limits::hello(first, timeout).and_then(|hello| {
-            self.sessions.admit(peer.as_ref(), &hello.cluster)?;
-            versions_match(&hello.agent_version)?;
-            self.sessions.instance_taken(&hello)?;
-            Ok(hello)
-        });
+        let registered = |name: &str| self.sessions.registry.get(name).is_some();
+        let first = match admission::names_a_registered_cluster(
+            self.sessions.tls,
+            peer.as_ref(),
+            registered,
+        ) {
+            Ok(()) => {
+                let read = async {
+                    let _turn = self.sessions.hello_reads.acquire().await;
+                    inbound.message().await
+                };
+                Ok(tokio::time::timeout(timeout, read).await.ok())
+            }
+            Err(unknown) => Err(unknown),
+        };
+        let admitted = first
+            .and_then(|first| limits::hello(first, timeout))
+            .and_then(|hello| {
+                self.sessions.admit(peer.as_ref(), &hello.cluster)?;
+                versions_match(&hello.agent_version)?;
+                self.sessions.instance_taken(&hello)?;
+                Ok(hello)
+            });
         let hello = match admitted {
             Ok(hello) => hello,
             Err(Dismissal { reason, status }) => {
@@ -310,6 +338,7 @@ impl Sessions {
             deletions_held: None,
         };
         let silence = self.heartbeat_interval * MISSED_HEARTBEATS;
+        let mut budget = budget::Budget::new(self.limits.rates, tokio::time::Instant::now());
         let mut certificate_ends =
             std::pin::pin!(self.certificate_ends(&cluster, certificate, clusters_changed));
         let reason = loop {
@@ -324,8 +353,12 @@ impl Sessions {
                 Ok(Err(status)) => break Ended::Stream(status),
                 Ok(Ok(None)) => break Ended::ClosedByAgent,
                 Ok(Ok(Some(AgentMessage { kind: Some(kind) }))) => {
-                    if let Err(too_large) = limits::within_limit(&kind) {
-                        break Ended::TooLarge(too_large);
+                    let size = match limits::within_limit(&kind) {
+                        Ok(size) => size,
+                        Err(too_large) => break Ended::TooLarge(too_large),
+                    };
+                    if let Err(over) = budget.charge(size, tokio::time::Instant::now()) {
+                        break Ended::OverBudget(over);
                     }
                     if self.registry.get(&cluster).is_none() {
                         break Ended::Unregistered;
@@ -340,14 +373,18 @@ impl Sessions {
         };
         heartbeats.abort();
         welcomes.abort();
-        self.fleet.disconnect(&cluster, session);
-        if let Some(Dismissal {
-            reason: label,
-            status,
-        }) = reason.cut()
-        {
-            self.metrics.session_cut(label);
-            let _ = cut.send(status);
+        match reason.cut() {
+            Some(Dismissal {
+                reason: label,
+                status,
+            }) => {
+                let over_budget = matches!(reason, Ended::OverBudget(_));
+                self.fleet
+                    .cut(&cluster, session, reason.to_string(), over_budget);
+                self.metrics.session_cut(label);
+                let _ = cut.send(status);
+            }
+            None => self.fleet.disconnect(&cluster, session),
         }
         warn!(%reason, "agent disconnected");
     }

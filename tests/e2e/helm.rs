@@ -236,6 +236,7 @@ async fn manager_objects_are_accepted_by_the_api_server() {
         "PodDisruptionBudget",
         "MutatingWebhookConfiguration",
         "Secret",
+        "NetworkPolicy",
     ] {
         assert!(
             kinds.contains(expected),
@@ -276,11 +277,12 @@ async fn agent_objects_are_accepted_by_the_api_server() {
             "ConfigMap",
             "Deployment",
             "Service",
+            "NetworkPolicy",
             "ServiceAccount",
             "ValidatingAdmissionPolicy",
             "ValidatingAdmissionPolicyBinding"
         ]),
-        "the agent's objects (its Service is the metrics'; its pod-template policy): {:?}",
+        "the agent's objects (its Service is the metrics'; its pod-template and write policies): {:?}",
         summary(objects)
     );
     assert_accepted_by_api_server(&rendered).await;

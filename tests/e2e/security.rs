@@ -13,6 +13,8 @@ mod pinning;
 mod placement_record;
 #[path = "security/relay.rs"]
 mod relay;
+#[path = "security/session_budget.rs"]
+mod session_budget;
 
 /// Only one scenario at a time floods, kills or measures.
 static EXCLUSIVE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

@@ -171,18 +171,22 @@ pub fn desired_status(
             generation,
         )
     } else {
-        let message = match link.since {
-            Some(_) => format!("the agent's session closed at {since}"),
-            None => "no session since the manager started".into(),
+        let (reason, message) = match (&link.cut, link.since) {
+            (Some(why), _) => (
+                "SessionCut",
+                format!("the manager cut the agent's session at {since}: {why}"),
+            ),
+            (None, Some(_)) => (
+                "Disconnected",
+                format!("the agent's session closed at {since}"),
+            ),
+            (None, None) => (
+                "Disconnected",
+                "no session since the manager started".into(),
+            ),
         };
         condition(
-            &current,
-            CONNECTED,
-            false,
-            "Disconnected",
-            message,
-            since,
-            generation,
+            &current, CONNECTED, false, reason, message, since, generation,
         )
     };
     let lost = if lost {
@@ -287,6 +291,7 @@ mod tests {
                     free: [("cpu", 1500)].into(),
                 }],
             }),
+            cut: None,
         };
         let status = desired_status(&cluster(None), &link, LOST_AFTER, at(500), at(0));
         let room = status.room.as_deref().expect("the reported room");
@@ -306,6 +311,36 @@ mod tests {
         assert_eq!(status.active_mirrors, 3);
         assert_eq!(status.agent_version.as_deref(), Some("0.1.0"));
         assert_eq!(status.last_heartbeat_time, Some(Time(at(5))));
+    }
+
+    #[test]
+    fn a_session_the_manager_cut_says_why_on_the_connected_condition() {
+        let link = Link {
+            connected: false,
+            since: Some(at(6)),
+            cut: Some("it sent more than 10 bytes a second".into()),
+            ..Default::default()
+        };
+        let status = desired_status(&cluster(None), &link, LOST_AFTER, at(7), at(0));
+        let connected = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONNECTED)
+            .expect("Connected");
+        assert_eq!(
+            (connected.status.as_str(), connected.reason.as_str()),
+            ("False", "SessionCut")
+        );
+        assert!(
+            connected
+                .message
+                .contains("the manager cut the agent's session at")
+                && connected
+                    .message
+                    .ends_with("it sent more than 10 bytes a second"),
+            "{}",
+            connected.message
+        );
     }
 
     #[test]

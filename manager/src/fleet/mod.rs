@@ -41,6 +41,8 @@ pub struct Link {
     pub active_mirrors: u32,
     /// The room its agent last reported, if it reports any.
     pub room: Option<Room>,
+    /// Why the manager cut the last session, if a limit did.
+    pub cut: Option<String>,
 }
 
 #[derive(Default)]
@@ -53,6 +55,10 @@ struct Cluster {
     last_heard: Option<Timestamp>,
     /// Disconnected for longer than its `lostAfter`.
     lost: bool,
+    /// Why the manager cut the last session, if a limit did.
+    cut: Option<String>,
+    /// When a session was last cut over its budget.
+    over_budget_at: Option<std::time::Instant>,
     /// The kinds its agent mirrors, as its last Hello named them.
     kinds: Vec<ObjectKind>,
     /// Its room: what the agent reported, less what is promised.
@@ -131,6 +137,7 @@ impl Fleet {
         state.last_heard = state.since;
         state.agent_version = agent_version.to_string();
         state.lost = false;
+        state.cut = None;
         drop(clusters);
         for key in keys {
             let _ = self.triggers.send(key);
@@ -143,6 +150,28 @@ impl Fleet {
         for key in keys {
             let _ = self.triggers.send(key);
         }
+    }
+
+    /// Ends a session the manager cut for `why` (a limit it broke;
+    /// `over_budget`: its rates), unless a newer one replaced it already:
+    /// the WorkerCluster says why.
+    pub fn cut(&self, cluster: &str, session: u64, why: String, over_budget: bool) {
+        let mut clusters = self.lock();
+        if let Some(state) = clusters.get_mut(cluster) {
+            if over_budget {
+                state.over_budget_at = Some(std::time::Instant::now());
+            }
+            if state.session.as_ref().map(|(id, _)| *id) == Some(session) {
+                state.cut = Some(why);
+            }
+        }
+        drop(clusters);
+        self.disconnect(cluster, session);
+    }
+
+    /// When a session of `cluster` was last cut over its budget.
+    pub fn over_budget_at(&self, cluster: &str) -> Option<std::time::Instant> {
+        self.lock().get(cluster)?.over_budget_at
     }
 
     /// Ends a session, unless a newer one replaced it already.
@@ -174,6 +203,7 @@ impl Fleet {
                 last_heard: c.last_heard,
                 active_mirrors: held(c),
                 room: c.room.reported().cloned(),
+                cut: c.cut.clone(),
             })
     }
 

@@ -50,6 +50,35 @@ pub(super) fn leads(open: bool) -> Result<(), Dismissal> {
     }
 }
 
+/// Before a byte of its Hello is read: with `tls`, the peer's certificate
+/// must name a cluster `registered` — a peer the CA vouches for as a
+/// cluster this manager does not know is refused unread.
+pub(super) fn names_a_registered_cluster(
+    tls: bool,
+    peer: Option<&Peer>,
+    registered: impl Fn(&str) -> bool,
+) -> Result<(), Dismissal> {
+    if !tls {
+        return Ok(());
+    }
+    let Some(peer) = peer else {
+        return Err(Dismissal::new(
+            "no_certificate",
+            Status::unauthenticated("no verified client certificate"),
+        ));
+    };
+    if peer.dns_names.iter().any(|name| registered(name)) {
+        return Ok(());
+    }
+    Err(Dismissal::new(
+        "unknown_cluster",
+        Status::permission_denied(format!(
+            "the client certificate names {}, and no WorkerCluster of that name is registered with this manager",
+            peer.dns_names.join(", ")
+        )),
+    ))
+}
+
 /// Whether the Hello's `cluster` is one the peer's certificate names
 /// (with `tls`; without, the Hello is taken at its word).
 pub(super) fn claimed_identity(
@@ -106,7 +135,18 @@ impl Sessions {
                 )),
             ));
         };
-        self.pinned(&registered, peer)
+        self.pinned(&registered, peer)?;
+        let cut_at = self.fleet.over_budget_at(cluster);
+        match super::budget::holding_off(cut_at, std::time::Instant::now()) {
+            None => Ok(()),
+            Some(left) => Err(Dismissal::new(
+                "held_off",
+                Status::resource_exhausted(format!(
+                    "cluster {cluster}'s last session was cut for sending more than its budget; dial again in {}s",
+                    left.as_secs() + 1
+                )),
+            )),
+        }
     }
 
     /// Refuses an agent whose worker holds mirrors another manager instance
@@ -177,6 +217,31 @@ mod tests {
         assert_eq!(
             refused(claimed_identity(true, None, "worker-a")),
             ("no_certificate", Code::Unauthenticated)
+        );
+    }
+
+    #[test]
+    fn a_certificate_naming_no_registered_cluster_is_refused_before_its_hello() {
+        let registered = |name: &str| name == "worker-b";
+        assert!(
+            names_a_registered_cluster(true, Some(&peer(&["worker-a", "worker-b"])), registered)
+                .is_ok()
+        );
+        assert_eq!(
+            refused(names_a_registered_cluster(
+                true,
+                Some(&peer(&["ghost"])),
+                registered
+            )),
+            ("unknown_cluster", Code::PermissionDenied)
+        );
+        assert_eq!(
+            refused(names_a_registered_cluster(true, None, registered)),
+            ("no_certificate", Code::Unauthenticated)
+        );
+        assert!(
+            names_a_registered_cluster(false, None, registered).is_ok(),
+            "without TLS only the Hello can say"
         );
     }
 

@@ -22,6 +22,12 @@ pub const MAX_CONCURRENT_STREAMS: u32 = 2;
 /// The largest header block a request may carry.
 pub const MAX_HEADER_LIST_SIZE: u32 = 16 * 1024;
 
+/// Hellos read at once, across every peer: a peer's Hello is read only
+/// with one of these, so at most this many Hellos' bytes are held at once
+/// (8 × [`HELLO_LIMIT`]); a peer waits for its turn within its Hello
+/// deadline, its data held back by HTTP/2 flow control meanwhile.
+pub const HELLO_READS_AT_ONCE: usize = 8;
+
 /// Hello: about 60 bytes per inventory entry, so room for ~70,000 mirrors.
 /// Also the service's decoding limit: no message of any kind is read past it.
 pub const HELLO_LIMIT: usize = 4 * 1024 * 1024;
@@ -68,8 +74,8 @@ pub fn check_size(kind: &agent_message::Kind, size: usize) -> Result<(), TooLarg
     })
 }
 
-/// [`check_size`] of a received message.
-pub fn within_limit(kind: &agent_message::Kind) -> Result<(), TooLarge> {
+/// [`check_size`] of a received message; its size, encoded.
+pub fn within_limit(kind: &agent_message::Kind) -> Result<usize, TooLarge> {
     let size = match kind {
         agent_message::Kind::MirrorStatus(m) => m.encoded_len(),
         agent_message::Kind::ApplyRejected(m) => m.encoded_len(),
@@ -81,7 +87,7 @@ pub fn within_limit(kind: &agent_message::Kind) -> Result<(), TooLarge> {
         agent_message::Kind::Room(m) => m.encoded_len(),
         agent_message::Kind::PodsHeld(m) => m.encoded_len(),
     };
-    check_size(kind, size)
+    check_size(kind, size).map(|()| size)
 }
 
 fn kind_name(kind: &agent_message::Kind) -> &'static str {
@@ -145,9 +151,9 @@ mod tests {
 
     #[test]
     fn a_message_within_its_kinds_limit_passes() {
-        assert_eq!(within_limit(&status_of(1000)), Ok(()));
+        assert!(within_limit(&status_of(1000)).is_ok());
         let beat = agent_message::Kind::Heartbeat(Heartbeat::default());
-        assert_eq!(within_limit(&beat), Ok(()));
+        assert!(within_limit(&beat).is_ok());
     }
 
     #[test]

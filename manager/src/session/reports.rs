@@ -133,6 +133,9 @@ impl Sessions {
 
     /// A mirror vanished from `cluster` while it was wanted.
     fn mirror_lost(&self, cluster: &str, lost: MirrorLost) {
+        if !self.placed_here(cluster, &lost.origin_uid) {
+            return;
+        }
         warn!(uid = %lost.origin_uid, mirror_uid = %lost.mirror_uid, observed = %lost.observed, "mirror lost on the worker");
         self.metrics.mirror_lost(cluster);
         if self
@@ -146,6 +149,9 @@ impl Sessions {
 
     /// `cluster` refused a mirror: recorded with an Event saying what follows.
     fn apply_rejected(&self, cluster: &str, rejected: ApplyRejected) {
+        if !self.placed_here(cluster, &rejected.origin_uid) {
+            return;
+        }
         let reason = rejected.reason();
         let retry_in = rejected
             .retry_in
@@ -190,6 +196,9 @@ impl Sessions {
     /// Pods of a mirror held Terminating on a node not Ready: a warning on
     /// its manager Job naming them (none once they are gone).
     fn pods_held(&self, cluster: &str, held: PodsHeld) {
+        if !self.placed_here(cluster, &held.origin_uid) {
+            return;
+        }
         let pods: Vec<HeldPod> = held
             .pods
             .into_iter()
@@ -226,6 +235,17 @@ impl Sessions {
             Reason::PodsStuckTerminating,
             note,
         );
+    }
+
+    /// Whether the mirror of `uid` is placed on `cluster`; a report of one
+    /// that is not is dropped before it costs a log line, a note or a
+    /// parse, and counted.
+    fn placed_here(&self, cluster: &str, uid: &str) -> bool {
+        let placed = self.fleet.key_of(cluster, uid).is_some();
+        if !placed {
+            self.metrics.report_dropped(cluster);
+        }
+        placed
     }
 
     /// Records an Event on the mirror's manager Job; the Event waits for its

@@ -207,6 +207,7 @@ impl Core {
             certificates: Arc::clone(&self.certificates),
             clusters_changed: watches.clusters_changed.clone(),
             wanted: Default::default(),
+            hello_reads: tokio::sync::Semaphore::new(crate::session::limits::HELLO_READS_AT_ONCE),
         })
     }
 

@@ -130,6 +130,9 @@ pub async fn manager_with(limits: SessionLimits) -> Manager {
         certificates: Arc::new(AgentCertificates::new(metrics.agent_certificate_expiry())),
         clusters_changed,
         wanted: Default::default(),
+        hello_reads: tokio::sync::Semaphore::new(
+            jobrelay_manager::session::limits::HELLO_READS_AT_ONCE,
+        ),
     });
 
     // Every connection the client makes is a fresh pipe handed to the server.

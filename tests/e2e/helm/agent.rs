@@ -201,3 +201,68 @@ async fn by_default_the_agent_opens_no_namespace_and_is_granted_nothing_on_mirro
         "no namespace open, no grant on Jobs, JobSets or Pods: {grants:?}"
     );
 }
+
+#[tokio::test]
+async fn network_policies_let_in_only_each_components_own_ports() {
+    let ports = |policy: &Value| -> BTreeSet<i64> {
+        policy["spec"]["ingress"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|rule| rule["ports"].as_array().cloned().unwrap_or_default())
+            .filter_map(|port| port["port"].as_i64())
+            .collect()
+    };
+    let policy = |objects: &[Value], name_: &str| -> Value {
+        let found: Vec<&Value> = objects
+            .iter()
+            .filter(|o| kind(o) == "NetworkPolicy" && name(o) == name_)
+            .collect();
+        assert_eq!(
+            found.len(),
+            1,
+            "one NetworkPolicy {name_}: {:?}",
+            summary(objects)
+        );
+        assert_eq!(
+            found[0]["spec"]["policyTypes"],
+            serde_json::json!(["Ingress"])
+        );
+        found[0].clone()
+    };
+    let agent = render("jobrelay-system", AGENT_VALUES, false).await.objects;
+    let agent = policy(&agent, "jobrelay-agent");
+    assert_eq!(
+        ports(&agent),
+        BTreeSet::from([8081, 9090]),
+        "the agent dials out; only its probes and metrics are reached"
+    );
+
+    let mut values = MANAGER_VALUES.to_vec();
+    let from = r#"manager.networkPolicy.relayFrom=[{"ipBlock":{"cidr":"192.0.2.0/24"}}]"#;
+    values.extend(["--set-json", from]);
+    let manager = render("jobrelay-system", &values, false).await.objects;
+    let manager = policy(&manager, "jobrelay-manager");
+    assert_eq!(
+        ports(&manager),
+        BTreeSet::from([8443, 9443, 8081, 9090]),
+        "the Relay, the webhook, the probes, the metrics"
+    );
+    let relay = manager["spec"]["ingress"]
+        .as_array()
+        .and_then(|rules| rules.iter().find(|r| r["ports"][0]["port"] == 8443))
+        .expect("a rule for the Relay");
+    assert_eq!(
+        relay["from"],
+        serde_json::json!([{"ipBlock": {"cidr": "192.0.2.0/24"}}]),
+        "only from the given sources"
+    );
+
+    let mut values = AGENT_VALUES.to_vec();
+    values.extend(["--set", "agent.networkPolicy.enabled=false"]);
+    let objects = render("jobrelay-system", &values, false).await.objects;
+    assert!(
+        !objects.iter().any(|o| kind(o) == "NetworkPolicy"),
+        "switched off: none"
+    );
+}

@@ -24,7 +24,7 @@ use tonic::transport::{Channel, Endpoint};
 use super::EXCLUSIVE;
 
 /// The worker whose real agent works through the flood.
-const WORKER: &str = "worker-1";
+pub(super) const WORKER: &str = "worker-1";
 /// Flooding connections at once.
 const CONNECTIONS: usize = 1000;
 /// Jobs timed before the flood, and again during it.
@@ -32,14 +32,14 @@ const JOBS: usize = 10;
 /// The flood lasts at least this long.
 const FLOOD_FOR: Duration = Duration::from_secs(30);
 /// What the flood may add to the leader's resident memory.
-const RSS_BOUND: u64 = 50 * 1024 * 1024;
+pub(super) const RSS_BOUND: u64 = 50 * 1024 * 1024;
 
-const MIB: f64 = 1024.0 * 1024.0;
+pub(super) const MIB: f64 = 1024.0 * 1024.0;
 
 /// Creates `JOBS` Jobs pinned to [`WORKER`], one after another, each timed
 /// from its creation until its mirror exists on the worker; waits for all
 /// to complete. Returns the times.
-async fn dispatch_times(s: &Scenario, phase: &str) -> Vec<Duration> {
+pub(super) async fn dispatch_times(s: &Scenario, phase: &str) -> Vec<Duration> {
     let mirrors: Api<Job> = s.worker_api(WORKER).await;
     let mut times = Vec::new();
     for index in 0..JOBS {
@@ -76,7 +76,7 @@ async fn mirrored(mirrors: &Api<Job>, name: &str, created: Instant) -> Duration 
 }
 
 /// Median and largest of `times`, for the report.
-fn summary(times: &[Duration]) -> String {
+pub(super) fn summary(times: &[Duration]) -> String {
     let mut sorted = times.to_vec();
     sorted.sort();
     let median = sorted.get(sorted.len() / 2).copied().unwrap_or_default();
@@ -88,7 +88,10 @@ fn summary(times: &[Duration]) -> String {
 }
 
 /// Samples the resident memory of `pid` until `stop`; the largest seen.
-fn sample_rss(pid: u32, stop: Arc<AtomicBool>) -> (Arc<AtomicU64>, tokio::task::JoinHandle<()>) {
+pub(super) fn sample_rss(
+    pid: u32,
+    stop: Arc<AtomicBool>,
+) -> (Arc<AtomicU64>, tokio::task::JoinHandle<()>) {
     let peak = Arc::new(AtomicU64::new(0));
     let seen = Arc::clone(&peak);
     let sampler = tokio::spawn(async move {
@@ -217,7 +220,7 @@ async fn a_thousand_untrusted_peers_with_slow_hellos_move_neither_the_leaders_me
 
 /// A channel to the Relay presenting a certificate the CA issued for
 /// `cluster` (registered or not).
-async fn vouched_for(relay: &Relay, cluster: &str) -> Channel {
+pub(super) async fn vouched_for(relay: &Relay, cluster: &str) -> Channel {
     let identity = relay.ca().client(cluster).unwrap();
     let tls = jobrelay_process::client::client_config(&Pem {
         cert: identity.cert.into_bytes(),
@@ -238,10 +241,29 @@ async fn a_peer_the_ca_vouches_for_gets_seconds_for_its_hello_and_no_more_than_a
     let _exclusive = EXCLUSIVE.lock().await;
     let (_clusters, relay) = jobrelay_testbed::kit::relay().await;
 
-    // Says nothing: cut at the Hello deadline.
+    // Vouched for as a cluster this manager does not know: refused before
+    // a byte of its Hello is read.
+    let before = refused(relay, "unknown_cluster").await;
+    let opened = Instant::now();
+    let ghost = RelayClient::new(vouched_for(relay, "ghost").await)
+        .connect(futures::stream::pending::<AgentMessage>())
+        .await
+        .expect_err("no session for a cluster not registered");
+    println!(
+        "an unregistered cluster: {:?} after {:.1?}: {}",
+        ghost.code(),
+        opened.elapsed(),
+        ghost.message()
+    );
+    assert_eq!(ghost.code(), Code::PermissionDenied, "{ghost:?}");
+    assert!(ghost.message().contains("ghost"), "{ghost:?}");
+    assert_eq!(refused(relay, "unknown_cluster").await, before + 1.0);
+
+    // A registered cluster's certificate that says nothing: cut at the
+    // Hello deadline. (No Hello, no session: worker-2's agent keeps its.)
     let before = refused(relay, "hello_timeout").await;
     let opened = Instant::now();
-    let silent = RelayClient::new(vouched_for(relay, "ghost").await)
+    let silent = RelayClient::new(vouched_for(relay, "worker-2").await)
         .connect(futures::stream::pending::<AgentMessage>())
         .await
         .expect_err("no session without a Hello");
@@ -268,13 +290,13 @@ async fn a_peer_the_ca_vouches_for_gets_seconds_for_its_hello_and_no_more_than_a
         .collect();
     let hello = AgentMessage {
         kind: Some(agent_message::Kind::Hello(Hello {
-            cluster: "ghost".into(),
+            cluster: "worker-2".into(),
             agent_version: env!("CARGO_PKG_VERSION").into(),
             inventory,
             ..Hello::default()
         })),
     };
-    let oversized = RelayClient::new(vouched_for(relay, "ghost").await)
+    let oversized = RelayClient::new(vouched_for(relay, "worker-2").await)
         .max_encoding_message_size(16 * 1024 * 1024)
         .connect(futures::stream::iter([hello]).chain(futures::stream::pending()))
         .await
