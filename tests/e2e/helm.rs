@@ -5,7 +5,7 @@
 //! matters — gRPC probes on the health port, the TLS Secret mounted where the
 //! flags point, the configuration file from values, RBAC the agent cannot
 //! exceed; and the worker's policies, applied to that API server, refuse
-//! what they must (`helm/worker_policy.rs`). Rendering uses the pinned helm
+//! what they must (`helm/worker_policy.rs`, `helm/write_policy.rs`). Rendering uses the pinned helm
 //! built by `cargo xtask k8s`.
 
 use std::collections::BTreeSet;
@@ -34,6 +34,8 @@ mod manager;
 mod webhook;
 #[path = "helm/worker_policy.rs"]
 mod worker_policy;
+#[path = "helm/write_policy.rs"]
+mod write_policy;
 
 use assertions::*;
 

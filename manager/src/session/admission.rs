@@ -50,6 +50,19 @@ pub(super) fn leads(open: bool) -> Result<(), Dismissal> {
     }
 }
 
+/// The peer whose certificate the handshake verified; `None` without
+/// `tls`, where only the Hello can say who it is.
+fn verified(tls: bool, peer: Option<&Peer>) -> Result<Option<&Peer>, Dismissal> {
+    match (tls, peer) {
+        (false, _) => Ok(None),
+        (true, Some(peer)) => Ok(Some(peer)),
+        (true, None) => Err(Dismissal::new(
+            "no_certificate",
+            Status::unauthenticated("no verified client certificate"),
+        )),
+    }
+}
+
 /// Before a byte of its Hello is read: with `tls`, the peer's certificate
 /// must name a cluster `registered` — a peer the CA vouches for as a
 /// cluster this manager does not know is refused unread.
@@ -58,14 +71,8 @@ pub(super) fn names_a_registered_cluster(
     peer: Option<&Peer>,
     registered: impl Fn(&str) -> bool,
 ) -> Result<(), Dismissal> {
-    if !tls {
+    let Some(peer) = verified(tls, peer)? else {
         return Ok(());
-    }
-    let Some(peer) = peer else {
-        return Err(Dismissal::new(
-            "no_certificate",
-            Status::unauthenticated("no verified client certificate"),
-        ));
     };
     if peer.dns_names.iter().any(|name| registered(name)) {
         return Ok(());
@@ -92,14 +99,8 @@ pub(super) fn claimed_identity(
             Status::invalid_argument("Hello.cluster is empty"),
         ));
     }
-    if !tls {
+    let Some(peer) = verified(tls, peer)? else {
         return Ok(());
-    }
-    let Some(peer) = peer else {
-        return Err(Dismissal::new(
-            "no_certificate",
-            Status::unauthenticated("no verified client certificate"),
-        ));
     };
     if !peer.dns_names.iter().any(|n| n == cluster) {
         return Err(Dismissal::new(

@@ -87,6 +87,41 @@ pub(super) fn summary(times: &[Duration]) -> String {
     )
 }
 
+/// Waits until `flood_for` passed since `started`.
+pub(super) async fn lasted(started: Instant, flood_for: Duration) {
+    wait::until(
+        format!("the flood to have lasted {flood_for:?}"),
+        flood_for + WAIT,
+        || async {
+            match started.elapsed() >= flood_for {
+                true => Seen::Ready(()),
+                false => Seen::Waiting(format!("{:?} so far", started.elapsed())),
+            }
+        },
+    )
+    .await;
+}
+
+/// Prints the leader's memory at rest and its peak under a flood, and the
+/// dispatch times without and with it.
+pub(super) fn print_figures(idle: u64, peak: u64, calm: &[Duration], flooded: &[Duration]) {
+    println!(
+        "leader RSS: idle {:.1} MiB, peak under flood {:.1} MiB (+{:.1} MiB; bound +{:.0} MiB)",
+        idle as f64 / MIB,
+        peak as f64 / MIB,
+        (peak - idle) as f64 / MIB,
+        RSS_BOUND as f64 / MIB
+    );
+    println!(
+        "dispatch (creation to mirror on {WORKER}) without flood: {}",
+        summary(calm)
+    );
+    println!(
+        "dispatch (creation to mirror on {WORKER}) under flood:   {}",
+        summary(flooded)
+    );
+}
+
 /// Samples the resident memory of `pid` until `stop`; the largest seen.
 pub(super) fn sample_rss(
     pid: u32,
@@ -164,17 +199,7 @@ async fn a_thousand_untrusted_peers_with_slow_hellos_move_neither_the_leaders_me
 
     // During: the same work, timed the same way; it must get done.
     let flooded = dispatch_times(&s, "flooded").await;
-    wait::until(
-        format!("the flood to have lasted {FLOOD_FOR:?}"),
-        FLOOD_FOR + WAIT,
-        || async {
-            match started.elapsed() >= FLOOD_FOR {
-                true => Seen::Ready(()),
-                false => Seen::Waiting(format!("{:?} so far", started.elapsed())),
-            }
-        },
-    )
-    .await;
+    lasted(started, FLOOD_FOR).await;
     let counts = flood.counts();
     let lasted = started.elapsed();
     stop.store(true, Ordering::Relaxed);
@@ -188,24 +213,17 @@ async fn a_thousand_untrusted_peers_with_slow_hellos_move_neither_the_leaders_me
         "flood: {CONNECTIONS} peers with self-signed certificates and slow Hellos for {lasted:.1?}: {} dials, {} refused, {} answered; the leader refused {untrusted} handshakes as certificate_untrusted and closed {limited} connections at the handshake limit",
         counts.dials, counts.refused, counts.answered
     );
-    println!(
-        "leader RSS: idle {:.1} MiB, peak under flood {:.1} MiB (+{:.1} MiB; bound +{:.0} MiB)",
-        idle as f64 / MIB,
-        peak as f64 / MIB,
-        (peak - idle) as f64 / MIB,
-        RSS_BOUND as f64 / MIB
-    );
-    println!(
-        "dispatch (creation to mirror on {WORKER}) without flood: {}",
-        summary(&calm)
-    );
-    println!(
-        "dispatch (creation to mirror on {WORKER}) under flood:   {}",
-        summary(&flooded)
-    );
+    print_figures(idle, peak, &calm, &flooded);
 
     assert_eq!(counts.answered, 0, "no flooding peer got a session");
     assert!(untrusted > 0.0, "the handshakes were refused as untrusted");
+    assert_held(relay, idle, peak, sessions);
+}
+
+/// Asserts what a flood must leave: the leader's memory within
+/// [`RSS_BOUND`] of `idle`, and the real agent's session (of `sessions`
+/// opened before) unbroken.
+pub(super) fn assert_held(relay: &Relay, idle: u64, peak: u64, sessions: usize) {
     assert!(
         peak - idle < RSS_BOUND,
         "the flood added {:.1} MiB to the leader's memory",

@@ -24,7 +24,9 @@ use kube::api::Api;
 use tonic::Code;
 
 use super::EXCLUSIVE;
-use super::relay::{MIB, RSS_BOUND, WORKER, dispatch_times, sample_rss, summary, vouched_for};
+use super::relay::{
+    WORKER, assert_held, dispatch_times, lasted, print_figures, sample_rss, vouched_for,
+};
 
 /// The registered cluster whose certificate floods.
 const FLOODER: &str = "flooder";
@@ -119,17 +121,7 @@ async fn one_agent_certificate_pushing_the_largest_statuses_is_cut_and_the_leade
         .map(|_| tokio::spawn(flood(relay, Arc::clone(&stop))))
         .collect();
     let flooded = dispatch_times(&s, "flooded").await;
-    wait::until(
-        format!("the flood to have lasted {FLOOD_FOR:?}"),
-        FLOOD_FOR + WAIT,
-        || async {
-            match started.elapsed() >= FLOOD_FOR {
-                true => Seen::Ready(()),
-                false => Seen::Waiting(format!("{:?} so far", started.elapsed())),
-            }
-        },
-    )
-    .await;
+    lasted(started, FLOOD_FOR).await;
     stop.store(true, Ordering::Relaxed);
     let mut ends = Vec::new();
     for flood in floods {
@@ -153,15 +145,7 @@ async fn one_agent_certificate_pushing_the_largest_statuses_is_cut_and_the_leade
         over.len(),
         over.first().map(|s| s.message())
     );
-    println!(
-        "leader RSS: idle {:.1} MiB, peak under flood {:.1} MiB (+{:.1} MiB; bound +{:.0} MiB)",
-        idle as f64 / MIB,
-        peak as f64 / MIB,
-        (peak - idle) as f64 / MIB,
-        RSS_BOUND as f64 / MIB
-    );
-    println!("dispatch without flood: {}", summary(&calm));
-    println!("dispatch under flood:   {}", summary(&flooded));
+    print_figures(idle, peak, &calm, &flooded);
 
     let message = over
         .first()
@@ -194,15 +178,6 @@ async fn one_agent_certificate_pushing_the_largest_statuses_is_cut_and_the_leade
         shown.contains("the manager cut the agent's session") && shown.contains("bytes a second"),
         "{shown}"
     );
-    assert!(
-        peak - idle < RSS_BOUND,
-        "the flood added {:.1} MiB to the leader's memory",
-        (peak - idle) as f64 / MIB
-    );
-    assert_eq!(
-        relay.sessions_opened(WORKER),
-        sessions,
-        "the real agent kept its session through the flood"
-    );
+    assert_held(relay, idle, peak, sessions);
     s.finish(WAIT).await;
 }
