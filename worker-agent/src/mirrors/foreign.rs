@@ -16,26 +16,36 @@ use tracing::warn;
 use super::{Mirrors, Snapshot, Visit};
 
 impl Mirrors {
+    /// The namespace of the mirror of `uid`: the one the manager named last,
+    /// or, once a later DesiredSet no longer names the mirror, that of its
+    /// deletion under way.
+    fn home_of(&self, uid: &str) -> Option<&str> {
+        self.desired.home_of(uid).or_else(|| {
+            let deletion = self.records.get(uid)?.work.deletion()?;
+            Some(deletion.namespace.as_str()).filter(|n| !n.is_empty())
+        })
+    }
+
     /// Sets apart from `snapshot` every object and Pod away from its
     /// mirror's home, and logs each one the first time it is seen.
     pub(super) fn set_apart_foreign(&mut self, snapshot: &mut Snapshot) {
         let mut found: HashMap<String, BTreeSet<String>> = HashMap::new();
         for (uid, objects) in &mut snapshot.objects {
-            let home = self.desired.home_of(uid);
+            let home = self.home_of(uid);
             for object in away_from_home(objects, home, |o| o.object_meta()) {
                 let object = describe(object.kind_name().kind, object.object_meta());
                 found.entry(uid.clone()).or_default().insert(object);
             }
         }
         for (uid, pods) in &mut snapshot.pods {
-            let home = self.desired.home_of(uid);
+            let home = self.home_of(uid);
             for pod in away_from_home(pods, home, |p| p.meta()) {
                 let pod = describe("Pod", pod.meta());
                 found.entry(uid.clone()).or_default().insert(pod);
             }
         }
         for (uid, pods) in &mut snapshot.unbound {
-            away_from_home(pods, self.desired.home_of(uid), |p| p.meta());
+            away_from_home(pods, self.home_of(uid), |p| p.meta());
         }
         snapshot.objects.retain(|_, objects| !objects.is_empty());
         snapshot.pods.retain(|_, pods| !pods.is_empty());
@@ -45,7 +55,7 @@ impl Mirrors {
             Visit::These(uids) => Some(uids),
         };
         for (uid, object) in self.foreign.saw(looked_at, found) {
-            let home = self.desired.home_of(&uid).unwrap_or_default();
+            let home = self.home_of(&uid).unwrap_or_default();
             warn!(%uid, %home, %object, "an object carries a mirror's origin UID outside the mirror's namespace: not the mirror's, left alone");
         }
     }

@@ -113,6 +113,17 @@ impl Work {
     }
 
     /// The deletion under way, whether or not it waits for an apply's answer.
+    pub fn deletion(&self) -> Option<&Deletion> {
+        match self {
+            Work::Deleting { deletion, .. }
+            | Work::Applying {
+                next: Next::Delete { deletion, .. },
+            } => Some(deletion),
+            _ => None,
+        }
+    }
+
+    /// [`Work::deletion`], to change it.
     pub fn deletion_mut(&mut self) -> Option<&mut Deletion> {
         match self {
             Work::Deleting { deletion, .. }
