@@ -5,7 +5,7 @@
 //! matters — gRPC probes on the health port, the TLS Secret mounted where the
 //! flags point, the configuration file from values, RBAC the agent cannot
 //! exceed; and the worker's policies, applied to that API server, refuse
-//! what they must (`helm/worker_policy.rs`, `helm/write_policy.rs`). Rendering uses the pinned helm
+//! what they must (`helm/pod_policy.rs`, `helm/write_policy.rs`). Rendering uses the pinned helm
 //! built by `cargo xtask k8s`.
 
 use std::collections::BTreeSet;
@@ -30,10 +30,12 @@ mod assertions;
 mod client_ca;
 #[path = "helm/manager.rs"]
 mod manager;
+#[path = "helm/pod_policy.rs"]
+mod pod_policy;
+#[path = "helm/policy_kit.rs"]
+mod policy_kit;
 #[path = "helm/webhook.rs"]
 mod webhook;
-#[path = "helm/worker_policy.rs"]
-mod worker_policy;
 #[path = "helm/write_policy.rs"]
 mod write_policy;
 

@@ -2,7 +2,7 @@
 //! and enforced by a real kube-apiserver: as the agent, a Job without the
 //! origin's label, taking over or deleting a user's Job, and deleting a Pod
 //! in a system namespace or the agent's own are refused; deleting a Pod of
-//! the origin is admitted. Requests as in `worker_policy.rs`: impersonated,
+//! the origin is admitted. Requests as in `policy_kit.rs`: impersonated,
 //! server dry runs.
 
 use jobrelay_proto::wire::ORIGIN_LABEL;
@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::worker_policy::{install, job, refusal};
+use super::policy_kit::{install, job, refusal};
 use super::*;
 
 #[tokio::test]

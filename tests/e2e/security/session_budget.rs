@@ -74,7 +74,8 @@ async fn flood(
         let mut inbound = match client.connect(outbound).await {
             Ok(response) => response.into_inner(),
             Err(refused) => {
-                // Held off after a cut: try again soon, as an agent would.
+                // Held off after a cut: the flooder retries every 100 ms (its
+                // pace, not a wait for a condition), faster than any agent.
                 ends.push(refused);
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;

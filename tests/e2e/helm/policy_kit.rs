@@ -1,13 +1,10 @@
-//! The worker's policies as the chart renders them, enforced by a real
-//! kube-apiserver: every field of a pod template that grants power is
-//! refused with a sentence naming it — on a Job and on a JobSet, at
-//! `baseline` and at `restricted`. (The agent's own identity is held to
-//! its origin's objects by the other policy: `write_policy.rs`.)
-//!
-//! Requests are made as the agent's ServiceAccount (impersonated, in the
-//! group that RBAC lets do anything: the policies are what is under test;
-//! `deploy/policy.rs` shows the relay path with the agent's own identity on
-//! real nodes) and as server dry runs, so nothing is created.
+//! What the worker-policy proofs share: the chart's agent policies,
+//! rendered by helm and applied to the test cluster's real kube-apiserver;
+//! a client acting as that release's agent (its ServiceAccount,
+//! impersonated, in the group that RBAC lets do anything: the policies are
+//! what is under test; `deploy/policy.rs` shows the relay path with the
+//! agent's own identity on real nodes); mirror Jobs and JobSets to send it,
+//! as server dry runs, so nothing is created.
 
 use std::time::Duration;
 
@@ -136,7 +133,7 @@ pub(super) fn job(name: &str, pod: Value, annotations: Value) -> Value {
 
 /// A mirror JobSet of this origin with two replicated Jobs, the second's pod
 /// template `pod` merged over a plain one.
-fn jobset(name: &str, pod: Value) -> Value {
+pub(super) fn jobset(name: &str, pod: Value) -> Value {
     let plain = job("x", json!({}), json!({}))["spec"].clone();
     let changed = job("x", pod, json!({}))["spec"].clone();
     json!({
@@ -150,7 +147,7 @@ fn jobset(name: &str, pod: Value) -> Value {
     })
 }
 
-fn merge(into: &mut Value, from: Value) {
+pub(super) fn merge(into: &mut Value, from: Value) {
     match (into, from) {
         (Value::Object(into), Value::Object(from)) => {
             for (key, value) in from {
@@ -220,210 +217,8 @@ pub(super) fn refusal(result: Result<(), kube::Error>) -> Option<String> {
     }
 }
 
-fn container(extra: Value) -> Value {
+pub(super) fn container(extra: Value) -> Value {
     let mut container = json!({"name": "main", "image": "registry.invalid/busybox"});
     merge(&mut container, extra);
     json!({"containers": [container]})
-}
-
-/// A container's security context.
-fn context(context: Value) -> Value {
-    container(json!({"securityContext": context}))
-}
-
-#[tokio::test]
-async fn baseline_refuses_each_field_that_grants_power_on_jobs_and_jobsets() {
-    let worker = install("pp-baseline", &[]).await;
-    worker.wait_enforced().await;
-
-    assert_eq!(
-        worker.create(job("plain", json!({}), json!({}))).await,
-        None
-    );
-    assert_eq!(worker.create(jobset("plain-set", json!({}))).await, None);
-
-    let message = worker
-        .refused(
-            job(
-                "as-builder",
-                json!({"serviceAccountName": "builder"}),
-                json!({}),
-            ),
-            "run Pods as ServiceAccount builder",
-        )
-        .await;
-    assert!(
-        !message.contains("default"),
-        "a refusal names the ServiceAccount refused, not those allowed: {message}"
-    );
-    let unconfined = json!({"type": "Unconfined"});
-    let none = json!({});
-    let refusals = [
-        // The deprecated field: the JobSet controller's child Job would run
-        // as it, and nothing checks that child.
-        (
-            jobset("set-as-builder", json!({"serviceAccount": "builder"})),
-            "run Pods as ServiceAccount builder",
-        ),
-        (
-            jobset("set-privileged", context(json!({"privileged": true}))),
-            "privileged containers",
-        ),
-        (
-            jobset(
-                "set-host-process",
-                json!({"securityContext": {"windowsOptions": {"hostProcess": true}}}),
-            ),
-            "Windows HostProcess",
-        ),
-        (
-            job("host-pid", json!({"hostPID": true}), none.clone()),
-            "host's namespaces",
-        ),
-        (
-            job("host-network", json!({"hostNetwork": true}), none.clone()),
-            "host's namespaces",
-        ),
-        (
-            job(
-                "host-port",
-                container(json!({"ports": [{"containerPort": 80, "hostPort": 80}]})),
-                none.clone(),
-            ),
-            "host ports",
-        ),
-        (
-            job(
-                "host-path",
-                json!({"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}),
-                none.clone(),
-            ),
-            "hostPath",
-        ),
-        (
-            job(
-                "apparmor-pod",
-                json!({"securityContext": {"appArmorProfile": unconfined}}),
-                none.clone(),
-            ),
-            "AppArmor",
-        ),
-        (
-            job(
-                "apparmor-container",
-                context(json!({"appArmorProfile": unconfined})),
-                none.clone(),
-            ),
-            "AppArmor",
-        ),
-        (
-            job(
-                "apparmor-annotation",
-                json!({}),
-                json!({"container.apparmor.security.beta.kubernetes.io/main": "unconfined"}),
-            ),
-            "AppArmor",
-        ),
-        (
-            job(
-                "selinux-type",
-                context(json!({"seLinuxOptions": {"type": "spc_t"}})),
-                none.clone(),
-            ),
-            "SELinux",
-        ),
-        (
-            job(
-                "selinux-user",
-                json!({"securityContext": {"seLinuxOptions": {"user": "system_u"}}}),
-                none.clone(),
-            ),
-            "SELinux",
-        ),
-        (
-            job(
-                "seccomp",
-                context(json!({"seccompProfile": unconfined})),
-                none.clone(),
-            ),
-            "seccomp",
-        ),
-        (
-            job(
-                "capabilities",
-                context(json!({"capabilities": {"add": ["SYS_ADMIN"]}})),
-                none.clone(),
-            ),
-            "capabilities",
-        ),
-        (
-            job(
-                "proc-mount",
-                context(json!({"procMount": "Unmasked"})),
-                none.clone(),
-            ),
-            "procMount",
-        ),
-        (
-            job(
-                "sysctl",
-                json!({"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "1"}]}}),
-                none,
-            ),
-            "sysctls",
-        ),
-    ];
-    for (object, says) in refusals {
-        worker.refused(object, says).await;
-    }
-}
-
-#[tokio::test]
-async fn restricted_refuses_root_other_volumes_and_a_mounted_token() {
-    let worker = install(
-        "pp-restricted",
-        &[
-            "--set",
-            "agent.podPolicy.level=restricted",
-            "--set",
-            "agent.podPolicy.automountServiceAccountToken=false",
-        ],
-    )
-    .await;
-    worker.wait_enforced().await;
-    let restricted = json!({
-        "automountServiceAccountToken": false,
-        "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [{"name": "main", "image": "registry.invalid/busybox", "securityContext": {
-            "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}],
-        "volumes": [{"name": "scratch", "emptyDir": {}}],
-    });
-    let with = |name: &str, extra: Value| {
-        let mut pod = restricted.clone();
-        merge(&mut pod, extra);
-        job(name, pod, json!({}))
-    };
-    assert_eq!(worker.create(with("restricted", json!({}))).await, None);
-    let nfs =
-        json!({"volumes": [{"name": "share", "nfs": {"server": "nfs.invalid", "path": "/"}}]});
-    let escalation = json!({"containers": [{"name": "main", "image": "registry.invalid/busybox",
-        "securityContext": {"capabilities": {"drop": ["ALL"]}}}]});
-    let refusals = [
-        (with("nfs", nfs), "restricted volume types"),
-        (
-            with("root", json!({"securityContext": {"runAsUser": 0}})),
-            "as user 0",
-        ),
-        (
-            with("token", json!({"automountServiceAccountToken": true})),
-            "automountServiceAccountToken: false",
-        ),
-        (
-            with("escalation", escalation),
-            "allowPrivilegeEscalation: false",
-        ),
-    ];
-    for (object, says) in refusals {
-        worker.refused(object, says).await;
-    }
 }
