@@ -26,7 +26,7 @@ pub(super) struct AntiEntropy {
     pub drift: Drift,
     /// The figures of the agent's last DeletionsHeld (unknown, live): the
     /// same again is not news.
-    pub deletions_held: Option<(u32, u32)>,
+    pub deletions_held: Option<(u32, u32, u32)>,
 }
 
 impl Sessions {

@@ -264,13 +264,10 @@ impl Sessions {
             .confirm_in
             .and_then(|d| Duration::try_from(d).ok())
             .unwrap_or_default();
-        let note = format!(
-            "the agent holds {} of {} live mirrors this manager does not know: the DesiredSet would delete more at once than the agent's brake allows. \
-             They are deleted in {confirm_in:?} if this manager still does not want them; if that is wrong, check this manager's Jobs and origin now",
-            held.unknown, held.live
-        );
+        let note = held_note(held, confirm_in);
         warn!(
             unknown = held.unknown,
+            released = held.released,
             live = held.live,
             ?confirm_in,
             "the agent's deletion brake holds"
@@ -282,11 +279,33 @@ impl Sessions {
     }
 }
 
+/// What the WorkerCluster's Event says of a DeletionsHeld.
+fn held_note(held: &DeletionsHeld, confirm_in: Duration) -> String {
+    let what = match (held.unknown, held.released) {
+        (unknown, 0) => format!(
+            "{unknown} of {} live mirrors this manager does not know",
+            held.live
+        ),
+        (0, released) => format!(
+            "{released} of {} live mirrors this manager released",
+            held.live
+        ),
+        (unknown, released) => format!(
+            "{unknown} of {} live mirrors this manager does not know and {released} it released",
+            held.live
+        ),
+    };
+    format!(
+        "the agent holds {what}: the DesiredSet would delete more at once than the agent's brake allows. \
+         They are deleted in {confirm_in:?} if this manager still does not want them; if that is wrong, check this manager's Jobs and origin now"
+    )
+}
+
 /// Whether a DeletionsHeld says what the session's `last` did not (which
 /// it then remembers): the same figures again are neither logged nor
 /// recorded again, however often an agent sends them.
-fn news(last: &mut Option<(u32, u32)>, held: &DeletionsHeld) -> bool {
-    let figures = Some((held.unknown, held.live));
+fn news(last: &mut Option<(u32, u32, u32)>, held: &DeletionsHeld) -> bool {
+    let figures = Some((held.unknown, held.released, held.live));
     let new = *last != figures;
     *last = figures;
     new
@@ -328,7 +347,7 @@ mod tests {
         let held = |unknown, live| DeletionsHeld {
             unknown,
             live,
-            confirm_in: None,
+            ..DeletionsHeld::default()
         };
         let mut last = None;
         assert!(news(&mut last, &held(30, 40)), "the first");
@@ -336,5 +355,34 @@ mod tests {
             assert!(!news(&mut last, &held(30, 40)), "a flood of the same");
         }
         assert!(news(&mut last, &held(31, 40)), "changed figures");
+        let released = DeletionsHeld {
+            released: 5,
+            ..held(31, 40)
+        };
+        assert!(news(&mut last, &released), "released held too");
+    }
+
+    #[test]
+    fn the_note_names_what_the_brake_holds() {
+        let held = |unknown, released| DeletionsHeld {
+            unknown,
+            released,
+            live: 40,
+            confirm_in: None,
+        };
+        let minute = Duration::from_secs(60);
+        let note = |u, r| held_note(&held(u, r), minute);
+        assert!(
+            note(30, 0)
+                .starts_with("the agent holds 30 of 40 live mirrors this manager does not know:")
+        );
+        assert!(
+            note(0, 30).starts_with("the agent holds 30 of 40 live mirrors this manager released:")
+        );
+        assert!(
+            note(10, 25)
+                .contains("10 of 40 live mirrors this manager does not know and 25 it released")
+        );
+        assert!(note(30, 0).contains("deleted in 60s"));
     }
 }

@@ -3,17 +3,21 @@
 //! bug — could empty the worker with one message. The manager lists in each
 //! DesiredSet the mirrors it knows it withdraws (their Jobs are being
 //! deleted, finished past retention, or placed elsewhere), and says when the
-//! cluster comes back from Lost; those are deleted at once. What remains is
-//! an *unknown* orphan: when they are more than `share` of the live mirrors
-//! and at least `at_least`, none of them is deleted until the same picture
-//! has held for `confirm`. Ordinary churn and lost clusters never trip it.
+//! cluster comes back from Lost. Those it released and the *unknown*
+//! orphans (the rest) are judged apart, by a brake each: when the orphans of
+//! one kind are more than `share` of the live mirrors and at least
+//! `at_least`, none of them is deleted until the same picture has held for
+//! `confirm`. Ordinary churn never trips it; a cluster back from Lost with
+//! more than half its mirrors placed elsewhere does, and its released
+//! mirrors wait for the confirmation.
 
 use std::time::{Duration, Instant};
 
 /// When the brake holds, and for how long.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BrakeSettings {
-    /// Share of the live mirrors (0 to 1) that unknown orphans must exceed.
+    /// Share of the live mirrors (0 to 1) that orphans of one kind must
+    /// exceed.
     pub share: f64,
     /// Unknown orphans below this many never trip it.
     pub at_least: usize,
@@ -31,20 +35,20 @@ impl Default for BrakeSettings {
     }
 }
 
-/// What one orphan sweep may delete of the unknown orphans.
+/// What one orphan sweep may delete of one kind of orphans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BrakeVerdict {
     /// Few enough: delete them.
     Release,
     /// Delete none of them yet; `first` on the sweep that began holding.
     Hold {
-        unknown: usize,
+        orphans: usize,
         live: usize,
         left: Duration,
         first: bool,
     },
     /// Held for the whole confirmation time: delete them.
-    Confirmed { unknown: usize, live: usize },
+    Confirmed { orphans: usize, live: usize },
 }
 
 /// The brake and what it remembers between sweeps: since when it holds.
@@ -62,15 +66,15 @@ impl Brake {
         }
     }
 
-    /// Judges a sweep that found `unknown` orphans among `live` mirrors (the
+    /// Judges a sweep that found `orphans` of its kind among `live` mirrors (the
     /// orphans included) at `now`.
-    pub fn judge(&mut self, unknown: usize, live: usize, now: Instant) -> BrakeVerdict {
+    pub fn judge(&mut self, orphans: usize, live: usize, now: Instant) -> BrakeVerdict {
         let BrakeSettings {
             share,
             at_least,
             confirm,
         } = self.settings;
-        let trips = unknown > 0 && unknown >= at_least && unknown as f64 > share * live as f64;
+        let trips = orphans > 0 && orphans >= at_least && orphans as f64 > share * live as f64;
         if !trips {
             self.holding_since = None;
             return BrakeVerdict::Release;
@@ -79,10 +83,10 @@ impl Brake {
         let held = now.saturating_duration_since(since);
         if held >= confirm {
             self.holding_since = None;
-            return BrakeVerdict::Confirmed { unknown, live };
+            return BrakeVerdict::Confirmed { orphans, live };
         }
         BrakeVerdict::Hold {
-            unknown,
+            orphans,
             live,
             left: confirm - held,
             first: since == now,
@@ -129,7 +133,7 @@ mod tests {
         assert_eq!(
             brake.judge(51, 100, now),
             BrakeVerdict::Hold {
-                unknown: 51,
+                orphans: 51,
                 live: 100,
                 left: 5 * MINUTE,
                 first: true
@@ -139,7 +143,7 @@ mod tests {
         assert_eq!(
             brake.judge(60, 100, now + MINUTE),
             BrakeVerdict::Hold {
-                unknown: 60,
+                orphans: 60,
                 live: 100,
                 left: 4 * MINUTE,
                 first: false
@@ -156,7 +160,7 @@ mod tests {
         assert_eq!(
             brake.judge(20, 20, now + 5 * MINUTE),
             BrakeVerdict::Confirmed {
-                unknown: 20,
+                orphans: 20,
                 live: 20
             }
         );

@@ -26,8 +26,12 @@ const LOG_EACH_UP_TO: usize = 20;
 pub(super) struct Sweep {
     released: HashSet<String>,
     after_lost: bool,
+    /// The brake on orphans the manager does not know.
     brake: Brake,
-    /// Set to the unknown orphans the brake holds after each sweep.
+    /// The brake on orphans the manager released: the same limits, its own
+    /// time.
+    released_brake: Brake,
+    /// Set to the orphans the brakes hold after each sweep.
     pub(super) held_gauge: Gauge,
     /// For the manager, once the brake begins to hold.
     notice: Option<DeletionsHeld>,
@@ -127,52 +131,72 @@ impl Mirrors {
 impl Sweep {
     pub(super) fn new(brake: Brake) -> Self {
         Sweep {
+            released_brake: brake.clone(),
             brake,
             ..Sweep::default()
         }
     }
 
-    /// Of `orphans` (among `live` mirrors), those to delete now: the ones the
-    /// manager released, and the unknown ones unless the brake holds them.
+    /// Of `orphans` (among `live` mirrors), those to delete now, as two
+    /// brakes judge them, each on its own time: the unknown ones wait while
+    /// they alone are beyond the share, the ones the manager released (all,
+    /// back from Lost) while the orphans of both kinds are. So neither a
+    /// manager that forgot its Jobs nor one that releases them all at once
+    /// empties the worker in one message.
     fn allowed(&mut self, orphans: Vec<HeldMirror>, live: usize, now: Instant) -> Vec<HeldMirror> {
-        let (known, unknown): (Vec<_>, Vec<_>) = orphans
+        let (released, unknown): (Vec<_>, Vec<_>) = orphans
             .into_iter()
             .partition(|m| self.after_lost || self.released.contains(&m.origin_uid));
-        let verdict = self.brake.judge(unknown.len(), live, now);
-        let held = match verdict {
-            BrakeVerdict::Release => 0,
-            BrakeVerdict::Confirmed { unknown, live } => {
-                warn!(
-                    unknown,
-                    live, "deletion brake: the manager still does not want them; deleting"
-                );
-                0
+        let all = released.len() + unknown.len();
+        let released = judged(&mut self.released_brake, released, all, live, now);
+        let unknown_count = unknown.len();
+        let unknown = judged(&mut self.brake, unknown, unknown_count, live, now);
+        for (judged, whose) in [
+            (&released, "the manager released"),
+            (&unknown, "the manager does not know"),
+        ] {
+            match judged.verdict {
+                BrakeVerdict::Confirmed {
+                    orphans: count,
+                    live,
+                } => warn!(
+                    count,
+                    live, whose, "deletion brake: the manager still does not want them; deleting"
+                ),
+                BrakeVerdict::Hold {
+                    orphans: count,
+                    live,
+                    left,
+                    first: true,
+                } => warn!(
+                    count, live, whose, confirm_in = ?left,
+                    "deletion brake: the DesiredSet would delete more of the live mirrors than the limits allow at once; holding them"
+                ),
+                _ => {}
             }
-            BrakeVerdict::Hold {
-                unknown,
-                live,
-                left,
-                first,
-            } => {
-                if first {
-                    warn!(
-                        unknown, live, confirm_in = ?left,
-                        "deletion brake: the DesiredSet would delete more of the live mirrors than the limits allow at once, none of which the manager knows; holding them"
-                    );
-                    self.notice = Some(DeletionsHeld {
-                        unknown: u32::try_from(unknown).unwrap_or(u32::MAX),
-                        live: u32::try_from(live).unwrap_or(u32::MAX),
-                        confirm_in: prost_types::Duration::try_from(left).ok(),
-                    });
-                }
-                unknown
-            }
-        };
-        self.held_gauge.set(held as i64);
-        match verdict {
-            BrakeVerdict::Hold { .. } => known,
-            _ => known.into_iter().chain(unknown).collect(),
         }
+        let began = [&released, &unknown]
+            .iter()
+            .any(|j| matches!(j.verdict, BrakeVerdict::Hold { first: true, .. }));
+        if began {
+            let left = [&released, &unknown]
+                .iter()
+                .filter_map(|j| match j.verdict {
+                    BrakeVerdict::Hold { left, .. } => Some(left),
+                    _ => None,
+                })
+                .min()
+                .unwrap_or_default();
+            let count = |held: usize| u32::try_from(held).unwrap_or(u32::MAX);
+            self.notice = Some(DeletionsHeld {
+                unknown: count(unknown.held),
+                live: count(live),
+                confirm_in: prost_types::Duration::try_from(left).ok(),
+                released: count(released.held),
+            });
+        }
+        self.held_gauge.set((released.held + unknown.held) as i64);
+        released.delete.into_iter().chain(unknown.delete).collect()
     }
 
     /// The notice the brake left for the manager, once.
@@ -180,6 +204,36 @@ impl Sweep {
         self.notice
             .take()
             .map(|held| agent_message(Kind::DeletionsHeld(held)))
+    }
+}
+
+/// One kind of orphans as a brake judged them (by `count` orphans of
+/// `live`): those to delete now, and how many it holds.
+struct Judged {
+    delete: Vec<HeldMirror>,
+    held: usize,
+    verdict: BrakeVerdict,
+}
+
+fn judged(
+    brake: &mut Brake,
+    orphans: Vec<HeldMirror>,
+    count: usize,
+    live: usize,
+    now: Instant,
+) -> Judged {
+    let verdict = brake.judge(count, live, now);
+    match verdict {
+        BrakeVerdict::Hold { .. } => Judged {
+            held: orphans.len(),
+            delete: Vec::new(),
+            verdict,
+        },
+        _ => Judged {
+            delete: orphans,
+            held: 0,
+            verdict,
+        },
     }
 }
 
@@ -306,11 +360,11 @@ mod tests {
     }
 
     #[test]
-    fn the_brake_holds_unknown_orphans_but_not_what_the_manager_released() {
-        let mut sweep = sweep(false, &["a"]);
+    fn the_brake_holds_unknown_orphans_beyond_the_share() {
+        let mut sweep = sweep(false, &[]);
         let now = Instant::now();
-        let allowed = sweep.allowed(four_orphans(), 5, now);
-        assert_eq!(uids(&allowed), ["a"], "three unknown of five live are held");
+        let allowed = sweep.allowed(four_orphans()[1..].to_vec(), 5, now);
+        assert!(allowed.is_empty(), "three unknown of five live are held");
         assert_eq!(sweep.held_gauge.get(), 3);
         let notice = sweep.take_notice().expect("the manager hears of it");
         assert!(
@@ -318,6 +372,7 @@ mod tests {
                 notice.kind,
                 Some(Kind::DeletionsHeld(DeletionsHeld {
                     unknown: 3,
+                    released: 0,
                     live: 5,
                     ..
                 }))
@@ -335,9 +390,9 @@ mod tests {
     }
 
     #[test]
-    fn a_cluster_back_from_lost_and_a_small_share_are_never_held() {
+    fn a_small_share_is_never_held_released_or_not() {
         let mut back = sweep(true, &[]);
-        assert_eq!(back.allowed(four_orphans(), 5, Instant::now()).len(), 4);
+        assert_eq!(back.allowed(four_orphans(), 10, Instant::now()).len(), 4);
         assert!(back.take_notice().is_none());
         let mut churn = sweep(false, &[]);
         assert_eq!(
@@ -345,5 +400,46 @@ mod tests {
             4,
             "four of ten is not more than half"
         );
+    }
+
+    #[test]
+    fn released_beyond_the_share_wait_for_the_confirmation_on_their_own_time() {
+        for mut sweep in [sweep(true, &[]), sweep(false, &["a", "b", "c", "d"])] {
+            let now = Instant::now();
+            assert!(
+                sweep.allowed(four_orphans(), 5, now).is_empty(),
+                "four of five held"
+            );
+            assert_eq!(sweep.held_gauge.get(), 4);
+            let notice = sweep.take_notice().expect("the manager hears of it");
+            assert!(
+                matches!(
+                    notice.kind,
+                    Some(Kind::DeletionsHeld(DeletionsHeld {
+                        unknown: 0,
+                        released: 4,
+                        live: 5,
+                        ..
+                    }))
+                ),
+                "{notice:?}"
+            );
+            let later = sweep.allowed(four_orphans(), 5, now + std::time::Duration::from_secs(60));
+            assert_eq!(
+                uids(&later),
+                ["a", "b", "c", "d"],
+                "confirmed after the wait"
+            );
+        }
+    }
+
+    #[test]
+    fn released_wait_while_both_kinds_together_are_beyond_the_share() {
+        // Two released and two unknown of five: the unknown alone are not
+        // more than half and go; all four are, so the released wait.
+        let mut sweep = sweep(false, &["a", "b"]);
+        let allowed = sweep.allowed(four_orphans(), 5, Instant::now());
+        assert_eq!(uids(&allowed), ["c", "d"]);
+        assert_eq!(sweep.held_gauge.get(), 2);
     }
 }
