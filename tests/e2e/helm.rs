@@ -4,8 +4,9 @@
 //! dry run with strict field validation; and the rendered objects hold what
 //! matters — gRPC probes on the health port, the TLS Secret mounted where the
 //! flags point, the configuration file from values, RBAC the agent cannot
-//! exceed; and the worker's policies, applied to that API server, refuse
-//! what they must (`helm/pod_policy.rs`, `helm/write_policy.rs`). Rendering uses the pinned helm
+//! exceed; and the worker's and the manager's policies, applied to that API
+//! server, refuse what they must (`helm/pod_policy.rs`,
+//! `helm/write_policy.rs`, `helm/record_policy.rs`). Rendering uses the pinned helm
 //! built by `cargo xtask k8s`.
 
 use std::collections::BTreeSet;
@@ -34,6 +35,8 @@ mod manager;
 mod pod_policy;
 #[path = "helm/policy_kit.rs"]
 mod policy_kit;
+#[path = "helm/record_policy.rs"]
+mod record_policy;
 #[path = "helm/webhook.rs"]
 mod webhook;
 #[path = "helm/write_policy.rs"]

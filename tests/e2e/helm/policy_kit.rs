@@ -39,25 +39,54 @@ pub(super) struct Worker {
 pub(super) async fn install(prefix: &str, values: &[&str]) -> Worker {
     let cluster = clusters(0).manager();
     let admin = kit::client(cluster).await;
+    jobset_crds(&admin).await;
+    let release_namespace = kit::namespace(&admin, prefix).await;
+    let mut all = AGENT_VALUES.to_vec();
+    all.extend_from_slice(values);
+    let objects = render(&release_namespace, &all, false).await.objects;
+    let names = apply_policies(&admin, &objects).await;
+    assert_eq!(
+        names.len(),
+        3,
+        "the pod policy, the write policy and the instance-label policy: {names:?}"
+    );
+    let agent = cluster
+        .client_as(
+            &format!("system:serviceaccount:{release_namespace}:jobrelay-agent"),
+            &["system:masters"],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    Worker {
+        agent,
+        mirrors: kit::namespace(&admin, &format!("{prefix}-mirrors")).await,
+        release_namespace,
+    }
+}
+
+/// JobSet's CRDs, installed once: the policies match JobSets too.
+pub(super) async fn jobset_crds(admin: &kube::Client) {
     static CRDS: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
     CRDS.get_or_init(|| async {
         let release = jobset_build::jobset()
             .unwrap_or_else(|e| panic!("{e}"))
             .expect("JobSet built by cargo xtask test");
-        install_crds(&admin, &release)
+        install_crds(admin, &release)
             .await
             .unwrap_or_else(|e| panic!("installing JobSet's CRDs: {e}"));
     })
     .await;
-    let release_namespace = kit::namespace(&admin, prefix).await;
-    let mut all = AGENT_VALUES.to_vec();
-    all.extend_from_slice(values);
-    let objects = render(&release_namespace, &all, false).await.objects;
+}
+
+/// Applies the ValidatingAdmissionPolicies (and their bindings) among the
+/// chart's rendered `objects` to the test cluster and waits until the API
+/// server type-checked each one without a warning; their names.
+pub(super) async fn apply_policies(admin: &kube::Client, objects: &[Value]) -> Vec<String> {
     let apply = PatchParams::apply("jobrelay-helm-e2e");
     let policies: Api<ValidatingAdmissionPolicy> = Api::all(admin.clone());
     let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(admin.clone());
     let mut names = Vec::new();
-    for object in &objects {
+    for object in objects {
         match kind(object) {
             "ValidatingAdmissionPolicy" => {
                 names.push(name(object).to_string());
@@ -75,22 +104,10 @@ pub(super) async fn install(prefix: &str, values: &[&str]) -> Worker {
             _ => {}
         }
     }
-    assert_eq!(names.len(), 2, "the pod policy and the write policy");
     for policy in &names {
         assert_type_checked(&policies, policy).await;
     }
-    let agent = cluster
-        .client_as(
-            &format!("system:serviceaccount:{release_namespace}:jobrelay-agent"),
-            &["system:masters"],
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    Worker {
-        agent,
-        mirrors: kit::namespace(&admin, &format!("{prefix}-mirrors")).await,
-        release_namespace,
-    }
+    names
 }
 
 /// Waits until the API server type-checked `policy` against every kind it

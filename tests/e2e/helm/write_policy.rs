@@ -2,10 +2,14 @@
 //! and enforced by a real kube-apiserver: as the agent, a Job without the
 //! origin's label, taking over or deleting a user's Job, and deleting a Pod
 //! in a system namespace or the agent's own are refused; deleting a Pod of
-//! the origin is admitted. Requests as in `policy_kit.rs`: impersonated,
+//! the origin is admitted; and no one but the agent sets the label naming a
+//! manager installation. Requests as in `policy_kit.rs`: impersonated,
 //! server dry runs.
 
-use jobrelay_proto::wire::ORIGIN_LABEL;
+use std::time::Duration;
+
+use jobrelay_proto::wire::{MANAGER_INSTANCE_LABEL, ORIGIN_LABEL};
+use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -13,6 +17,8 @@ use serde_json::json;
 
 use super::policy_kit::{install, job, refusal};
 use super::*;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
 
 #[tokio::test]
 async fn the_agents_identity_writes_only_its_origins_objects_outside_system_namespaces() {
@@ -128,4 +134,80 @@ async fn the_agents_identity_writes_only_its_origins_objects_outside_system_name
         .delete(&system_pod, &DeleteParams::default())
         .await
         .expect("removing the system Pod");
+}
+
+#[tokio::test]
+async fn only_the_agent_sets_the_manager_instance_label() {
+    // An origin of its own: each release's policy holds its origin's
+    // objects, and the other tests' releases share theirs.
+    let origin = "instance-e2e";
+    let worker = install("pp-instance", &["--set", &format!("origin={origin}")]).await;
+    let cluster = clusters(0).manager();
+    let user = cluster
+        .client_as("worker-user", &["system:masters"])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let as_user: Api<Job> = Api::namespaced(user, &worker.mirrors);
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let with_instance = |name: &str| -> Job {
+        let mut object = job(name, json!({}), json!({}));
+        object["metadata"]["labels"] =
+            json!({ORIGIN_LABEL: origin, MANAGER_INSTANCE_LABEL: "another-installation"});
+        serde_json::from_value(object).expect("a Job")
+    };
+
+    // A worker user's Job naming a manager instance: refused.
+    let message = wait::until("the instance-label policy enforced", TIMEOUT, || async {
+        match refusal(
+            as_user
+                .create(&dry, &with_instance("forged"))
+                .await
+                .map(drop),
+        ) {
+            Some(message) => Seen::Ready(message),
+            None => Seen::Waiting("the user's label was admitted".into()),
+        }
+    })
+    .await;
+    assert!(
+        message.contains("only the jobrelay agent sets the label jobrelay.dev/manager-instance"),
+        "{message}"
+    );
+    // The agent's own mirror carries it; the user may not change it there,
+    // and may write any other label.
+    let as_agent: Api<Job> = Api::namespaced(worker.agent.clone(), &worker.mirrors);
+    as_agent
+        .create(&PostParams::default(), &with_instance("mirror"))
+        .await
+        .expect("the agent's mirror with its instance label");
+    let patch = |value: &str| json!({"metadata": {"labels": {MANAGER_INSTANCE_LABEL: value, "team.example/owner": "ml"}}});
+    let dry_patch = PatchParams {
+        dry_run: true,
+        ..PatchParams::default()
+    };
+    let changed = refusal(
+        as_user
+            .patch("mirror", &dry_patch, &Patch::Merge(&patch("forged")))
+            .await
+            .map(drop),
+    )
+    .expect("a user changing the instance label is refused");
+    assert!(changed.contains("may not"), "{changed}");
+    assert_eq!(
+        refusal(
+            as_user
+                .patch(
+                    "mirror",
+                    &dry_patch,
+                    &Patch::Merge(&patch("another-installation"))
+                )
+                .await
+                .map(drop)
+        ),
+        None,
+        "the label left as the agent wrote it, another one added"
+    );
 }
