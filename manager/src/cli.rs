@@ -5,6 +5,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use jobrelay_process::flags::listen_address;
+
 use crate::reason::JobEvents;
 
 mod election;
@@ -36,7 +38,7 @@ pub enum Command {
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Address the Relay gRPC service listens on (mutual TLS).
-    #[arg(long, env = "JOBRELAY_LISTEN", default_value = "0.0.0.0:8443")]
+    #[arg(long, env = "JOBRELAY_LISTEN", default_value = "0.0.0.0:8443", value_parser = listen_address)]
     pub listen: SocketAddr,
 
     /// Address of the Prometheus `/metrics` endpoint (plaintext HTTP).
@@ -44,7 +46,8 @@ pub struct Args {
         long = "metrics-bind-address",
         visible_alias = "metrics-listen",
         env = "JOBRELAY_METRICS_LISTEN",
-        default_value = "0.0.0.0:9090"
+        default_value = "0.0.0.0:9090",
+        value_parser = listen_address
     )]
     pub metrics_listen: SocketAddr,
 
@@ -204,7 +207,7 @@ pub struct WebhookFlags {
     /// a Job created with a Kueue queue label and no `spec.managedBy`, whose
     /// ClusterQueue lists an AdmissionCheck of jobrelay's, gets
     /// `spec.managedBy: jobrelay.dev/manager`. Unset: not served.
-    #[arg(long, env = "JOBRELAY_WEBHOOK_ADDR", requires_all = ["webhook_tls_cert", "webhook_tls_key"])]
+    #[arg(long, env = "JOBRELAY_WEBHOOK_ADDR", requires_all = ["webhook_tls_cert", "webhook_tls_key"], value_parser = listen_address)]
     pub webhook_addr: Option<SocketAddr>,
 
     /// The webhook's serving certificate (PEM, may hold the chain); its

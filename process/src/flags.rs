@@ -88,7 +88,8 @@ pub struct ProcessFlags {
         long = "health-probe-bind-address",
         visible_alias = "health-listen",
         env = "JOBRELAY_HEALTH_LISTEN",
-        default_value = "0.0.0.0:8081"
+        default_value = "0.0.0.0:8081",
+        value_parser = listen_address
     )]
     pub health_listen: std::net::SocketAddr,
 
@@ -99,12 +100,50 @@ pub struct ProcessFlags {
     pub log_format: crate::telemetry::LogFormat,
 }
 
+/// A listen address, `host:port`: as a socket address is written
+/// (`10.0.0.5:8081`, `[fd00::5]:8081`), or with a bare IPv6 host, as
+/// `$(POD_IP):8081` reads on an IPv6 Pod (`fd00::5:8081`: the port is what
+/// follows the last colon).
+pub fn listen_address(text: &str) -> Result<std::net::SocketAddr, String> {
+    if let Ok(address) = text.parse() {
+        return Ok(address);
+    }
+    let bare_v6 = text.rsplit_once(':').and_then(|(host, port)| {
+        let host: std::net::Ipv6Addr = host.parse().ok()?;
+        Some(std::net::SocketAddr::from((
+            host,
+            port.parse::<u16>().ok()?,
+        )))
+    });
+    bare_v6.ok_or_else(|| format!("{text:?} is not host:port (an IP address and a port)"))
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser;
 
     use super::*;
     use crate::telemetry::LogFormat;
+
+    #[test]
+    fn a_listen_address_may_name_a_bare_ipv6_host() {
+        let read = |text| listen_address(text).map(|a| a.to_string());
+        assert_eq!(read("10.0.0.5:8081"), Ok("10.0.0.5:8081".into()));
+        assert_eq!(read("[fd00::5]:8081"), Ok("[fd00::5]:8081".into()));
+        assert_eq!(
+            read("fd00::5:8081"),
+            Ok("[fd00::5]:8081".into()),
+            "$(POD_IP):8081 on IPv6"
+        );
+        assert!(read("10.0.0.5").is_err());
+        assert!(read(":8081").is_err());
+        assert!(read("fd00::5:99999").is_err());
+        assert!(
+            read("pod.example:8081")
+                .unwrap_err()
+                .contains("not host:port")
+        );
+    }
 
     /// A binary's flags: the process's, and the switch the certificate
     /// flags refer to.

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, PostParams};
 
 use crate::certs::{Issued, RelayCa};
@@ -190,7 +190,10 @@ impl Installed {
     /// release (with its CRDs), registers the workers, and installs an
     /// agent's release in each; returns once every `helm --wait` did.
     pub async fn install(clusters: &'static Clusters, images: Images) -> anyhow::Result<Self> {
+        // Two CAs, as the chart requires: the manager's, and the agents' own,
+        // which the manager trusts for agents and nothing else.
         let ca = RelayCa::new("jobrelay-deploy-ca")?;
+        let agents_ca = RelayCa::new("jobrelay-deploy-agents-ca")?;
         let manager = clusters.manager();
         load(manager, &images.manager)?;
         kit::create_namespace(&manager.client().await?, NAMESPACE).await;
@@ -202,6 +205,12 @@ impl Installed {
             &ca.ca_pem,
         )
         .await?;
+        let config_maps: Api<ConfigMap> = Api::namespaced(manager.client().await?, NAMESPACE);
+        let bundle: ConfigMap = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "agents-ca"},
+            "data": {"ca.crt": agents_ca.ca_pem},
+        }))?;
+        config_maps.create(&PostParams::default(), &bundle).await?;
         let relay_port = free_port()?;
         let manager_urls: Vec<String> = addresses
             .iter()
@@ -211,6 +220,8 @@ impl Installed {
         manager_values.extend([
             "--set".into(),
             "manager.tls.secretName=manager-tls".into(),
+            "--set".into(),
+            "manager.clientCA.configMapName=agents-ca".into(),
             "--set".into(),
             format!("manager.ports.relay={relay_port}"),
             "--set".into(),
@@ -236,7 +247,8 @@ impl Installed {
         for worker in clusters.workers() {
             load(worker, &images.agent)?;
             kit::create_namespace(&worker.client().await?, NAMESPACE).await;
-            tls_secret(worker, "agent-tls", &ca.client(&worker.name)?, &ca.ca_pem).await?;
+            let issued = agents_ca.client(&worker.name)?;
+            tls_secret(worker, "agent-tls", &issued, &ca.ca_pem).await?;
             let mut values = common_values("agent", &images.agent, worker)?;
             values.extend([
                 "--set".into(),

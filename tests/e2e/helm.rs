@@ -58,6 +58,8 @@ const MANAGER_VALUES: &[&str] = &[
     "manager.enabled=true",
     "--set",
     "manager.tls.secretName=manager-tls",
+    "--set",
+    "manager.clientCA.secretName=agents-ca",
     "--set-json",
     r#"manager.config={"retention":{"remoteAfterFinished":"10m","managerAfterFinished":"24h"},"deletionsPerSecond":5}"#,
 ];
@@ -325,7 +327,7 @@ async fn agent_objects_are_accepted_by_the_api_server() {
 async fn missing_or_malformed_values_are_refused_by_name() {
     let chart = chart();
     let chart = chart.to_str().expect("chart path is UTF-8");
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["--set", "manager.enabled=true"], "origin is required"),
         (
             &[
@@ -372,6 +374,23 @@ async fn missing_or_malformed_values_are_refused_by_name() {
                 "manager.clientCA.configMapName=b",
             ],
             "manager.clientCA: name a secretName or a configMapName, not both",
+        ),
+        (
+            &["--set", "origin=x", "--set", "manager.enabled=true"],
+            "manager.clientCA is required: the CA bundle agent certificates must chain to, a CA of its own",
+        ),
+        (
+            &[
+                "--set",
+                "origin=x",
+                "--set",
+                "manager.enabled=true",
+                "--set",
+                "manager.clientCA.secretName=agents-ca",
+                "--set",
+                "manager.service.type=LoadBalancer",
+            ],
+            "manager.service.loadBalancerSourceRanges is required with a LoadBalancer",
         ),
     ];
     for (values, expected) in cases {

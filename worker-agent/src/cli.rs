@@ -125,7 +125,8 @@ pub struct Args {
         long = "metrics-bind-address",
         visible_alias = "metrics-listen",
         env = "JOBRELAY_METRICS_LISTEN",
-        default_value = "0.0.0.0:9090"
+        default_value = "0.0.0.0:9090",
+        value_parser = jobrelay_process::flags::listen_address
     )]
     pub metrics_listen: std::net::SocketAddr,
 

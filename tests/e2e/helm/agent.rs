@@ -12,7 +12,7 @@ async fn agent_deployment_is_probed_over_grpc_and_mounts_its_certificates() {
 
     assert_eq!(deployment.spec.as_ref().and_then(|s| s.replicas), Some(1));
     assert_grpc_probes(agent);
-    assert_tls_mounted(&deployment, agent, "agent-tls", "JOBRELAY_MANAGER_CA");
+    assert_tls_mounted(&deployment, agent, "agent-tls", Some("JOBRELAY_MANAGER_CA"));
     assert_config_file(
         &objects,
         &deployment,

@@ -74,17 +74,19 @@ pub(super) fn assert_grpc_probes(container: &Container) {
     assert_eq!(health.name.as_deref(), Some("health"));
     assert_eq!(
         env(container, "JOBRELAY_HEALTH_LISTEN"),
-        format!("0.0.0.0:{HEALTH_PORT}")
+        format!("$(POD_IP):{HEALTH_PORT}"),
+        "by default every port listens on the Pod's IP only"
     );
 }
 
 /// The Secret named `secret` is mounted read-only at the TLS folder, and the
-/// certificate flags (`ca_env` for the CA) point into it.
+/// certificate flags (`ca_env` for the CA, where it is read from there)
+/// point into it.
 pub(super) fn assert_tls_mounted(
     deployment: &Deployment,
     container: &Container,
     secret: &str,
-    ca_env: &str,
+    ca_env: Option<&str>,
 ) {
     let volume = pod_spec(deployment)
         .volumes
@@ -104,11 +106,14 @@ pub(super) fn assert_tls_mounted(
         mount.sub_path.is_none(),
         "a subPath mount would never see a rotated Secret"
     );
+    let ca = ca_env.map(|variable| (variable, "ca.crt"));
     for (variable, key) in [
         ("JOBRELAY_TLS_CERT", "tls.crt"),
         ("JOBRELAY_TLS_KEY", "tls.key"),
-        (ca_env, "ca.crt"),
-    ] {
+    ]
+    .into_iter()
+    .chain(ca)
+    {
         assert_eq!(env(container, variable), format!("{TLS_DIR}/{key}"));
     }
 }

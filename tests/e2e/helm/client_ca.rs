@@ -1,6 +1,7 @@
-//! The manager's client CA bundle: by default the serving Secret's
-//! `ca.crt`; with `manager.clientCA`, a Secret's or ConfigMap's key of its
-//! own, mounted as a folder of its own so a rotated bundle is picked up.
+//! The manager's client CA bundle: a Secret's or ConfigMap's key of its
+//! own (`manager.clientCA`, required), mounted as a folder of its own so a
+//! rotated bundle is picked up; or, said outright, the serving Secret's
+//! `ca.crt`.
 
 use k8s_openapi::api::apps::v1::Deployment;
 
@@ -32,15 +33,22 @@ fn client_ca_volume(deployment: &Deployment) -> Option<k8s_openapi::api::core::v
 }
 
 #[tokio::test]
-async fn the_client_ca_is_the_serving_secrets_unless_a_bundle_of_its_own_is_named() {
-    let default = manager_with(&[]).await;
+async fn the_client_ca_is_a_bundle_of_its_own_or_said_outright_the_serving_secrets() {
+    let serving = manager_with(&[
+        "--set",
+        "manager.clientCA.secretName=",
+        "--set",
+        "manager.clientCA.fromTLSSecret=true",
+    ])
+    .await;
     assert_eq!(
-        env(container(&default, "manager"), "JOBRELAY_CLIENT_CA"),
+        env(container(&serving, "manager"), "JOBRELAY_CLIENT_CA"),
         format!("{TLS_DIR}/ca.crt")
     );
-    assert!(client_ca_volume(&default).is_none());
+    assert!(client_ca_volume(&serving).is_none());
 
-    let from_secret = manager_with(&["--set", "manager.clientCA.secretName=agents-ca"]).await;
+    // MANAGER_VALUES name a Secret of its own.
+    let from_secret = manager_with(&[]).await;
     assert_eq!(
         env(container(&from_secret, "manager"), "JOBRELAY_CLIENT_CA"),
         format!("{CLIENT_CA_DIR}/ca.crt")
@@ -52,6 +60,8 @@ async fn the_client_ca_is_the_serving_secrets_unless_a_bundle_of_its_own_is_name
     );
 
     let from_config_map = manager_with(&[
+        "--set",
+        "manager.clientCA.secretName=",
         "--set",
         "manager.clientCA.configMapName=agents-ca",
         "--set",

@@ -12,7 +12,8 @@ async fn manager_deployment_is_probed_over_grpc_and_mounts_its_certificates() {
     let manager = container(&deployment, "manager");
 
     assert_grpc_probes(manager);
-    assert_tls_mounted(&deployment, manager, "manager-tls", "JOBRELAY_CLIENT_CA");
+    // The agents' CA is a bundle of its own (helm/client_ca.rs).
+    assert_tls_mounted(&deployment, manager, "manager-tls", None);
     assert_config_file(
         &objects,
         &deployment,
@@ -58,7 +59,8 @@ async fn manager_deployment_is_probed_over_grpc_and_mounts_its_certificates() {
     assert_eq!(service_ports(&spec), [("metrics".to_string(), 9090)]);
     assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
     assert_selects(&spec.selector.unwrap_or_default(), &pod_labels);
-    assert_eq!(env(manager, "JOBRELAY_LISTEN"), "0.0.0.0:8443");
+    assert_eq!(env(manager, "JOBRELAY_LISTEN"), "$(POD_IP):8443");
+    assert_eq!(env(manager, "JOBRELAY_METRICS_LISTEN"), "$(POD_IP):9090");
 }
 
 /// A Service's ports by name.

@@ -47,7 +47,7 @@ async fn the_webhook_is_served_by_every_replica_and_registered_to_never_block_a_
     let objects = manager_with(&[]).await;
     let deployment: Deployment = object(&objects, "Deployment", "jobrelay-manager");
     let manager = container(&deployment, "manager");
-    assert_eq!(env(manager, "JOBRELAY_WEBHOOK_ADDR"), "0.0.0.0:9443");
+    assert_eq!(env(manager, "JOBRELAY_WEBHOOK_ADDR"), "$(POD_IP):9443");
     assert_eq!(
         env(manager, "JOBRELAY_WEBHOOK_TLS_CERT"),
         format!("{TLS_DIR}/tls.crt")

@@ -69,13 +69,19 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "jobrelay.clientCADir" -}}/etc/jobrelay/client-ca{{- end }}
 
 {{/*
-The manager's client CA bundle: manager.clientCA's Secret or ConfigMap when
-one is named (the source, as a volume), else the serving Secret's ca.crt.
+The manager's client CA bundle: manager.clientCA's Secret or ConfigMap (the
+source, as a volume), or — said outright with fromTLSSecret — the serving
+Secret's ca.crt. Naming none is refused: the CA that issues agent
+certificates should vouch for nothing else.
 */}}
 {{- define "jobrelay.clientCAVolume" -}}
 {{- $ca := .Values.manager.clientCA -}}
 {{- if and $ca.secretName $ca.configMapName -}}
 {{- fail "manager.clientCA: name a secretName or a configMapName, not both" -}}
+{{- else if and $ca.fromTLSSecret (or $ca.secretName $ca.configMapName) -}}
+{{- fail "manager.clientCA: name a bundle of its own or set fromTLSSecret, not both" -}}
+{{- else if not (or $ca.fromTLSSecret $ca.secretName $ca.configMapName) -}}
+{{- fail "manager.clientCA is required: the CA bundle agent certificates must chain to, a CA of its own (secretName or configMapName, key ca.crt); or set manager.clientCA.fromTLSSecret=true to trust the ca.crt of manager.tls.secretName, the CA of the manager's own certificate (one CA for both sides: not for production; docs/security.md)" -}}
 {{- else if $ca.secretName -}}
 secret:
   secretName: {{ $ca.secretName }}
@@ -121,8 +127,9 @@ dnsPolicy: ClusterFirstWithHostNet
 {{- end }}
 
 {{/*
-The host the Pod's servers listen on: every address, or with
-`listenOnPodIP` only the Pod's IP (with hostNetwork, the node's InternalIP
+The host the Pod's servers listen on: with `listenOnPodIP` (the default)
+only the Pod's IP (a bare IPv6 address too: the binaries read the port after
+its last colon), else every address (with hostNetwork, the node's InternalIP
 instead of every address the node has). The Pod's IP comes from the
 downward API (`POD_IP`, which `jobrelay.podIPEnv` defines first).
 */}}
