@@ -1,0 +1,174 @@
+//! The orphan decision and the brakes as one sweep applies them.
+
+use super::*;
+
+fn held(uid: &str, namespace: &str, name: &str) -> HeldMirror {
+    HeldMirror {
+        origin_uid: uid.into(),
+        namespace: namespace.into(),
+        name: name.into(),
+    }
+}
+
+fn uids(orphans: &[HeldMirror]) -> Vec<&str> {
+    orphans.iter().map(|m| m.origin_uid.as_str()).collect()
+}
+
+#[test]
+fn nothing_is_an_orphan_when_the_manager_wants_everything_held() {
+    let desired: OriginUids = ["u1", "u2"].map(String::from).into_iter().collect();
+    let found = orphans(
+        [
+            held("u1", "ml", "a"),
+            held("u2", "ml", "b"),
+            held("u2", "ml", ""),
+        ],
+        &desired,
+        |_| false,
+    );
+    assert!(found.is_empty(), "{found:?}");
+}
+
+#[test]
+fn what_is_not_desired_and_not_yet_deleting_is_an_orphan_once_in_uid_order() {
+    let desired: OriginUids = ["u1"].map(String::from).into_iter().collect();
+    let found = orphans(
+        [
+            held("u4", "ml", "d"),
+            held("u1", "ml", "a"),
+            held("u3", "ml", "c"),
+            held("u3", "ml", "c"),
+            held("u2", "ml", "b"),
+            held("u5", "batch", ""),
+        ],
+        &desired,
+        |uid| uid == "u2",
+    );
+    assert_eq!(uids(&found), ["u3", "u4", "u5"]);
+    assert_eq!(found[0], held("u3", "ml", "c"));
+    assert_eq!(
+        found[2],
+        held("u5", "batch", ""),
+        "a Pod alone is an orphan"
+    );
+}
+
+#[test]
+fn of_a_job_and_its_pods_one_entry_is_kept() {
+    let found = orphans(
+        [
+            held("u1", "ml", ""),
+            held("u1", "ml", "train"),
+            held("u1", "ml", ""),
+        ],
+        &OriginUids::default(),
+        |_| false,
+    );
+    assert_eq!(
+        found,
+        [held("u1", "ml", "train")],
+        "the Job's entry names it"
+    );
+}
+
+fn sweep(after_lost: bool, released: &[&str]) -> Sweep {
+    let mut sweep = Sweep::new(Brake::new(super::super::BrakeSettings {
+        share: 0.5,
+        at_least: 2,
+        confirm: std::time::Duration::from_secs(60),
+    }));
+    sweep.after_lost = after_lost;
+    sweep.released = released.iter().map(|u| u.to_string()).collect();
+    sweep
+}
+
+fn four_orphans() -> Vec<HeldMirror> {
+    ["a", "b", "c", "d"]
+        .iter()
+        .map(|u| held(u, "ml", &format!("job-{u}")))
+        .collect()
+}
+
+#[test]
+fn the_brake_holds_unknown_orphans_beyond_the_share() {
+    let mut sweep = sweep(false, &[]);
+    let now = Instant::now();
+    let allowed = sweep.allowed(four_orphans()[1..].to_vec(), 5, now);
+    assert!(allowed.is_empty(), "three unknown of five live are held");
+    assert_eq!(sweep.held_gauge.get(), 3);
+    let notice = sweep.take_notice().expect("the manager hears of it");
+    assert!(
+        matches!(
+            notice.kind,
+            Some(Kind::DeletionsHeld(DeletionsHeld {
+                unknown: 3,
+                released: 0,
+                live: 5,
+                ..
+            }))
+        ),
+        "{notice:?}"
+    );
+    assert!(sweep.take_notice().is_none(), "once");
+    let later = sweep.allowed(
+        four_orphans()[1..].to_vec(),
+        4,
+        now + std::time::Duration::from_secs(60),
+    );
+    assert_eq!(uids(&later), ["b", "c", "d"], "confirmed after the wait");
+    assert_eq!(sweep.held_gauge.get(), 0);
+}
+
+#[test]
+fn a_small_share_is_never_held_released_or_not() {
+    let mut back = sweep(true, &[]);
+    assert_eq!(back.allowed(four_orphans(), 10, Instant::now()).len(), 4);
+    assert!(back.take_notice().is_none());
+    let mut churn = sweep(false, &[]);
+    assert_eq!(
+        churn.allowed(four_orphans(), 10, Instant::now()).len(),
+        4,
+        "four of ten is not more than half"
+    );
+}
+
+#[test]
+fn released_beyond_the_share_wait_for_the_confirmation_on_their_own_time() {
+    for mut sweep in [sweep(true, &[]), sweep(false, &["a", "b", "c", "d"])] {
+        let now = Instant::now();
+        assert!(
+            sweep.allowed(four_orphans(), 5, now).is_empty(),
+            "four of five held"
+        );
+        assert_eq!(sweep.held_gauge.get(), 4);
+        let notice = sweep.take_notice().expect("the manager hears of it");
+        assert!(
+            matches!(
+                notice.kind,
+                Some(Kind::DeletionsHeld(DeletionsHeld {
+                    unknown: 0,
+                    released: 4,
+                    live: 5,
+                    ..
+                }))
+            ),
+            "{notice:?}"
+        );
+        let later = sweep.allowed(four_orphans(), 5, now + std::time::Duration::from_secs(60));
+        assert_eq!(
+            uids(&later),
+            ["a", "b", "c", "d"],
+            "confirmed after the wait"
+        );
+    }
+}
+
+#[test]
+fn released_wait_while_both_kinds_together_are_beyond_the_share() {
+    // Two released and two unknown of five: the unknown alone are not
+    // more than half and go; all four are, so the released wait.
+    let mut sweep = sweep(false, &["a", "b"]);
+    let allowed = sweep.allowed(four_orphans(), 5, Instant::now());
+    assert_eq!(uids(&allowed), ["c", "d"]);
+    assert_eq!(sweep.held_gauge.get(), 2);
+}
