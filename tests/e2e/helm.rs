@@ -37,6 +37,8 @@ mod pod_policy;
 mod policy_kit;
 #[path = "helm/record_policy.rs"]
 mod record_policy;
+#[path = "helm/user_roles.rs"]
+mod user_roles;
 #[path = "helm/webhook.rs"]
 mod webhook;
 #[path = "helm/write_policy.rs"]

@@ -150,7 +150,7 @@ impl Running {
                 kubeconfig.clone(),
                 "--leader-elect=false".into(),
                 "--secure-port=0".into(),
-                "--controllers=job,cronjob,garbagecollector,ttl-after-finished,podgc,namespace,resourcequota,serviceaccount,serviceaccount-token,root-ca-certificate-publisher-controller,deployment,replicaset,disruption,endpointslice,validatingadmissionpolicy-status-controller".into(),
+                "--controllers=job,cronjob,garbagecollector,ttl-after-finished,podgc,namespace,resourcequota,serviceaccount,serviceaccount-token,root-ca-certificate-publisher-controller,deployment,replicaset,disruption,endpointslice,validatingadmissionpolicy-status-controller,clusterrole-aggregation".into(),
                 format!("--service-account-private-key-file={}", pki.service_account_key.display()),
                 format!("--root-ca-file={}", pki.ca_cert.display()),
                 "--kube-api-qps=200".into(),

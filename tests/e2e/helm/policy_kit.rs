@@ -34,6 +34,10 @@ pub(super) struct Worker {
     pub(super) agent: kube::Client,
     pub(super) mirrors: String,
     pub(super) release_namespace: String,
+    /// The release's origin, its own: each release's label policy refuses
+    /// objects of its origin to anyone but its agent, and the test cluster
+    /// holds several releases.
+    pub(super) origin: String,
 }
 
 pub(super) async fn install(prefix: &str, values: &[&str]) -> Worker {
@@ -41,14 +45,17 @@ pub(super) async fn install(prefix: &str, values: &[&str]) -> Worker {
     let admin = kit::client(cluster).await;
     jobset_crds(&admin).await;
     let release_namespace = kit::namespace(&admin, prefix).await;
+    let origin = prefix.to_string();
+    let origin_value = format!("origin={origin}");
     let mut all = AGENT_VALUES.to_vec();
+    all.extend_from_slice(&["--set", &origin_value]);
     all.extend_from_slice(values);
     let objects = render(&release_namespace, &all, false).await.objects;
     let names = apply_policies(&admin, &objects).await;
     assert_eq!(
         names.len(),
         3,
-        "the pod policy, the write policy and the instance-label policy: {names:?}"
+        "the pod policy, the write policy and the label policy: {names:?}"
     );
     let agent = cluster
         .client_as(
@@ -61,6 +68,7 @@ pub(super) async fn install(prefix: &str, values: &[&str]) -> Worker {
         agent,
         mirrors: kit::namespace(&admin, &format!("{prefix}-mirrors")).await,
         release_namespace,
+        origin,
     }
 }
 
@@ -176,9 +184,13 @@ pub(super) fn merge(into: &mut Value, from: Value) {
 }
 
 impl Worker {
-    /// Creates `object` as the agent (a dry run); the refusal's message, or
+    /// Creates `object` as the agent (a dry run), labelled with this
+    /// release's origin where it carries one; the refusal's message, or
     /// `None` when the API server took it.
-    pub(super) async fn create(&self, object: Value) -> Option<String> {
+    pub(super) async fn create(&self, mut object: Value) -> Option<String> {
+        if let Some(origin) = object["metadata"]["labels"].get_mut(ORIGIN_LABEL) {
+            *origin = json!(self.origin);
+        }
         let result = match kind(&object) {
             "Job" => {
                 let job: Job = serde_json::from_value(object).expect("a Job");

@@ -81,6 +81,8 @@ async fn only_the_manager_changes_jobrelays_record_on_a_job() {
         (jobset("placed-set", json!({})), &jobsets),
     ] {
         object["metadata"]["annotations"] = record.clone();
+        // A manager Job carries no origin label (a mirror does).
+        object["metadata"]["labels"] = json!({});
         let object: DynamicObject = serde_json::from_value(object).expect("an object");
         Api::<DynamicObject>::namespaced_with(admin.clone(), &tenants, resource)
             .create(&PostParams::default(), &object)

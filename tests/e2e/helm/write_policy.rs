@@ -2,13 +2,14 @@
 //! and enforced by a real kube-apiserver: as the agent, a Job without the
 //! origin's label, taking over or deleting a user's Job, and deleting a Pod
 //! in a system namespace or the agent's own are refused; deleting a Pod of
-//! the origin is admitted; and no one but the agent sets the label naming a
-//! manager installation. Requests as in `policy_kit.rs`: impersonated,
+//! the origin is admitted; and no one but the agent creates an object of
+//! its origin (save a controller from a template) or changes jobrelay's
+//! labels on one. Requests as in `policy_kit.rs`: impersonated,
 //! server dry runs.
 
 use std::time::Duration;
 
-use jobrelay_proto::wire::{MANAGER_INSTANCE_LABEL, ORIGIN_LABEL};
+use jobrelay_proto::wire::{MANAGER_INSTANCE_LABEL, ORIGIN_LABEL, ORIGIN_UID_LABEL};
 use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -29,12 +30,11 @@ async fn the_agents_identity_writes_only_its_origins_objects_outside_system_name
     // A Job without the origin's label: not created.
     let mut unlabelled = job("unlabelled", json!({}), json!({}));
     unlabelled["metadata"]["labels"] = json!({});
-    worker
-        .refused(
-            unlabelled.clone(),
-            "writes only objects labelled jobrelay.dev/origin=helm-e2e",
-        )
-        .await;
+    let only = format!(
+        "writes only objects labelled jobrelay.dev/origin={}",
+        worker.origin
+    );
+    worker.refused(unlabelled.clone(), &only).await;
 
     // A user's Job: the agent may neither take it over by labelling it nor
     // delete it.
@@ -47,7 +47,7 @@ async fn the_agents_identity_writes_only_its_origins_objects_outside_system_name
         .await
         .expect("the user's Job");
     let as_agent: Api<Job> = Api::namespaced(worker.agent.clone(), &worker.mirrors);
-    let take_over = json!({"metadata": {"labels": {ORIGIN_LABEL: ORIGIN}}});
+    let take_over = json!({"metadata": {"labels": {ORIGIN_LABEL: worker.origin}}});
     let message = refusal(
         as_agent
             .patch(
@@ -76,25 +76,41 @@ async fn the_agents_identity_writes_only_its_origins_objects_outside_system_name
 
     // Pods: one of this origin in the mirrors' namespace may be deleted; a
     // system Pod, or one in the agent's own namespace even with the label,
-    // may not.
-    let pod = |ns: &str, name: &str| -> Pod {
-        serde_json::from_value(json!({
-            "metadata": {"name": name, "namespace": ns, "labels": {ORIGIN_LABEL: ORIGIN}},
+    // may not. The labelled ones as a Job's Pods (a suspended Job of the
+    // user's controls them): no one but the agent or a controller creates
+    // one of the origin.
+    let mut pods = Vec::new();
+    for (ns, name) in [
+        (worker.mirrors.as_str(), "mirror-pod"),
+        (worker.release_namespace.as_str(), "agent-pod"),
+    ] {
+        let owner: Job = serde_json::from_value(json!({
+            "metadata": {"name": "owner"},
+            "spec": {"suspend": true, "template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "registry.invalid/busybox"}]}}},
+        }))
+        .expect("a Job");
+        let owner = Api::<Job>::namespaced(admin.clone(), ns)
+            .create(&PostParams::default(), &owner)
+            .await
+            .unwrap_or_else(|e| panic!("creating the owner in {ns}: {e}"));
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {ORIGIN_LABEL: worker.origin},
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "owner",
+                    "uid": owner.metadata.uid, "controller": true}]},
             "spec": {"containers": [{"name": "main", "image": "registry.invalid/busybox"}]},
         }))
-        .expect("a Pod")
-    };
+        .expect("a Pod");
+        pods.push((ns, pod));
+    }
     let system_pod = format!("not-jobrelays-{}", std::process::id());
-    let mut system = pod("kube-system", &system_pod);
-    system.metadata.labels = None;
-    for (ns, pod) in [
-        (worker.mirrors.as_str(), pod(&worker.mirrors, "mirror-pod")),
-        (
-            worker.release_namespace.as_str(),
-            pod(&worker.release_namespace, "agent-pod"),
-        ),
-        ("kube-system", system),
-    ] {
+    let system: Pod = serde_json::from_value(json!({
+        "metadata": {"name": system_pod},
+        "spec": {"containers": [{"name": "main", "image": "registry.invalid/busybox"}]},
+    }))
+    .expect("a Pod");
+    pods.push(("kube-system", system));
+    for (ns, pod) in pods {
         Api::<Pod>::namespaced(admin.clone(), ns)
             .create(&PostParams::default(), &pod)
             .await
@@ -137,13 +153,11 @@ async fn the_agents_identity_writes_only_its_origins_objects_outside_system_name
 }
 
 #[tokio::test]
-async fn only_the_agent_sets_the_manager_instance_label() {
-    // An origin of its own: each release's policy holds its origin's
-    // objects, and the other tests' releases share theirs.
-    let origin = "instance-e2e";
-    let worker = install("pp-instance", &["--set", &format!("origin={origin}")]).await;
-    let cluster = clusters(0).manager();
-    let user = cluster
+async fn only_the_agent_writes_jobrelays_labels_on_a_worker() {
+    let worker = install("pp-labels", &[]).await;
+    let origin = worker.origin.as_str();
+    let user = clusters(0)
+        .manager()
         .client_as("worker-user", &["system:masters"])
         .await
         .unwrap_or_else(|e| panic!("{e}"));
@@ -152,62 +166,91 @@ async fn only_the_agent_sets_the_manager_instance_label() {
         dry_run: true,
         ..PostParams::default()
     };
-    let with_instance = |name: &str| -> Job {
+    let labelled = |name: &str, labels: serde_json::Value| -> Job {
         let mut object = job(name, json!({}), json!({}));
-        object["metadata"]["labels"] =
-            json!({ORIGIN_LABEL: origin, MANAGER_INSTANCE_LABEL: "another-installation"});
+        object["metadata"]["labels"] = labels;
         serde_json::from_value(object).expect("a Job")
     };
+    let ours = json!({ORIGIN_LABEL: origin, ORIGIN_UID_LABEL: "a-victims-uid"});
 
-    // A worker user's Job naming a manager instance: refused.
-    let message = wait::until("the instance-label policy enforced", TIMEOUT, || async {
+    // A worker user's Job passing for a mirror: refused, once the policy is
+    // in force (a moment after it is written).
+    let message = wait::until("the label policy enforced", TIMEOUT, || async {
         match refusal(
             as_user
-                .create(&dry, &with_instance("forged"))
+                .create(&dry, &labelled("forged", ours.clone()))
                 .await
                 .map(drop),
         ) {
             Some(message) => Seen::Ready(message),
-            None => Seen::Waiting("the user's label was admitted".into()),
+            None => Seen::Waiting("the user's Job was admitted".into()),
         }
     })
     .await;
     assert!(
-        message.contains("only the jobrelay agent sets the label jobrelay.dev/manager-instance"),
+        message.contains(&format!(
+            "only the jobrelay agent creates jobs labelled jobrelay.dev/origin={origin}"
+        )),
         "{message}"
     );
-    // The agent's own mirror carries it; the user may not change it there,
-    // and may write any other label.
-    let as_agent: Api<Job> = Api::namespaced(worker.agent.clone(), &worker.mirrors);
-    as_agent
-        .create(&PostParams::default(), &with_instance("mirror"))
+    // What a controller makes from a template it controls is admitted (a
+    // JobSet's Job; a Job's Pod likewise).
+    let mut child = labelled("child", ours.clone());
+    child.metadata.owner_references = Some(vec![
+        serde_json::from_value(json!({
+            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "parent",
+            "uid": "00000000-0000-0000-0000-000000000001", "controller": true,
+        }))
+        .expect("an owner reference"),
+    ]);
+    assert_eq!(
+        refusal(as_user.create(&dry, &child).await.map(drop)),
+        None,
+        "a controller's child"
+    );
+
+    // The agent's mirror, with its instance label: the user may neither
+    // change nor remove jobrelay's labels there, and may add their own.
+    let mirror = labelled(
+        "mirror",
+        json!({ORIGIN_LABEL: origin, ORIGIN_UID_LABEL: "uid-1", MANAGER_INSTANCE_LABEL: "ours"}),
+    );
+    Api::<Job>::namespaced(worker.agent.clone(), &worker.mirrors)
+        .create(&PostParams::default(), &mirror)
         .await
-        .expect("the agent's mirror with its instance label");
-    let patch = |value: &str| json!({"metadata": {"labels": {MANAGER_INSTANCE_LABEL: value, "team.example/owner": "ml"}}});
+        .expect("the agent's mirror");
     let dry_patch = PatchParams {
         dry_run: true,
         ..PatchParams::default()
     };
-    let changed = refusal(
-        as_user
-            .patch("mirror", &dry_patch, &Patch::Merge(&patch("forged")))
-            .await
-            .map(drop),
-    )
-    .expect("a user changing the instance label is refused");
-    assert!(changed.contains("may not"), "{changed}");
-    assert_eq!(
-        refusal(
-            as_user
-                .patch(
-                    "mirror",
-                    &dry_patch,
-                    &Patch::Merge(&patch("another-installation"))
-                )
-                .await
-                .map(drop)
+    for (labels, refused) in [
+        (
+            json!({MANAGER_INSTANCE_LABEL: "another-installation"}),
+            Some(MANAGER_INSTANCE_LABEL),
         ),
-        None,
-        "the label left as the agent wrote it, another one added"
-    );
+        (
+            json!({ORIGIN_UID_LABEL: "a-victims-uid"}),
+            Some(ORIGIN_UID_LABEL),
+        ),
+        (json!({ORIGIN_LABEL: null}), Some(ORIGIN_LABEL)),
+        (json!({"team.example/owner": "ml"}), None),
+    ] {
+        let patch = json!({"metadata": {"labels": labels}});
+        let answer = refusal(
+            as_user
+                .patch("mirror", &dry_patch, &Patch::Merge(&patch))
+                .await
+                .map(drop),
+        );
+        match refused {
+            Some(label) => {
+                let message = answer.unwrap_or_else(|| panic!("{patch} was admitted"));
+                assert!(
+                    message.contains(&format!("only the jobrelay agent sets the labels {label};")),
+                    "{message}"
+                );
+            }
+            None => assert_eq!(answer, None, "a label of the user's own"),
+        }
+    }
 }
