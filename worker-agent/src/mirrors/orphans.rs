@@ -147,7 +147,11 @@ impl Sweep {
         let (released, unknown): (Vec<_>, Vec<_>) = orphans
             .into_iter()
             .partition(|m| self.after_lost || self.released.contains(&m.origin_uid));
-        let all = released.len() + unknown.len();
+        // Judged by all the orphans, while there is any released one.
+        let all = match released.is_empty() {
+            true => 0,
+            false => released.len() + unknown.len(),
+        };
         let released = judged(&mut self.released_brake, released, all, live, now);
         let unknown_count = unknown.len();
         let unknown = judged(&mut self.brake, unknown, unknown_count, live, now);

@@ -95,6 +95,10 @@ fn the_brake_holds_unknown_orphans_beyond_the_share() {
     let now = Instant::now();
     let allowed = sweep.allowed(four_orphans()[1..].to_vec(), 5, now);
     assert!(allowed.is_empty(), "three unknown of five live are held");
+    assert!(
+        !sweep.released_brake.holding(),
+        "with nothing released, the other brake does not hold"
+    );
     assert_eq!(sweep.held_gauge.get(), 3);
     let notice = sweep.take_notice().expect("the manager hears of it");
     assert!(
