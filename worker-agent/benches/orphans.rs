@@ -28,11 +28,13 @@ fn held() -> Vec<HeldMirror> {
         origin_uid: uid(i),
         namespace: format!("team-{}", i % 50),
         name: format!("job-{i}"),
+        stopped: false,
     });
     let pods = (0..HELD).map(|i| HeldMirror {
         origin_uid: uid(i),
         namespace: format!("team-{}", i % 50),
         name: String::new(),
+        stopped: false,
     });
     jobs.chain(pods).collect()
 }

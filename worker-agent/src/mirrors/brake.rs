@@ -9,7 +9,8 @@
 //! `at_least`, none of them is deleted until the same picture has held for
 //! `confirm`. Ordinary churn never trips it; a cluster back from Lost with
 //! more than half its mirrors placed elsewhere does, and its released
-//! mirrors wait for the confirmation.
+//! mirrors that can start no Pod (fenced) wait for the confirmation; one
+//! that may still run Pods is never held ([`super::orphans`]).
 
 use std::time::{Duration, Instant};
 

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::time::Instant;
 
 use jobrelay_proto::holding::OriginUids;
-use jobrelay_proto::v1::{DeletionsHeld, agent_message::Kind};
+use jobrelay_proto::v1::{DeletionsHeld, MirrorPhase, agent_message::Kind};
 use kube::{Resource, ResourceExt};
 use prometheus_client::metrics::gauge::Gauge;
 use tracing::{debug, info, warn};
@@ -76,13 +76,15 @@ impl Mirrors {
         // A child (a JobSet's Job) names no mirror, as a Pod does not.
         let jobs = self.objects.state().into_iter().filter_map(|object| {
             let meta = object.object_meta();
+            let top = kinds::parent(meta).is_none();
             Some(HeldMirror {
                 origin_uid: origin_uid(meta)?,
                 namespace: meta.namespace.clone().unwrap_or_default(),
-                name: match kinds::parent(meta) {
-                    None => meta.name.clone().unwrap_or_default(),
-                    Some(_) => String::new(),
+                name: match top {
+                    true => meta.name.clone().unwrap_or_default(),
+                    false => String::new(),
                 },
+                stopped: top && stopped(object.mirror_phase()),
             })
         });
         let pods = self.pods.state().into_iter().filter_map(|pod| {
@@ -90,6 +92,7 @@ impl Mirrors {
                 origin_uid: origin_uid(pod.meta())?,
                 namespace: pod.namespace().unwrap_or_default(),
                 name: String::new(),
+                stopped: false,
             })
         });
         let held: Vec<HeldMirror> = jobs.chain(pods).collect();
@@ -115,6 +118,7 @@ impl Mirrors {
                 origin_uid: uid,
                 namespace,
                 name,
+                ..
             },
         ) in orphans.into_iter().enumerate()
         {
@@ -139,20 +143,24 @@ impl Sweep {
 
     /// Of `orphans` (among `live` mirrors), those to delete now, as two
     /// brakes judge them, each on its own time: the unknown ones wait while
-    /// they alone are beyond the share, the ones the manager released (all,
-    /// back from Lost) while the orphans of both kinds are. So neither a
-    /// manager that forgot its Jobs nor one that releases them all at once
-    /// empties the worker in one message.
+    /// they alone are beyond the share; the ones the manager released (all,
+    /// back from Lost) that can start no Pod (fenced, suspended, finished)
+    /// while the orphans of both kinds are. So neither a manager that forgot
+    /// its Jobs nor one that releases them all at once empties the worker in
+    /// one message. A released mirror that may still run Pods goes at once:
+    /// its Job runs elsewhere now, or is gone, and two copies never run.
     fn allowed(&mut self, orphans: Vec<HeldMirror>, live: usize, now: Instant) -> Vec<HeldMirror> {
         let (released, unknown): (Vec<_>, Vec<_>) = orphans
             .into_iter()
             .partition(|m| self.after_lost || self.released.contains(&m.origin_uid));
-        // Judged by all the orphans, while there is any released one.
-        let all = match released.is_empty() {
+        let all = released.len() + unknown.len();
+        let (stopped, may_run): (Vec<_>, Vec<_>) = released.into_iter().partition(|m| m.stopped);
+        // Judged by all the orphans, while there is any to hold.
+        let count = match stopped.is_empty() {
             true => 0,
-            false => released.len() + unknown.len(),
+            false => all,
         };
-        let released = judged(&mut self.released_brake, released, all, live, now);
+        let released = judged(&mut self.released_brake, stopped, count, live, now);
         let unknown_count = unknown.len();
         let unknown = judged(&mut self.brake, unknown, unknown_count, live, now);
         for (judged, whose) in [
@@ -200,7 +208,10 @@ impl Sweep {
             });
         }
         self.held_gauge.set((released.held + unknown.held) as i64);
-        released.delete.into_iter().chain(unknown.delete).collect()
+        (may_run.into_iter())
+            .chain(released.delete)
+            .chain(unknown.delete)
+            .collect()
     }
 
     /// The notice the brake left for the manager, once.
@@ -248,6 +259,20 @@ pub struct HeldMirror {
     pub namespace: String,
     /// The Job's name; empty for a Pod.
     pub name: String,
+    /// The mirror can start no Pod: suspended (fenced) or finished. Never
+    /// said of a Pod, nor of a JobSet's Job.
+    pub stopped: bool,
+}
+
+/// Whether a mirror in `phase` can start no Pod.
+fn stopped(phase: MirrorPhase) -> bool {
+    matches!(
+        phase,
+        MirrorPhase::Suspended
+            | MirrorPhase::Succeeded
+            | MirrorPhase::Failed
+            | MirrorPhase::Deleting
+    )
 }
 
 /// The orphan decision: of what is `held`, the mirrors whose origin UID the

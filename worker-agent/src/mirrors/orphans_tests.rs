@@ -2,11 +2,14 @@
 
 use super::*;
 
+/// A mirror that can start no Pod (fenced, suspended, finished), or a Pod
+/// (no name).
 fn held(uid: &str, namespace: &str, name: &str) -> HeldMirror {
     HeldMirror {
         origin_uid: uid.into(),
         namespace: namespace.into(),
         name: name.into(),
+        stopped: !name.is_empty(),
     }
 }
 
@@ -175,4 +178,50 @@ fn released_wait_while_both_kinds_together_are_beyond_the_share() {
     let allowed = sweep.allowed(four_orphans(), 5, Instant::now());
     assert_eq!(uids(&allowed), ["c", "d"]);
     assert_eq!(sweep.held_gauge.get(), 2);
+}
+
+#[test]
+fn released_mirrors_that_may_still_run_pods_go_at_once() {
+    // Back from Lost with an agent that was down (nothing fenced): the four
+    // mirrors may still run Pods while their Jobs run elsewhere.
+    let running = |uid: &str| HeldMirror {
+        stopped: false,
+        ..held(uid, "ml", &format!("job-{uid}"))
+    };
+    let mut back = sweep(true, &[]);
+    let orphans = ["a", "b", "c", "d"].map(running).to_vec();
+    assert_eq!(
+        uids(&back.allowed(orphans, 5, Instant::now())),
+        ["a", "b", "c", "d"],
+        "two copies never run"
+    );
+    assert!(back.take_notice().is_none());
+    // Beside two stopped ones, the running go and the stopped wait: all
+    // four orphans are beyond the share.
+    let mut mixed = sweep(true, &[]);
+    let mut orphans = four_orphans();
+    orphans[0].stopped = false;
+    orphans[1].stopped = false;
+    let allowed = mixed.allowed(orphans, 5, Instant::now());
+    assert_eq!(uids(&allowed), ["a", "b"]);
+    assert_eq!(mixed.held_gauge.get(), 2);
+}
+
+#[test]
+fn a_mirror_stopped_is_suspended_or_finished() {
+    for phase in [
+        MirrorPhase::Suspended,
+        MirrorPhase::Succeeded,
+        MirrorPhase::Failed,
+        MirrorPhase::Deleting,
+    ] {
+        assert!(stopped(phase), "{phase:?}");
+    }
+    for phase in [
+        MirrorPhase::Pending,
+        MirrorPhase::Running,
+        MirrorPhase::Unspecified,
+    ] {
+        assert!(!stopped(phase), "{phase:?}");
+    }
 }
