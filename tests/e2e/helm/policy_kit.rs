@@ -57,19 +57,26 @@ pub(super) async fn install(prefix: &str, values: &[&str]) -> Worker {
         3,
         "the pod policy, the write policy and the label policy: {names:?}"
     );
-    let agent = cluster
-        .client_as(
-            &format!("system:serviceaccount:{release_namespace}:jobrelay-agent"),
-            &["system:masters"],
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let agent = acting_as(&format!(
+        "system:serviceaccount:{release_namespace}:jobrelay-agent"
+    ))
+    .await;
     Worker {
         agent,
         mirrors: kit::namespace(&admin, &format!("{prefix}-mirrors")).await,
         release_namespace,
         origin,
     }
+}
+
+/// A client of the test cluster acting as `user` (impersonated), in the
+/// group that RBAC lets do anything: the policies are what is under test.
+pub(super) async fn acting_as(user: &str) -> kube::Client {
+    clusters(0)
+        .manager()
+        .client_as(user, &["system:masters"])
+        .await
+        .unwrap_or_else(|e| panic!("acting as {user}: {e}"))
 }
 
 /// JobSet's CRDs, installed once: the policies match JobSets too.

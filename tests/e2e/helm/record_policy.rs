@@ -16,7 +16,7 @@ use jobrelay_testbed::wait::{self, Seen};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::policy_kit::{apply_policies, job, jobset, jobset_crds, refusal};
+use super::policy_kit::{acting_as, apply_policies, job, jobset, jobset_crds, refusal};
 use super::*;
 
 const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -55,17 +55,11 @@ async fn only_the_manager_changes_jobrelays_record_on_a_job() {
     let names = apply_policies(&admin, &objects).await;
     assert_eq!(names.len(), 1, "the record policy: {names:?}");
     let tenants = kit::namespace(&admin, "rp-tenant").await;
-    let tenant = cluster
-        .client_as("tenant", &["system:masters"])
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let manager = cluster
-        .client_as(
-            &format!("system:serviceaccount:{release_namespace}:jobrelay-manager"),
-            &["system:masters"],
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let tenant = acting_as("tenant").await;
+    let manager = acting_as(&format!(
+        "system:serviceaccount:{release_namespace}:jobrelay-manager"
+    ))
+    .await;
 
     // A placed Job and JobSet, as the manager leaves them.
     let record = json!({

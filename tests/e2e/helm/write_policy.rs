@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::policy_kit::{install, job, refusal};
+use super::policy_kit::{acting_as, install, job, refusal};
 use super::*;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -156,11 +156,7 @@ async fn the_agents_identity_writes_only_its_origins_objects_outside_system_name
 async fn only_the_agent_writes_jobrelays_labels_on_a_worker() {
     let worker = install("pp-labels", &[]).await;
     let origin = worker.origin.as_str();
-    let user = clusters(0)
-        .manager()
-        .client_as("worker-user", &["system:masters"])
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let user = acting_as("worker-user").await;
     let as_user: Api<Job> = Api::namespaced(user, &worker.mirrors);
     let dry = PostParams {
         dry_run: true,

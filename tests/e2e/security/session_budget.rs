@@ -110,7 +110,7 @@ async fn one_agent_certificate_pushing_the_largest_statuses_is_cut_and_the_leade
         .unwrap_or_else(|e| panic!("{e}"));
     let pid = relay.replica_pid(0).expect("the leader runs");
     let calm = dispatch_times(&s, "calm").await;
-    let idle = rss_bytes(pid).unwrap();
+    let idle = rss_bytes(pid).expect("the leader's RSS, from /proc");
     let sessions = relay.sessions_opened(WORKER);
     let cut = "jobrelay_sessions_cut_total{reason=\"over_budget\"}";
     let cut_before = relay.metric(cut).await.ok().flatten().unwrap_or(0.0);
