@@ -15,7 +15,8 @@
 //!
 //! Also the plaintext `grpc.health.v1.Health` endpoint for Kubernetes probes,
 //! the `/metrics` endpoint and the metrics every process has (build,
-//! certificate expiry, Kubernetes API latencies), the one shutdown every
+//! certificate expiry, Kubernetes API latencies, and the standard `process_*`
+//! ones), the one shutdown every
 //! part of a process waits on, logging, the Kubernetes client with its rate
 //! limit (the one token bucket every write budget uses), how long a
 //! Kubernetes watch may run, and what a watch cache keeps of an object.
@@ -32,8 +33,10 @@ pub mod health;
 pub mod heartbeat;
 pub mod kube_api_timing;
 pub mod kube_client;
+pub mod log_line;
 pub mod metrics;
 pub mod metrics_server;
+pub mod os_metrics;
 pub mod peer_certificate;
 pub mod rate;
 pub mod server;

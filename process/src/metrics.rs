@@ -86,6 +86,27 @@ pub fn register(registry: &mut Registry) {
     );
 }
 
+/// The process's own `process_*` metrics, without jobrelay's prefix.
+static OS: LazyLock<Registry> = LazyLock::new(|| {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(crate::os_metrics::OsCollector));
+    registry
+});
+
+/// The OpenMetrics text a scrape of `/metrics` gets: `registry` (a binary's
+/// metrics, these among them) and the process's `process_*` metrics.
+pub fn render(registry: &Registry) -> String {
+    use prometheus_client::encoding::text::{encode_eof, encode_registry};
+    let mut text = String::new();
+    let encoded = encode_registry(&mut text, registry)
+        .and_then(|()| encode_registry(&mut text, &OS))
+        .and_then(|()| encode_eof(&mut text));
+    if let Err(error) = encoded {
+        tracing::warn!(%error, "cannot encode the metrics");
+    }
+    text
+}
+
 /// The labels of `jobrelay_build_info` for `version` built from `revision`.
 pub fn build_info(version: &str, revision: Option<&str>) -> BuildInfo {
     BuildInfo {
@@ -159,7 +180,7 @@ mod tests {
     }
 
     #[test]
-    fn the_process_metrics_render_with_the_prefix() {
+    fn the_process_metrics_render_with_the_prefix_and_the_os_ones_without() {
         certificate_read("tls-cert", certificate("worker-a", 2030).as_bytes());
         certificate_read("--manager-ca", certificate("ca", 2031).as_bytes());
         kube_api_request(
@@ -172,8 +193,7 @@ mod tests {
         );
         let mut registry = Registry::with_prefix("jobrelay");
         register(&mut registry);
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encodes");
+        let text = render(&registry);
         for line in [
             format!(
                 "jobrelay_build_info{{version=\"{}\",revision=\"",
@@ -185,6 +205,8 @@ mod tests {
                 .into(),
             "jobrelay_kube_api_request_duration_seconds_bucket{le=\"0.05\",verb=\"list\",resource=\"jobs.batch\",code=\"200\"} 1\n"
                 .into(),
+            "\nprocess_resident_memory_bytes ".into(),
+            "\nprocess_cpu_seconds_total ".into(),
         ] {
             assert!(text.contains(&line), "missing {line:?} in:\n{text}");
         }

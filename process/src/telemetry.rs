@@ -7,6 +7,8 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::util::SubscriberInitExt;
 
+use crate::log_line::FlatJson;
+
 /// The filter when `RUST_LOG` is unset or unreadable.
 const DEFAULT_FILTER: &str = "info,kube=warn";
 
@@ -16,9 +18,8 @@ pub enum LogFormat {
     /// Human-readable lines: time, level, spans, message, fields.
     #[default]
     Text,
-    /// One JSON object per line: `timestamp`, `level`, `fields` (with
-    /// `message`), `target`, the current `span` and the list of `spans`
-    /// with their fields.
+    /// One flat JSON object per line: `ts`, `level`, `msg`, the event's and
+    /// its spans' fields, `span` and `target` ([`crate::log_line`]).
     Json,
 }
 
@@ -48,9 +49,8 @@ where
         LogFormat::Text => Box::new(builder.with_ansi(ansi).finish()),
         LogFormat::Json => Box::new(
             builder
-                .json()
-                .with_current_span(true)
-                .with_span_list(true)
+                .fmt_fields(FlatJson::fields())
+                .event_format(FlatJson)
                 .finish(),
         ),
     }
@@ -106,7 +106,7 @@ mod tests {
     }
 
     #[test]
-    fn json_is_one_object_per_line_with_the_span_and_its_fields() {
+    fn json_is_one_flat_object_per_line_with_the_span_and_its_fields() {
         let text = logged(LogFormat::Json);
         let lines: Vec<serde_json::Value> = text
             .lines()
@@ -114,12 +114,21 @@ mod tests {
             .collect();
         assert_eq!(lines.len(), 1, "one event passes the filter: {text}");
         let line = &lines[0];
-        assert_eq!(line["level"], "INFO");
-        assert_eq!(line["fields"]["message"], "sent to cluster");
-        assert_eq!(line["fields"]["cluster"], "worker-a");
-        assert_eq!(line["span"]["name"], "reconcile");
-        assert_eq!(line["span"]["job"], "ml/train");
-        assert_eq!(line["spans"][0]["job"], "ml/train");
+        assert_eq!(line["level"], "info");
+        assert_eq!(line["msg"], "sent to cluster");
+        assert_eq!(line["cluster"], "worker-a");
+        assert_eq!(line["job"], "ml/train", "the span's field, flat");
+        assert_eq!(line["span"], "reconcile");
+        assert!(
+            line["ts"].as_str().is_some_and(|ts| ts.ends_with('Z')),
+            "{line}"
+        );
+        assert!(
+            line["target"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("jobrelay_process")),
+            "{line}"
+        );
     }
 
     #[test]

@@ -31,6 +31,8 @@ mod assertions;
 mod client_ca;
 #[path = "helm/manager.rs"]
 mod manager;
+#[path = "helm/observability.rs"]
+mod observability;
 #[path = "helm/pod_policy.rs"]
 mod pod_policy;
 #[path = "helm/policy_kit.rs"]

@@ -2,6 +2,8 @@
 //! and two `jobrelay-agent`s running as their real binaries. Every scenario
 //! ends with the leak check over all workers.
 
+#[path = "relay/observability.rs"]
+mod observability;
 #[path = "relay/stuck_pods.rs"]
 mod stuck_pods;
 

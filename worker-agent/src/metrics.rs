@@ -17,7 +17,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
-use tracing::warn;
 
 /// The fence's metrics: whether it is up, how often it went up, how many
 /// mirrors it stopped and how many of their Pods the worker still shows.
@@ -232,12 +231,8 @@ impl Metrics {
 
     /// The OpenMetrics text of every metric.
     pub fn render(&self) -> String {
-        let mut text = String::new();
         let registry = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Err(error) = prometheus_client::encoding::text::encode(&mut text, &registry) {
-            warn!(%error, "cannot encode the metrics");
-        }
-        text
+        jobrelay_process::metrics::render(&registry)
     }
 }
 

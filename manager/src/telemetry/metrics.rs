@@ -21,7 +21,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use tracing::warn;
 
 use crate::clusters::worker_cluster::WorkerCluster;
 use crate::deletion_turns::DeletionTurns;
@@ -139,6 +138,11 @@ impl Metrics {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         metrics.register_relay(&mut registry);
+        // Shown at 0 from the start, so the first refusal of a skewed agent
+        // is an increase the version-skew alert sees.
+        drop(metrics.sessions_refused.get_or_create(&ByReason {
+            reason: "version_skew".into(),
+        }));
         metrics.register_latencies(&mut registry);
         metrics.register_state(&mut registry);
         metrics.caches.register(&mut registry);
@@ -312,12 +316,8 @@ impl Metrics {
         if deleted > shown {
             self.retention_deleted.inc_by(deleted - shown);
         }
-        let mut text = String::new();
         let registry = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Err(error) = prometheus_client::encoding::text::encode(&mut text, &registry) {
-            warn!(%error, "cannot encode the metrics");
-        }
-        text
+        jobrelay_process::metrics::render(&registry)
     }
 }
 

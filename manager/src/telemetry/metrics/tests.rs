@@ -33,6 +33,7 @@ fn renders_counters_gauges_and_per_cluster_histograms() {
         "jobrelay_retention_waiting 0\n",
         "jobrelay_connected_clusters 1\n",
         "jobrelay_sessions_refused_total{reason=\"unknown_cluster\"} 2\n",
+        "jobrelay_sessions_refused_total{reason=\"version_skew\"} 0\n",
         "jobrelay_mirrors_lost_total{cluster=\"w1\"} 1\n",
         "jobrelay_desired_set_resyncs_total{cluster=\"w2\"} 1\n",
         "jobrelay_apply_refusals_total{cluster=\"w2\",reason=\"QUOTA_EXCEEDED\",permanent=\"false\"} 1\n",
@@ -50,6 +51,7 @@ fn renders_counters_gauges_and_per_cluster_histograms() {
         "a scrape counts each deletion once"
     );
     assert!(text.contains("jobrelay_build_info{version=\""), "{text}");
+    assert!(text.contains("\nprocess_cpu_seconds_total "), "{text}");
 }
 
 #[test]
