@@ -10,7 +10,9 @@ use jobrelay_process::flags::listen_address;
 use crate::reason::JobEvents;
 
 mod election;
+mod webhook;
 pub use election::ElectionFlags;
+pub use webhook::{WebhookCertificate, WebhookFlags};
 
 /// Mirrors batch/v1 Jobs from this cluster to worker clusters whose agents dial in.
 #[derive(Debug, clap::Parser)]
@@ -199,28 +201,6 @@ impl RelayFlags {
     }
 }
 
-/// The mutating admission webhook that gives queued Jobs jobrelay's
-/// `spec.managedBy`; see docs/kueue.md.
-#[derive(Debug, clap::Args)]
-pub struct WebhookFlags {
-    /// Address of the admission webhook (HTTPS, POST /mutate-batch-v1-job):
-    /// a Job created with a Kueue queue label and no `spec.managedBy`, whose
-    /// ClusterQueue lists an AdmissionCheck of jobrelay's, gets
-    /// `spec.managedBy: jobrelay.dev/manager`. Unset: not served.
-    #[arg(long, env = "JOBRELAY_WEBHOOK_ADDR", requires_all = ["webhook_tls_cert", "webhook_tls_key"], value_parser = listen_address)]
-    pub webhook_addr: Option<SocketAddr>,
-
-    /// The webhook's serving certificate (PEM, may hold the chain); its
-    /// names must cover the Service or URL the API server calls. Changed
-    /// files are loaded without a restart.
-    #[arg(long, env = "JOBRELAY_WEBHOOK_TLS_CERT")]
-    pub webhook_tls_cert: Option<PathBuf>,
-
-    /// The private key of `--webhook-tls-cert` (PEM).
-    #[arg(long, env = "JOBRELAY_WEBHOOK_TLS_KEY")]
-    pub webhook_tls_key: Option<PathBuf>,
-}
-
 /// A budget of writes per second: a number, 0 or more.
 fn writes_per_second(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
@@ -298,31 +278,6 @@ mod tests {
             args.process.log_format,
             jobrelay_process::telemetry::LogFormat::Json
         );
-    }
-
-    #[test]
-    fn the_webhook_is_off_unless_an_address_and_its_certificate_are_given() {
-        let args = parse(&[]);
-        assert_eq!(args.webhook.webhook_addr, None);
-        let args = parse(&[
-            "--webhook-addr",
-            "127.0.0.1:9443",
-            "--webhook-tls-cert",
-            "/tls/tls.crt",
-            "--webhook-tls-key",
-            "/tls/tls.key",
-        ]);
-        assert_eq!(args.webhook.webhook_addr.map(|a| a.port()), Some(9443));
-        let error = Cli::try_parse_from([
-            "jobrelay-manager",
-            "--origin",
-            "o",
-            "--insecure-plaintext",
-            "--webhook-addr",
-            "127.0.0.1:9443",
-        ])
-        .expect_err("no certificate");
-        assert!(error.to_string().contains("--webhook-tls-cert"), "{error}");
     }
 
     #[test]

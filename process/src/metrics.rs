@@ -127,7 +127,7 @@ pub(crate) fn kube_api_request(request: KubeApiRequest, took: Duration) {
 }
 
 /// Notes when the certificate just read from the file `flag` names expires.
-pub(crate) fn certificate_read(flag: &str, certificate: &[u8]) {
+pub fn certificate_read(flag: &str, certificate: &[u8]) {
     if let Some(expiry) = earliest_expiry(certificate) {
         let labels = ByCertificate {
             certificate: flag.trim_start_matches('-').to_string(),

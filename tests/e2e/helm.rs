@@ -248,7 +248,6 @@ async fn manager_objects_are_accepted_by_the_api_server() {
         "RoleBinding",
         "PodDisruptionBudget",
         "MutatingWebhookConfiguration",
-        "Secret",
         "NetworkPolicy",
     ] {
         assert!(

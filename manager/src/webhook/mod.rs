@@ -11,8 +11,11 @@
 //! never blocks a Job (jobrelay's check then rejects it, saying how to
 //! recreate it). The decision is [`decide`]; the review, [`review`].
 
+pub mod certificate;
 pub mod decide;
+pub mod issue;
 pub mod review;
+pub mod rotation;
 
 use std::sync::{Arc, RwLock};
 
@@ -27,11 +30,12 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::caches::{all_synced, cache};
-use crate::cli::Args;
+use crate::cli::{Args, WebhookCertificate};
 use crate::kueue::discovery::{DISCOVERY_INTERVAL, installed};
 use crate::kueue::types::{AdmissionCheck, ClusterQueue, LocalQueue};
 use decide::{Defaulting, Queues};
 use review::{Caches, Outcome};
+use rotation::Rotation;
 
 /// The webhook's caches of Kueue's objects, and whether all have listed.
 pub struct Cached {
@@ -68,10 +72,12 @@ enum Kueue {
     Installed(Cached),
 }
 
-/// Serves the webhook if the flags ask for it: binds its address and loads
-/// its certificate (errors stop the manager at start), reloads the
-/// certificate when it changed (`--certificate-reload-interval`), and
-/// watches Kueue's queues once Kueue is found. Runs until the shutdown.
+/// Serves the webhook if the flags ask for it: binds its address, loads its
+/// certificate — from files, reloaded when they changed
+/// (`--certificate-reload-interval`), or from the Secret the manager keeps
+/// ([`rotation`]), served once there is one — and watches Kueue's queues
+/// once Kueue is found. Errors of the flags or the files stop the manager
+/// at start. Runs until the shutdown.
 pub async fn start(
     args: &Args,
     client: kube::Client,
@@ -80,22 +86,30 @@ pub async fn start(
 ) -> Result<(), crate::Error> {
     let flags = &args.webhook;
     let reload = args.process.certificates.certificate_reload_interval;
-    let (Some(addr), Some(cert), Some(key)) = (
-        flags.webhook_addr,
-        &flags.webhook_tls_cert,
-        &flags.webhook_tls_key,
-    ) else {
+    let (Some(addr), Some(certificate)) = (flags.webhook_addr, flags.certificate()) else {
         return Ok(());
     };
-    let files = ServingFiles {
-        cert: cert.clone(),
-        key: key.clone(),
-        cert_flag: "--webhook-tls-cert",
-        key_flag: "--webhook-tls-key",
+    let source = match certificate {
+        WebhookCertificate::Files { cert, key } => {
+            let files = ServingFiles {
+                cert,
+                key,
+                cert_flag: "--webhook-tls-cert",
+                key_flag: "--webhook-tls-key",
+            };
+            let pem = files.read()?;
+            Source::Files(files, pem)
+        }
+        WebhookCertificate::Kept {
+            secret,
+            configuration,
+            names,
+        } => {
+            let namespace = &args.election.lease_namespace;
+            let rotation = Rotation::new(&client, namespace, secret, configuration, names);
+            Source::Kept(Box::new(rotation))
+        }
     };
-    let pem = files.read()?;
-    let tls = Arc::new(ServingTls::new(&pem)?);
-    tasks.spawn(Arc::clone(&tls).follow(files.watch(pem, reload)));
     let listener =
         tokio::net::TcpListener::bind(addr)
             .await
@@ -105,18 +119,60 @@ pub async fn start(
             ))?;
     let kueue = Arc::new(RwLock::new(Kueue::Unknown));
     tasks.spawn_to_end(find_kueue(
-        client,
+        client.clone(),
         Arc::clone(&kueue),
         shutdown.clone(),
         tasks.clone(),
     ));
-    info!(listen = %addr, path = review::PATH, "serving the admission webhook");
-    tasks.spawn_to_end(async move {
-        if let Err(error) = serving::serve(listener, tls, respond(kueue), shutdown).await {
-            warn!(%error, "the admission webhook stopped");
+    let respond = respond(kueue);
+    match source {
+        Source::Files(files, pem) => {
+            let tls = Arc::new(ServingTls::new(&pem)?);
+            tasks.spawn(Arc::clone(&tls).follow(files.watch(pem, reload)));
+            info!(listen = %addr, path = review::PATH, "serving the admission webhook");
+            tasks.spawn_to_end(serve(listener, tls, respond, shutdown));
         }
-    });
+        Source::Kept(rotation) => {
+            let tasks_ = tasks.clone();
+            tasks.spawn_to_end(async move {
+                let Some((pem, changes, follow)) = rotation.start(reload, shutdown.clone()).await
+                else {
+                    return;
+                };
+                let tls = match ServingTls::new(&pem) {
+                    Ok(tls) => Arc::new(tls),
+                    Err(error) => {
+                        warn!(%error, "the webhook's certificate cannot be served");
+                        return;
+                    }
+                };
+                tasks_.spawn(Arc::clone(&tls).follow(changes));
+                tasks_.spawn_to_end(follow);
+                info!(listen = %addr, path = review::PATH, "serving the admission webhook");
+                serve(listener, tls, respond, shutdown).await;
+            });
+        }
+    }
     Ok(())
+}
+
+/// Where the certificate comes from, read or set up before the address is
+/// bound.
+enum Source {
+    Files(ServingFiles, jobrelay_process::Pem),
+    Kept(Box<Rotation>),
+}
+
+/// Serves the webhook on `listener` until the shutdown.
+async fn serve(
+    listener: tokio::net::TcpListener,
+    tls: Arc<ServingTls>,
+    respond: Respond,
+    shutdown: Shutdown,
+) {
+    if let Err(error) = serving::serve(listener, tls, respond, shutdown).await {
+        warn!(%error, "the admission webhook stopped");
+    }
 }
 
 /// Looks for Kueue until it is installed, then fills the caches.

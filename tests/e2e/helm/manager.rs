@@ -158,8 +158,9 @@ async fn manager_replicas_elect_a_leader_on_a_lease_and_spread_over_nodes() {
         );
     }
 
-    // The Lease, the label on its own Pod and the placement key, in its
-    // namespace only; of Secrets, it reads the key alone.
+    // The Lease, the label on its own Pod, the placement key and the
+    // webhook's own certificate, in its namespace only; of Secrets, it reads
+    // those two alone.
     let role: Role = object(&objects, "Role", "jobrelay-manager-leader-election");
     let rules: Vec<(Vec<String>, Vec<String>, Vec<String>)> = role
         .rules
@@ -184,6 +185,11 @@ async fn manager_replicas_elect_a_leader_on_a_lease_and_spread_over_nodes() {
                 strings(&["secrets"]),
                 strings(&["jobrelay-placement-key"]),
                 strings(&["get", "patch"])
+            ),
+            (
+                strings(&["secrets"]),
+                strings(&["jobrelay-manager-webhook-certs"]),
+                strings(&["get", "update"])
             ),
             (strings(&["secrets"]), vec![], strings(&["create"])),
         ]

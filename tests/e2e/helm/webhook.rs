@@ -1,14 +1,15 @@
 //! The manager's admission webhook in the chart: on by default, a Service
 //! selecting every replica, a MutatingWebhookConfiguration that sends only
 //! queued Job creations and never blocks one (`failurePolicy: Ignore`), a
-//! serving certificate the chart makes (its CA in the `caBundle`) or a
+//! serving certificate the manager keeps itself (nothing of it rendered, so
+//! `helm template` gives the same output twice), cert-manager's, or a
 //! Secret the user names; none of it when switched off.
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Secret, Service};
-use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
 
@@ -16,6 +17,8 @@ use super::{MANAGER_VALUES, container, env, grants, kind, object, pod_spec, rend
 
 const NAME: &str = "jobrelay-manager-webhook";
 const SECRET: &str = "jobrelay-manager-webhook-tls";
+/// The Secret the manager keeps the webhook's certificate in.
+const KEPT: &str = "jobrelay-manager-webhook-certs";
 const TLS_DIR: &str = "/etc/jobrelay/webhook-tls";
 
 async fn manager_with(more: &[&str]) -> Vec<Value> {
@@ -48,15 +51,28 @@ async fn the_webhook_is_served_by_every_replica_and_registered_to_never_block_a_
     let deployment: Deployment = object(&objects, "Deployment", "jobrelay-manager");
     let manager = container(&deployment, "manager");
     assert_eq!(env(manager, "JOBRELAY_WEBHOOK_ADDR"), "$(POD_IP):9443");
+    assert_eq!(env(manager, "JOBRELAY_WEBHOOK_CERTIFICATE_SECRET"), KEPT);
+    assert_eq!(env(manager, "JOBRELAY_WEBHOOK_CONFIGURATION"), NAME);
     assert_eq!(
-        env(manager, "JOBRELAY_WEBHOOK_TLS_CERT"),
-        format!("{TLS_DIR}/tls.crt")
+        env(manager, "JOBRELAY_WEBHOOK_NAMES"),
+        format!("{NAME}.jobrelay-system.svc,{NAME}.jobrelay-system.svc.cluster.local")
     );
-    assert_eq!(
-        env(manager, "JOBRELAY_WEBHOOK_TLS_KEY"),
-        format!("{TLS_DIR}/tls.key")
+    assert!(
+        !manager
+            .env
+            .iter()
+            .flatten()
+            .any(|e| e.name == "JOBRELAY_WEBHOOK_TLS_CERT"),
+        "no files: the manager keeps the certificate"
     );
-    assert_eq!(mounted_secret(&deployment), SECRET);
+    assert!(
+        !container(&deployment, "manager")
+            .volume_mounts
+            .iter()
+            .flatten()
+            .any(|m| m.mount_path == TLS_DIR),
+        "nothing mounted for the webhook"
+    );
     let port = manager
         .ports
         .iter()
@@ -79,14 +95,11 @@ async fn the_webhook_is_served_by_every_replica_and_registered_to_never_block_a_
         Some(IntOrString::String("webhook".into()))
     );
 
-    let secret: Secret = object(&objects, "Secret", SECRET);
-    assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
-    let data = secret.data.unwrap_or_default();
-    let ca = data.get("ca.crt").expect("ca.crt").clone();
-    for key in ["tls.crt", "tls.key"] {
-        assert!(data.get(key).is_some_and(|v| !v.0.is_empty()), "{key}");
-    }
-
+    assert!(
+        !objects.iter().any(|o| kind(o) == "Secret"),
+        "the chart renders no certificate: {:?}",
+        summary(&objects)
+    );
     let configuration: MutatingWebhookConfiguration =
         object(&objects, "MutatingWebhookConfiguration", NAME);
     let webhooks = configuration.webhooks.unwrap_or_default();
@@ -100,9 +113,8 @@ async fn the_webhook_is_served_by_every_replica_and_registered_to_never_block_a_
     assert_eq!(service.path.as_deref(), Some("/mutate-batch-v1-job"));
     assert_eq!(service.port, Some(443));
     assert_eq!(
-        hook.client_config.ca_bundle.as_ref(),
-        Some(&ca),
-        "the chart's CA"
+        hook.client_config.ca_bundle, None,
+        "the manager writes the caBundle"
     );
     assert_eq!(hook.failure_policy.as_deref(), Some("Ignore"));
     assert_eq!(hook.match_policy.as_deref(), Some("Equivalent"));
@@ -141,6 +153,116 @@ async fn the_webhook_is_served_by_every_replica_and_registered_to_never_block_a_
             "the manager reads {resource}: {granted:?}"
         );
     }
+    let patches = role
+        .rules
+        .iter()
+        .flatten()
+        .find(|r| {
+            r.resources
+                .iter()
+                .flatten()
+                .any(|x| x == "mutatingwebhookconfigurations")
+        })
+        .expect("the manager may patch its webhook configuration");
+    assert_eq!(
+        patches.resource_names.as_deref(),
+        Some(&[NAME.to_string()][..])
+    );
+    assert_eq!(patches.verbs, ["get", "patch"]);
+    let election: Role = object(&objects, "Role", "jobrelay-manager-leader-election");
+    assert!(
+        election.rules.iter().flatten().any(|r| {
+            r.resource_names.as_deref() == Some(&[KEPT.to_string()][..])
+                && r.verbs == ["get", "update"]
+        }),
+        "the manager may read and renew its Secret, and no other: {:?}",
+        election.rules
+    );
+}
+
+#[tokio::test]
+async fn helm_template_renders_the_same_twice() {
+    for values in [
+        &[][..],
+        &["--set", "manager.webhook.certManager.enabled=true"][..],
+    ] {
+        let once = render_yaml(values).await;
+        let again = render_yaml(values).await;
+        assert!(
+            once == again,
+            "{values:?}: helm template differs between runs"
+        );
+    }
+}
+
+async fn render_yaml(more: &[&str]) -> String {
+    let values = [MANAGER_VALUES, more].concat();
+    render("jobrelay-system", &values, false).await.yaml
+}
+
+#[tokio::test]
+async fn cert_manager_issues_the_certificate_and_injects_its_ca() {
+    let objects = manager_with(&["--set", "manager.webhook.certManager.enabled=true"]).await;
+    let certificate = objects
+        .iter()
+        .find(|o| kind(o) == "Certificate")
+        .expect("a cert-manager Certificate");
+    assert_eq!(certificate["spec"]["secretName"], SECRET);
+    assert_eq!(
+        certificate["spec"]["dnsNames"][0],
+        format!("{NAME}.jobrelay-system.svc")
+    );
+    assert_eq!(
+        certificate["spec"]["issuerRef"]["name"],
+        format!("{NAME}-selfsigned")
+    );
+    assert!(
+        objects.iter().any(|o| kind(o) == "Issuer"),
+        "a self-signed Issuer"
+    );
+    let configuration: MutatingWebhookConfiguration =
+        object(&objects, "MutatingWebhookConfiguration", NAME);
+    assert_eq!(
+        configuration
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .get("cert-manager.io/inject-ca-from")
+            .map(String::as_str),
+        Some(format!("jobrelay-system/{NAME}").as_str())
+    );
+    let deployment: Deployment = object(&objects, "Deployment", "jobrelay-manager");
+    assert_eq!(mounted_secret(&deployment), SECRET);
+    let manager = container(&deployment, "manager");
+    assert_eq!(
+        env(manager, "JOBRELAY_WEBHOOK_TLS_CERT"),
+        format!("{TLS_DIR}/tls.crt")
+    );
+    let role: ClusterRole = object(&objects, "ClusterRole", "jobrelay-manager");
+    assert!(
+        !grants(&role)
+            .iter()
+            .any(|(_, r)| r == "mutatingwebhookconfigurations"),
+        "cert-manager injects the CA: the manager patches nothing"
+    );
+    let named = manager_with(&[
+        "--set",
+        "manager.webhook.certManager.enabled=true",
+        "--set",
+        "manager.webhook.certManager.issuerRef.name=corp-ca",
+        "--set",
+        "manager.webhook.certManager.issuerRef.kind=ClusterIssuer",
+    ])
+    .await;
+    assert!(
+        !named.iter().any(|o| kind(o) == "Issuer"),
+        "the named issuer only"
+    );
+    let certificate = named
+        .iter()
+        .find(|o| kind(o) == "Certificate")
+        .expect("Certificate");
+    assert_eq!(certificate["spec"]["issuerRef"]["kind"], "ClusterIssuer");
 }
 
 #[tokio::test]

@@ -1,7 +1,10 @@
 //! The manager's admission webhook, called by the real API server beside
 //! Kueue's own Job webhook: a Job created with only the queue label, in a
 //! ClusterQueue that lists jobrelay's check, is given jobrelay's
-//! `spec.managedBy`, relayed and completes.
+//! `spec.managedBy`, relayed and completes. Its certificate is the one the
+//! manager keeps itself (as the chart runs it by default): the
+//! configuration is registered without a `caBundle`, and the API server
+//! trusts the webhook once the manager wrote its CA there.
 //!
 //! The manager of this target always serves the webhook (flags from
 //! [`manager_args`]); it is registered with a namespaceSelector matching
@@ -13,13 +16,13 @@ use std::sync::OnceLock;
 
 use jobrelay_e2e::scenario::WAIT;
 use jobrelay_manager::kueue::CONTROLLER_NAME;
-use jobrelay_testbed::certs::RelayCa;
 use jobrelay_testbed::kit;
 use jobrelay_testbed::objects::kueue_objects::LOCAL_QUEUE;
+use jobrelay_testbed::relay::election::LEASE_NAMESPACE;
 use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -30,56 +33,48 @@ const NAMESPACE_LABEL: &str = "e2e.jobrelay.dev/webhook";
 /// The MutatingWebhookConfiguration this scenario registers.
 const CONFIGURATION: &str = "jobrelay-e2e-webhook";
 
-/// Where the manager serves the webhook, and the CA of its certificate.
-struct Served {
-    url: String,
-    ca_pem: String,
-}
+/// The Secret in which the manager keeps the webhook's certificate, in the
+/// namespace of its Lease.
+const KEPT: &str = "jobrelay-e2e-webhook-certs";
 
-static SERVED: OnceLock<Served> = OnceLock::new();
+/// Where the manager serves the webhook.
+static SERVED: OnceLock<String> = OnceLock::new();
 
 /// The manager's flags for the webhook: a loopback port of its own and a
-/// serving certificate of a CA made for it, written under `state_dir`.
-pub fn manager_args(state_dir: &Path) -> Vec<String> {
-    let ca = RelayCa::new("jobrelay webhook CA").unwrap_or_else(|e| panic!("{e}"));
-    let (cert, key) = ca
-        .server()
-        .and_then(|issued| issued.write(&state_dir.join("webhook-tls"), "webhook"))
-        .unwrap_or_else(|e| panic!("the webhook's certificate: {e}"));
+/// certificate it keeps in [`KEPT`], for the configuration
+/// [`CONFIGURATION`].
+pub fn manager_args(_state_dir: &Path) -> Vec<String> {
     let port = jobrelay_testbed::host::ports::free_port().unwrap_or_else(|e| panic!("a port: {e}"));
     let addr = format!("127.0.0.1:{port}");
-    let served = SERVED.get_or_init(|| Served {
-        url: format!("https://{addr}/mutate-batch-v1-job"),
-        ca_pem: ca.ca_pem.clone(),
-    });
-    assert!(served.url.contains(&addr), "the webhook flags made twice");
+    let url = SERVED.get_or_init(|| format!("https://{addr}/mutate-batch-v1-job"));
+    assert!(url.contains(&addr), "the webhook flags made twice");
     [
         "--webhook-addr",
         &addr,
-        "--webhook-tls-cert",
-        &cert.display().to_string(),
-        "--webhook-tls-key",
-        &key.display().to_string(),
+        "--webhook-certificate-secret",
+        KEPT,
+        "--webhook-configuration",
+        CONFIGURATION,
+        "--webhook-names",
+        "127.0.0.1",
     ]
     .map(String::from)
     .to_vec()
 }
 
-/// Registers the manager's webhook as the chart does, by URL, for the
-/// namespaces labelled [`NAMESPACE_LABEL`].
+/// Registers the manager's webhook as the chart does, by URL and without a
+/// CA, for the namespaces labelled [`NAMESPACE_LABEL`].
 async fn register(client: &kube::Client) {
-    let served = SERVED
+    let url = SERVED
         .get()
         .expect("the manager was started with the webhook");
-    let ca_bundle =
-        serde_json::to_value(ByteString(served.ca_pem.clone().into_bytes())).expect("serializes");
     let configuration = json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": CONFIGURATION},
         "webhooks": [{
             "name": "managed-by.jobrelay.dev",
-            "clientConfig": {"url": served.url, "caBundle": ca_bundle},
+            "clientConfig": {"url": url},
             "rules": [{
                 "apiGroups": ["batch"], "apiVersions": ["v1"],
                 "operations": ["CREATE"], "resources": ["jobs"],
@@ -140,6 +135,30 @@ async fn a_job_with_only_the_queue_label_is_given_jobrelays_managed_by_and_relay
         },
     )
     .await;
+    let kept: Secret = Api::namespaced(client.clone(), LEASE_NAMESPACE)
+        .get(KEPT)
+        .await
+        .expect("the manager keeps the webhook's certificate");
+    let ca = kept
+        .data
+        .unwrap_or_default()
+        .remove("ca.crt")
+        .expect("its CA");
+    let registered = Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .get(CONFIGURATION)
+        .await
+        .expect("the configuration");
+    let bundles: Vec<Option<ByteString>> = registered
+        .webhooks
+        .unwrap_or_default()
+        .into_iter()
+        .map(|hook| hook.client_config.ca_bundle)
+        .collect();
+    assert_eq!(
+        bundles,
+        [Some(ca)],
+        "the manager gave the configuration its CA"
+    );
     let created = s
         .jobs
         .create(&PostParams::default(), &job())

@@ -180,3 +180,21 @@ rules:
 {{- .Values.manager.webhook.secretName | default (printf "%s-manager-webhook-tls" (include "jobrelay.fullname" .)) }}
 {{- end }}
 {{- define "jobrelay.webhookTLSDir" -}}/etc/jobrelay/webhook-tls{{- end }}
+
+{{/* Whether the webhook's certificate comes from a mounted Secret (the
+operator's, or cert-manager's); else the manager keeps its own. */}}
+{{- define "jobrelay.webhookMounted" -}}
+{{- if or .Values.manager.webhook.secretName .Values.manager.webhook.certManager.enabled }}true{{ end }}
+{{- end }}
+
+{{/* The Secret in which the manager keeps the webhook's CA and certificate. */}}
+{{- define "jobrelay.webhookKeptSecret" -}}
+{{- printf "%s-manager-webhook-certs" (include "jobrelay.fullname" .) }}
+{{- end }}
+
+{{/* The names the API server calls the webhook by, comma-separated. */}}
+{{- define "jobrelay.webhookNames" -}}
+{{- $service := printf "%s-manager-webhook" (include "jobrelay.fullname" .) }}
+{{- $ns := .Release.Namespace }}
+{{- printf "%s.%s.svc,%s.%s.svc.cluster.local" $service $ns $service $ns }}
+{{- end }}

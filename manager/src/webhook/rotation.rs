@@ -1,0 +1,230 @@
+//! The webhook's own certificate, kept by the manager in a Secret of its
+//! namespace (`--webhook-certificate-secret`): every replica reads it each
+//! `--certificate-reload-interval` and serves what it holds; the leader
+//! makes it when it is missing and again when [`certificate::plan`] says
+//! so (a follower's write is held back by the write fence, and it serves
+//! what the leader wrote), and every replica sees that the webhook
+//! configuration's `caBundle` names the Secret's CAs. Nothing of it is in
+//! the chart's output, so `helm template` renders the same every time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jobrelay_process::{Pem, Shutdown};
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use super::certificate::{self, Plan};
+use super::issue::{self, Stored};
+
+/// How often a replica with nothing to serve yet looks again.
+const WAITING: Duration = Duration::from_secs(2);
+
+/// Where the certificate is kept and whom it is for.
+pub struct Rotation {
+    secrets: Api<Secret>,
+    configurations: Api<MutatingWebhookConfiguration>,
+    /// The Secret's name, in the manager's namespace.
+    pub secret: String,
+    /// The MutatingWebhookConfiguration whose webhooks call this one.
+    pub configuration: String,
+    /// The DNS names and IP addresses the API server calls it by.
+    pub names: Vec<String>,
+}
+
+impl Rotation {
+    pub fn new(
+        client: &kube::Client,
+        namespace: &str,
+        secret: String,
+        configuration: String,
+        names: Vec<String>,
+    ) -> Self {
+        Rotation {
+            secrets: Api::namespaced(client.clone(), namespace),
+            configurations: Api::all(client.clone()),
+            secret,
+            configuration,
+            names,
+        }
+    }
+
+    /// Waits for a certificate to serve, then follows the Secret every
+    /// `every` until the shutdown; `None` if the shutdown came first.
+    pub async fn start(
+        self,
+        every: Duration,
+        shutdown: Shutdown,
+    ) -> Option<(Pem, watch::Receiver<Arc<Pem>>, impl Future<Output = ()>)> {
+        let first = loop {
+            if let Some(stored) = self.pass().await {
+                break stored;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(every.min(WAITING)) => {}
+                () = shutdown.clone().requested() => return None,
+            }
+        };
+        let pem = first.serving();
+        let (changes, followed) = watch::channel(Arc::new(pem.clone()));
+        let follow = async move {
+            let mut serving = first;
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(every) => {}
+                    () = shutdown.clone().requested() => return,
+                }
+                if let Some(stored) = self.pass().await
+                    && stored.cert != serving.cert
+                {
+                    changes.send_replace(Arc::new(stored.serving()));
+                    serving = stored;
+                }
+            }
+        };
+        Some((pem, followed, follow))
+    }
+
+    /// One look: the Secret read, made or made again where due, the
+    /// configuration told to trust its CAs; what it holds to serve.
+    async fn pass(&self) -> Option<Stored> {
+        let found = match self.secrets.get_opt(&self.secret).await {
+            Ok(found) => found,
+            Err(error) => {
+                warn!(%error, secret = %self.secret, "cannot read the webhook's certificate");
+                return None;
+            }
+        };
+        let stored = found.as_ref().and_then(Stored::of_secret);
+        let now = Timestamp::now().as_second();
+        let validity = stored.as_ref().and_then(Stored::validity);
+        let plan = certificate::plan(now, validity.as_ref(), &self.names);
+        let subject = self.configuration.as_str();
+        let stored = match issue::issue(plan, stored.as_ref(), &self.names, subject, now) {
+            Ok(Some(made)) => match self.write(&made, found.as_ref()).await {
+                Ok(()) => {
+                    info!(secret = %self.secret, new_ca = plan == Plan::NewCa, "made the webhook's certificate");
+                    Some(made)
+                }
+                Err(error) => {
+                    match withheld(&error) {
+                        // A follower's; the leader writes it.
+                        true => {
+                            debug!(%error, secret = %self.secret, "the webhook's certificate not written")
+                        }
+                        false => {
+                            warn!(%error, secret = %self.secret, "cannot write the webhook's certificate")
+                        }
+                    }
+                    stored.filter(|_| validity.is_some())
+                }
+            },
+            Ok(None) => stored.filter(|_| validity.is_some()),
+            Err(error) => {
+                warn!(%error, "cannot make the webhook's certificate");
+                stored.filter(|_| validity.is_some())
+            }
+        }?;
+        let flag = "webhook-certificate-secret";
+        jobrelay_process::metrics::certificate_read(flag, stored.cert.as_bytes());
+        self.trust(&stored.bundle).await;
+        Some(stored)
+    }
+
+    async fn write(&self, made: &Stored, found: Option<&Secret>) -> Result<(), kube::Error> {
+        let params = PostParams::default();
+        match found {
+            None => {
+                let secret = made.to_secret(&self.secret, None);
+                self.secrets.create(&params, &secret).await?;
+            }
+            Some(found) => {
+                let version = found.metadata.resource_version.clone();
+                let secret = made.to_secret(&self.secret, version);
+                self.secrets.replace(&self.secret, &params, &secret).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives each webhook of the configuration `bundle` as its `caBundle`
+    /// where it holds another.
+    async fn trust(&self, bundle: &str) {
+        let configuration = match self.configurations.get_opt(&self.configuration).await {
+            Ok(Some(configuration)) => configuration,
+            Ok(None) => {
+                debug!(configuration = %self.configuration, "no webhook configuration to give the CA yet");
+                return;
+            }
+            Err(error) => {
+                warn!(%error, configuration = %self.configuration, "cannot read the webhook configuration");
+                return;
+            }
+        };
+        let held: Vec<(String, Option<Vec<u8>>)> = configuration
+            .webhooks
+            .iter()
+            .flatten()
+            .map(|hook| {
+                let bundle = hook.client_config.ca_bundle.as_ref().map(|b| b.0.clone());
+                (hook.name.clone(), bundle)
+            })
+            .collect();
+        let Some(patch) = certificate::bundle_patch(&held, bundle.as_bytes()) else {
+            return;
+        };
+        let patched = self
+            .configurations
+            .patch(
+                &self.configuration,
+                &PatchParams::default(),
+                &Patch::Strategic(patch),
+            )
+            .await;
+        match patched {
+            Ok(_) => {
+                info!(configuration = %self.configuration, "the webhook configuration trusts the webhook's CA")
+            }
+            Err(error) if withheld(&error) => {
+                debug!(%error, configuration = %self.configuration, "the webhook configuration not patched")
+            }
+            Err(error) => {
+                warn!(%error, configuration = %self.configuration, "cannot give the webhook configuration its CA")
+            }
+        }
+    }
+}
+
+/// Whether the write fence held `error`'s request back: this replica does
+/// not lead.
+fn withheld(error: &kube::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = cause {
+        if current.is::<jobrelay_process::fence::Withheld>() {
+            return true;
+        }
+        cause = current.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_the_fence_held_back_is_told_from_a_refusal() {
+        let fenced = kube::Error::Service(Box::new(jobrelay_process::fence::Withheld {
+            method: http::Method::PUT,
+            path: "/api/v1/namespaces/x/secrets/y".into(),
+        }));
+        assert!(withheld(&fenced));
+        let status = kube::core::Status::failure("forbidden", "Forbidden").with_code(403);
+        let refused = kube::Error::Api(status.boxed());
+        assert!(!withheld(&refused));
+    }
+}
