@@ -1,7 +1,8 @@
 //! `cargo xtask test`: formatting and lints, unit tests of every crate, then
 //! every end-to-end target against real clusters (each target starts and
-//! stops its own), building the control plane first if it is not cached;
-//! last, that the real nodes left nothing on the host.
+//! stops its own; two run side by side, [`lanes`]), building the control
+//! plane first if it is not cached; last, that the real nodes left nothing
+//! on the host.
 
 use std::process::Command;
 use std::time::Instant;
@@ -11,6 +12,8 @@ use jobrelay_testbed::go::upstream;
 
 use crate::{log, workspace_root};
 
+mod lanes;
+
 /// How long the last test process's clusters get to stop.
 const NODES_STOP: std::time::Duration = std::time::Duration::from_secs(90);
 
@@ -19,6 +22,9 @@ pub struct Args {
     /// Only the unit tests (no clusters).
     #[arg(long)]
     unit: bool,
+    /// How many end-to-end targets run side by side.
+    #[arg(long, default_value_t = 2)]
+    lanes: usize,
     /// Arguments passed on to the end-to-end test binaries (e.g. a test name filter).
     #[arg(last = true)]
     rest: Vec<String>,
@@ -55,8 +61,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .and_then(|image| image.tar.parent())
         .map(|dir| dir.join("images.json"))
         .ok_or_else(|| anyhow::anyhow!("cargo xtask image built no image"))?;
-    cargo_with(
-        &["test", "-p", "jobrelay-e2e", "--tests"],
+    cargo(&["test", "-p", "jobrelay-e2e", "--tests", "--no-run"], &[])?;
+    let manifest = std::fs::read_to_string(workspace_root().join("tests/Cargo.toml"))?;
+    let jobs = lanes::jobs(&lanes::targets(&manifest)).map_err(anyhow::Error::msg)?;
+    lanes::run(
+        jobs,
+        args.lanes,
         &args.rest,
         &[("JOBRELAY_IMAGES", listed.as_os_str())],
     )?;
