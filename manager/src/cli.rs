@@ -211,19 +211,23 @@ fn writes_per_second(text: &str) -> Result<f64, String> {
     }
 }
 
+/// The flags of a manager given `args` beside the least it needs, for the
+/// tests of the flags.
+#[cfg(test)]
+pub(crate) fn parse(args: &[&str]) -> Args {
+    use clap::Parser;
+    let base = ["jobrelay-manager", "--origin", "o", "--insecure-plaintext"];
+    Cli::try_parse_from(base.iter().chain(args))
+        .expect("valid flags")
+        .run
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser;
 
     use super::*;
     use crate::leader::decide::Settings;
-
-    fn parse(args: &[&str]) -> Args {
-        let base = ["jobrelay-manager", "--origin", "o", "--insecure-plaintext"];
-        Cli::try_parse_from(base.iter().chain(args))
-            .expect("valid flags")
-            .run
-    }
 
     #[test]
     fn election_defaults_are_kubernetes_controllers_and_identity_is_taken_as_given() {

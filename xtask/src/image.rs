@@ -5,13 +5,16 @@
 //! The same binaries, version, commit and epoch give the same digests.
 //!
 //! Written under `target/image/` (or `--out`): `<binary>/`, an OCI image
-//! layout; `<binary>.tar`, that layout as one tarball for `docker load`,
-//! `podman load`, `ctr images import` or `kind load image-archive`; and
-//! `images.json`, what was built. See docs/images.md.
+//! layout, with the binary's SBOM as an artifact referring to the image;
+//! `<binary>.tar`, that layout as one tarball for `docker load`,
+//! `podman load`, `ctr images import` or `kind load image-archive`;
+//! `<binary>.cdx.json`, the SBOM; and `images.json`, what was built. See
+//! docs/images.md.
 
 mod archive;
 mod oci;
 mod rootfs;
+mod sbom;
 mod spec;
 #[cfg(test)]
 mod tests;
@@ -63,6 +66,10 @@ pub struct BuiltImage {
     pub layout: PathBuf,
     /// The tarball's size in bytes.
     pub size: u64,
+    /// The binary's SBOM (CycloneDX JSON), also an artifact in the layout.
+    pub sbom: PathBuf,
+    /// The crates it lists besides the binary's own.
+    pub components: usize,
 }
 
 /// `cargo xtask image`: builds the images, says what they are on standard
@@ -72,11 +79,13 @@ pub fn run(options: Options) -> anyhow::Result<()> {
     let images = build_images(&options)?;
     for image in &images {
         log(&format!(
-            "{}  {}  {:.1} MiB  {}",
+            "{}  {}  {:.1} MiB  {}  SBOM: {} crates, {}",
             image.reference,
             image.digest,
             image.size as f64 / (1024.0 * 1024.0),
-            image.tar.display()
+            image.tar.display(),
+            image.components,
+            image.sbom.display()
         ));
     }
     log(&format!(
@@ -109,6 +118,7 @@ pub fn build_images(options: &Options) -> anyhow::Result<Vec<BuiltImage>> {
     )?;
     fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let epoch = source_date_epoch(&root)?;
+    let bill = Bill::read(&root)?;
 
     let mut built = Vec::new();
     for (binary, repository) in IMAGES {
@@ -129,8 +139,17 @@ pub fn build_images(options: &Options) -> anyhow::Result<Vec<BuiltImage>> {
             libraries: host_libraries(&binary_path)?,
             binary_contents,
         };
-        let image = oci::assemble(&spec::image_spec(&inputs))?;
-        built.push(write_image(&out, &inputs, &image)?);
+        let listed = sbom::components(&bill.metadata, binary, &bill.checksums)?;
+        let document = sbom::document(&listed, epoch)?;
+        let sbom_path = out.join(format!("{binary}.cdx.json"));
+        fs::write(&sbom_path, &document)
+            .with_context(|| format!("writing {}", sbom_path.display()))?;
+        let image =
+            oci::assemble(&spec::image_spec(&inputs))?.with_artifact(sbom::MEDIA_TYPE, document)?;
+        let mut image = write_image(&out, &inputs, &image)?;
+        image.sbom = sbom_path;
+        image.components = listed.len() - 1;
+        built.push(image);
     }
 
     let listing = out.join("images.json");
@@ -172,6 +191,8 @@ fn write_image(
         tar,
         layout,
         size: bytes.len() as u64,
+        sbom: PathBuf::new(),
+        components: 0,
     })
 }
 
@@ -256,6 +277,46 @@ fn build_release(root: &Path, revision: &str) -> anyhow::Result<()> {
     let status = command.status().context("running cargo build")?;
     anyhow::ensure!(status.success(), "cargo build --release failed ({status})");
     Ok(())
+}
+
+/// What the SBOMs are made from: the resolved dependencies for this
+/// platform, and the checksums `Cargo.lock` records.
+struct Bill {
+    metadata: serde_json::Value,
+    checksums: std::collections::BTreeMap<(String, String), String>,
+}
+
+impl Bill {
+    fn read(root: &Path) -> anyhow::Result<Self> {
+        let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+        let version = Command::new(rustc)
+            .arg("-vV")
+            .output()
+            .context("running rustc -vV")?;
+        let version = String::from_utf8_lossy(&version.stdout).into_owned();
+        let host = version
+            .lines()
+            .find_map(|line| line.strip_prefix("host: "))
+            .context("rustc -vV names no host")?;
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let output = Command::new(cargo)
+            .current_dir(root)
+            .args(["metadata", "--format-version", "1", "--locked"])
+            .args(["--filter-platform", host])
+            .output()
+            .context("running cargo metadata")?;
+        anyhow::ensure!(
+            output.status.success(),
+            "cargo metadata failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+        let lock = fs::read_to_string(root.join("Cargo.lock")).context("reading Cargo.lock")?;
+        Ok(Bill {
+            metadata: serde_json::from_slice(&output.stdout).context("reading cargo metadata")?,
+            checksums: sbom::lock_checksums(&lock),
+        })
+    }
 }
 
 impl Workspace {

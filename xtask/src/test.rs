@@ -61,11 +61,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .and_then(|image| image.tar.parent())
         .map(|dir| dir.join("images.json"))
         .ok_or_else(|| anyhow::anyhow!("cargo xtask image built no image"))?;
-    cargo(&["test", "-p", "jobrelay-e2e", "--tests", "--no-run"], &[])?;
+    let executables = lanes::executables(&built_tests()?);
     let manifest = std::fs::read_to_string(workspace_root().join("tests/Cargo.toml"))?;
     let jobs = lanes::jobs(&lanes::targets(&manifest)).map_err(anyhow::Error::msg)?;
     lanes::run(
         jobs,
+        &executables,
         args.lanes,
         &args.rest,
         &[("JOBRELAY_IMAGES", listed.as_os_str())],
@@ -86,6 +87,27 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         seconds(started.elapsed())
     ));
     Ok(())
+}
+
+/// Builds the end-to-end test binaries; cargo's JSON messages, which name
+/// them.
+fn built_tests() -> anyhow::Result<String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let args = ["test", "-p", "jobrelay-e2e", "--tests", "--no-run"];
+    log(&format!("cargo {}", args.join(" ")));
+    let output = Command::new(cargo)
+        .current_dir(workspace_root())
+        .args(args)
+        .arg("--message-format=json-render-diagnostics")
+        .stderr(std::process::Stdio::inherit())
+        .output()?;
+    anyhow::ensure!(
+        output.status.success(),
+        "cargo {} failed ({})",
+        args.join(" "),
+        output.status
+    );
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 /// Runs cargo with `args`, then `--` and `test_args` if there are any.

@@ -92,14 +92,7 @@ mod tests {
     use clap::Parser;
 
     use super::*;
-    use crate::cli::{Args, Cli};
-
-    fn parse(args: &[&str]) -> Args {
-        let base = ["jobrelay-manager", "--origin", "o", "--insecure-plaintext"];
-        Cli::try_parse_from(base.iter().chain(args))
-            .expect("valid flags")
-            .run
-    }
+    use crate::cli::{Cli, parse};
 
     #[test]
     fn the_webhook_is_off_unless_an_address_and_its_certificate_are_given() {

@@ -213,3 +213,43 @@ async fn manager_replicas_elect_a_leader_on_a_lease_and_spread_over_nodes() {
         summary(&objects)
     );
 }
+
+#[tokio::test]
+async fn an_image_digest_pins_each_image_and_a_malformed_one_is_refused() {
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    let manager_digest = format!("manager.image.digest={digest}");
+    let agent_digest = format!("agent.image.digest={digest}");
+    let values = [
+        MANAGER_VALUES,
+        AGENT_VALUES,
+        &["--set", &manager_digest, "--set", &agent_digest],
+    ]
+    .concat();
+    let objects = render("jobrelay-system", &values, false).await.objects;
+    for (name, container_, repository) in [
+        ("jobrelay-manager", "manager", "jobrelay/manager"),
+        ("jobrelay-agent", "agent", "jobrelay/agent"),
+    ] {
+        let deployment: Deployment = object(&objects, "Deployment", name);
+        assert_eq!(
+            container(&deployment, container_).image.as_deref(),
+            Some(format!("{repository}:0.1.0@{digest}").as_str())
+        );
+    }
+    let malformed = [MANAGER_VALUES, &["--set", "manager.image.digest=latest"]].concat();
+    let chart = chart();
+    let mut args = vec![
+        "template",
+        RELEASE,
+        chart.to_str().expect("chart path is UTF-8"),
+        "--set",
+        "origin=o",
+    ];
+    args.extend_from_slice(&malformed);
+    let out = helm(None, &args).await;
+    assert!(
+        !out.success && out.stderr.contains("digest"),
+        "a digest that is not sha256:<hex> is refused, naming the value: {}",
+        out.stderr
+    );
+}

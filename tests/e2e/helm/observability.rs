@@ -100,7 +100,7 @@ async fn every_alert_links_to_its_runbook() {
             .as_str()
             .unwrap_or_else(|| panic!("{name} has a runbook_url"));
         let anchor = url
-            .strip_prefix("https://jobrelay.dev/docs/runbooks#")
+            .strip_prefix("https://github.com/jobrelay/jobrelay/blob/main/docs/runbooks.md#")
             .unwrap_or_else(|| panic!("{name}: {url} under the default runbookBaseURL"));
         assert!(
             headings.contains(anchor),

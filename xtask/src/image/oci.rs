@@ -16,6 +16,8 @@ const LAYER_MEDIA_TYPE: &str = "application/vnd.oci.image.layer.v1.tar";
 const CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.image.config.v1+json";
 const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
 const INDEX_MEDIA_TYPE: &str = "application/vnd.oci.image.index.v1+json";
+/// The config of an artifact that has none: `{}`.
+const EMPTY_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
 
 /// Where an image is known by: `repository:tag`, e.g. `jobrelay/manager:0.1.0`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -127,6 +129,9 @@ pub struct Image {
     pub index: Vec<u8>,
     /// Docker's `manifest.json`, for `docker load` without OCI support.
     pub docker_manifest: Vec<u8>,
+    /// The blobs of artifacts that refer to the image (its SBOM): their
+    /// manifests, configs and contents.
+    pub referrers: Vec<Blob>,
 }
 
 impl Image {
@@ -147,6 +152,7 @@ impl Image {
             .layers
             .iter()
             .chain([&self.config, &self.manifest])
+            .chain(&self.referrers)
             .map(|blob| File::new(&blob.layout_path(), 0o644, blob.bytes.clone()));
         for blob in blobs {
             if !files.iter().any(|file| file.path == blob.path) {
@@ -154,6 +160,39 @@ impl Image {
             }
         }
         files
+    }
+
+    /// The image with an artifact of `artifact_type` holding `contents`
+    /// that refers to it (OCI 1.1: its manifest's `subject` is the image's),
+    /// listed in the layout's index beside the image.
+    pub fn with_artifact(
+        mut self,
+        artifact_type: &str,
+        contents: Vec<u8>,
+    ) -> anyhow::Result<Image> {
+        let contents = Blob::new(contents);
+        let empty = Blob::new(b"{}".to_vec());
+        let mut config = empty.descriptor(EMPTY_MEDIA_TYPE);
+        config["data"] = json!("e30=");
+        let manifest = json!({
+            "schemaVersion": 2,
+            "mediaType": MANIFEST_MEDIA_TYPE,
+            "artifactType": artifact_type,
+            "config": config,
+            "layers": [contents.descriptor(artifact_type)],
+            "subject": self.manifest.descriptor(MANIFEST_MEDIA_TYPE),
+        });
+        let manifest = Blob::new(serde_json::to_vec(&manifest)?);
+        let mut entry = manifest.descriptor(MANIFEST_MEDIA_TYPE);
+        entry["artifactType"] = json!(artifact_type);
+        let mut index: serde_json::Value = serde_json::from_slice(&self.index)?;
+        index["manifests"]
+            .as_array_mut()
+            .ok_or_else(|| anyhow::anyhow!("the index lists no manifests"))?
+            .push(entry);
+        self.index = serde_json::to_vec(&index)?;
+        self.referrers.extend([manifest, empty, contents]);
+        Ok(self)
     }
 
     /// The layout as one tarball, for `docker load`, `podman load`,
@@ -230,6 +269,7 @@ pub fn assemble(spec: &ImageSpec) -> anyhow::Result<Image> {
         layers,
         config,
         manifest,
+        referrers: Vec::new(),
     })
 }
 

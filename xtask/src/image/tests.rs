@@ -265,3 +265,43 @@ fn rfc3339_dates() {
     assert_eq!(oci::rfc3339(951_782_400), "2000-02-29T00:00:00Z");
     assert_eq!(oci::rfc3339(1_795_737_860), "2026-11-27T00:04:20Z");
 }
+
+#[test]
+fn an_sbom_refers_to_the_image_and_leaves_its_digest_alone() -> anyhow::Result<()> {
+    let image = build(&inputs()?)?;
+    let digest = image.digest().to_owned();
+    let document = br#"{"bomFormat":"CycloneDX"}"#.to_vec();
+    let with = image.with_artifact("application/vnd.cyclonedx+json", document.clone())?;
+    assert_eq!(with.digest(), digest, "the image is the same image");
+    let index = json(&with.index)?;
+    let entries = index["manifests"].as_array().cloned().unwrap_or_default();
+    assert_eq!(entries.len(), 2, "the image, then its SBOM: {index}");
+    assert!(entries[0]["annotations"]["io.containerd.image.name"].is_string());
+    assert_eq!(entries[1]["artifactType"], "application/vnd.cyclonedx+json");
+    assert!(
+        entries[1]["annotations"].is_null(),
+        "the artifact carries no image name"
+    );
+    let files = with.layout_files();
+    let blob = |digest: &str| {
+        let path = format!("blobs/{}", digest.replacen(':', "/", 1));
+        files
+            .iter()
+            .find(|f| f.path == path)
+            .map(|f| f.contents.clone())
+    };
+    let manifest =
+        json(&blob(entries[1]["digest"].as_str().unwrap_or_default()).unwrap_or_default())?;
+    assert_eq!(manifest["subject"]["digest"], digest.as_str());
+    assert_eq!(
+        manifest["config"]["mediaType"],
+        "application/vnd.oci.empty.v1+json"
+    );
+    assert_eq!(
+        blob(manifest["config"]["digest"].as_str().unwrap_or_default()),
+        Some(b"{}".to_vec())
+    );
+    let layer = manifest["layers"][0]["digest"].as_str().unwrap_or_default();
+    assert_eq!(blob(layer), Some(document), "the SBOM is in the layout");
+    Ok(())
+}

@@ -4,8 +4,8 @@
 //! decided here over plain data (the targets `tests/Cargo.toml` lists,
 //! their usual durations); [`run`] carries it out.
 
-use std::collections::VecDeque;
-use std::path::Path;
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -91,12 +91,16 @@ pub fn jobs(targets: &[String]) -> Result<Vec<Vec<String>>, String> {
     Ok(jobs.into_iter().map(|(_, job)| job).collect())
 }
 
-/// Runs `jobs` in `lanes` lanes, each target as `cargo test -p
-/// jobrelay-e2e --test <target>` with `env` and `-- rest`, its output kept
-/// in `target/e2e-logs/<target>.log` and printed whole once it ends. After
-/// a failure no new job starts; the error names every target that failed.
+/// Runs `jobs` in `lanes` lanes, each target's test binary (`executables`,
+/// by target) as cargo would run it — from the package's folder, with
+/// `CARGO` and `env`, given `rest` — its output kept in
+/// `target/e2e-logs/<target>.log` and printed whole once it ends. Running
+/// the binaries, not `cargo test` per target, leaves cargo's build alone
+/// while the tests build the binaries they run. After a failure no new job
+/// starts; the error names every target that failed.
 pub fn run(
     jobs: Vec<Vec<String>>,
+    executables: &BTreeMap<String, PathBuf>,
     lanes: usize,
     rest: &[String],
     env: &[(&str, &std::ffi::OsStr)],
@@ -119,7 +123,17 @@ pub fn run(
                     };
                     let Some(job) = job else { return };
                     for target in job {
-                        if let Err(error) = target_run(&target, lane, rest, env, logs) {
+                        let Some(executable) = executables.get(&target) else {
+                            log(&format!("{target} was not built"));
+                            lock(failed).push(target);
+                            break;
+                        };
+                        let ran = Run {
+                            target: &target,
+                            executable,
+                            lane,
+                        };
+                        if let Err(error) = ran.run(rest, env, logs) {
                             log(&format!("{target} failed: {error:#}"));
                             lock(failed).push(target);
                             break;
@@ -139,43 +153,65 @@ pub fn run(
     Ok(())
 }
 
+/// The test binaries a `cargo test --no-run --message-format=json` built,
+/// by target, from its output lines.
+pub fn executables(messages: &str) -> BTreeMap<String, PathBuf> {
+    messages
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|message| message["reason"] == "compiler-artifact")
+        .filter(|message| message["target"]["kind"] == serde_json::json!(["test"]))
+        .filter_map(|message| {
+            let name = message["target"]["name"].as_str()?.to_string();
+            Some((name, PathBuf::from(message["executable"].as_str()?)))
+        })
+        .collect()
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Runs one target, its output into its log file, then prints that.
-fn target_run(
-    target: &str,
+/// One target's run in a lane.
+struct Run<'a> {
+    target: &'a str,
+    executable: &'a Path,
     lane: usize,
-    rest: &[String],
-    env: &[(&str, &std::ffi::OsStr)],
-    logs: &Path,
-) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let path = logs.join(format!("{target}.log"));
-    let out = std::fs::File::create(&path)?;
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(workspace_root())
-        .args(["test", "-p", "jobrelay-e2e", "--test", target])
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(out.try_clone()?)
-        .stderr(out);
-    if !rest.is_empty() {
-        cmd.arg("--").args(rest);
+}
+
+impl Run<'_> {
+    /// Runs the target, its output into its log file, then prints that.
+    fn run(
+        &self,
+        rest: &[String],
+        env: &[(&str, &std::ffi::OsStr)],
+        logs: &Path,
+    ) -> anyhow::Result<()> {
+        let (target, lane) = (self.target, self.lane);
+        let started = Instant::now();
+        let path = logs.join(format!("{target}.log"));
+        let out = std::fs::File::create(&path)?;
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        log(&format!("lane {lane}: {target} started"));
+        let status = Command::new(self.executable)
+            .current_dir(workspace_root().join("tests"))
+            .args(rest)
+            .env("CARGO", cargo)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .status()?;
+        let output = std::fs::read_to_string(&path).unwrap_or_default();
+        let took = seconds(started.elapsed());
+        let outcome = match status.success() {
+            true => "passed",
+            false => "FAILED",
+        };
+        eprintln!("xtask: ── lane {lane}: {target} {outcome} in {took} ──\n{output}");
+        anyhow::ensure!(status.success(), "{}: {status}", self.executable.display());
+        Ok(())
     }
-    log(&format!("lane {lane}: {target} started"));
-    let status = cmd.status()?;
-    let output = std::fs::read_to_string(&path).unwrap_or_default();
-    let took = seconds(started.elapsed());
-    let outcome = match status.success() {
-        true => "passed",
-        false => "FAILED",
-    };
-    eprintln!("xtask: ── lane {lane}: {target} {outcome} in {took} ──\n{output}");
-    anyhow::ensure!(status.success(), "cargo test --test {target}: {status}");
-    Ok(())
 }
 
 #[cfg(test)]
@@ -199,6 +235,22 @@ path = "e2e/relay.rs"
 name="helm"
 "#;
         assert_eq!(targets(manifest), ["relay", "helm"]);
+    }
+
+    #[test]
+    fn the_built_test_binaries_are_read_from_cargos_messages() {
+        let messages = [
+            r#"{"reason":"compiler-artifact","target":{"kind":["test"],"name":"relay"},"executable":"/t/relay-1"}"#,
+            r#"{"reason":"compiler-artifact","target":{"kind":["lib"],"name":"jobrelay_e2e"},"executable":"/t/lib-2"}"#,
+            r#"{"reason":"compiler-artifact","target":{"kind":["lib"],"name":"serde"},"executable":null}"#,
+            r#"{"reason":"build-finished","success":true}"#,
+            "not json",
+        ]
+        .join("\n");
+        assert_eq!(
+            executables(&messages),
+            BTreeMap::from([("relay".to_string(), PathBuf::from("/t/relay-1"))])
+        );
     }
 
     #[test]

@@ -52,10 +52,15 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end }}
 
-{{/* The image reference of a component; the tag defaults to appVersion. */}}
+{{/* The image reference of a component; the tag defaults to appVersion;
+with a digest, pinned by it (`repository:tag@sha256:…`). */}}
 {{- define "jobrelay.image" -}}
 {{- $image := (index .ctx.Values .component).image }}
-{{- printf "%s:%s" $image.repository (default .ctx.Chart.AppVersion $image.tag) }}
+{{- $reference := printf "%s:%s" $image.repository (default .ctx.Chart.AppVersion $image.tag) }}
+{{- with $image.digest }}
+{{- $reference = printf "%s@%s" $reference . }}
+{{- end }}
+{{- $reference }}
 {{- end }}
 
 {{/* The origin, which both components need. */}}
