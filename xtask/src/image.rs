@@ -148,7 +148,7 @@ pub fn build_images(options: &Options) -> anyhow::Result<Vec<BuiltImage>> {
             oci::assemble(&spec::image_spec(&inputs))?.with_artifact(sbom::MEDIA_TYPE, document)?;
         let mut image = write_image(&out, &inputs, &image)?;
         image.sbom = sbom_path;
-        image.components = listed.len() - 1;
+        image.components = listed.len().saturating_sub(1);
         built.push(image);
     }
 
