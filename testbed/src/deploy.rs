@@ -228,13 +228,8 @@ impl Installed {
             format!("manager.ports.health={}", free_port()?),
             "--set".into(),
             format!("manager.ports.metrics={}", free_port()?),
-            // The API server calls a webhook at its Service's ClusterIP
-            // (it runs without --enable-aggregator-routing), which nothing
-            // routes without kube-proxy: every queued Job's create would
-            // wait out the webhook's timeout. The Kueue e2e calls the
-            // webhook by URL instead (tests/e2e/kueue/webhook.rs).
             "--set".into(),
-            "manager.webhook.enabled=false".into(),
+            format!("manager.webhook.port={}", free_port()?),
         ]);
         helm_in(manager, &release_args("install", &manager_values)).await?;
         register(manager, clusters.workers()).await?;

@@ -4,7 +4,8 @@
 //! args, env and mounts. A Job is dispatched, reports status and leaves
 //! nothing when deleted; one runs as real containers on a worker's real
 //! node; one queued in Kueue is admitted through jobrelay's AdmissionCheck
-//! and runs; a mirror suspended after it started is suspended on its worker
+//! and runs, and one with only the queue label is given jobrelay's
+//! `managedBy` by the chart's webhook (its certificate the manager's own); a mirror suspended after it started is suspended on its worker
 //! (the agent's `jobs/status` permission) and resumed; a mirror lost behind
 //! jobrelay's back is re-run; the two manager replicas roll and drain
 //! (`deploy/ha.rs`); the workers' namespace and pod-template policies
@@ -32,7 +33,7 @@ use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 
 static INSTALLED: tokio::sync::OnceCell<Installed> = tokio::sync::OnceCell::const_new();
 static KUEUE: tokio::sync::OnceCell<Kueue> = tokio::sync::OnceCell::const_new();
@@ -200,6 +201,37 @@ async fn a_job_queued_in_kueue_is_admitted_through_jobrelays_check_and_runs() {
         .map(|c| c["state"].as_str().unwrap_or_default().to_string())
         .collect();
     assert_eq!(states, ["Ready"], "the Workload's jobrelay check: {list:?}");
+
+    // The chart's admission webhook, called through its Service with the
+    // certificate the manager keeps: a Job with only the queue label is
+    // given jobrelay's managedBy and runs.
+    let labelled = || {
+        TestJob::new(&ns, "labelled")
+            .label(QUEUE_NAME_LABEL, LOCAL_QUEUE)
+            .cpu("1")
+            .run_for("2s")
+            .build()
+    };
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    wait::until(
+        "the webhook to give a queued Job jobrelay's managedBy",
+        TIMEOUT,
+        || async {
+            match jobs.create(&dry_run, &labelled()).await {
+                Ok(job) => match job.spec.and_then(|spec| spec.managed_by) {
+                    Some(manager) if manager == MANAGED_BY => Seen::Ready(()),
+                    other => Seen::Waiting(format!("managedBy {other:?}")),
+                },
+                Err(e) => Seen::Waiting(e.to_string()),
+            }
+        },
+    )
+    .await;
+    create(&jobs, labelled()).await;
+    wait_outcome(&jobs, "labelled", "Complete").await;
     finish(installed, &ns, &jobs).await;
 }
 

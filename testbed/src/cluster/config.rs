@@ -44,6 +44,10 @@ pub(crate) fn apiserver_args(
         format!("--service-account-signing-key-file={sa_key}"),
         format!("--cert-dir={}", dir.join("certs").display()),
         "--endpoint-reconciler-type=none".into(),
+        // A Service-backed webhook (the chart's) is called at its
+        // endpoints' addresses, which the host reaches (the real nodes share
+        // its network); its ClusterIP nothing routes without kube-proxy.
+        "--enable-aggregator-routing=true".into(),
         // To a real node's kubelet (`kubectl logs`, exec): as admin, at the
         // address it reports (its name resolves nowhere).
         format!("--kubelet-client-certificate={}", pki.admin_cert.display()),
