@@ -279,6 +279,25 @@ fn build_release(root: &Path, revision: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What `cargo metadata --format-version 1` with `args` prints, run in
+/// `root`.
+fn cargo_metadata(root: &Path, args: &[&str]) -> anyhow::Result<Vec<u8>> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(cargo)
+        .current_dir(root)
+        .args(["metadata", "--format-version", "1"])
+        .args(args)
+        .output()
+        .context("running cargo metadata")?;
+    anyhow::ensure!(
+        output.status.success(),
+        "cargo metadata failed ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr).trim()
+    );
+    Ok(output.stdout)
+}
+
 /// What the SBOMs are made from: the resolved dependencies for this
 /// platform, and the checksums `Cargo.lock` records.
 struct Bill {
@@ -298,22 +317,10 @@ impl Bill {
             .lines()
             .find_map(|line| line.strip_prefix("host: "))
             .context("rustc -vV names no host")?;
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let output = Command::new(cargo)
-            .current_dir(root)
-            .args(["metadata", "--format-version", "1", "--locked"])
-            .args(["--filter-platform", host])
-            .output()
-            .context("running cargo metadata")?;
-        anyhow::ensure!(
-            output.status.success(),
-            "cargo metadata failed ({}): {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
+        let metadata = cargo_metadata(root, &["--locked", "--filter-platform", host])?;
         let lock = fs::read_to_string(root.join("Cargo.lock")).context("reading Cargo.lock")?;
         Ok(Bill {
-            metadata: serde_json::from_slice(&output.stdout).context("reading cargo metadata")?,
+            metadata: serde_json::from_slice(&metadata).context("reading cargo metadata")?,
             checksums: sbom::lock_checksums(&lock),
         })
     }
@@ -326,20 +333,9 @@ impl Workspace {
             target_directory: PathBuf,
             packages: Vec<Package>,
         }
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let output = Command::new(cargo)
-            .current_dir(root)
-            .args(["metadata", "--format-version", "1", "--no-deps"])
-            .output()
-            .context("running cargo metadata")?;
-        anyhow::ensure!(
-            output.status.success(),
-            "cargo metadata failed ({}): {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
+        let metadata = cargo_metadata(root, &["--no-deps"])?;
         let metadata: Metadata =
-            serde_json::from_slice(&output.stdout).context("reading cargo metadata's output")?;
+            serde_json::from_slice(&metadata).context("reading cargo metadata's output")?;
         Ok(Workspace {
             target_dir: metadata.target_directory,
             packages: metadata.packages,

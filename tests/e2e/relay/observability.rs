@@ -49,6 +49,19 @@ async fn scrape(s: &Scenario, worker: &str, served: &mut BTreeSet<String>) {
     ));
 }
 
+/// Waits until the manager shows a series of the counter `name`.
+async fn wait_counted(s: &Scenario, name: &str) {
+    let series = format!("{name}{{");
+    wait::until(format!("{name} counted"), WAIT, || async {
+        match s.relay.metrics().await {
+            Ok(text) if text.contains(&series) => Seen::Ready(()),
+            Ok(_) => Seen::Waiting("not yet".into()),
+            Err(e) => Seen::Waiting(e.to_string()),
+        }
+    })
+    .await;
+}
+
 /// Counters and histograms show from their first event, so the relay goes
 /// through the events the dashboard and alerts count before it is read: a
 /// refusal (the namespace missing on the worker), a Job that runs to its
@@ -67,14 +80,7 @@ async fn every_metric_the_dashboard_and_the_alerts_query_is_served() {
     let worker = s.clusters.workers()[0].name.clone();
     s.create(s.job("refused").label(CLUSTER_KEY, &worker).run_for("2s"))
         .await;
-    wait::until("the worker's refusal counted", WAIT, || async {
-        match s.relay.metrics().await {
-            Ok(text) if text.contains("jobrelay_apply_refusals_total{") => Seen::Ready(()),
-            Ok(_) => Seen::Waiting("no refusal yet".into()),
-            Err(e) => Seen::Waiting(e.to_string()),
-        }
-    })
-    .await;
+    wait_counted(&s, "jobrelay_apply_refusals_total").await;
     kit::create_namespace(&kit::client(s.worker(&worker)).await, &s.ns).await;
     s.wait_condition("refused", "Complete").await;
     s.wait_released("refused").await;
@@ -91,14 +97,7 @@ async fn every_metric_the_dashboard_and_the_alerts_query_is_served() {
         .delete("lost", &DeleteParams::background())
         .await
         .expect("deleting the mirror on its worker");
-    wait::until("the lost mirror counted", WAIT, || async {
-        match s.relay.metrics().await {
-            Ok(text) if text.contains("jobrelay_mirrors_lost_total{") => Seen::Ready(()),
-            Ok(_) => Seen::Waiting("no loss yet".into()),
-            Err(e) => Seen::Waiting(e.to_string()),
-        }
-    })
-    .await;
+    wait_counted(&s, "jobrelay_mirrors_lost_total").await;
     scrape(&s, &worker, &mut served).await;
     assert!(
         served.contains("process_resident_memory_bytes"),
