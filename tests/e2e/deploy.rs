@@ -20,7 +20,7 @@ mod policy;
 use jobrelay_e2e::deployed::{
     TIMEOUT, create, finish, namespace, wait_connected, wait_outcome, worker,
 };
-use jobrelay_e2e::scenario::has_condition;
+use jobrelay_e2e::scenario::{has_condition, wait_given_managed_by};
 use jobrelay_proto::wire::{CLUSTER_KEY, MANAGED_BY, ORIGIN_UID_LABEL, QUEUE_NAME_LABEL};
 use jobrelay_testbed::cluster::node::{REAL_NODE_LABEL, REAL_NODE_TAINT, WORKLOAD_IMAGE};
 use jobrelay_testbed::controllers::kueue::{Kueue, Settings};
@@ -33,7 +33,7 @@ use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 
 static INSTALLED: tokio::sync::OnceCell<Installed> = tokio::sync::OnceCell::const_new();
 static KUEUE: tokio::sync::OnceCell<Kueue> = tokio::sync::OnceCell::const_new();
@@ -212,24 +212,7 @@ async fn a_job_queued_in_kueue_is_admitted_through_jobrelays_check_and_runs() {
             .run_for("2s")
             .build()
     };
-    let dry_run = PostParams {
-        dry_run: true,
-        ..Default::default()
-    };
-    wait::until(
-        "the webhook to give a queued Job jobrelay's managedBy",
-        TIMEOUT,
-        || async {
-            match jobs.create(&dry_run, &labelled()).await {
-                Ok(job) => match job.spec.and_then(|spec| spec.managed_by) {
-                    Some(manager) if manager == MANAGED_BY => Seen::Ready(()),
-                    other => Seen::Waiting(format!("managedBy {other:?}")),
-                },
-                Err(e) => Seen::Waiting(e.to_string()),
-            }
-        },
-    )
-    .await;
+    wait_given_managed_by(&jobs, labelled, TIMEOUT).await;
     create(&jobs, labelled()).await;
     wait_outcome(&jobs, "labelled", "Complete").await;
     finish(installed, &ns, &jobs).await;

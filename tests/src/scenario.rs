@@ -27,6 +27,7 @@ mod outcome;
 mod stranded;
 
 pub use cut_off::CutOff;
+pub use job_waits::wait_given_managed_by;
 pub use kueue::{
     apply_set, check_of_set, drop_check_of_set, live_worker_pods, quota_back_to_zero,
     worker_pods_of, workload_of,

@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use tokio::sync::watch;
+use tokio::time::MissedTickBehavior;
 use tracing::{debug, info, warn};
 
 use super::certificate::{self, Plan};
@@ -60,22 +61,33 @@ impl Rotation {
         every: Duration,
         shutdown: Shutdown,
     ) -> Option<(Pem, watch::Receiver<Arc<Pem>>, impl Future<Output = ()>)> {
+        // Missed ticks are delayed, not bunched, as the certificate files'
+        // reads are.
+        let ticks = |period| {
+            let mut ticks = tokio::time::interval(period);
+            ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            ticks
+        };
+        let mut waiting = ticks(every.min(WAITING));
         let first = loop {
+            tokio::select! {
+                _ = waiting.tick() => {}
+                () = shutdown.clone().requested() => return None,
+            }
             if let Some(stored) = self.pass().await {
                 break stored;
-            }
-            tokio::select! {
-                () = tokio::time::sleep(every.min(WAITING)) => {}
-                () = shutdown.clone().requested() => return None,
             }
         };
         let pem = first.serving();
         let (changes, followed) = watch::channel(Arc::new(pem.clone()));
+        let mut following = ticks(every);
         let follow = async move {
             let mut serving = first;
+            // The first tick is at once; the Secret was just read.
+            following.tick().await;
             loop {
                 tokio::select! {
-                    () = tokio::time::sleep(every) => {}
+                    _ = following.tick() => {}
                     () = shutdown.clone().requested() => return,
                 }
                 if let Some(stored) = self.pass().await

@@ -14,12 +14,11 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
-use jobrelay_e2e::scenario::WAIT;
+use jobrelay_e2e::scenario::{WAIT, wait_given_managed_by};
 use jobrelay_manager::kueue::CONTROLLER_NAME;
 use jobrelay_testbed::kit;
 use jobrelay_testbed::objects::kueue_objects::LOCAL_QUEUE;
 use jobrelay_testbed::relay::election::LEASE_NAMESPACE;
-use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -114,27 +113,9 @@ async fn a_job_with_only_the_queue_label_is_given_jobrelays_managed_by_and_relay
             .cpu("1")
             .build()
     };
-    // A dry run passes the webhooks as a create does: it shows when the API
-    // server calls the new registration and the manager's caches hold the
-    // scenario's queues.
-    let dry_run = PostParams {
-        dry_run: true,
-        ..Default::default()
-    };
-    wait::until(
-        "a dry-run create given jobrelay's managedBy",
-        WAIT,
-        || async {
-            match s.jobs.create(&dry_run, &job()).await {
-                Ok(j) => match j.spec.and_then(|spec| spec.managed_by) {
-                    Some(m) if m == CONTROLLER_NAME => Seen::Ready(()),
-                    other => Seen::Waiting(format!("managedBy {other:?}")),
-                },
-                Err(e) => Seen::Waiting(e.to_string()),
-            }
-        },
-    )
-    .await;
+    // Shows when the API server calls the new registration and the
+    // manager's caches hold the scenario's queues.
+    wait_given_managed_by(&s.jobs, job, WAIT).await;
     let kept: Secret = Api::namespaced(client.clone(), LEASE_NAMESPACE)
         .get(KEPT)
         .await

@@ -142,3 +142,28 @@ impl Scenario {
         .await
     }
 }
+
+/// Waits until a dry-run create of `job()` in `jobs` comes back with
+/// jobrelay's `spec.managedBy`: the admission webhook is called, trusted and
+/// knows the Job's queue. A dry run passes the webhooks as a create does
+/// and leaves nothing behind.
+pub async fn wait_given_managed_by(jobs: &Api<Job>, job: impl Fn() -> Job, timeout: Duration) {
+    let dry_run = kube::api::PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    wait::until(
+        "the webhook to give a queued Job jobrelay's managedBy",
+        timeout,
+        || async {
+            match jobs.create(&dry_run, &job()).await {
+                Ok(created) => match created.spec.and_then(|spec| spec.managed_by) {
+                    Some(manager) if manager == jobrelay_proto::wire::MANAGED_BY => Seen::Ready(()),
+                    other => Seen::Waiting(format!("managedBy {other:?}")),
+                },
+                Err(e) => Seen::Waiting(e.to_string()),
+            }
+        },
+    )
+    .await;
+}

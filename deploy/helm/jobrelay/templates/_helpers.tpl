@@ -197,9 +197,15 @@ operator's, or cert-manager's); else the manager keeps its own. */}}
 {{- printf "%s-manager-webhook-certs" (include "jobrelay.fullname" .) }}
 {{- end }}
 
+{{/* The webhook's Service, and its MutatingWebhookConfiguration and
+Certificate, which share its name. */}}
+{{- define "jobrelay.webhookService" -}}
+{{- printf "%s-manager-webhook" (include "jobrelay.fullname" .) }}
+{{- end }}
+
 {{/* The names the API server calls the webhook by, comma-separated. */}}
 {{- define "jobrelay.webhookNames" -}}
-{{- $service := printf "%s-manager-webhook" (include "jobrelay.fullname" .) }}
+{{- $service := include "jobrelay.webhookService" . }}
 {{- $ns := .Release.Namespace }}
 {{- printf "%s.%s.svc,%s.%s.svc.cluster.local" $service $ns $service $ns }}
 {{- end }}
