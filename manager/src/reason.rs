@@ -35,6 +35,12 @@ pub enum Reason {
     /// Pods of the mirror are held Terminating on a node that is not
     /// Ready: they hold the Job (and, behind Kueue, its quota).
     PodsStuckTerminating,
+    /// Pods of the mirror wait on its worker for a reason (their image not
+    /// pulled, their container restarting, no node found).
+    PodsWaiting,
+    /// Pods of the mirror failed on its worker (a non-zero exit code,
+    /// OOMKilled, Evicted, DeadlineExceeded).
+    PodsFailed,
     /// The withdrawn mirror and its Pods are gone (or its cluster is Lost)
     /// and the Job unplaced; it is placed again when Kueue admits it.
     MirrorWithdrawn,
@@ -70,6 +76,8 @@ impl Reason {
             Reason::MirrorWithdrawn => "MirrorWithdrawn",
             Reason::MirrorUnschedulable => "MirrorUnschedulable",
             Reason::PodsStuckTerminating => "PodsStuckTerminating",
+            Reason::PodsWaiting => "PodsWaiting",
+            Reason::PodsFailed => "PodsFailed",
             Reason::PlacementRecordRestored => "PlacementRecordRestored",
             Reason::LeaderElection => "LeaderElection",
             Reason::AdmissionCheckRejected => "AdmissionCheckRejected",
@@ -90,6 +98,8 @@ impl Reason {
             | Reason::NoRoom
             | Reason::MirrorUnschedulable
             | Reason::PodsStuckTerminating
+            | Reason::PodsWaiting
+            | Reason::PodsFailed
             | Reason::PlacementRecordRestored
             | Reason::AdmissionCheckRejected
             | Reason::ManagerInstanceRefused
@@ -138,7 +148,7 @@ mod tests {
         Reason::RemotePodsGone,
     ];
 
-    const PROBLEMS: [Reason; 16] = [
+    const PROBLEMS: [Reason; 18] = [
         Reason::RemoteFailed,
         Reason::RemoteRejected,
         Reason::DispatchWaiting,
@@ -149,6 +159,8 @@ mod tests {
         Reason::MirrorWithdrawalStarted,
         Reason::MirrorUnschedulable,
         Reason::PodsStuckTerminating,
+        Reason::PodsWaiting,
+        Reason::PodsFailed,
         Reason::MirrorWithdrawn,
         Reason::PlacementRecordRestored,
         Reason::LeaderElection,

@@ -99,6 +99,7 @@ async fn a_message_beyond_its_kinds_limit_ends_the_session() {
         phase: MirrorPhase::Running as i32,
         status: vec![b' '; 300 * 1024],
         unschedulable: None,
+        pods: None,
     }));
     let status = end_of(&mut session).await;
     assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");

@@ -72,6 +72,7 @@ async fn a_session_is_welcomed_with_the_desired_set_and_carries_applies_status_a
         phase: MirrorPhase::Running as i32,
         status: br#"{"active": 1}"#.to_vec(),
         unschedulable: None,
+        pods: None,
     }));
     eventually("the status in the fleet", || {
         manager
@@ -96,6 +97,7 @@ async fn a_session_is_welcomed_with_the_desired_set_and_carries_applies_status_a
         phase: MirrorPhase::Running as i32,
         status: b"{}".to_vec(),
         unschedulable: None,
+        pods: None,
     }));
     eventually("the stray report dropped and counted", || {
         manager

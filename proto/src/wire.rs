@@ -48,6 +48,12 @@ pub const LAST_LOST_MIRROR_ANNOTATION: &str = "jobrelay.dev/last-lost-mirror";
 /// the reason, cluster and message, while the agent retries with backoff.
 pub const DISPATCH_WAITING_ANNOTATION: &str = "jobrelay.dev/dispatch-waiting";
 
+/// Annotation on a manager Job: why Pods of its mirror wait or failed on
+/// its worker (the cluster, and for each reason how many Pods, the
+/// container, the exit code and one Pod's message); absent while none does.
+/// For `kubectl get -o custom-columns`.
+pub const PODS_ANNOTATION: &str = "jobrelay.dev/pods";
+
 /// Condition reason of a manager Job that failed because its mirrors were
 /// lost `mirrorLostLimit` times.
 pub const REMOTE_JOB_LOST: &str = "RemoteJobLost";

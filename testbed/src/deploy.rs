@@ -43,7 +43,7 @@ pub const ORIGIN: &str = "deploy-e2e";
 /// the agents are installed: worker-2's agent is open to these alone (its
 /// namespace policy names them, so it holds Roles in them and no
 /// ClusterRole).
-pub const NAMESPACES: [&str; 7] = [
+pub const NAMESPACES: [&str; 8] = [
     "deploy-basic",
     "deploy-real",
     "deploy-kueue",
@@ -51,6 +51,7 @@ pub const NAMESPACES: [&str; 7] = [
     "deploy-lost",
     "deploy-ha",
     "deploy-policy",
+    "deploy-why",
 ];
 /// A namespace on every cluster that worker-2's policy does not name.
 pub const OUTSIDE: &str = "deploy-outside";

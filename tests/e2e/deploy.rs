@@ -9,20 +9,24 @@
 //! (the agent's `jobs/status` permission) and resumed; a mirror lost behind
 //! jobrelay's back is re-run; the two manager replicas roll and drain
 //! (`deploy/ha.rs`); the workers' namespace and pod-template policies
-//! refuse what their owners do not allow (`deploy/policy.rs`). Each ends with the leak audit at zero, and no jobrelay
-//! container logged a refusal by its API server.
+//! refuse what their owners do not allow (`deploy/policy.rs`); why Pods
+//! wait or failed on a worker is shown on the manager Job
+//! (`deploy/why.rs`). Each ends with the leak audit at zero, and no
+//! jobrelay container logged a refusal by its API server.
 
 #[path = "deploy/ha.rs"]
 mod ha;
 #[path = "deploy/policy.rs"]
 mod policy;
+#[path = "deploy/why.rs"]
+mod why;
 
 use jobrelay_e2e::deployed::{
     TIMEOUT, create, finish, namespace, wait_connected, wait_outcome, worker,
 };
 use jobrelay_e2e::scenario::{has_condition, wait_given_managed_by};
 use jobrelay_proto::wire::{CLUSTER_KEY, MANAGED_BY, ORIGIN_UID_LABEL, QUEUE_NAME_LABEL};
-use jobrelay_testbed::cluster::node::{REAL_NODE_LABEL, REAL_NODE_TAINT, WORKLOAD_IMAGE};
+use jobrelay_testbed::cluster::node::WORKLOAD_IMAGE;
 use jobrelay_testbed::controllers::kueue::{Kueue, Settings};
 use jobrelay_testbed::deploy::images::images;
 use jobrelay_testbed::deploy::{Installed, NAMESPACE};
@@ -99,30 +103,7 @@ async fn a_job_is_dispatched_reports_its_status_and_leaves_nothing_when_deleted(
 async fn a_relayed_job_runs_as_real_containers_on_a_workers_real_node() {
     let installed = installed().await;
     let (ns, jobs) = namespace(installed, "deploy-real").await;
-    let job: Job = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "real", "namespace": ns, "labels": {CLUSTER_KEY: "worker-1"}},
-        "spec": {
-            "managedBy": MANAGED_BY,
-            "backoffLimit": 0,
-            "template": {"spec": {
-                "restartPolicy": "Never",
-                "nodeSelector": {REAL_NODE_LABEL: "true"},
-                "tolerations": [{"key": REAL_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}],
-                "securityContext": {"runAsNonRoot": true, "runAsUser": 65532,
-                                    "seccompProfile": {"type": "RuntimeDefault"}},
-                "containers": [{
-                    "name": "work",
-                    "image": WORKLOAD_IMAGE,
-                    "imagePullPolicy": "Never",
-                    "args": ["-sleep=6s"],
-                    "securityContext": {"allowPrivilegeEscalation": false,
-                                        "readOnlyRootFilesystem": true,
-                                        "capabilities": {"drop": ["ALL"]}},
-                }],
-            }},
-        },
-    }))
-    .expect("a Job");
+    let job = why::on_real_node(&ns, "real", WORKLOAD_IMAGE, &["-sleep=6s"], 0);
     let uid = create(&jobs, job).await;
     // The mirror's Pod runs on worker-1's real node, as a container (kwok
     // fakes no status there).

@@ -14,6 +14,7 @@ mod lost;
 mod metrics;
 mod mirrors;
 mod namespaces;
+mod pod_summary;
 mod report;
 mod room;
 mod scoped_watch;

@@ -7,9 +7,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use futures::{StreamExt, TryStreamExt};
 use jobrelay_kinds::jobset::JobSet;
 use jobrelay_process::Tasks;
 use jobrelay_process::health::Readiness;
@@ -18,7 +18,6 @@ use jobrelay_proto::wire::ORIGIN_LABEL;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
-use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -37,7 +36,7 @@ use crate::namespaces::NamespacePolicy;
 use crate::session::Agent;
 use crate::stuck_pods::{self, HeldPods};
 use crate::watched::{Changes, Watched};
-use crate::{initial_list, mirrors, room, scoped_watch, terminated_pods, unschedulable};
+use crate::{initial_list, pod_summary, room, scoped_watch, terminated_pods};
 
 /// How often the agent checks that its own API server answers.
 const API_PROBE_INTERVAL: Duration = Duration::from_secs(5);
@@ -134,7 +133,6 @@ pub(crate) async fn clean_terminated_pods(
 pub(crate) struct WatchedMirrors {
     objects: Objects,
     pods: Watched<Pod>,
-    unbound: Watched<Pod>,
     changes: Arc<Changes>,
     policy: Arc<NamespacePolicy>,
 }
@@ -159,25 +157,11 @@ pub(crate) fn watch_mirrors(
         Arc::clone(&changes),
     );
     let (pods, pod_watch) = Watched::new(
-        watch_within::<PartialObjectMeta<Pod>>(client, scope.as_deref(), &selector)
-            .map_ok(mirrors::pod_of_metadata)
-            .modify(jobrelay_process::cache::trim),
+        watch_within::<Pod>(client, scope.as_deref(), &selector)
+            .modify(pod_summary::keep_what_is_read),
         Arc::clone(&changes),
     );
-    let (unbound, unbound_watch) = Watched::new(
-        watch_within::<Pod>(
-            client,
-            scope.as_deref(),
-            &unschedulable::selector(&selector),
-        )
-        .modify(unschedulable::keep_what_is_read),
-        Arc::clone(&changes),
-    );
-    let mut watches: Vec<BoxFuture<'static, ()>> = vec![
-        Box::pin(job_watch),
-        Box::pin(pod_watch),
-        Box::pin(unbound_watch),
-    ];
+    let mut watches: Vec<BoxFuture<'static, ()>> = vec![Box::pin(job_watch), Box::pin(pod_watch)];
     let jobsets = served.contains(&JobSet::NAME).then(|| {
         let (jobsets, jobset_watch) = Watched::new(
             watch_within::<JobSet>(client, scope.as_deref(), &selector)
@@ -194,7 +178,6 @@ pub(crate) fn watch_mirrors(
     let watched = WatchedMirrors {
         objects: Objects::new(jobs, jobsets),
         pods,
-        unbound,
         changes,
         policy,
     };
@@ -283,7 +266,6 @@ pub(crate) fn agent(
         watched.changes,
     )
     .report_on(deleting, held, foreign)
-    .watching_unbound(crate::unschedulable::UnboundPods::new(watched.unbound))
     .within(watched.policy);
     Agent {
         dial,

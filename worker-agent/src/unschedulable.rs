@@ -1,30 +1,19 @@
-//! The mirrors' Pods the worker's scheduler finds no node for: a watch of
-//! this origin's unbound Pods only (`spec.nodeName=`), so a worker full of
-//! running Pods costs nothing here, and what a mirror's status says of them
-//! — how many wait Unschedulable, since when, and the scheduler's message.
-//! The manager moves a mirror whose Pods all wait so for its cluster's
-//! `unschedulableTimeout`.
-//!
-//! A Pod leaves this watch once it is bound (the API server sends a delete
-//! when an object stops matching a field selector), so the cache holds only
-//! Pods still waiting for a node.
+//! The mirrors' Pods the worker's scheduler finds no node for, read from the
+//! agent's watch of this origin's Pods, and what a mirror's status says of
+//! them — how many wait Unschedulable, since when, and the scheduler's
+//! message. The manager moves a mirror whose Pods all wait so for its
+//! cluster's `unschedulableTimeout`.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use jobrelay_proto::v1::Unschedulable;
-use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use kube::runtime::watcher;
 
 use crate::report::lasted;
-use crate::watched::Watched;
-
-/// The field selector of Pods not bound to a node.
-pub const UNBOUND: &str = "spec.nodeName=";
 
 /// The Pod condition the scheduler sets, and its reason when no node fits.
-const POD_SCHEDULED: &str = "PodScheduled";
+pub const POD_SCHEDULED: &str = "PodScheduled";
 const UNSCHEDULABLE: &str = "Unschedulable";
 
 /// What a mirror's status says of its Pods that wait unschedulable:
@@ -101,65 +90,6 @@ pub fn stuck(pods: &[Arc<Pod>]) -> Option<Stuck> {
         since: waiting.iter().map(|(_, since, _)| *since).max()?,
         message: (*message).to_string(),
     })
-}
-
-/// The watch of this origin's unbound Pods: the agent's Pod selector (by
-/// origin label) and [`UNBOUND`].
-pub fn selector(mirrors: &watcher::Config) -> watcher::Config {
-    mirrors.clone().fields(UNBOUND)
-}
-
-/// Keeps of an unbound Pod what [`waiting`] reads: its metadata (no field
-/// ownership), its phase and its PodScheduled condition. For
-/// `WatchStreamExt::modify` before the reflector.
-pub fn keep_what_is_read(pod: &mut Pod) {
-    jobrelay_process::cache::trim(pod);
-    pod.spec = None;
-    if let Some(status) = pod.status.take() {
-        let scheduled = status
-            .conditions
-            .into_iter()
-            .flatten()
-            .filter(|c| c.type_ == POD_SCHEDULED)
-            .collect();
-        pod.status = Some(PodStatus {
-            phase: status.phase,
-            conditions: Some(scheduled),
-            ..PodStatus::default()
-        });
-    }
-}
-
-/// The cache of this origin's unbound Pods, if the agent watches them.
-#[derive(Default)]
-pub struct UnboundPods(Option<Watched<Pod>>);
-
-impl UnboundPods {
-    pub fn new(watched: Watched<Pod>) -> Self {
-        UnboundPods(Some(watched))
-    }
-
-    pub async fn wait_until_ready(&self) {
-        if let Some(watched) = &self.0 {
-            watched.wait_until_ready().await;
-        }
-    }
-
-    /// Every unbound Pod cached.
-    pub fn state(&self) -> Vec<Arc<Pod>> {
-        self.0.as_ref().map(Watched::state).unwrap_or_default()
-    }
-
-    /// The unbound Pods of each of `uids` that has any.
-    pub fn of<'a>(
-        &self,
-        uids: impl IntoIterator<Item = &'a String>,
-    ) -> HashMap<String, Vec<Arc<Pod>>> {
-        self.0
-            .as_ref()
-            .map(|watched| watched.of(uids))
-            .unwrap_or_default()
-    }
 }
 
 #[cfg(test)]
@@ -255,23 +185,5 @@ mod tests {
             Some(0),
             "a clock behind the scheduler's reads as no wait"
         );
-    }
-
-    #[test]
-    fn the_cache_keeps_the_phase_and_the_scheduled_condition_only() {
-        let mut kept: Pod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "a", "managedFields": [{"manager": "kubelet"}]},
-            "spec": {"containers": [{"name": "c", "image": "i"}]},
-            "status": {"phase": "Pending", "conditions": [
-                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"},
-                {"type": "Ready", "status": "False"},
-            ]},
-        }))
-        .expect("a Pod");
-        keep_what_is_read(&mut kept);
-        assert!(kept.spec.is_none() && kept.metadata.managed_fields.is_none());
-        let status = kept.status.expect("a status");
-        assert_eq!(status.phase.as_deref(), Some("Pending"));
-        assert_eq!(status.conditions.map(|c| c.len()), Some(1));
     }
 }

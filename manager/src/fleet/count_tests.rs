@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::job::placement::Wants;
-use crate::mirror::Rejection;
+use crate::mirror::{Held, Rejection};
 use jobrelay_proto::v1::{DeleteReason, RejectReason};
 use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::reflector::ObjectRef;
@@ -86,7 +86,11 @@ fn change(
         ),
         4 => format!(
             "status {uid} r{revision} on {cluster}: {:?}",
-            fleet.record_status(cluster, uid, revision, MirrorPhase::Running, None, None)
+            fleet.record_status(
+                cluster,
+                uid,
+                Held::new(revision, MirrorPhase::Running, None)
+            )
         ),
         5 => {
             let rejection = Rejection {
@@ -208,7 +212,7 @@ fn a_mirror_counts_while_wanted_and_not_gone_and_holds_while_reported_held() {
     );
     assert_eq!(counts(&fleet), (1, 0), "placed: counted, not held");
     fleet.ensure_applied("w1", "u1", &key(1), 1, Vec::new);
-    fleet.record_status("w1", "u1", 1, MirrorPhase::Running, None, None);
+    fleet.record_status("w1", "u1", Held::new(1, MirrorPhase::Running, None));
     assert_eq!(counts(&fleet), (1, 1), "held");
     fleet.cleanup("w1", "u1", &key(1), DeleteReason::ManagerJobDeleted);
     fleet.record_gone("w1", "u1", 0);

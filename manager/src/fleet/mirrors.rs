@@ -20,8 +20,8 @@ use jobrelay_proto::v1::{
 use super::{Fleet, message};
 use crate::kinds::Key;
 use crate::mirror::{
-    self, Apply, Cleanup, Event, Held, HeldPod, Mirror, Rejection, Send, State, StatusText,
-    Transition, Unschedulable, transition,
+    self, Apply, Cleanup, Event, Held, HeldPod, Mirror, Rejection, Send, State, Transition,
+    transition,
 };
 
 /// Takes what `decide` makes of `mirror`'s state; returns what to send and
@@ -144,7 +144,8 @@ impl Fleet {
         self.release_room(cluster, uid);
     }
 
-    /// Records a MirrorStatus (with the Pods it says wait unschedulable);
+    /// Records a MirrorStatus (with what it says of the Pods: those that
+    /// wait unschedulable, and all of them by phase and reason);
     /// returns the phase it replaced, if it changed,
     /// and, for the first report after an apply, how long the worker took to
     /// answer it. `None` for a mirror this manager does not want on the
@@ -153,17 +154,8 @@ impl Fleet {
         &self,
         cluster: &str,
         uid: &str,
-        revision: u64,
-        phase: MirrorPhase,
-        status: Option<StatusText>,
-        unschedulable: Option<Unschedulable>,
+        held: Held,
     ) -> Option<(Option<MirrorPhase>, Option<Duration>)> {
-        let held = Held {
-            revision,
-            phase,
-            status,
-            unschedulable,
-        };
         let reported = self.update(cluster, uid, |state| {
             mirror::reported(state, held, Instant::now())
         })?;

@@ -108,6 +108,7 @@ mod tests {
             phase: MirrorPhase::Running,
             status: None,
             unschedulable: None,
+            pods: None,
         };
         let sent = Sent {
             session: 1,

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::kinds::Key;
-use crate::mirror::{Apply, Cleanup, State, StatusText, rejection};
+use crate::mirror::{Apply, Cleanup, Held, State, StatusText, rejection};
 use jobrelay_proto::v1::{DeleteReason, RejectReason};
 use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::reflector::ObjectRef;
@@ -197,7 +197,7 @@ fn a_refusal_that_can_clear_waits_until_the_worker_holds_the_mirror() {
         Apply::Waiting(quota)
     );
     fleet
-        .record_status("w1", "u1", 1, MirrorPhase::Pending, None, None)
+        .record_status("w1", "u1", Held::new(1, MirrorPhase::Pending, None))
         .unwrap();
     assert_eq!(
         fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new),
@@ -221,10 +221,11 @@ fn a_lost_mirror_is_applied_again_only_once_its_remains_are_gone() {
         .record_status(
             "w1",
             "u1",
-            1,
-            MirrorPhase::Running,
-            Some(StatusText::new(&serde_json::json!({"active": 1}))),
-            None,
+            Held::new(
+                1,
+                MirrorPhase::Running,
+                Some(StatusText::new(&serde_json::json!({"active": 1}))),
+            ),
         )
         .unwrap();
     fleet.record_lost("w1", "u1", "j1", "deleted").unwrap();
@@ -266,7 +267,7 @@ fn reports_about_mirrors_never_placed_on_the_cluster_are_dropped() {
     for n in 0..1000 {
         let uid = format!("u{n}");
         assert_eq!(
-            fleet.record_status("w1", &uid, 1, MirrorPhase::Running, None, None),
+            fleet.record_status("w1", &uid, Held::new(1, MirrorPhase::Running, None)),
             None
         );
         assert_eq!(fleet.record_lost("w1", &uid, "j", "gone"), None);

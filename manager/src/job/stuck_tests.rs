@@ -82,6 +82,7 @@ fn a_mirror_moves_once_every_pod_waited_for_its_timeout_and_none_ran() {
                 phase: MirrorPhase::Pending,
                 status: None,
                 unschedulable: waiting,
+                pods: None,
             }),
         };
         let apply = Step::Apply { cluster: "w1".into() };
@@ -128,6 +129,7 @@ fn only_a_job_applied_on_its_cluster_moves() {
             phase: MirrorPhase::Pending,
             status: None,
             unschedulable: Some(stuck(1, 600)),
+            pods: None,
         }),
     };
     for step in [

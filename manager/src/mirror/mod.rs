@@ -21,10 +21,12 @@ use serde::de::DeserializeOwned;
 use crate::kinds::Key;
 
 mod asked;
+mod pods;
 mod reports;
 mod transition;
 
 pub use asked::{apply, cleanup};
+pub use pods::{PodWhy, PodsSeen};
 pub use reports::{gone, reported};
 pub use transition::{Event, transition};
 
@@ -98,6 +100,9 @@ pub struct Held {
     /// The mirror's Pods the worker's scheduler finds no node for, as its
     /// latest status says; `None` while none waits so.
     pub unschedulable: Option<Unschedulable>,
+    /// Its Pods by phase and why some wait or failed, as its latest status
+    /// says; `None` from an agent that does not say.
+    pub pods: Option<PodsSeen>,
 }
 
 /// A Pod of a mirror held Terminating on a node that is not Ready, as the
@@ -119,6 +124,19 @@ pub struct Unschedulable {
     pub since: Instant,
     /// The scheduler's message on one of them.
     pub message: String,
+}
+
+impl Held {
+    /// What a status of `revision` in `phase` says, with nothing of its Pods.
+    pub fn new(revision: u64, phase: MirrorPhase, status: Option<StatusText>) -> Self {
+        Held {
+            revision,
+            phase,
+            status,
+            unschedulable: None,
+            pods: None,
+        }
+    }
 }
 
 impl Mirror {

@@ -194,11 +194,13 @@ pub(super) fn loss_shown(state: State) -> State {
 pub(super) fn reconnected(state: State, inventory: Option<(u64, MirrorPhase)>) -> State {
     let status = state.status().cloned();
     let unschedulable = state.held().and_then(|h| h.unschedulable.clone());
+    let pods = state.held().and_then(|h| h.pods.clone());
     let held = inventory.map(|(revision, phase)| Held {
         revision,
         phase,
         status,
         unschedulable,
+        pods,
     });
     match state {
         State::Unsent | State::Held(_) => held.map_or(State::Unsent, State::Held),

@@ -8,7 +8,7 @@ use jobrelay_proto::v1::MirrorPhase;
 
 use super::asked::{apply, cleanup};
 use super::reports::{gone, held_pods, loss_shown, lost, reconnected, refused, reported};
-use super::{Held, HeldPod, Rejection, State, StatusText, Unschedulable};
+use super::{Held, HeldPod, PodsSeen, Rejection, State, StatusText, Unschedulable};
 use super::{Outcome, Transition, stay};
 
 /// What happens to a mirror: asked of it by the Job's life, or reported
@@ -30,6 +30,8 @@ pub enum Event {
         status: Option<StatusText>,
         /// Its Pods that wait unschedulable; a status without replaces any.
         unschedulable: Option<Unschedulable>,
+        /// Its Pods by phase and why; a status without replaces any.
+        pods: Option<PodsSeen>,
         now: Instant,
     },
     /// The agent's ApplyRejected.
@@ -65,6 +67,7 @@ pub fn transition(state: State, event: Event) -> Transition {
             phase,
             status,
             unschedulable,
+            pods,
             now,
         } => reported(
             state,
@@ -73,6 +76,7 @@ pub fn transition(state: State, event: Event) -> Transition {
                 phase,
                 status,
                 unschedulable,
+                pods,
             },
             now,
         )

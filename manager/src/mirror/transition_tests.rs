@@ -34,6 +34,7 @@ fn held(revision: u64, phase: MirrorPhase) -> Held {
         phase,
         status: None,
         unschedulable: None,
+        pods: None,
     }
 }
 
@@ -124,6 +125,7 @@ fn status(revision: u64, phase: MirrorPhase) -> Event {
         phase,
         status: None,
         unschedulable: None,
+        pods: None,
         now: t(7),
     }
 }
@@ -139,6 +141,7 @@ fn waiting_pods(pods: u32) -> Unschedulable {
 fn stuck(revision: u64, pods: u32) -> Held {
     Held {
         unschedulable: Some(waiting_pods(pods)),
+        pods: None,
         ..held(revision, MirrorPhase::Pending)
     }
 }
@@ -149,6 +152,7 @@ fn stuck_status(revision: u64, pods: u32) -> Event {
         phase: MirrorPhase::Pending,
         status: None,
         unschedulable: Some(waiting_pods(pods)),
+        pods: None,
         now: t(7),
     }
 }

@@ -18,7 +18,7 @@ use super::anti_entropy::AntiEntropy;
 use super::{Ended, Sessions};
 use crate::job::held_pods::{self, HeldPod};
 use crate::kinds::RelayedKind;
-use crate::mirror::{Rejection, StatusText, Unschedulable};
+use crate::mirror::{Held, PodsSeen, Rejection, StatusText, Unschedulable};
 use crate::telemetry::events::{Reason, object_reference};
 
 impl Sessions {
@@ -74,14 +74,16 @@ impl Sessions {
                 .unwrap_or_else(Instant::now),
             message: waiting.message,
         });
-        let Some((changed_from, held_after)) = self.fleet.record_status(
-            cluster,
-            &report.origin_uid,
-            report.revision,
+        let held = Held {
+            revision: report.revision,
             phase,
-            copied,
+            status: copied,
             unschedulable,
-        ) else {
+            pods: report.pods.map(PodsSeen::from),
+        };
+        let Some((changed_from, held_after)) =
+            self.fleet.record_status(cluster, &report.origin_uid, held)
+        else {
             debug!(uid = %report.origin_uid, "status of a mirror not placed here; dropped");
             self.metrics.report_dropped(cluster);
             return;

@@ -33,10 +33,13 @@ use crate::controller::writes;
 use crate::job::life::RESYNC;
 use crate::job::lifecycle::{Lifecycle, has_finalizer, is_relayed, lifecycle};
 use crate::job::placement::assigned_cluster;
+use crate::job::pods_why;
 use crate::job::retention::deactivated_at;
 use crate::kinds::Key;
 use crate::kinds::RelayedKind;
+use crate::mirror::PodsSeen;
 use crate::status_copy::queue::{Lane, StatusQueue};
+use jobrelay_proto::wire::PODS_ANNOTATION;
 
 /// The status copy: `workers` copies at once, at most half of them for Jobs
 /// whose mirror has not finished, until `shutdown` (copies under way
@@ -245,6 +248,7 @@ pub async fn reconcile<K: RelayedKind>(
     {
         let worker_status = &worker_status;
         let jobs: Api<K> = Api::namespaced(ctx.client.clone(), &namespace);
+        show_pods(&jobs, &job, cluster, held.pods.as_ref(), &ctx).await?;
         let finished_at = (!job.is_finished())
             .then(|| K::finish_time(worker_status))
             .flatten();
@@ -266,4 +270,33 @@ pub async fn reconcile<K: RelayedKind>(
         }
     }
     Ok(Some(RESYNC))
+}
+
+/// Shows on the Job why Pods of its mirror on `cluster` wait or failed, as
+/// the agent last said ([`pods_why`]): its annotation first, then a warning
+/// for each reason not shown before.
+async fn show_pods<K: RelayedKind>(
+    jobs: &Api<K>,
+    job: &K,
+    cluster: &str,
+    pods: Option<&PodsSeen>,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let shown = job.annotations().get(PODS_ANNOTATION).map(String::as_str);
+    let next = pods_why::shown(cluster, pods, shown);
+    if let Some(text) = next.annotation {
+        writes::annotate(jobs, job, PODS_ANNOTATION, text.as_deref())
+            .await
+            .map_err(|source| Error::Kube {
+                job: ObjectRef::from_obj(job).to_string(),
+                source,
+            })?;
+    }
+    let regarding = job.object_ref(&());
+    for event in next.events {
+        let topic = &event.topic;
+        ctx.events
+            .publish_on(&regarding, event.reason, topic, event.note);
+    }
+    Ok(())
 }

@@ -84,6 +84,13 @@ impl Events {
     /// more of it than the Event needs. A failure to record is logged, never
     /// fatal. An Event `--job-events` leaves out is not recorded at all.
     pub fn publish(&self, job: &ObjectReference, reason: Reason, note: String) {
+        self.publish_on(job, reason, "", note);
+    }
+
+    /// Records `reason` on the Job as [`Events::publish`] does, in a series
+    /// of its own per `topic`: the same reason about another thing (another
+    /// reason a worker gave) is not counted into the first one's series.
+    pub fn publish_on(&self, job: &ObjectReference, reason: Reason, topic: &str, note: String) {
         if !self.recorded.records(reason) {
             return;
         }
@@ -117,7 +124,8 @@ impl Events {
                 return;
             }
         };
-        let write = self.series().next(uid, name, reason, at);
+        let topic = topic_key(topic);
+        let write = self.series().next(uid, name, (reason, topic), at);
         place.send(Queued {
             job: job.clone(),
             reason,
@@ -210,10 +218,25 @@ struct Series {
     swept_at_size: usize,
 }
 
-/// The last Event of one reason on one Job.
+/// What tells a series from another on one Job: its reason, and a hash of
+/// its topic (0 for none).
+type Subject = (Reason, u64);
+
+/// A topic's key in a series: a hash, so a series keeps a few bytes.
+fn topic_key(topic: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    if topic.is_empty() {
+        return 0;
+    }
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    topic.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The last Event of one subject on one Job.
 #[derive(Debug, Clone, PartialEq)]
 struct Published {
-    reason: Reason,
+    subject: Subject,
     count: i32,
     /// When the Event was created, which its name holds.
     first: Timestamp,
@@ -231,9 +254,9 @@ enum Write {
 }
 
 impl Series {
-    /// Decides the write for `reason` published on the Job `uid` named
+    /// Decides the write for `subject` published on the Job `uid` named
     /// `name` at `now`, and remembers it.
-    fn next(&mut self, uid: &str, name: &str, reason: Reason, now: Timestamp) -> Write {
+    fn next(&mut self, uid: &str, name: &str, subject: Subject, now: Timestamp) -> Write {
         let event_name = |first: Timestamp| format!("{name}.{:x}", first.as_nanosecond());
         if uid.is_empty() {
             // Nothing tells this object from another of its name.
@@ -254,7 +277,7 @@ impl Series {
         };
         if let Some(p) = published
             .iter_mut()
-            .find(|p| p.reason == reason && within_window(p.last, now))
+            .find(|p| p.subject == subject && within_window(p.last, now))
         {
             p.count += 1;
             p.last = now;
@@ -264,9 +287,9 @@ impl Series {
             };
         }
         // A series that ran out gives way to a new one.
-        published.retain(|p| p.reason != reason);
+        published.retain(|p| p.subject != subject);
         published.push(Published {
-            reason,
+            subject,
             count: 1,
             first: now,
             last: now,

@@ -4,7 +4,7 @@ use super::*;
 
 /// `reason` published on the Job `job` (its UID is `uid-{job}`).
 fn publish(series: &mut Series, job: &str, reason: Reason, at: Timestamp) -> Write {
-    series.next(&format!("uid-{job}"), job, reason, at)
+    series.next(&format!("uid-{job}"), job, (reason, 0), at)
 }
 
 fn at(seconds: i64) -> Timestamp {
@@ -47,6 +47,29 @@ fn the_same_reason_within_the_window_counts_on_the_first_event() {
         publish(&mut series, "train", Reason::ClusterLost, at(60 + 359)),
         Write::Count { name, count: 3 },
         "the window runs from the last one"
+    );
+}
+
+#[test]
+fn one_reason_on_another_topic_is_a_series_of_its_own() {
+    let mut series = Series::default();
+    let (image, oom) = (
+        topic_key("wait ImagePullBackOff"),
+        topic_key("fail OOMKilled"),
+    );
+    assert_ne!(image, oom);
+    assert_eq!(topic_key(""), 0, "no topic");
+    let subject = |topic| (Reason::PodsWaiting, topic);
+    let first = series.next("uid-train", "train", subject(image), at(0));
+    let Write::Create { name } = first else {
+        panic!("created: {first:?}");
+    };
+    let other = series.next("uid-train", "train", subject(oom), at(1));
+    assert!(matches!(other, Write::Create { .. }), "{other:?}");
+    assert_eq!(
+        series.next("uid-train", "train", subject(image), at(2)),
+        Write::Count { name, count: 2 },
+        "the first topic's series goes on"
     );
 }
 
@@ -95,7 +118,7 @@ async fn past_a_full_queue_an_event_is_dropped_and_counted_never_held() {
 fn an_object_without_a_uid_starts_no_series() {
     let mut series = Series::default();
     for second in 0..2 {
-        let write = series.next("", "train", Reason::ClusterLost, at(second));
+        let write = series.next("", "train", (Reason::ClusterLost, 0), at(second));
         assert!(matches!(write, Write::Create { .. }), "{write:?}");
     }
     assert!(series.recent.is_empty());

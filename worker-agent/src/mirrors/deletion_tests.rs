@@ -27,7 +27,6 @@ fn read(read: &[&str], objects: Vec<(&str, Arc<dyn Mirror>)>) -> Direct {
             visit: Visit::These(read.clone()),
             objects: by_uid,
             pods: HashMap::new(),
-            unbound: HashMap::new(),
         },
         read,
         unread: Vec::new(),

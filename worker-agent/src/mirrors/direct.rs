@@ -71,7 +71,6 @@ impl Mirrors {
                 visit: Visit::These(HashSet::new()),
                 objects: HashMap::new(),
                 pods: HashMap::new(),
-                unbound: HashMap::new(),
             },
             read: HashSet::new(),
             unread: Vec::new(),

@@ -44,12 +44,8 @@ impl Mirrors {
                 found.entry(uid.clone()).or_default().insert(pod);
             }
         }
-        for (uid, pods) in &mut snapshot.unbound {
-            away_from_home(pods, self.home_of(uid), |p| p.meta());
-        }
         snapshot.objects.retain(|_, objects| !objects.is_empty());
         snapshot.pods.retain(|_, pods| !pods.is_empty());
-        snapshot.unbound.retain(|_, pods| !pods.is_empty());
         let looked_at = match &snapshot.visit {
             Visit::Everything => None,
             Visit::These(uids) => Some(uids),

@@ -43,8 +43,6 @@ use jobrelay_proto::v1::{AgentMessage, ObjectKind, agent_message::Kind};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
-use kube::core::PartialObjectMeta;
-use kube::runtime::watcher::Event;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{Semaphore, mpsc, watch};
 
@@ -53,7 +51,6 @@ use crate::kinds::objects::Objects;
 use crate::kinds::{self, Mirror};
 use crate::namespaces::NamespacePolicy;
 use crate::stuck_pods::HeldPods;
-use crate::unschedulable::UnboundPods;
 pub use crate::watched::origin_uid;
 use crate::watched::{Changes, Watched};
 pub use apply::Applied;
@@ -81,24 +78,6 @@ pub struct Pacing {
     pub brake: BrakeSettings,
 }
 
-/// The Pod a metadata-only watch event shows, as the agent caches it: its
-/// metadata, which is all the agent reads of a Pod. The agent watches Pods'
-/// metadata only, so the worker's API server sends (and the agent decodes)
-/// no Pod's spec or status. For `map_ok` before the agent's Pod reflector.
-pub fn pod_of_metadata(event: Event<PartialObjectMeta<Pod>>) -> Event<Pod> {
-    let pod = |meta: PartialObjectMeta<Pod>| Pod {
-        metadata: meta.metadata,
-        ..Pod::default()
-    };
-    match event {
-        Event::Apply(meta) => Event::Apply(pod(meta)),
-        Event::Delete(meta) => Event::Delete(pod(meta)),
-        Event::InitApply(meta) => Event::InitApply(pod(meta)),
-        Event::Init => Event::Init,
-        Event::InitDone => Event::InitDone,
-    }
-}
-
 /// The mirrors one pass looks at, and their objects (mirrors and their
 /// children, of every kind) and Pods by origin UID as the caches show them
 /// at its start.
@@ -106,8 +85,6 @@ pub(crate) struct Snapshot {
     visit: Visit,
     objects: HashMap<String, Vec<Arc<dyn Mirror>>>,
     pods: HashMap<String, Vec<Arc<Pod>>>,
-    /// The Pods of each origin UID not bound to a node.
-    unbound: HashMap<String, Vec<Arc<Pod>>>,
 }
 
 impl Snapshot {
@@ -126,10 +103,6 @@ impl Snapshot {
 
     fn pods(&self, uid: &str) -> &[Arc<Pod>] {
         self.pods.get(uid).map(Vec::as_slice).unwrap_or_default()
-    }
-
-    fn unbound(&self, uid: &str) -> &[Arc<Pod>] {
-        self.unbound.get(uid).map(Vec::as_slice).unwrap_or_default()
     }
 
     /// Of the keys of a map (`all`, tested by `has`), those this pass looks at.
@@ -172,7 +145,6 @@ pub struct Mirrors {
     orphan_pod_grace: Duration,
     objects: Objects,
     pods: Watched<Pod>,
-    unbound: UnboundPods,
     /// The Pods held Terminating on a node not Ready, by origin UID, and
     /// what this session was told of them.
     held: watch::Receiver<Arc<HeldPods>>,
@@ -228,7 +200,6 @@ impl Mirrors {
             orphan_pod_grace: pacing.orphan_pod_grace,
             objects,
             pods,
-            unbound: UnboundPods::default(),
             held: watch::channel(Arc::default()).1,
             held_told: HeldPods::new(),
             changes,
@@ -264,12 +235,6 @@ impl Mirrors {
         self
     }
 
-    /// Reports the mirrors' Pods that wait unschedulable, from `unbound`.
-    pub fn watching_unbound(mut self, unbound: UnboundPods) -> Self {
-        self.unbound = unbound;
-        self
-    }
-
     /// Shows the mirrors being deleted (or waiting for their Pods to go) on
     /// `deleting` after each pass, those the brake holds on `held`, and
     /// the objects found outside their mirror's namespace on `foreign`.
@@ -295,7 +260,6 @@ impl Mirrors {
     pub async fn wait_ready(&self) {
         self.objects.wait_until_ready().await;
         self.pods.wait_until_ready().await;
-        self.unbound.wait_until_ready().await;
     }
 
     /// A new session: what was sent before must be sent again (lost mirrors
@@ -341,13 +305,11 @@ impl Mirrors {
             Visit::Everything => Snapshot {
                 objects: by_origin_uid(self.objects.state(), |o| o.object_meta()),
                 pods: by_origin_uid(self.pods.state(), |p| p.meta()),
-                unbound: by_origin_uid(self.unbound.state(), |p| p.meta()),
                 visit,
             },
             Visit::These(uids) => Snapshot {
                 objects: self.objects.of(uids),
                 pods: self.pods.of(uids),
-                unbound: self.unbound.of(uids),
                 visit,
             },
         };

@@ -1,13 +1,17 @@
 //! The mirrors' status for the manager: a MirrorStatus is sent when a
 //! mirror Job's status, phase or revision differs from what was last sent,
-//! or what it says of the Pods waiting unschedulable does.
+//! or what it says of its Pods (those waiting unschedulable, their phases
+//! and reasons) does.
 
-use jobrelay_proto::v1::{AgentMessage, MirrorPhase, MirrorStatus, agent_message::Kind};
+use jobrelay_proto::v1::{
+    AgentMessage, MirrorPhase, MirrorStatus, PodSummary, agent_message::Kind,
+};
 use k8s_openapi::jiff::Timestamp;
 use tracing::warn;
 
 use super::{Mirrors, Snapshot, agent_message, origin_uid};
 use crate::kinds;
+use crate::pod_summary::summary;
 use crate::report::revision_of;
 use crate::unschedulable::{Stuck, stuck};
 
@@ -26,11 +30,12 @@ struct Report {
     phase: MirrorPhase,
     status: Vec<u8>,
     unschedulable: Option<Stuck>,
+    pods: PodSummary,
 }
 
 impl Mirrors {
     /// Reports, into `out`, the status of each mirror in `snapshot` whose Job
-    /// (or whose unschedulable Pods) changed since it was last sent.
+    /// (or what it says of its Pods) changed since it was last sent.
     pub(super) fn report_status(&mut self, snapshot: &Snapshot, out: &mut Vec<AgentMessage>) {
         let mirrors = snapshot
             .objects
@@ -47,10 +52,12 @@ impl Mirrors {
                 continue;
             }
             let previous = record.and_then(|r| r.last_report.as_ref());
-            let unschedulable = stuck(snapshot.unbound(&uid));
+            let pods = snapshot.pods(&uid);
+            let (unschedulable, pods) = (stuck(pods), summary(pods));
             if previous.is_some_and(|sent| {
                 sent.resource_version == meta.resource_version
                     && sent.report.unschedulable == unschedulable
+                    && sent.report.pods == pods
             }) {
                 continue;
             }
@@ -66,6 +73,7 @@ impl Mirrors {
                 phase: job.mirror_phase(),
                 status,
                 unschedulable,
+                pods,
             };
             if previous.is_none_or(|sent| sent.report != report) {
                 out.push(agent_message(Kind::MirrorStatus(MirrorStatus {
@@ -77,6 +85,7 @@ impl Mirrors {
                         .unschedulable
                         .as_ref()
                         .map(|stuck| stuck.report(Timestamp::now())),
+                    pods: Some(report.pods.clone()),
                 })));
             }
             let resource_version = meta.resource_version.clone();

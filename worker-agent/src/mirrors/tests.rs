@@ -89,35 +89,6 @@ async fn the_first_half_of_a_pass_reports_status_without_a_request() {
     );
 }
 
-#[test]
-fn a_pod_watched_by_its_metadata_is_cached_with_that_metadata_and_the_same_event() {
-    let meta: PartialObjectMeta<Pod> = serde_json::from_value(serde_json::json!({
-        "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
-        "metadata": {"name": "train-x", "uid": "p1", "labels": {"jobrelay.dev/origin-uid": "u1"},
-            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "j1", "controller": true}]},
-    }))
-    .unwrap();
-    let metadata = meta.metadata.clone();
-    let cached = |event| match pod_of_metadata(event) {
-        Event::Apply(pod) => ("apply", pod),
-        Event::Delete(pod) => ("delete", pod),
-        Event::InitApply(pod) => ("init-apply", pod),
-        other => panic!("a marker for an object: {other:?}"),
-    };
-    for (event, kind) in [
-        (Event::Apply(meta.clone()), "apply"),
-        (Event::Delete(meta.clone()), "delete"),
-        (Event::InitApply(meta), "init-apply"),
-    ] {
-        let (shown, pod) = cached(event);
-        assert_eq!(shown, kind);
-        assert_eq!(pod.metadata, metadata);
-        assert!(pod.spec.is_none() && pod.status.is_none());
-    }
-    assert!(matches!(pod_of_metadata(Event::Init), Event::Init));
-    assert!(matches!(pod_of_metadata(Event::InitDone), Event::InitDone));
-}
-
 #[tokio::test]
 async fn what_the_agent_holds_follows_each_desired_set_apply_and_delete() {
     let mut mirrors = reaching_nothing(vec![mirror("u1", false), mirror("u2", false)]).await;

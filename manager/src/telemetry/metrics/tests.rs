@@ -1,6 +1,7 @@
 //! The manager's metrics as Prometheus reads them.
 
 use super::*;
+use crate::mirror::Held;
 use jobrelay_proto::v1::MirrorPhase;
 use kube::runtime::reflector::ObjectRef;
 use std::time::Duration;
@@ -13,7 +14,7 @@ fn renders_counters_gauges_and_per_cluster_histograms() {
     fleet.connect("w1", "test", &[], vec![], vec![], outbox);
     let key = crate::kinds::Key::of(&ObjectRef::<Job>::new("a").within("ns"));
     fleet.ensure_applied("w1", "u1", &key, 1, Vec::new);
-    fleet.record_status("w1", "u1", 1, MirrorPhase::Running, None, None);
+    fleet.record_status("w1", "u1", Held::new(1, MirrorPhase::Running, None));
     let metrics = Metrics::new(
         Arc::clone(&fleet),
         Arc::new(DeletionTurns::per_second(1.0)),

@@ -249,6 +249,7 @@ fn status(uid: &str, held: &Held) -> AgentMessage {
         phase: held.phase.into(),
         status: serde_json::to_vec(&held.status()).unwrap_or_default(),
         unschedulable: None,
+        pods: None,
     }))
 }
 
