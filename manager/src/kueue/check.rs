@@ -119,10 +119,16 @@ pub fn decide(input: &Input) -> CheckStep {
 /// Job's cluster; `None` when the check's usual steps apply.
 fn after_admission(input: &Input, job: &JobSide, cluster: &str) -> Option<CheckStep> {
     if !job.withdrawing && !input.finished && (input.evicted || !input.quota_reserved) {
-        let why = match input.evicted {
+        let mut why = match input.evicted {
             false => "Kueue holds no quota for the Workload".to_string(),
             true => evicted(input),
         };
+        // Its Pods did not get ready in time: what they waited for.
+        if input.evicted_for == PODS_READY_TIMEOUT
+            && let Some(pods) = &job.pods_why
+        {
+            why = format!("{why}; its Pods on {pods}");
+        }
         return Some(CheckStep::Withdraw {
             why: format!(
                 "{why}; it is placed afresh when Kueue admits it again, cluster {cluster} tried last"

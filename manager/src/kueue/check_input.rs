@@ -54,6 +54,9 @@ pub struct JobSide {
     /// What holds its mirror's deletion: Pods held Terminating on a node
     /// that is not Ready, in words ([`crate::job::held_pods::holding_quota`]).
     pub pods_held: Option<String>,
+    /// Why its mirror's Pods wait or failed on its cluster, as the agent
+    /// last said, in words ([`crate::job::pods_why::annotation`]).
+    pub pods_why: Option<String>,
     /// Whether its mirror's Pods all wait for a node on its cluster, and
     /// for how much longer until its `unschedulableTimeout` moves it (none
     /// of them having run) — or why it moves now, in words.

@@ -44,6 +44,18 @@ fn an_evicted_job_has_its_mirror_withdrawn_to_be_placed_afresh() {
         matches!(decide(&not_ready), CheckStep::Withdraw { avoid: true, .. }),
         "its Pods did not get ready there: avoided for a while"
     );
+    let pods = "cluster w1 (1 Pending): 1 Pod wait ImagePullBackOff (container main)";
+    not_ready.job.as_mut().unwrap().pods_why = Some(pods.into());
+    assert!(
+        matches!(decide(&not_ready), CheckStep::Withdraw { why, .. } if why.contains(&format!("(PodsReadyTimeout); its Pods on {pods}"))),
+        "what its Pods waited for: {:?}",
+        decide(&not_ready)
+    );
+    preempted.job.as_mut().unwrap().pods_why = Some(pods.into());
+    assert!(
+        matches!(decide(&preempted), CheckStep::Withdraw { why, .. } if !why.contains("ImagePullBackOff")),
+        "preempted: the Pods are not why"
+    );
     let mut unplaced = input();
     unplaced.evicted = true;
     assert_eq!(decide(&unplaced), CheckStep::Idle, "nothing to withdraw");

@@ -24,6 +24,7 @@ use crate::clusters::worker_cluster::MoveTimeout;
 use crate::clusters::worker_cluster_set::WorkerClusterSet;
 use crate::job::held_pods;
 use crate::job::placement::{Preferences, assigned_cluster, pinned_cluster, preferences};
+use crate::job::pods_why;
 use crate::job::refused::{self, Refused};
 use crate::job::stuck;
 use crate::kinds::Key;
@@ -370,6 +371,10 @@ impl Owned {
             pods_held: cluster.as_deref().zip(view.as_ref()).and_then(|(c, v)| {
                 let timeout = ctx.registry.get(c)?.terminating_pod_timeout().ok()?;
                 held_pods::holding_quota(c, v.state.pods_held(), timeout)
+            }),
+            pods_why: cluster.as_deref().zip(view.as_ref()).and_then(|(c, v)| {
+                let pods = v.state.held()?.pods.as_ref()?;
+                pods_why::annotation(c, pods)
             }),
             flavors_to_record: self.flavors_to_record,
             cluster,
