@@ -41,6 +41,9 @@ pub enum Reason {
     /// Pods of the mirror failed on its worker (a non-zero exit code,
     /// OOMKilled, Evicted, DeadlineExceeded).
     PodsFailed,
+    /// A Warning Event on the worker about the mirror or its Pods, passed
+    /// on by the agent.
+    WorkerWarning,
     /// The withdrawn mirror and its Pods are gone (or its cluster is Lost)
     /// and the Job unplaced; it is placed again when Kueue admits it.
     MirrorWithdrawn,
@@ -78,6 +81,7 @@ impl Reason {
             Reason::PodsStuckTerminating => "PodsStuckTerminating",
             Reason::PodsWaiting => "PodsWaiting",
             Reason::PodsFailed => "PodsFailed",
+            Reason::WorkerWarning => "WorkerWarning",
             Reason::PlacementRecordRestored => "PlacementRecordRestored",
             Reason::LeaderElection => "LeaderElection",
             Reason::AdmissionCheckRejected => "AdmissionCheckRejected",
@@ -100,6 +104,7 @@ impl Reason {
             | Reason::PodsStuckTerminating
             | Reason::PodsWaiting
             | Reason::PodsFailed
+            | Reason::WorkerWarning
             | Reason::PlacementRecordRestored
             | Reason::AdmissionCheckRejected
             | Reason::ManagerInstanceRefused
@@ -148,7 +153,7 @@ mod tests {
         Reason::RemotePodsGone,
     ];
 
-    const PROBLEMS: [Reason; 18] = [
+    const PROBLEMS: [Reason; 19] = [
         Reason::RemoteFailed,
         Reason::RemoteRejected,
         Reason::DispatchWaiting,
@@ -161,6 +166,7 @@ mod tests {
         Reason::PodsStuckTerminating,
         Reason::PodsWaiting,
         Reason::PodsFailed,
+        Reason::WorkerWarning,
         Reason::MirrorWithdrawn,
         Reason::PlacementRecordRestored,
         Reason::LeaderElection,

@@ -99,6 +99,21 @@ pub struct Args {
     )]
     pub room: bool,
 
+    /// Tell the manager the worker's Warning Events about the mirrors and
+    /// their Pods (FailedScheduling, FailedMount, BackOff, FailedCreate, …),
+    /// from a watch of Warning Events within the namespace policy, so that
+    /// the manager Job shows them. `false`: no such watch.
+    #[arg(
+        long,
+        env = "JOBRELAY_WORKER_EVENTS",
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub worker_events: bool,
+
     /// With the room, report what the worker's own Kueue has free, by
     /// ClusterQueue, from watches of its ClusterQueues and LocalQueues: the
     /// manager then places a Job queued in that Kueue (WorkerCluster

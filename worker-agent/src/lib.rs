@@ -25,6 +25,7 @@ mod teardown;
 mod terminated_pods;
 mod unschedulable;
 mod watched;
+mod worker_events;
 
 use std::time::Duration;
 
@@ -77,12 +78,14 @@ pub async fn run(args: Args) -> Result<(), Error> {
     let served = startup::served_kinds(&client).await?;
     let (watched, watching) = startup::watch_mirrors(&client, &args.origin, policy, &served);
     let room = startup::watch_room(&args, &client, &metrics, &tasks);
+    let warnings = startup::watch_warnings(&args, &client, &watched, &tasks);
     let (connected, link_up) = watch::channel(false);
     startup::follow_link(&metrics, link_up, client.clone(), readiness, &tasks);
     let (stuck_pod_timeout, held) =
         startup::sweep_stuck_pods(&client, &watched, &deletions, &tasks);
     let mut agent = startup::agent(&args, dial, connected, client, deletions, watched, &metrics)
         .reporting_room(room)
+        .telling_worker_events(warnings)
         .telling_stuck_pods(stuck_pod_timeout);
     agent.mirrors.watch_held_pods(held);
     info!(cluster = %args.cluster, manager = %args.manager_url.join(","), origin = %args.origin, "agent starting");

@@ -28,6 +28,19 @@ pub const MESSAGE_BYTES: usize = 256;
 /// reason to show.
 const ON_THE_WAY: [&str; 2] = ["ContainerCreating", "PodInitializing"];
 
+/// A summary as a status carries it, compared as the manager reads it: the
+/// counts by phase are shown only beside a reason, so two summaries without
+/// one are the same — Pods starting, running and succeeding send no status
+/// the Job's own would not.
+#[derive(Debug, Clone)]
+pub struct Said(pub PodSummary);
+
+impl PartialEq for Said {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0 || (self.0.reasons.is_empty() && other.0.reasons.is_empty())
+    }
+}
+
 /// One Pod's reason, before Pods sharing it are counted.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Why {

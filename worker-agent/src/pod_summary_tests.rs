@@ -221,3 +221,24 @@ fn the_cache_keeps_what_is_read_and_no_more() {
         Some((2, true))
     );
 }
+
+#[test]
+fn counts_without_a_reason_say_nothing_new_and_a_reason_or_a_count_beside_one_does() {
+    let quiet = |running| {
+        Said(PodSummary {
+            running,
+            ..PodSummary::default()
+        })
+    };
+    assert_eq!(
+        quiet(0),
+        quiet(1),
+        "a Pod started: nothing the manager shows"
+    );
+    let waiting = Said(summary(&[pod("a", waiting("ImagePullBackOff", "x"))]));
+    assert_ne!(quiet(0), waiting, "a reason appeared");
+    assert_ne!(waiting, quiet(0), "the reason went");
+    let mut more = waiting.clone();
+    more.0.pending += 1;
+    assert_ne!(waiting, more, "a count beside a reason");
+}

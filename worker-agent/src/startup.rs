@@ -14,12 +14,13 @@ use jobrelay_kinds::jobset::JobSet;
 use jobrelay_process::Tasks;
 use jobrelay_process::health::Readiness;
 use jobrelay_proto::kinds::KindName;
+use jobrelay_proto::v1::AgentMessage;
 use jobrelay_proto::wire::ORIGIN_LABEL;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::info;
 
@@ -36,7 +37,7 @@ use crate::namespaces::NamespacePolicy;
 use crate::session::Agent;
 use crate::stuck_pods::{self, HeldPods};
 use crate::watched::{Changes, Watched};
-use crate::{initial_list, pod_summary, room, scoped_watch, terminated_pods};
+use crate::{initial_list, pod_summary, room, scoped_watch, terminated_pods, worker_events};
 
 /// How often the agent checks that its own API server answers.
 const API_PROBE_INTERVAL: Duration = Duration::from_secs(5);
@@ -135,6 +136,8 @@ pub(crate) struct WatchedMirrors {
     pods: Watched<Pod>,
     changes: Arc<Changes>,
     policy: Arc<NamespacePolicy>,
+    /// The caches' readers, to tell whose a worker's Event is.
+    owners: worker_events::Owners,
 }
 
 /// The watched mirrors, and the watches that fill them (ending only if a
@@ -175,7 +178,13 @@ pub(crate) fn watch_mirrors(
     let watching = Box::pin(async move {
         futures::future::select_all(watches).await;
     });
+    let owners = worker_events::Owners {
+        pods: pods.store(),
+        jobs: jobs.store(),
+        jobsets: jobsets.as_ref().map(Watched::store),
+    };
     let watched = WatchedMirrors {
+        owners,
         objects: Objects::new(jobs, jobsets),
         pods,
         changes,
@@ -197,6 +206,29 @@ pub(crate) async fn served_kinds(client: &kube::Client) -> Result<Vec<KindName>,
         false => info!(%kind, "the worker does not serve JobSets; not mirroring them"),
     }
     Ok(served.then_some(kind).into_iter().collect())
+}
+
+/// The worker's Warning Events about this origin's mirrors and their Pods,
+/// from a watch of them within the namespace policy, for the sessions to
+/// tell; none with `--worker-events=false`.
+pub(crate) fn watch_warnings(
+    args: &Args,
+    client: &kube::Client,
+    watched: &WatchedMirrors,
+    tasks: &Tasks,
+) -> Option<mpsc::Receiver<AgentMessage>> {
+    if !args.worker_events {
+        info!("worker Events are not told to the manager (--worker-events=false)");
+        return None;
+    }
+    let warnings = watcher::Config::default()
+        .fields(worker_events::WARNINGS)
+        .timeout(jobrelay_process::WATCH_TIMEOUT_SECS);
+    let scope = watched.policy.watched();
+    let events = watch_within::<CoreEvent>(client, scope.as_deref(), &warnings).default_backoff();
+    let (told, telling) = mpsc::channel(worker_events::QUEUED);
+    tasks.spawn(worker_events::run(events, watched.owners.clone(), told));
+    Some(telling)
 }
 
 /// The room every session reports, from the room's watches; none with
@@ -284,6 +316,7 @@ pub(crate) fn agent(
         fenced: crate::session::Fenced::shown_on(metrics.fence()),
         room: None,
         terminating_pod_timeout: watch::Sender::new(None),
+        worker_events: None,
     }
 }
 

@@ -5,10 +5,13 @@
 //! waits or failed for a reason; and a warning Event (`PodsWaiting`,
 //! `PodsFailed`) the first time each reason is seen, in a series of its own
 //! per reason (`kubectl describe job`). Pure; the status copy carries it
-//! out.
+//! out. Beside them, the worker's own Warning Events about the mirror and
+//! its Pods, which the agent passes on, as `WorkerWarning`s.
 //!
 //! The annotation is also what remembers which reasons were shown, so a
 //! manager that restarts (or another replica) tells nothing twice.
+
+use jobrelay_proto::v1::WorkerEvent;
 
 use crate::mirror::{PodWhy, PodsSeen};
 use crate::reason::Reason;
@@ -58,6 +61,29 @@ pub fn shown(cluster: &str, pods: Option<&PodsSeen>, shown: Option<&str>) -> Sho
     Shown {
         annotation: Some(text),
         events,
+    }
+}
+
+/// A Warning Event on the worker about the mirror or one of its Pods, as
+/// the Job shows it: a `WorkerWarning` naming the cluster, the object, the
+/// reason and who reported it, in a series per reason and kind of object.
+pub fn worker_warning(cluster: &str, event: &WorkerEvent) -> PodsEvent {
+    let kind = event.object.split(' ').next().unwrap_or_default();
+    let by = match event.source.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", event.source),
+    };
+    let said = match event.message.is_empty() {
+        true => String::new(),
+        false => format!(": {}", event.message),
+    };
+    PodsEvent {
+        reason: Reason::WorkerWarning,
+        topic: format!("{kind} {}", event.reason),
+        note: format!(
+            "on cluster {cluster}, {}: {}{by}{said}",
+            event.object, event.reason
+        ),
     }
 }
 

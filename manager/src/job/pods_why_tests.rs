@@ -124,3 +124,30 @@ fn a_reason_without_container_or_message_reads_plainly() {
         Some("cluster w (1 Failed): 1 Pod failed Evicted")
     );
 }
+
+#[test]
+fn a_workers_warning_names_the_cluster_the_object_the_reason_and_who_said_it() {
+    let event = WorkerEvent {
+        object: "Pod train-x7k2p".into(),
+        reason: "FailedMount".into(),
+        message: "secret \"creds\" not found".into(),
+        source: "kubelet".into(),
+    };
+    assert_eq!(
+        worker_warning("worker-1", &event),
+        PodsEvent {
+            reason: Reason::WorkerWarning,
+            topic: "Pod FailedMount".into(),
+            note: "on cluster worker-1, Pod train-x7k2p: FailedMount (kubelet): secret \"creds\" not found".into(),
+        }
+    );
+    let bare = WorkerEvent {
+        object: "Job train".into(),
+        reason: "FailedCreate".into(),
+        ..WorkerEvent::default()
+    };
+    assert_eq!(
+        worker_warning("w", &bare).note,
+        "on cluster w, Job train: FailedCreate"
+    );
+}

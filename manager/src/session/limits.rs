@@ -45,6 +45,8 @@ pub fn limit(kind: &agent_message::Kind) -> usize {
         K::MirrorLost(_) => 16 * 1024,
         // At most 64 Pods (one sweep's), each a name, a node and a duration.
         K::PodsHeld(_) => 64 * 1024,
+        // An agent sends one Event at a time, its message cut to 512 bytes.
+        K::WorkerEvents(_) => 16 * 1024,
         K::MirrorGone(_) | K::Heartbeat(_) | K::DeletionsHeld(_) => 1024,
         // Each node pool's labels, taints and amounts: a few hundred bytes,
         // and a cluster of a thousand different nodes fits.
@@ -86,6 +88,7 @@ pub fn within_limit(kind: &agent_message::Kind) -> Result<usize, TooLarge> {
         agent_message::Kind::DeletionsHeld(m) => m.encoded_len(),
         agent_message::Kind::Room(m) => m.encoded_len(),
         agent_message::Kind::PodsHeld(m) => m.encoded_len(),
+        agent_message::Kind::WorkerEvents(m) => m.encoded_len(),
     };
     check_size(kind, size).map(|()| size)
 }
@@ -102,6 +105,7 @@ fn kind_name(kind: &agent_message::Kind) -> &'static str {
         K::DeletionsHeld(_) => "DeletionsHeld",
         K::Room(_) => "Room",
         K::PodsHeld(_) => "PodsHeld",
+        K::WorkerEvents(_) => "WorkerEvents",
     }
 }
 

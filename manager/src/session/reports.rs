@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use jobrelay_proto::kinds::{JOBSET, KindName};
 use jobrelay_proto::v1::{
     ApplyRejected, DeletionsHeld, MirrorGone, MirrorLost, MirrorPhase, MirrorStatus, PodsHeld,
-    agent_message,
+    WorkerEvents, agent_message,
 };
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
@@ -17,6 +17,7 @@ use tracing::{debug, warn};
 use super::anti_entropy::AntiEntropy;
 use super::{Ended, Sessions};
 use crate::job::held_pods::{self, HeldPod};
+use crate::job::pods_why;
 use crate::kinds::RelayedKind;
 use crate::mirror::{Held, PodsSeen, Rejection, StatusText, Unschedulable};
 use crate::telemetry::events::{Reason, object_reference};
@@ -43,6 +44,7 @@ impl Sessions {
             K::ApplyRejected(rejected) => self.apply_rejected(cluster, rejected),
             K::Room(room) => self.fleet.set_room(cluster, Room::from(room)),
             K::PodsHeld(held) => self.pods_held(cluster, held),
+            K::WorkerEvents(told) => self.worker_events(cluster, told),
         }
         Ok(())
     }
@@ -256,6 +258,22 @@ impl Sessions {
         if let Some(key) = self.fleet.key_of(cluster, uid) {
             let object = object_reference(&key, uid);
             self.events.publish(&object, reason, note);
+        }
+    }
+
+    /// Warning Events on the worker about a mirror placed there, shown on
+    /// its manager Job.
+    fn worker_events(&self, cluster: &str, told: WorkerEvents) {
+        let Some(key) = self.fleet.key_of(cluster, &told.origin_uid) else {
+            self.metrics.report_dropped(cluster);
+            return;
+        };
+        let object = object_reference(&key, &told.origin_uid);
+        for event in told.events {
+            let warning = pods_why::worker_warning(cluster, &event);
+            let topic = &warning.topic;
+            self.events
+                .publish_on(&object, warning.reason, topic, warning.note);
         }
     }
 

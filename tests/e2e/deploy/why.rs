@@ -5,16 +5,21 @@
 //! retried. Each manager Job's `jobrelay.dev/pods` annotation says the
 //! cluster, the Pods by phase and the kubelet's reason, container and exit
 //! code, and a warning Event (`PodsWaiting`, `PodsFailed`) tells it in
-//! `kubectl describe job`.
+//! `kubectl describe job`. And the worker's own Warning Event about a mirror
+//! — its Job controller's `FailedCreate` under a quota of no Pods — reaches
+//! the manager Job as a `WorkerWarning` naming the worker.
 
-use jobrelay_e2e::deployed::{TIMEOUT, create, finish, namespace};
+use jobrelay_e2e::deployed::{TIMEOUT, create, finish, namespace, worker};
 use jobrelay_proto::wire::{CLUSTER_KEY, MANAGED_BY, PODS_ANNOTATION};
 use jobrelay_testbed::cluster::node::{REAL_NODE_LABEL, REAL_NODE_TAINT, WORKLOAD_IMAGE};
+use jobrelay_testbed::kit;
+use jobrelay_testbed::objects::fixtures::TestJob;
 use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::ResourceQuota;
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
 use super::installed;
 
@@ -22,7 +27,7 @@ use super::installed;
 const ABSENT_IMAGE: &str = "jobrelay.test/absent:1";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn why_pods_wait_or_failed_on_a_worker_is_shown_on_the_manager_job() {
+async fn why_pods_wait_or_failed_on_a_worker_and_its_warnings_are_shown_on_the_manager_job() {
     let installed = installed().await;
     let (ns, jobs) = namespace(installed, "deploy-why").await;
     create(&jobs, on_real_node(&ns, "unpulled", ABSENT_IMAGE, &[], 0)).await;
@@ -59,7 +64,44 @@ async fn why_pods_wait_or_failed_on_a_worker_is_shown_on_the_manager_job() {
         failed.starts_with("on cluster worker-1, 1 Pod failed Error (container work, exit code 3)"),
         "{failed}"
     );
+
+    // A mirror whose Pods the worker's Job controller may not create (a
+    // ResourceQuota of no Pods on worker-2, whose agent holds Roles only):
+    // no Pod, so nothing of it but the controller's FailedCreate warning,
+    // which reaches the manager Job naming the worker.
+    let worker_2 = kit::client(worker(installed, "worker-2")).await;
+    let quotas: Api<ResourceQuota> = Api::namespaced(worker_2, &ns);
+    let none: ResourceQuota = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "no-pods"}, "spec": {"hard": {"pods": "0"}},
+    }))
+    .expect("a ResourceQuota");
+    quotas
+        .create(&PostParams::default(), &none)
+        .await
+        .expect("creating the quota on worker-2");
+    wait::until("the quota counted on worker-2", TIMEOUT, || async {
+        match quotas.get("no-pods").await {
+            Ok(q) if q.status.as_ref().and_then(|s| s.hard.as_ref()).is_some() => Seen::Ready(()),
+            other => Seen::Waiting(format!("{:?}", other.map(|q| q.status))),
+        }
+    })
+    .await;
+    let over = TestJob::new(&ns, "over-quota")
+        .managed_by(MANAGED_BY)
+        .label(CLUSTER_KEY, "worker-2")
+        .build();
+    create(&jobs, over).await;
+    let told = wait_warning(&events, "over-quota", "WorkerWarning").await;
+    assert!(
+        told.starts_with("on cluster worker-2, Job over-quota: FailedCreate (job-controller): ")
+            && told.contains("exceeded quota: no-pods"),
+        "{told}"
+    );
     finish(installed, &ns, &jobs).await;
+    quotas
+        .delete("no-pods", &DeleteParams::default())
+        .await
+        .expect("deleting the quota");
 }
 
 /// A Job pinned to worker-1 whose one container runs `image` with `args` on

@@ -43,17 +43,28 @@ async fn agent_may_touch_only_jobs_jobsets_pods_and_events() {
         "agent grants: {granted:?}"
     );
     for (group, resource) in &granted {
-        let expected = match resource.as_str() {
-            "jobs" | "jobs/status" => "batch",
-            "jobsets" => "jobset.x-k8s.io",
-            "pods" => "",
-            _ => "events.k8s.io",
+        let expected: &[&str] = match resource.as_str() {
+            "jobs" | "jobs/status" => &["batch"],
+            "jobsets" => &["jobset.x-k8s.io"],
+            "pods" => &[""],
+            // It records Events, and reads the worker's Warning Events.
+            _ => &["events.k8s.io", ""],
         };
-        assert_eq!(
-            group, expected,
-            "{resource} from the {expected:?} API group"
+        assert!(
+            expected.contains(&group.as_str()),
+            "{resource} from the {expected:?} API groups, not {group:?}"
         );
     }
+    // The worker's Events it reads, never writes.
+    let core_event_verbs: BTreeSet<&str> = role
+        .rules
+        .iter()
+        .flatten()
+        .filter(|r| r.api_groups.iter().flatten().any(|g| g.is_empty()))
+        .filter(|r| r.resources.iter().flatten().any(|x| x == "events"))
+        .flat_map(|r| r.verbs.iter().map(String::as_str))
+        .collect();
+    assert_eq!(core_event_verbs, BTreeSet::from(["list", "watch"]));
     // The Job controller of the worker creates the Pods, never the agent.
     let pod_verbs: BTreeSet<&str> = role
         .rules

@@ -3,15 +3,13 @@
 //! or what it says of its Pods (those waiting unschedulable, their phases
 //! and reasons) does.
 
-use jobrelay_proto::v1::{
-    AgentMessage, MirrorPhase, MirrorStatus, PodSummary, agent_message::Kind,
-};
+use jobrelay_proto::v1::{AgentMessage, MirrorPhase, MirrorStatus, agent_message::Kind};
 use k8s_openapi::jiff::Timestamp;
 use tracing::warn;
 
 use super::{Mirrors, Snapshot, agent_message, origin_uid};
 use crate::kinds;
-use crate::pod_summary::summary;
+use crate::pod_summary::{Said, summary};
 use crate::report::revision_of;
 use crate::unschedulable::{Stuck, stuck};
 
@@ -30,7 +28,7 @@ struct Report {
     phase: MirrorPhase,
     status: Vec<u8>,
     unschedulable: Option<Stuck>,
-    pods: PodSummary,
+    pods: Said,
 }
 
 impl Mirrors {
@@ -53,7 +51,7 @@ impl Mirrors {
             }
             let previous = record.and_then(|r| r.last_report.as_ref());
             let pods = snapshot.pods(&uid);
-            let (unschedulable, pods) = (stuck(pods), summary(pods));
+            let (unschedulable, pods) = (stuck(pods), Said(summary(pods)));
             if previous.is_some_and(|sent| {
                 sent.resource_version == meta.resource_version
                     && sent.report.unschedulable == unschedulable
@@ -85,7 +83,7 @@ impl Mirrors {
                         .unschedulable
                         .as_ref()
                         .map(|stuck| stuck.report(Timestamp::now())),
-                    pods: Some(report.pods.clone()),
+                    pods: Some(report.pods.0.clone()),
                 })));
             }
             let resource_version = meta.resource_version.clone();

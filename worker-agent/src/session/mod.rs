@@ -64,12 +64,24 @@ pub struct Agent {
     /// The WorkerCluster's `terminatingPodTimeout`, as the latest Welcome
     /// said it, for the sweep of stuck Pods.
     pub terminating_pod_timeout: watch::Sender<Option<Duration>>,
+    /// The worker's Warning Events about the mirrors, to tell each session;
+    /// `None`: not watched (`--worker-events=false`).
+    pub worker_events: Option<mpsc::Receiver<AgentMessage>>,
 }
 
 impl Agent {
     /// The agent, reporting `room` on each session.
     pub fn reporting_room(self, room: Option<room::Feed>) -> Agent {
         Agent { room, ..self }
+    }
+
+    /// The agent, telling each session the worker's Warning Events about
+    /// the mirrors that `events` yields.
+    pub fn telling_worker_events(self, events: Option<mpsc::Receiver<AgentMessage>>) -> Agent {
+        Agent {
+            worker_events: events,
+            ..self
+        }
     }
 
     /// Holds a session to the manager forever, reconnecting with backoff;
@@ -195,6 +207,10 @@ impl Agent {
                 () = changes.notified() => Some(Pass::Changes),
                 report = room::next(room_reports.as_mut()) => {
                     out.push(report);
+                    None
+                }
+                Some(told) = next_told(self.worker_events.as_mut()) => {
+                    out.push(told);
                     None
                 }
                 () = self.dial.certificates_changed() => return Ended::CertificatesChanged,
@@ -351,6 +367,14 @@ pub enum Ended {
 
 /// An error with its sources, which is where TLS and connection errors say
 /// what went wrong.
+/// The next Warning Event to tell; never, where none is watched.
+async fn next_told(events: Option<&mut mpsc::Receiver<AgentMessage>>) -> Option<AgentMessage> {
+    match events {
+        Some(events) => events.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 fn chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();

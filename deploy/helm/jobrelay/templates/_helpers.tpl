@@ -161,7 +161,9 @@ downward API (`POD_IP`, which `jobrelay.podIPEnv` defines first).
 # Jobs' Pods are created by the worker's Job controller, so the agent never
 # creates Pods itself. Where the worker serves JobSets, the agent mirrors them
 # the same way (their Jobs are the JobSet controller's, their Pods the Job
-# controller's); where it does not, the rule grants nothing.
+# controller's); where it does not, the rule grants nothing. With
+# `agent.workerEvents` it reads Warning Events, to tell the manager those
+# about its mirrors and their Pods.
 rules:
   - apiGroups: ["batch"]
     resources: ["jobs"]
@@ -178,6 +180,11 @@ rules:
   - apiGroups: ["events.k8s.io"]
     resources: ["events"]
     verbs: ["create", "patch"]
+  {{- if .Values.agent.workerEvents }}
+  - apiGroups: [""]
+    resources: ["events"]
+    verbs: ["list", "watch"]
+  {{- end }}
 {{- end }}
 
 {{/* The admission webhook's serving certificate: the Secret, where it is mounted. */}}
