@@ -300,13 +300,25 @@ async fn with_events_for_problems_only_a_job_that_succeeds_records_none_one_that
         .list(&ListParams::default())
         .await
         .expect("list Events");
-    let types: Vec<_> = listed
+    let broken: Vec<(String, String)> = listed
         .items
         .iter()
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("broken"))
-        .map(|e| e.type_.clone().unwrap_or_default())
+        .map(|e| {
+            let reason = e.reason.clone().unwrap_or_default();
+            (reason, e.type_.clone().unwrap_or_default())
+        })
         .collect();
-    assert_eq!(types, ["Warning"], "a failure is one warning");
+    // The failure is one warning; its Pod's failure may have been told
+    // before the Job's end was (a PodsFailed warning), never after.
+    let finished = broken.iter().filter(|(r, _)| r == "RemoteFinished").count();
+    assert_eq!(finished, 1, "a failure is one RemoteFinished: {broken:?}");
+    assert!(
+        broken
+            .iter()
+            .all(|(r, t)| t == "Warning" && (r == "RemoteFinished" || r == "PodsFailed")),
+        "warnings only, and nothing but the failure: {broken:?}"
+    );
 
     // The mirror kept 8 s, then gone, Pods confirmed: every step a
     // `--job-events steps` manager would have recorded by now.

@@ -11,6 +11,8 @@
 //! kind of object per mirror in [`TOLD_FOR`], at most [`PER_MIRROR`]
 //! reasons in that time: a Pod restarting all day tells its `BackOff` once
 //! a quarter of an hour, and a mirror of a thousand Pods no more than one.
+//! A Job controller's warning that the mirror ended (`BackoffLimitExceeded`,
+//! …) is not told: the end is the mirror's status, which the manager shows.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -38,6 +40,24 @@ pub const MESSAGE_BYTES: usize = 512;
 pub const QUEUED: usize = 256;
 /// The field selector of the Events watched.
 pub const WARNINGS: &str = "type=Warning";
+
+/// The warnings a Job controller gives as a Job ends (JobSet's alike): the
+/// end is the mirror's status, copied onto the manager Job with its own
+/// warning, so they are not told again.
+const THE_END: [&str; 5] = [
+    "BackoffLimitExceeded",
+    "DeadlineExceeded",
+    "PodFailurePolicy",
+    "MaxFailedIndexesExceeded",
+    "FailedIndexes",
+];
+
+/// Whether `event` is told at all: not a warning that says a mirror ended.
+pub fn worth_telling(event: &CoreEvent) -> bool {
+    let about_a_pod = event.involved_object.kind.as_deref() == Some("Pod");
+    let reason = event.reason.as_deref().unwrap_or_default();
+    about_a_pod || !THE_END.contains(&reason)
+}
 
 /// The objects of this origin the agent caches, to tell whose an Event is.
 #[derive(Clone)]
@@ -168,7 +188,7 @@ pub async fn run(
                 continue;
             }
         };
-        let Some(uid) = owners.origin_of(&event) else {
+        let Some(uid) = owners.origin_of(&event).filter(|_| worth_telling(&event)) else {
             continue;
         };
         let about = self::told(&event);

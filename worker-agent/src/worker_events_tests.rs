@@ -103,3 +103,35 @@ fn a_mirror_is_told_at_most_a_few_reasons_a_window() {
         .collect();
     assert_eq!(reasons.iter().filter(|told| **told).count(), PER_MIRROR);
 }
+
+#[test]
+fn a_warning_that_a_mirror_ended_is_not_told_its_pods_warnings_are() {
+    assert!(!worth_telling(&event(
+        "Job",
+        "train",
+        "u",
+        "BackoffLimitExceeded",
+        ""
+    )));
+    assert!(!worth_telling(&event(
+        "Job",
+        "train",
+        "u",
+        "DeadlineExceeded",
+        ""
+    )));
+    assert!(worth_telling(&event(
+        "Job",
+        "train",
+        "u",
+        "FailedCreate",
+        "quota"
+    )));
+    assert!(worth_telling(&event(
+        "Pod",
+        "train-a",
+        "u",
+        "DeadlineExceeded",
+        ""
+    )));
+}

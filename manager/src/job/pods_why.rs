@@ -36,8 +36,10 @@ pub struct Shown {
 
 /// What follows the agent's latest word on the Pods of the mirror on
 /// `cluster` (`None`: it says nothing of them), given the annotation the
-/// Job shows (`shown`).
-pub fn shown(cluster: &str, pods: Option<&PodsSeen>, shown: Option<&str>) -> Shown {
+/// Job shows (`shown`). Once the mirror `ended` (succeeded or failed) the
+/// annotation still follows, but no warning is told: the Job's own end is
+/// (`RemoteFinished`, with its Pods' reasons — [`reasons`]).
+pub fn shown(cluster: &str, pods: Option<&PodsSeen>, shown: Option<&str>, ended: bool) -> Shown {
     let Some(pods) = pods else {
         return Shown::default();
     };
@@ -48,6 +50,7 @@ pub fn shown(cluster: &str, pods: Option<&PodsSeen>, shown: Option<&str>) -> Sho
     let events = pods
         .reasons
         .iter()
+        .filter(|_| !ended)
         .filter(|why| !shown.is_some_and(|shown| shown.contains(&headline(why))))
         .map(|why| PodsEvent {
             reason: match why.failed {
@@ -87,12 +90,19 @@ pub fn worker_warning(cluster: &str, event: &WorkerEvent) -> PodsEvent {
     }
 }
 
-/// The annotation for `pods` on `cluster`: where, the Pods by phase, then
-/// each reason; `None` when no Pod waits or failed for a reason.
-pub fn annotation(cluster: &str, pods: &PodsSeen) -> Option<String> {
+/// Each reason of `pods` in words, `; `-separated; `None` when no Pod waits
+/// or failed for a reason.
+pub fn reasons(pods: &PodsSeen) -> Option<String> {
     if pods.reasons.is_empty() {
         return None;
     }
+    Some(pods.reasons.iter().map(line).collect::<Vec<_>>().join("; "))
+}
+
+/// The annotation for `pods` on `cluster`: where, the Pods by phase, then
+/// each reason; `None` when no Pod waits or failed for a reason.
+pub fn annotation(cluster: &str, pods: &PodsSeen) -> Option<String> {
+    let reasons = reasons(pods)?;
     let phases = [
         (pods.pending, "Pending"),
         (pods.running, "Running"),
@@ -104,7 +114,6 @@ pub fn annotation(cluster: &str, pods: &PodsSeen) -> Option<String> {
     .map(|(count, phase)| format!("{count} {phase}"))
     .collect::<Vec<_>>()
     .join(", ");
-    let reasons = pods.reasons.iter().map(line).collect::<Vec<_>>().join("; ");
     Some(format!("cluster {cluster} ({phases}): {reasons}"))
 }
 

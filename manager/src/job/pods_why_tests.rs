@@ -43,7 +43,7 @@ fn the_annotation_says_where_the_pods_by_phase_and_each_reason() {
 #[test]
 fn an_agent_that_says_nothing_of_the_pods_changes_nothing() {
     assert_eq!(
-        shown("worker-1", None, Some("cluster worker-1 …")),
+        shown("worker-1", None, Some("cluster worker-1 …"), false),
         Shown::default()
     );
 }
@@ -51,7 +51,7 @@ fn an_agent_that_says_nothing_of_the_pods_changes_nothing() {
 #[test]
 fn a_first_reason_is_annotated_and_told_once_as_a_warning() {
     let pods = seen(2, 0, vec![image()]);
-    let next = shown("worker-1", Some(&pods), None);
+    let next = shown("worker-1", Some(&pods), None, false);
     let text = annotation("worker-1", &pods);
     assert_eq!(next.annotation, Some(text.clone()));
     assert_eq!(
@@ -63,7 +63,7 @@ fn a_first_reason_is_annotated_and_told_once_as_a_warning() {
         }]
     );
     assert_eq!(
-        shown("worker-1", Some(&pods), text.as_deref()),
+        shown("worker-1", Some(&pods), text.as_deref(), false),
         Shown::default(),
         "shown already: nothing to write, nothing to tell"
     );
@@ -75,7 +75,7 @@ fn a_new_count_rewrites_the_annotation_and_only_a_new_reason_is_told() {
     let mut more = image();
     more.pods = 3;
     let pods = seen(3, 1, vec![more, exited()]);
-    let next = shown("worker-1", Some(&pods), before.as_deref());
+    let next = shown("worker-1", Some(&pods), before.as_deref(), false);
     assert_eq!(next.annotation, Some(annotation("worker-1", &pods)));
     assert_eq!(
         next.events
@@ -97,7 +97,7 @@ fn another_exit_code_is_another_reason() {
         &seen(0, 1, vec![why(true, "Error", "main", Some(137), 1)]),
     );
     let pods = seen(0, 2, vec![why(true, "Error", "main", Some(1), 1)]);
-    let next = shown("worker-1", Some(&pods), before.as_deref());
+    let next = shown("worker-1", Some(&pods), before.as_deref(), false);
     assert_eq!(next.events.len(), 1, "{next:?}");
 }
 
@@ -108,10 +108,13 @@ fn once_no_pod_waits_or_failed_for_a_reason_the_annotation_goes() {
         running: 2,
         ..PodsSeen::default()
     };
-    let next = shown("worker-1", Some(&running), before.as_deref());
+    let next = shown("worker-1", Some(&running), before.as_deref(), false);
     assert_eq!(next.annotation, Some(None));
     assert!(next.events.is_empty());
-    assert_eq!(shown("worker-1", Some(&running), None), Shown::default());
+    assert_eq!(
+        shown("worker-1", Some(&running), None, false),
+        Shown::default()
+    );
 }
 
 #[test]
@@ -150,4 +153,17 @@ fn a_workers_warning_names_the_cluster_the_object_the_reason_and_who_said_it() {
         worker_warning("w", &bare).note,
         "on cluster w, Job train: FailedCreate"
     );
+}
+
+#[test]
+fn once_the_mirror_ended_its_end_tells_and_the_annotation_follows() {
+    let pods = seen(0, 1, vec![exited()]);
+    let next = shown("worker-1", Some(&pods), None, true);
+    assert_eq!(next.annotation, Some(annotation("worker-1", &pods)));
+    assert!(next.events.is_empty(), "{next:?}");
+    assert_eq!(
+        reasons(&pods).as_deref(),
+        Some("1 Pod failed Error (container main, exit code 3): Error said so")
+    );
+    assert_eq!(reasons(&seen(1, 0, vec![])), None);
 }

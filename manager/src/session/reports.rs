@@ -83,6 +83,7 @@ impl Sessions {
             unschedulable,
             pods: report.pods.map(PodsSeen::from),
         };
+        let pods = held.pods.clone();
         let Some((changed_from, held_after)) =
             self.fleet.record_status(cluster, &report.origin_uid, held)
         else {
@@ -113,7 +114,10 @@ impl Sessions {
                 )),
                 MirrorPhase::Failed => Some((
                     Reason::RemoteFailed,
-                    format!("Job failed on cluster {cluster}"),
+                    match pods.as_ref().and_then(pods_why::reasons) {
+                        Some(why) => format!("Job failed on cluster {cluster}: {why}"),
+                        None => format!("Job failed on cluster {cluster}"),
+                    },
                 )),
                 _ => None,
             };

@@ -37,7 +37,7 @@ use crate::job::pods_why;
 use crate::job::retention::deactivated_at;
 use crate::kinds::Key;
 use crate::kinds::RelayedKind;
-use crate::mirror::PodsSeen;
+use crate::mirror::Held;
 use crate::status_copy::queue::{Lane, StatusQueue};
 use jobrelay_proto::wire::PODS_ANNOTATION;
 
@@ -248,7 +248,7 @@ pub async fn reconcile<K: RelayedKind>(
     {
         let worker_status = &worker_status;
         let jobs: Api<K> = Api::namespaced(ctx.client.clone(), &namespace);
-        show_pods(&jobs, &job, cluster, held.pods.as_ref(), &ctx).await?;
+        show_pods(&jobs, &job, cluster, held, &ctx).await?;
         let finished_at = (!job.is_finished())
             .then(|| K::finish_time(worker_status))
             .flatten();
@@ -273,17 +273,18 @@ pub async fn reconcile<K: RelayedKind>(
 }
 
 /// Shows on the Job why Pods of its mirror on `cluster` wait or failed, as
-/// the agent last said ([`pods_why`]): its annotation first, then a warning
-/// for each reason not shown before.
+/// the agent last said in `held` ([`pods_why`]): its annotation first, then
+/// a warning for each reason not shown before — none once the mirror ended.
 async fn show_pods<K: RelayedKind>(
     jobs: &Api<K>,
     job: &K,
     cluster: &str,
-    pods: Option<&PodsSeen>,
+    held: &Held,
     ctx: &Context,
 ) -> Result<(), Error> {
     let shown = job.annotations().get(PODS_ANNOTATION).map(String::as_str);
-    let next = pods_why::shown(cluster, pods, shown);
+    let ended = matches!(held.phase, MirrorPhase::Succeeded | MirrorPhase::Failed);
+    let next = pods_why::shown(cluster, held.pods.as_ref(), shown, ended);
     if let Some(text) = next.annotation {
         writes::annotate(jobs, job, PODS_ANNOTATION, text.as_deref())
             .await

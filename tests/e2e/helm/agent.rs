@@ -163,6 +163,39 @@ async fn agent_reads_nodes_and_pods_for_its_room_only_while_room_reports_are_on(
     );
 }
 
+#[tokio::test]
+async fn agent_reads_the_workers_warning_events_only_while_it_tells_them() {
+    let objects = render("jobrelay-system", AGENT_VALUES, false).await.objects;
+    let role: ClusterRole = object(&objects, "ClusterRole", "jobrelay-agent");
+    assert!(
+        rules_of(&role).contains(&read("", "events", &["list", "watch"])),
+        "{:?}",
+        rules_of(&role)
+    );
+    let deployment: Deployment = object(&objects, "Deployment", "jobrelay-agent");
+    assert_eq!(
+        env(container(&deployment, "agent"), "JOBRELAY_WORKER_EVENTS"),
+        "true"
+    );
+
+    let mut values = AGENT_VALUES.to_vec();
+    values.extend(["--set", "agent.workerEvents=false"]);
+    let objects = render("jobrelay-system", &values, false).await.objects;
+    let role: ClusterRole = object(&objects, "ClusterRole", "jobrelay-agent");
+    assert!(
+        !rules_of(&role)
+            .iter()
+            .any(|(group, resource, _)| group.is_empty() && resource == "events"),
+        "no telling, no reading: {:?}",
+        rules_of(&role)
+    );
+    let deployment: Deployment = object(&objects, "Deployment", "jobrelay-agent");
+    assert_eq!(
+        env(container(&deployment, "agent"), "JOBRELAY_WORKER_EVENTS"),
+        "false"
+    );
+}
+
 /// A role's rules as (API group, resource, verbs), one per resource.
 fn rules_of(role: &ClusterRole) -> BTreeSet<(String, String, Vec<String>)> {
     role.rules
