@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1::{
     PodCondition, PodSpec, PodStatus,
 };
 
+use crate::report::cut_short;
 use crate::unschedulable;
 
 /// Reasons a summary carries at most.
@@ -84,7 +85,7 @@ pub fn summary(pods: &[Arc<Pod>]) -> PodSummary {
         .map(|(why, (pods, message))| PodReason {
             kind: why.kind,
             reason: why.reason,
-            message: cut(message),
+            message: cut_short(&message, MESSAGE_BYTES),
             container: why.container,
             exit_code: why.exit_code,
             pods,
@@ -185,19 +186,6 @@ fn ended_with(
 fn containers(status: &PodStatus) -> impl Iterator<Item = &ContainerStatus> {
     let init = status.init_container_statuses.iter().flatten();
     init.chain(status.container_statuses.iter().flatten())
-}
-
-/// `message` cut to at most [`MESSAGE_BYTES`], on a character boundary.
-fn cut(mut message: String) -> String {
-    if message.len() > MESSAGE_BYTES {
-        let mut end = MESSAGE_BYTES - "…".len();
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
-        message.push('…');
-    }
-    message
 }
 
 /// Keeps of a Pod what the agent reads: its metadata (no field ownership),

@@ -1,12 +1,25 @@
 //! Pure translations between what the worker's API server says and what the
 //! agent reports: a mirror's revision, why an apply was rejected (a
-//! mirror's phase is its kind's, see [`crate::kinds`]), and how long
-//! something has lasted.
+//! mirror's phase is its kind's, see [`crate::kinds`]), how long
+//! something has lasted, and a message cut short for the manager.
 
 use jobrelay_proto::v1::RejectReason;
 use jobrelay_proto::wire::REVISION_ANNOTATION;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+/// `message` cut to at most `bytes` (at least 3), on a character
+/// boundary, ending in `…` where it was cut.
+pub fn cut_short(message: &str, bytes: usize) -> String {
+    if message.len() <= bytes {
+        return message.to_string();
+    }
+    let mut end = bytes - "…".len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &message[..end])
+}
 
 /// How long since `since` it is at `now`, measured on this worker (none
 /// for a time to come): a duration, so no two clusters' clocks are
@@ -162,3 +175,16 @@ pub fn refusal_reason(refusal: &ApiRefusal) -> RejectReason {
 #[cfg(test)]
 #[path = "report_tests.rs"]
 mod refusal_tests;
+
+#[cfg(test)]
+mod tests {
+    use super::cut_short;
+
+    #[test]
+    fn a_message_is_cut_short_on_a_character_boundary() {
+        assert_eq!(cut_short("short", 8), "short");
+        assert_eq!(cut_short("abcdefgh", 8), "abcdefgh");
+        assert_eq!(cut_short("abcdefghi", 8), "abcde…");
+        assert_eq!(cut_short("ééééé", 8), "éé…", "not inside a character");
+    }
+}

@@ -27,6 +27,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use tokio::sync::mpsc;
 
+use crate::report::cut_short;
 use crate::watched::origin_uid;
 
 /// How long a reason told about a mirror is not told again.
@@ -117,7 +118,10 @@ pub fn told(event: &CoreEvent) -> WorkerEvent {
     WorkerEvent {
         object,
         reason: event.reason.clone().unwrap_or_default(),
-        message: cut(event.message.clone().unwrap_or_default().trim()),
+        message: cut_short(
+            event.message.as_deref().unwrap_or_default().trim(),
+            MESSAGE_BYTES,
+        ),
         source,
     }
 }
@@ -196,17 +200,6 @@ pub async fn run(
             let _ = out.try_send(message(uid, about));
         }
     }
-}
-
-fn cut(message: &str) -> String {
-    if message.len() <= MESSAGE_BYTES {
-        return message.to_string();
-    }
-    let mut end = MESSAGE_BYTES - "…".len();
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &message[..end])
 }
 
 #[cfg(test)]

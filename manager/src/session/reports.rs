@@ -83,7 +83,10 @@ impl Sessions {
             unschedulable,
             pods: report.pods.map(PodsSeen::from),
         };
-        let pods = held.pods.clone();
+        // Why its Pods failed, for the warning of a Job that failed.
+        let failed_why = (phase == MirrorPhase::Failed)
+            .then(|| held.pods.as_ref().and_then(pods_why::reasons))
+            .flatten();
         let Some((changed_from, held_after)) =
             self.fleet.record_status(cluster, &report.origin_uid, held)
         else {
@@ -114,7 +117,7 @@ impl Sessions {
                 )),
                 MirrorPhase::Failed => Some((
                     Reason::RemoteFailed,
-                    match pods.as_ref().and_then(pods_why::reasons) {
+                    match failed_why {
                         Some(why) => format!("Job failed on cluster {cluster}: {why}"),
                         None => format!("Job failed on cluster {cluster}"),
                     },
