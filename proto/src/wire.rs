@@ -125,3 +125,19 @@ mod tests {
         assert!(!super::ends_job("Suspended", "True"));
     }
 }
+
+/// The group of jobrelay's aggregated API on the manager, served through the
+/// API server (an `APIService`): the logs of a relayed Job's Pods, read
+/// through its worker's agent.
+pub const VISIBILITY_GROUP: &str = "visibility.jobrelay.dev";
+/// Its one version.
+pub const VISIBILITY_VERSION: &str = "v1alpha1";
+
+/// The path of the logs of the relayed Job `name` in `namespace`, as the API
+/// server serves it: `GET` with kubectl's `pods/log` parameters
+/// (`container`, `follow`, `tailLines`, `sinceSeconds`, `previous`,
+/// `timestamps`) and jobrelay's `pod` and `allPods`. Authorised as the verb
+/// `get` on the subresource `jobs/log` of [`VISIBILITY_GROUP`].
+pub fn job_log_path(namespace: &str, name: &str) -> String {
+    format!("/apis/{VISIBILITY_GROUP}/{VISIBILITY_VERSION}/namespaces/{namespace}/jobs/{name}/log")
+}
