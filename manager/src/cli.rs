@@ -10,8 +10,10 @@ use jobrelay_process::flags::listen_address;
 use crate::reason::JobEvents;
 
 mod election;
+mod visibility;
 mod webhook;
 pub use election::ElectionFlags;
+pub use visibility::VisibilityFlags;
 pub use webhook::{WebhookCertificate, WebhookFlags};
 
 /// Mirrors batch/v1 Jobs from this cluster to worker clusters whose agents dial in.
@@ -129,6 +131,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub webhook: WebhookFlags,
+
+    #[command(flatten)]
+    pub visibility: VisibilityFlags,
 
     /// CA bundle (PEM) that agents' client certificates must chain to.
     #[arg(

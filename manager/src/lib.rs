@@ -24,6 +24,7 @@ pub mod session;
 pub mod startup;
 pub mod status_copy;
 pub mod telemetry;
+pub mod visibility;
 pub mod webhook;
 
 use crate::cli::{Cli, Command};

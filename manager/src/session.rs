@@ -168,6 +168,8 @@ pub struct Sessions {
     pub wanted: wanted::WantedCache,
     /// Turns to have a Hello read ([`limits::HELLO_READS_AT_ONCE`]).
     pub hello_reads: tokio::sync::Semaphore,
+    /// The log streams open through the sessions ([`crate::visibility`]).
+    pub logs: Arc<crate::visibility::streams::LogStreams>,
 }
 
 type ManagerStream = Pin<Box<dyn Stream<Item = Result<ManagerMessage, Status>> + Send>>;
@@ -386,6 +388,7 @@ impl Sessions {
             }
             None => self.fleet.disconnect(&cluster, session),
         }
+        self.logs.session_ended(&cluster, session);
         warn!(%reason, "agent disconnected");
     }
 }

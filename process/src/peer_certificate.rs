@@ -49,6 +49,13 @@ pub fn read(
     })
 }
 
+/// The common name of `chain`'s end-entity certificate, if it has one.
+pub fn common_name(chain: &[CertificateDer<'_>]) -> Option<String> {
+    let (_, leaf) = x509_parser::parse_x509_certificate(chain.first()?.as_ref()).ok()?;
+    let name = leaf.subject().iter_common_name().next()?;
+    name.as_str().ok().map(str::to_string)
+}
+
 /// Did `issuer` sign `leaf`? Its subject is `leaf`'s issuer and its key
 /// verifies `leaf`'s signature.
 fn signed(leaf: &X509Certificate<'_>, issuer: &X509Certificate<'_>) -> bool {
@@ -106,6 +113,15 @@ mod tests {
             Some(spki_sha256(issuer.key()))
         );
         assert_eq!(read.not_after, 1_924_992_000, "2031-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn the_common_name_is_the_end_entitys() {
+        let (_, front_proxy) = ca("front-proxy-client");
+        let (_, other) = ca("other");
+        let chain = [front_proxy, other];
+        assert_eq!(common_name(&chain).as_deref(), Some("front-proxy-client"));
+        assert_eq!(common_name(&[]), None);
     }
 
     #[test]

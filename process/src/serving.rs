@@ -12,7 +12,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use rustls::server::ServerConfig;
+use rustls::server::{ServerConfig, WebPkiClientVerifier, danger::ClientCertVerifier};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tracing::{Instrument, debug, info, warn};
@@ -62,12 +62,38 @@ impl ServingFiles {
 /// The endpoint's TLS configuration, replaced whole when the files change.
 pub struct ServingTls {
     config: RwLock<Arc<ServerConfig>>,
+    /// Checks the client certificates of clients that show one.
+    clients: Option<Arc<dyn ClientCertVerifier>>,
 }
 
 impl ServingTls {
+    /// Serves `pem` to clients that show no certificate.
     pub fn new(pem: &Pem) -> Result<Self, Error> {
         Ok(ServingTls {
-            config: RwLock::new(Arc::new(load(pem)?)),
+            config: RwLock::new(Arc::new(load(pem, None)?)),
+            clients: None,
+        })
+    }
+
+    /// Serves `pem`; a client may show a certificate, which must then chain
+    /// to one of the CAs in `client_cas` (PEM) — a client that shows none
+    /// is served too, and the endpoint decides what it may do.
+    pub fn verifying_clients(pem: &Pem, client_cas: &[u8]) -> Result<Self, Error> {
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in crate::files::certificates(client_cas).map_err(Error::Config)? {
+            roots
+                .add(ca)
+                .map_err(|e| Error::Config(format!("client CA: {e}")))?;
+        }
+        let verifier =
+            WebPkiClientVerifier::builder_with_provider(Arc::new(roots), crate::provider())
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| Error::Config(format!("client CA: {e}")))?;
+        let clients = Some(verifier);
+        Ok(ServingTls {
+            config: RwLock::new(Arc::new(load(pem, clients.clone())?)),
+            clients,
         })
     }
 
@@ -76,7 +102,7 @@ impl ServingTls {
     pub async fn follow(self: Arc<Self>, mut changes: tokio::sync::watch::Receiver<Arc<Pem>>) {
         while changes.changed().await.is_ok() {
             let pem = Arc::clone(&changes.borrow_and_update());
-            match load(&pem) {
+            match load(&pem, self.clients.clone()) {
                 Ok(config) => {
                     *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
                     info!(fingerprint = %pem.fingerprint(), "serving certificate reloaded");
@@ -93,11 +119,15 @@ impl ServingTls {
     }
 }
 
-fn load(pem: &Pem) -> Result<ServerConfig, Error> {
-    let mut config = ServerConfig::builder_with_provider(crate::provider())
+fn load(pem: &Pem, clients: Option<Arc<dyn ClientCertVerifier>>) -> Result<ServerConfig, Error> {
+    let builder = ServerConfig::builder_with_provider(crate::provider())
         .with_safe_default_protocol_versions()
-        .map_err(|e| Error::Config(e.to_string()))?
-        .with_no_client_auth()
+        .map_err(|e| Error::Config(e.to_string()))?;
+    let builder = match clients {
+        Some(verifier) => builder.with_client_cert_verifier(verifier),
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder
         .with_single_cert(pem.certificates(), pem.private_key()?)
         .map_err(|e| Error::Config(format!("serving certificate and key: {e}")))?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -132,8 +162,45 @@ pub async fn serve(
     respond: Respond,
     shutdown: Shutdown,
 ) -> std::io::Result<()> {
-    let open = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let reading = Arc::new(Semaphore::new(READING));
+    let connection = move |stream: Tls| {
+        let (respond, reading) = (Arc::clone(&respond), Arc::clone(&reading));
+        let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
+            let (respond, reading) = (Arc::clone(&respond), Arc::clone(&reading));
+            async move {
+                let answered = answer(request, respond, &reading, REQUEST_TIMEOUT).await;
+                Ok::<_, std::convert::Infallible>(answered)
+            }
+        });
+        http1(stream, service)
+    };
+    accept(listener, tls, shutdown, connection).await
+}
+
+/// A client's TLS connection.
+pub type Tls = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+
+/// The common name of the certificate the client of `stream` showed (the
+/// handshake verified its chain), if it showed one.
+pub fn client_common_name(stream: &Tls) -> Option<String> {
+    crate::peer_certificate::common_name(stream.get_ref().1.peer_certificates()?)
+}
+
+/// Accepts connections on `listener` with `tls` until the shutdown — at
+/// most [`MAX_CONNECTIONS`] open at once, each with [`HANDSHAKE_TIMEOUT`]
+/// for its handshake — and runs `connection` on each in a task of its own.
+pub async fn accept<C, F>(
+    listener: TcpListener,
+    tls: Arc<ServingTls>,
+    shutdown: Shutdown,
+    connection: C,
+) -> std::io::Result<()>
+where
+    C: Fn(Tls) -> F + Send + Sync + 'static,
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let open = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let connection = Arc::new(connection);
     loop {
         let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => accepted?,
@@ -144,37 +211,37 @@ pub async fn serve(
             continue;
         };
         let acceptor = tokio_rustls::TlsAcceptor::from(tls.current());
-        let respond = Arc::clone(&respond);
-        let reading = Arc::clone(&reading);
+        let connection = Arc::clone(&connection);
         tokio::spawn(
             async move {
                 let _slot = slot;
-                let stream =
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                        Ok(Ok(stream)) => stream,
-                        Ok(Err(error)) => return debug!(%error, "TLS handshake failed"),
-                        Err(_) => return debug!("no TLS handshake within {HANDSHAKE_TIMEOUT:?}"),
-                    };
-                let service =
-                    hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
-                        let (respond, reading) = (Arc::clone(&respond), Arc::clone(&reading));
-                        async move {
-                            let answered =
-                                answer(request, respond, &reading, REQUEST_TIMEOUT).await;
-                            Ok::<_, std::convert::Infallible>(answered)
-                        }
-                    });
-                if let Err(error) = hyper::server::conn::http1::Builder::new()
-                    .timer(hyper_util::rt::TokioTimer::new())
-                    .header_read_timeout(REQUEST_TIMEOUT)
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await
-                {
-                    debug!(%error, "HTTPS connection ended");
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                    Ok(Ok(stream)) => connection(stream).await,
+                    Ok(Err(error)) => debug!(%error, "TLS handshake failed"),
+                    Err(_) => debug!("no TLS handshake within {HANDSHAKE_TIMEOUT:?}"),
                 }
             }
             .instrument(tracing::debug_span!("https_connection", %peer)),
         );
+    }
+}
+
+/// Serves HTTP/1.1 on `stream` with `service` until the connection ends;
+/// a client has [`REQUEST_TIMEOUT`] to send a request's headers.
+pub async fn http1<S, B>(stream: Tls, service: S)
+where
+    S: hyper::service::Service<Request<hyper::body::Incoming>, Response = Response<B>>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    if let Err(error) = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(REQUEST_TIMEOUT)
+        .serve_connection(TokioIo::new(stream), service)
+        .await
+    {
+        debug!(%error, "HTTPS connection ended");
     }
 }
 

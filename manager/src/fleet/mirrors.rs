@@ -53,6 +53,22 @@ impl Fleet {
         })
     }
 
+    /// The cluster whose worker holds a mirror of `uid`, as its agent last
+    /// showed it — the one the mirror is wanted on first, then any that
+    /// still holds one (a finished Job's kept mirror, one being deleted).
+    pub fn holding(&self, uid: &str) -> Option<String> {
+        let clusters = self.lock();
+        let held = clusters.iter().filter_map(|(cluster, state)| {
+            let mirror = state.mirrors.get(uid)?;
+            mirror
+                .state
+                .held()
+                .map(|_| (mirror.state.wanted(), cluster.clone()))
+        });
+        held.max_by_key(|(wanted, _)| *wanted)
+            .map(|(_, cluster)| cluster)
+    }
+
     /// The phase the worker last reported for the mirror (no copy of the
     /// rest of its state).
     pub fn phase(&self, cluster: &str, uid: &str) -> Option<MirrorPhase> {

@@ -185,6 +185,11 @@ impl Fleet {
         }
     }
 
+    /// The open session of `cluster`'s agent, and its outbox.
+    pub fn session_of(&self, cluster: &str) -> Option<(u64, Outbox)> {
+        self.lock().get(cluster)?.session.clone()
+    }
+
     /// Notes that the agent was heard from just now.
     pub fn heard(&self, cluster: &str) {
         if let Some(state) = self.lock().get_mut(cluster) {

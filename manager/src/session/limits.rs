@@ -51,6 +51,8 @@ pub fn limit(kind: &agent_message::Kind) -> usize {
         // Each node pool's labels, taints and amounts: a few hundred bytes,
         // and a cluster of a thousand different nodes fits.
         K::Room(_) => 1024 * 1024,
+        // A chunk of a log stream (32 KiB) and the end's message.
+        K::LogData(_) => 48 * 1024,
     }
 }
 
@@ -89,6 +91,7 @@ pub fn within_limit(kind: &agent_message::Kind) -> Result<usize, TooLarge> {
         agent_message::Kind::Room(m) => m.encoded_len(),
         agent_message::Kind::PodsHeld(m) => m.encoded_len(),
         agent_message::Kind::WorkerEvents(m) => m.encoded_len(),
+        agent_message::Kind::LogData(m) => m.encoded_len(),
     };
     check_size(kind, size).map(|()| size)
 }
@@ -106,6 +109,7 @@ fn kind_name(kind: &agent_message::Kind) -> &'static str {
         K::Room(_) => "Room",
         K::PodsHeld(_) => "PodsHeld",
         K::WorkerEvents(_) => "WorkerEvents",
+        K::LogData(_) => "LogData",
     }
 }
 

@@ -45,6 +45,7 @@ impl Sessions {
             K::Room(room) => self.fleet.set_room(cluster, Room::from(room)),
             K::PodsHeld(held) => self.pods_held(cluster, held),
             K::WorkerEvents(told) => self.worker_events(cluster, told),
+            K::LogData(data) => self.logs.deliver(cluster, data),
         }
         Ok(())
     }

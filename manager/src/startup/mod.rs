@@ -34,7 +34,7 @@ use crate::session::Sessions;
 use crate::telemetry::events::Events;
 use crate::telemetry::metrics;
 use crate::telemetry::metrics::Metrics;
-use crate::{Error, instance, kueue, webhook};
+use crate::{Error, instance, kueue, visibility, webhook};
 
 /// How long the tasks get to finish once the shutdown was requested (within
 /// the Pod's termination grace period).
@@ -86,6 +86,8 @@ pub async fn run(args: Args) -> Result<(), Error> {
     let (namespace, key) = (&args.election.lease_namespace, &args.placement_key_secret);
     seal_key::lead(&client, namespace, key, &sealer).await?;
     let sessions = core.sessions(&args, &checked, &watches, &instance, &leadership, &shutdown);
+    let logs = (client.clone(), Arc::clone(&sessions));
+    visibility::start(&args, logs.0, logs.1, shutdown.clone(), &tasks).await?;
     let server = relay::serve(
         &args,
         checked.tls.clone(),
@@ -208,6 +210,7 @@ impl Core {
             clusters_changed: watches.clusters_changed.clone(),
             wanted: Default::default(),
             hello_reads: tokio::sync::Semaphore::new(crate::session::limits::HELLO_READS_AT_ONCE),
+            logs: Arc::default(),
         })
     }
 

@@ -100,6 +100,17 @@ pub fn bundle_patch(webhooks: &[(String, Option<Vec<u8>>)], bundle: &[u8]) -> Op
     (!patched.is_empty()).then(|| json!({"webhooks": patched}))
 }
 
+/// The merge patch that gives an APIService holding `held` the CA
+/// `bundle`; `None` when it holds it already.
+pub fn api_service_patch(held: Option<&[u8]>, bundle: &[u8]) -> Option<Value> {
+    use base64::Engine;
+    if held == Some(bundle) {
+        return None;
+    }
+    let encoded = base64::engine::general_purpose::STANDARD.encode(bundle);
+    Some(json!({"spec": {"caBundle": encoded, "insecureSkipTLSVerify": false}}))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,6 +168,15 @@ mod tests {
         ];
         assert_eq!(bundle("NEW\n", &earlier, NOW), "NEW\nOLD\n");
         assert_eq!(bundle("NEW", &[], NOW), "NEW\n");
+    }
+
+    #[test]
+    fn an_api_service_is_patched_only_when_it_trusts_another_ca() {
+        let patch = api_service_patch(None, b"CA\n").unwrap();
+        assert_eq!(patch["spec"]["caBundle"], "Q0EK");
+        assert_eq!(patch["spec"]["insecureSkipTLSVerify"], false);
+        assert!(api_service_patch(Some(b"old"), b"CA\n").is_some());
+        assert_eq!(api_service_patch(Some(b"CA\n"), b"CA\n"), None);
     }
 
     #[test]

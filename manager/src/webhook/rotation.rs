@@ -14,6 +14,7 @@ use jobrelay_process::{Pem, Shutdown};
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use tokio::sync::watch;
 use tokio::time::MissedTickBehavior;
@@ -28,16 +29,28 @@ const WAITING: Duration = Duration::from_secs(2);
 /// Where the certificate is kept and whom it is for.
 pub struct Rotation {
     secrets: Api<Secret>,
-    configurations: Api<MutatingWebhookConfiguration>,
+    /// What is told to trust the certificate's CA.
+    trusted: Trusted,
     /// The Secret's name, in the manager's namespace.
     pub secret: String,
-    /// The MutatingWebhookConfiguration whose webhooks call this one.
+    /// The name the CA is made for: the configuration or APIService.
     pub configuration: String,
     /// The DNS names and IP addresses the API server calls it by.
     pub names: Vec<String>,
+    /// What serves it, for the log: "the webhook", "the logs API".
+    what: &'static str,
+}
+
+/// Whom the API server calls with the certificate, and so trusts its CA.
+pub enum Trusted {
+    /// The webhooks of a MutatingWebhookConfiguration.
+    Webhooks(Api<MutatingWebhookConfiguration>),
+    /// An APIService (an aggregated API).
+    ApiService(Api<APIService>),
 }
 
 impl Rotation {
+    /// The webhook's certificate, trusted by `configuration`'s webhooks.
     pub fn new(
         client: &kube::Client,
         namespace: &str,
@@ -47,10 +60,29 @@ impl Rotation {
     ) -> Self {
         Rotation {
             secrets: Api::namespaced(client.clone(), namespace),
-            configurations: Api::all(client.clone()),
+            trusted: Trusted::Webhooks(Api::all(client.clone())),
             secret,
             configuration,
             names,
+            what: "the webhook",
+        }
+    }
+
+    /// A certificate for an aggregated API, trusted by `api_service`.
+    pub fn for_api_service(
+        client: &kube::Client,
+        namespace: &str,
+        secret: String,
+        api_service: String,
+        names: Vec<String>,
+    ) -> Self {
+        Rotation {
+            secrets: Api::namespaced(client.clone(), namespace),
+            trusted: Trusted::ApiService(Api::all(client.clone())),
+            secret,
+            configuration: api_service,
+            names,
+            what: "the logs API",
         }
     }
 
@@ -107,7 +139,7 @@ impl Rotation {
         let found = match self.secrets.get_opt(&self.secret).await {
             Ok(found) => found,
             Err(error) => {
-                warn!(%error, secret = %self.secret, "cannot read the webhook's certificate");
+                warn!(%error, secret = %self.secret, what = self.what, "cannot read the serving certificate");
                 return None;
             }
         };
@@ -119,17 +151,17 @@ impl Rotation {
         let stored = match issue::issue(plan, stored.as_ref(), &self.names, subject, now) {
             Ok(Some(made)) => match self.write(&made, found.as_ref()).await {
                 Ok(()) => {
-                    info!(secret = %self.secret, new_ca = plan == Plan::NewCa, "made the webhook's certificate");
+                    info!(secret = %self.secret, new_ca = plan == Plan::NewCa, what = self.what, "made the serving certificate");
                     Some(made)
                 }
                 Err(error) => {
                     match withheld(&error) {
                         // A follower's; the leader writes it.
                         true => {
-                            debug!(%error, secret = %self.secret, "the webhook's certificate not written")
+                            debug!(%error, secret = %self.secret, what = self.what, "the serving certificate not written")
                         }
                         false => {
-                            warn!(%error, secret = %self.secret, "cannot write the webhook's certificate")
+                            warn!(%error, secret = %self.secret, what = self.what, "cannot write the serving certificate")
                         }
                     }
                     stored.filter(|_| validity.is_some())
@@ -137,11 +169,14 @@ impl Rotation {
             },
             Ok(None) => stored.filter(|_| validity.is_some()),
             Err(error) => {
-                warn!(%error, "cannot make the webhook's certificate");
+                warn!(%error, what = self.what, "cannot make the serving certificate");
                 stored.filter(|_| validity.is_some())
             }
         }?;
-        let flag = "webhook-certificate-secret";
+        let flag = match self.trusted {
+            Trusted::Webhooks(_) => "webhook-certificate-secret",
+            Trusted::ApiService(_) => "visibility-certificate-secret",
+        };
         jobrelay_process::metrics::certificate_read(flag, stored.cert.as_bytes());
         self.trust(&stored.bundle).await;
         Some(stored)
@@ -163,10 +198,47 @@ impl Rotation {
         Ok(())
     }
 
+    /// Tells whom the API server calls with the certificate to trust
+    /// `bundle`, where it trusts another.
+    async fn trust(&self, bundle: &str) {
+        match &self.trusted {
+            Trusted::Webhooks(configurations) => self.trust_webhooks(configurations, bundle).await,
+            Trusted::ApiService(services) => self.trust_api_service(services, bundle).await,
+        }
+    }
+
+    /// Gives the APIService `bundle` as its `caBundle` where it holds
+    /// another.
+    async fn trust_api_service(&self, services: &Api<APIService>, bundle: &str) {
+        let name = &self.configuration;
+        let held = match services.get_opt(name).await {
+            Ok(Some(service)) => service.spec.and_then(|s| s.ca_bundle).map(|b| b.0),
+            Ok(None) => return debug!(api_service = %name, "no APIService to give the CA yet"),
+            Err(error) => return warn!(%error, api_service = %name, "cannot read the APIService"),
+        };
+        let Some(patch) = certificate::api_service_patch(held.as_deref(), bundle.as_bytes()) else {
+            return;
+        };
+        match services
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => info!(api_service = %name, "the APIService trusts the logs API's CA"),
+            Err(error) if withheld(&error) => {
+                debug!(%error, api_service = %name, "the APIService not patched")
+            }
+            Err(error) => warn!(%error, api_service = %name, "cannot give the APIService its CA"),
+        }
+    }
+
     /// Gives each webhook of the configuration `bundle` as its `caBundle`
     /// where it holds another.
-    async fn trust(&self, bundle: &str) {
-        let configuration = match self.configurations.get_opt(&self.configuration).await {
+    async fn trust_webhooks(
+        &self,
+        configurations: &Api<MutatingWebhookConfiguration>,
+        bundle: &str,
+    ) {
+        let configuration = match configurations.get_opt(&self.configuration).await {
             Ok(Some(configuration)) => configuration,
             Ok(None) => {
                 debug!(configuration = %self.configuration, "no webhook configuration to give the CA yet");
@@ -189,8 +261,7 @@ impl Rotation {
         let Some(patch) = certificate::bundle_patch(&held, bundle.as_bytes()) else {
             return;
         };
-        let patched = self
-            .configurations
+        let patched = configurations
             .patch(
                 &self.configuration,
                 &PatchParams::default(),
