@@ -36,7 +36,17 @@ pub struct Pki {
     pub admin_key: PathBuf,
     pub service_account_key: PathBuf,
     pub service_account_public_key: PathBuf,
+    /// The CA of the API server's front proxy (aggregated APIs trust the
+    /// caller it names only on a connection with its client certificate),
+    /// and that certificate, named [`FRONT_PROXY_CLIENT`].
+    pub front_proxy_ca_cert: PathBuf,
+    pub front_proxy_client_cert: PathBuf,
+    pub front_proxy_client_key: PathBuf,
 }
+
+/// The common name of the front proxy's client certificate, the one name
+/// the API servers allow.
+pub const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
 
 /// Generates the PKI into `dir`.
 pub fn write(dir: &Path) -> Result<Pki, Error> {
@@ -72,6 +82,8 @@ pub fn write(dir: &Path) -> Result<Pki, Error> {
         .map_err(gen_err("admin certificate"))?;
 
     let service_account_key = KeyPair::generate().map_err(gen_err("service-account key"))?;
+    let front_proxy_ca = RelayCa::new("jobrelay test front-proxy CA")?;
+    let front_proxy = front_proxy_ca.client(FRONT_PROXY_CLIENT)?;
 
     let pki = Pki {
         ca_cert: dir.join("ca.crt"),
@@ -82,6 +94,9 @@ pub fn write(dir: &Path) -> Result<Pki, Error> {
         admin_key: dir.join("admin.key"),
         service_account_key: dir.join("service-account.key"),
         service_account_public_key: dir.join("service-account.pub"),
+        front_proxy_ca_cert: dir.join("front-proxy-ca.crt"),
+        front_proxy_client_cert: dir.join("front-proxy-client.crt"),
+        front_proxy_client_key: dir.join("front-proxy-client.key"),
     };
     for (path, pem) in [
         (&pki.ca_cert, ca.ca_pem.clone()),
@@ -98,6 +113,9 @@ pub fn write(dir: &Path) -> Result<Pki, Error> {
             &pki.service_account_public_key,
             service_account_key.public_key_pem(),
         ),
+        (&pki.front_proxy_ca_cert, front_proxy_ca.ca_pem.clone()),
+        (&pki.front_proxy_client_cert, front_proxy.cert),
+        (&pki.front_proxy_client_key, front_proxy.key),
     ] {
         std::fs::write(path, pem).map_err(|e| Error::Write(path.clone(), e))?;
     }

@@ -231,6 +231,8 @@ impl Installed {
             format!("manager.ports.metrics={}", free_port()?),
             "--set".into(),
             format!("manager.webhook.port={}", free_port()?),
+            "--set".into(),
+            format!("manager.visibility.port={}", free_port()?),
         ]);
         helm_in(manager, &release_args("install", &manager_values)).await?;
         register(manager, clusters.workers()).await?;

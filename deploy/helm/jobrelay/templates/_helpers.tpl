@@ -216,3 +216,20 @@ Certificate, which share its name. */}}
 {{- $ns := .Release.Namespace }}
 {{- printf "%s.%s.svc,%s.%s.svc.cluster.local" $service $ns $service $ns }}
 {{- end }}
+
+{{/* The logs API's Service, and the Secret where the manager keeps its
+certificate. */}}
+{{- define "jobrelay.visibilityService" -}}
+{{- printf "%s-manager-visibility" (include "jobrelay.fullname" .) }}
+{{- end }}
+
+{{- define "jobrelay.visibilityKeptSecret" -}}
+{{- printf "%s-manager-visibility-certs" (include "jobrelay.fullname" .) }}
+{{- end }}
+
+{{/* The names the API server calls the logs API by, comma-separated. */}}
+{{- define "jobrelay.visibilityNames" -}}
+{{- $service := include "jobrelay.visibilityService" . }}
+{{- $ns := .Release.Namespace }}
+{{- printf "%s.%s.svc,%s.%s.svc.cluster.local" $service $ns $service $ns }}
+{{- end }}
