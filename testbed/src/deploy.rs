@@ -43,7 +43,7 @@ pub const ORIGIN: &str = "deploy-e2e";
 /// the agents are installed: worker-2's agent is open to these alone (its
 /// namespace policy names them, so it holds Roles in them and no
 /// ClusterRole).
-pub const NAMESPACES: [&str; 8] = [
+pub const NAMESPACES: [&str; 9] = [
     "deploy-basic",
     "deploy-real",
     "deploy-kueue",
@@ -52,6 +52,7 @@ pub const NAMESPACES: [&str; 8] = [
     "deploy-ha",
     "deploy-policy",
     "deploy-why",
+    "deploy-visibility",
 ];
 /// A namespace on every cluster that worker-2's policy does not name.
 pub const OUTSIDE: &str = "deploy-outside";

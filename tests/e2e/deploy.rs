@@ -11,13 +11,16 @@
 //! (`deploy/ha.rs`); the workers' namespace and pod-template policies
 //! refuse what their owners do not allow (`deploy/policy.rs`); why Pods
 //! wait or failed on a worker is shown on the manager Job
-//! (`deploy/why.rs`). Each ends with the leak audit at zero, and no
+//! (`deploy/why.rs`), and its Pods' logs are read there through the
+//! manager's aggregated API (`deploy/visibility.rs`). Each ends with the leak audit at zero, and no
 //! jobrelay container logged a refusal by its API server.
 
 #[path = "deploy/ha.rs"]
 mod ha;
 #[path = "deploy/policy.rs"]
 mod policy;
+#[path = "deploy/visibility.rs"]
+mod visibility;
 #[path = "deploy/why.rs"]
 mod why;
 

@@ -1,0 +1,145 @@
+//! A relayed Job's logs read where its user is — on the manager, with no
+//! worker credentials: a real container on worker-1's real node, its logs
+//! streamed by the worker's agent through its session to the manager's
+//! aggregated API, which the manager cluster's API server reaches through
+//! the chart's APIService (the CA the manager keeps) and front proxy. Read
+//! as `kubectl get --raw` does, by a user whom `view` allows (the chart's
+//! role aggregated into it), once and following until the container ends;
+//! refused to a user without it; and, once the finished Job's mirror is
+//! gone, a 404 that says why.
+
+use futures::AsyncBufReadExt;
+use jobrelay_e2e::deployed::{TIMEOUT, create, finish, namespace};
+use jobrelay_proto::wire::job_log_path;
+use jobrelay_testbed::kit;
+use jobrelay_testbed::wait::{self, Seen};
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+use kube::api::{Api, PostParams};
+
+use super::installed;
+use super::why::on_real_node;
+use jobrelay_testbed::cluster::node::WORKLOAD_IMAGE;
+
+/// The APIService the chart registers.
+const API_SERVICE: &str = "v1alpha1.visibility.jobrelay.dev";
+/// How long the container runs: long enough to read its logs while it runs.
+const RUNS: &str = "-sleep=20s";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_relayed_jobs_logs_are_read_on_the_manager_through_the_agent() {
+    let installed = installed().await;
+    let manager = installed.clusters.manager();
+    let (ns, jobs) = namespace(installed, "deploy-visibility").await;
+    wait_available(&kit::client(manager).await).await;
+
+    // `view` in the namespace reads Pod logs, and so a relayed Job's.
+    let admin = kit::client(manager).await;
+    let bindings: Api<RoleBinding> = Api::namespaced(admin, &ns);
+    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "reader-views"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "reader"}],
+    }))
+    .expect("a RoleBinding");
+    bindings
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("binding view");
+    let reader = manager
+        .client_as("reader", &["system:authenticated"])
+        .await
+        .expect("a client as reader");
+    let stranger = manager
+        .client_as("stranger", &["system:authenticated"])
+        .await
+        .expect("a client as stranger");
+
+    create(&jobs, on_real_node(&ns, "talks", WORKLOAD_IMAGE, &[RUNS], 0)).await;
+    let path = job_log_path(&ns, "talks");
+
+    // Read once, while the container runs: its first line.
+    let first = wait::until("talks's first log line on the manager", TIMEOUT, || async {
+        match get(&reader, &path).await {
+            Ok(text) if text.contains("workload: uid=65532") => Seen::Ready(text),
+            other => Seen::Waiting(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert!(
+        !first.contains("exiting with"),
+        "read while it runs: {first}"
+    );
+
+    // Followed: the stream goes on until the container ends, then ends.
+    let followed = tokio::time::timeout(TIMEOUT, follow(&reader, &format!("{path}?follow=true")))
+        .await
+        .expect("the followed logs end when the container ends")
+        .expect("following the logs");
+    assert!(
+        followed.contains("workload: uid=65532") && followed.contains("workload: exiting with 0"),
+        "{followed}"
+    );
+
+    // Refused to a user who may not read them.
+    let refused = get(&stranger, &path).await.expect_err("a stranger reads no logs");
+    assert_eq!(refused.0, 403, "{}", refused.1);
+    assert!(refused.1.contains("jobs/log"), "{}", refused.1);
+
+    // Bad parameters are named.
+    let bad = get(&reader, &format!("{path}?tailLines=-1")).await.expect_err("a bad tail");
+    assert_eq!(bad.0, 400, "{}", bad.1);
+    assert!(bad.1.contains("tailLines"), "{}", bad.1);
+
+    // Once the Job finished and its mirror is gone (no retention here),
+    // there are no logs to read, and the answer says why.
+    let gone = wait::until("talks's logs gone with its mirror", TIMEOUT, || async {
+        match get(&reader, &path).await {
+            Err((404, text)) => Seen::Ready(text),
+            other => Seen::Waiting(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert!(gone.contains("finished"), "{gone}");
+    finish(installed, &ns, &jobs).await;
+}
+
+/// Waits until the chart's APIService is Available: the API server trusts
+/// the CA the manager wrote into it and reached the leader.
+async fn wait_available(client: &kube::Client) {
+    let services: Api<APIService> = Api::all(client.clone());
+    wait::until("the logs API's APIService available", TIMEOUT, || async {
+        let service = services.get(API_SERVICE).await;
+        let available = service.as_ref().ok().and_then(|s| {
+            let conditions = s.status.as_ref()?.conditions.as_ref()?;
+            conditions.iter().find(|c| c.type_ == "Available").cloned()
+        });
+        match available {
+            Some(c) if c.status == "True" => Seen::Ready(()),
+            other => Seen::Waiting(format!("{other:?}")),
+        }
+    })
+    .await;
+}
+
+/// `kubectl get --raw path` as `client`: the body, or the status code and
+/// the API's message.
+async fn get(client: &kube::Client, path: &str) -> Result<String, (u16, String)> {
+    let request = http::Request::get(path).body(Vec::new()).expect("a request");
+    client.request_text(request).await.map_err(|error| match error {
+        kube::Error::Api(status) => (status.code, status.message.clone()),
+        other => (0, other.to_string()),
+    })
+}
+
+/// Reads the stream at `path` to its end, line by line.
+async fn follow(client: &kube::Client, path: &str) -> Result<String, kube::Error> {
+    let request = http::Request::get(path).body(Vec::new()).expect("a request");
+    let mut lines = client.request_stream(request).await?.lines();
+    let mut read = String::new();
+    while let Some(line) = futures::StreamExt::next(&mut lines).await {
+        read.push_str(&line.map_err(kube::Error::ReadEvents)?);
+        read.push('\n');
+    }
+    Ok(read)
+}
