@@ -17,6 +17,7 @@ pub mod job;
 pub mod kinds;
 pub mod kueue;
 pub mod leader;
+pub mod log_streams;
 pub mod mirror;
 pub mod outbox;
 pub mod reason;

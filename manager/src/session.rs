@@ -168,8 +168,8 @@ pub struct Sessions {
     pub wanted: wanted::WantedCache,
     /// Turns to have a Hello read ([`limits::HELLO_READS_AT_ONCE`]).
     pub hello_reads: tokio::sync::Semaphore,
-    /// The log streams open through the sessions ([`crate::visibility`]).
-    pub logs: Arc<crate::visibility::streams::LogStreams>,
+    /// The log streams open through the sessions ([`crate::log_streams`]).
+    pub logs: Arc<crate::log_streams::LogStreams>,
 }
 
 type ManagerStream = Pin<Box<dyn Stream<Item = Result<ManagerMessage, Status>> + Send>>;

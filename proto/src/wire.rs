@@ -114,18 +114,6 @@ pub fn ends_job(type_: &str, status: &str) -> bool {
     matches!(type_, "Complete" | "Failed") && status == "True"
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn only_a_true_complete_or_failed_condition_ends_a_job() {
-        assert!(super::ends_job("Complete", "True"));
-        assert!(super::ends_job("Failed", "True"));
-        assert!(!super::ends_job("Failed", "False"));
-        assert!(!super::ends_job("SuccessCriteriaMet", "True"));
-        assert!(!super::ends_job("Suspended", "True"));
-    }
-}
-
 /// The group of jobrelay's aggregated API on the manager, served through the
 /// API server (an `APIService`): the logs of a relayed Job's Pods, read
 /// through its worker's agent.
@@ -140,4 +128,16 @@ pub const VISIBILITY_VERSION: &str = "v1alpha1";
 /// `get` on the subresource `jobs/log` of [`VISIBILITY_GROUP`].
 pub fn job_log_path(namespace: &str, name: &str) -> String {
     format!("/apis/{VISIBILITY_GROUP}/{VISIBILITY_VERSION}/namespaces/{namespace}/jobs/{name}/log")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_a_true_complete_or_failed_condition_ends_a_job() {
+        assert!(super::ends_job("Complete", "True"));
+        assert!(super::ends_job("Failed", "True"));
+        assert!(!super::ends_job("Failed", "False"));
+        assert!(!super::ends_job("SuccessCriteriaMet", "True"));
+        assert!(!super::ends_job("Suspended", "True"));
+    }
 }

@@ -10,6 +10,7 @@ mod error;
 mod fence;
 mod initial_list;
 mod kinds;
+mod logs;
 mod lost;
 mod metrics;
 mod mirrors;

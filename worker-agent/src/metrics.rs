@@ -4,8 +4,8 @@
 //! and how many it opened, how many DesiredSets it received and when the
 //! last came, how many mirrors it is deleting and how many the
 //! brake on mass deletion holds, the room reports and what their watches
-//! cost, and the metrics every jobrelay process has (build, certificate expiry, Kubernetes API
-//! latencies).
+//! cost, the log streams it serves, and the metrics every jobrelay process
+//! has (build, certificate expiry, Kubernetes API latencies).
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Mutex, PoisonError};
@@ -52,6 +52,13 @@ impl RoomMetrics {
     }
 }
 
+/// The log streams' metrics: how many are open, and the log bytes sent.
+#[derive(Clone, Default)]
+pub struct LogMetrics {
+    pub streams: Gauge,
+    pub bytes_sent: Counter,
+}
+
 /// Every metric of the agent.
 pub struct Metrics {
     registry: Mutex<Registry>,
@@ -63,6 +70,7 @@ pub struct Metrics {
     foreign_objects: Gauge,
     fence: FenceMetrics,
     room: RoomMetrics,
+    logs: LogMetrics,
 }
 
 /// The DesiredSets the manager sent: how many came, and when the last did.
@@ -101,6 +109,7 @@ impl Metrics {
             foreign_objects: Gauge::default(),
             fence: FenceMetrics::default(),
             room: RoomMetrics::default(),
+            logs: LogMetrics::default(),
         };
         let mut registry = metrics
             .registry
@@ -176,6 +185,16 @@ impl Metrics {
             "Watch events the room's watches took, by kind (Node, Pod, ClusterQueue, LocalQueue): what reporting the room costs",
             metrics.room.watch_events.clone(),
         );
+        registry.register(
+            "agent_log_streams",
+            "Log streams of mirrors' Pods the agent serves to the manager now (at most 8 at once)",
+            metrics.logs.streams.clone(),
+        );
+        registry.register(
+            "agent_log_bytes_sent",
+            "Bytes of mirrors' Pod logs sent to the manager, line prefixes included",
+            metrics.logs.bytes_sent.clone(),
+        );
         jobrelay_process::metrics::register(&mut registry);
         drop(registry);
         metrics
@@ -199,6 +218,11 @@ impl Metrics {
     /// The room's metrics, for its watches and reports to count on.
     pub fn room(&self) -> RoomMetrics {
         self.room.clone()
+    }
+
+    /// The log streams' metrics, for the streams to count on.
+    pub fn logs(&self) -> LogMetrics {
+        self.logs.clone()
     }
 
     /// The DesiredSets' counter and time of the last, for the session to
@@ -335,6 +359,21 @@ mod tests {
             "jobrelay_agent_room_pools 3\n",
             "jobrelay_agent_room_watch_events_total{kind=\"Node\"} 1\n",
             "jobrelay_agent_room_watch_events_total{kind=\"Pod\"} 2\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn open_log_streams_and_log_bytes_sent_are_rendered() {
+        let metrics = Metrics::new();
+        let logs = metrics.logs();
+        logs.streams.inc();
+        logs.bytes_sent.inc_by(4096);
+        let text = metrics.render();
+        for line in [
+            "jobrelay_agent_log_streams 1\n",
+            "jobrelay_agent_log_bytes_sent_total 4096\n",
         ] {
             assert!(text.contains(line), "missing {line:?} in:\n{text}");
         }

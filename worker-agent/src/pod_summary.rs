@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use jobrelay_proto::v1::{PodReason, PodReasonKind, PodSummary};
 use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus, Pod,
-    PodCondition, PodSpec, PodStatus,
+    Container, ContainerState, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
+    Pod, PodCondition, PodSpec, PodStatus,
 };
 
 use crate::report::cut_short;
@@ -189,14 +189,20 @@ fn containers(status: &PodStatus) -> impl Iterator<Item = &ContainerStatus> {
 }
 
 /// Keeps of a Pod what the agent reads: its metadata (no field ownership),
-/// the node it is bound to, its phase, reason and message, its
-/// PodScheduled condition, and of each container its name, state and last
-/// termination (no image, no IDs). For `WatchStreamExt::modify` before the
-/// reflector.
+/// the node it is bound to, the names of its containers and init
+/// containers (which the logs choose from), its phase, reason and message,
+/// its PodScheduled condition, and of each container's status its name,
+/// state and last termination (no image, no IDs). For
+/// `WatchStreamExt::modify` before the reflector.
 pub fn keep_what_is_read(pod: &mut Pod) {
     jobrelay_process::cache::trim(pod);
+    let names = |containers: Option<Vec<Container>>| {
+        containers.map(|all| all.into_iter().map(named).collect())
+    };
     pod.spec = pod.spec.take().map(|spec| PodSpec {
         node_name: spec.node_name,
+        containers: spec.containers.into_iter().map(named).collect(),
+        init_containers: names(spec.init_containers),
         ..PodSpec::default()
     });
     let Some(status) = pod.status.take() else {
@@ -225,6 +231,14 @@ pub fn keep_what_is_read(pod: &mut Pod) {
         container_statuses: kept(status.container_statuses),
         ..PodStatus::default()
     });
+}
+
+/// What is read of a container: its name.
+fn named(container: Container) -> Container {
+    Container {
+        name: container.name,
+        ..Container::default()
+    }
 }
 
 /// What is read of a container's status.

@@ -181,8 +181,10 @@ fn the_most_common_reasons_are_kept_and_their_messages_cut_short() {
 #[test]
 fn the_cache_keeps_what_is_read_and_no_more() {
     let mut kept: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "a", "managedFields": [{"manager": "kubelet"}]},
-        "spec": {"nodeName": "n1", "containers": [{"name": "main", "image": "trainer:1"}]},
+        "metadata": {"name": "a", "managedFields": [{"manager": "kubelet"}],
+                     "annotations": {"kubectl.kubernetes.io/default-container": "main"}},
+        "spec": {"nodeName": "n1", "containers": [{"name": "main", "image": "trainer:1"}],
+                 "initContainers": [{"name": "fetch", "image": "fetch:1"}]},
         "status": {"phase": "Running", "podIP": "10.0.0.1", "conditions": [
             {"type": "PodScheduled", "status": "True"},
             {"type": "Ready", "status": "True"},
@@ -196,9 +198,23 @@ fn the_cache_keeps_what_is_read_and_no_more() {
     .expect("a Pod");
     keep_what_is_read(&mut kept);
     assert!(kept.metadata.managed_fields.is_none());
+    let annotations = kept.metadata.annotations.as_ref().expect("annotations");
+    assert_eq!(
+        annotations["kubectl.kubernetes.io/default-container"], "main",
+        "the logs' default container is kept"
+    );
     let spec = kept.spec.as_ref().expect("a spec");
     assert_eq!(spec.node_name.as_deref(), Some("n1"));
-    assert!(spec.containers.is_empty());
+    let names = |containers: &[k8s_openapi::api::core::v1::Container]| {
+        let kept: Vec<(String, bool)> = containers
+            .iter()
+            .map(|c| (c.name.clone(), c.image.is_none()))
+            .collect();
+        kept
+    };
+    assert_eq!(names(&spec.containers), [("main".into(), true)]);
+    let init = spec.init_containers.as_deref().expect("init containers");
+    assert_eq!(names(init), [("fetch".into(), true)], "names only");
     let status = kept.status.as_ref().expect("a status");
     assert_eq!(status.phase.as_deref(), Some("Running"));
     assert!(status.pod_ip.is_none());

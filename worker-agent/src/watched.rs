@@ -156,6 +156,16 @@ pub struct Watched<K: Resource<DynamicType = ()> + 'static> {
     index: Arc<Mutex<ByOrigin<K>>>,
 }
 
+/// Another reader of the same cache and index, for another task.
+impl<K: Resource<DynamicType = ()> + 'static> Clone for Watched<K> {
+    fn clone(&self) -> Self {
+        Watched {
+            store: self.store.clone(),
+            index: Arc::clone(&self.index),
+        }
+    }
+}
+
 impl<K> Watched<K>
 where
     K: Resource<DynamicType = ()> + Clone + 'static,

@@ -7,16 +7,14 @@
 //! front proxy's client certificate ([`front_proxy`]); jobrelay asks the API
 //! server whether that caller may `get` `jobs/log` ([`authorize`]), finds
 //! the cluster that holds the Job's mirror, and opens a stream through its
-//! agent ([`streams`]), bounded per caller, per cluster and in all
-//! ([`limits`]). Only the leader holds sessions, so only the leader serves;
+//! agent ([`crate::log_streams`]), bounded per caller, per cluster and in
+//! all. Only the leader holds sessions, so only the leader serves;
 //! the chart's Service selects it as the agents' does.
 
 pub mod authorize;
 pub mod front_proxy;
-pub mod limits;
 pub mod reply;
 pub mod request;
-pub mod streams;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +34,7 @@ use tracing::{debug, info, warn};
 use crate::cli::Args;
 use crate::fleet::message;
 use crate::kinds::RelayedKind;
+use crate::log_streams as streams;
 use crate::session::Sessions;
 use crate::webhook::rotation::Rotation;
 use front_proxy::FrontProxy;

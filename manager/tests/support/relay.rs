@@ -133,6 +133,7 @@ pub async fn manager_with(limits: SessionLimits) -> Manager {
         hello_reads: tokio::sync::Semaphore::new(
             jobrelay_manager::session::limits::HELLO_READS_AT_ONCE,
         ),
+        logs: Arc::default(),
     });
 
     // Every connection the client makes is a fresh pipe handed to the server.

@@ -50,13 +50,25 @@ pub(crate) fn apiserver_args(
         "--enable-aggregator-routing=true".into(),
         // The front proxy that calls aggregated APIs (jobrelay's logs) with
         // the caller in headers, on a connection with its own certificate.
-        format!("--requestheader-client-ca-file={}", pki.front_proxy_ca_cert.display()),
-        format!("--requestheader-allowed-names={}", crate::certs::FRONT_PROXY_CLIENT),
+        format!(
+            "--requestheader-client-ca-file={}",
+            pki.front_proxy_ca_cert.display()
+        ),
+        format!(
+            "--requestheader-allowed-names={}",
+            crate::certs::FRONT_PROXY_CLIENT
+        ),
         "--requestheader-username-headers=X-Remote-User".into(),
         "--requestheader-group-headers=X-Remote-Group".into(),
         "--requestheader-extra-headers-prefix=X-Remote-Extra-".into(),
-        format!("--proxy-client-cert-file={}", pki.front_proxy_client_cert.display()),
-        format!("--proxy-client-key-file={}", pki.front_proxy_client_key.display()),
+        format!(
+            "--proxy-client-cert-file={}",
+            pki.front_proxy_client_cert.display()
+        ),
+        format!(
+            "--proxy-client-key-file={}",
+            pki.front_proxy_client_key.display()
+        ),
         // To a real node's kubelet (`kubectl logs`, exec): as admin, at the
         // address it reports (its name resolves nowhere).
         format!("--kubelet-client-certificate={}", pki.admin_cert.display()),

@@ -55,7 +55,11 @@ async fn a_relayed_jobs_logs_are_read_on_the_manager_through_the_agent() {
         .await
         .expect("a client as stranger");
 
-    create(&jobs, on_real_node(&ns, "talks", WORKLOAD_IMAGE, &[RUNS], 0)).await;
+    create(
+        &jobs,
+        on_real_node(&ns, "talks", WORKLOAD_IMAGE, &[RUNS], 0),
+    )
+    .await;
     let path = job_log_path(&ns, "talks");
 
     // Read once, while the container runs: its first line.
@@ -82,12 +86,16 @@ async fn a_relayed_jobs_logs_are_read_on_the_manager_through_the_agent() {
     );
 
     // Refused to a user who may not read them.
-    let refused = get(&stranger, &path).await.expect_err("a stranger reads no logs");
+    let refused = get(&stranger, &path)
+        .await
+        .expect_err("a stranger reads no logs");
     assert_eq!(refused.0, 403, "{}", refused.1);
     assert!(refused.1.contains("jobs/log"), "{}", refused.1);
 
     // Bad parameters are named.
-    let bad = get(&reader, &format!("{path}?tailLines=-1")).await.expect_err("a bad tail");
+    let bad = get(&reader, &format!("{path}?tailLines=-1"))
+        .await
+        .expect_err("a bad tail");
     assert_eq!(bad.0, 400, "{}", bad.1);
     assert!(bad.1.contains("tailLines"), "{}", bad.1);
 
@@ -125,16 +133,23 @@ async fn wait_available(client: &kube::Client) {
 /// `kubectl get --raw path` as `client`: the body, or the status code and
 /// the API's message.
 async fn get(client: &kube::Client, path: &str) -> Result<String, (u16, String)> {
-    let request = http::Request::get(path).body(Vec::new()).expect("a request");
-    client.request_text(request).await.map_err(|error| match error {
-        kube::Error::Api(status) => (status.code, status.message.clone()),
-        other => (0, other.to_string()),
-    })
+    let request = http::Request::get(path)
+        .body(Vec::new())
+        .expect("a request");
+    client
+        .request_text(request)
+        .await
+        .map_err(|error| match error {
+            kube::Error::Api(status) => (status.code, status.message.clone()),
+            other => (0, other.to_string()),
+        })
 }
 
 /// Reads the stream at `path` to its end, line by line.
 async fn follow(client: &kube::Client, path: &str) -> Result<String, kube::Error> {
-    let request = http::Request::get(path).body(Vec::new()).expect("a request");
+    let request = http::Request::get(path)
+        .body(Vec::new())
+        .expect("a request");
     let mut lines = client.request_stream(request).await?.lines();
     let mut read = String::new();
     while let Some(line) = futures::StreamExt::next(&mut lines).await {

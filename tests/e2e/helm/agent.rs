@@ -36,17 +36,25 @@ async fn agent_may_touch_only_jobs_jobsets_pods_and_events() {
     let resources: BTreeSet<&str> = granted.iter().map(|(_, r)| r.as_str()).collect();
     // jobs/status: a mirror suspended after it started has its startTime
     // cleared, or the worker's Job controller would not resume it. JobSets:
-    // mirrored where the worker serves them.
+    // mirrored where the worker serves them. pods/log: the manager's logs
+    // API reads its mirrors' Pods' logs through it.
     assert_eq!(
         resources,
-        BTreeSet::from(["jobs", "jobs/status", "jobsets", "pods", "events"]),
+        BTreeSet::from([
+            "jobs",
+            "jobs/status",
+            "jobsets",
+            "pods",
+            "pods/log",
+            "events"
+        ]),
         "agent grants: {granted:?}"
     );
     for (group, resource) in &granted {
         let expected: &[&str] = match resource.as_str() {
             "jobs" | "jobs/status" => &["batch"],
             "jobsets" => &["jobset.x-k8s.io"],
-            "pods" => &[""],
+            "pods" | "pods/log" => &[""],
             // It records Events, and reads the worker's Warning Events.
             _ => &["events.k8s.io", ""],
         };
@@ -77,6 +85,15 @@ async fn agent_may_touch_only_jobs_jobsets_pods_and_events() {
         !pod_verbs.contains("create") && !pod_verbs.contains("update"),
         "pods: {pod_verbs:?}"
     );
+    // Of the logs, only get: nothing else pods/log offers.
+    let log_verbs: BTreeSet<&str> = role
+        .rules
+        .iter()
+        .flatten()
+        .filter(|r| r.resources.iter().flatten().any(|x| x == "pods/log"))
+        .flat_map(|r| r.verbs.iter().map(String::as_str))
+        .collect();
+    assert_eq!(log_verbs, BTreeSet::from(["get"]));
 
     // The binding gives the role to the agent's ServiceAccount only.
     let account = pod_spec(&object::<Deployment>(

@@ -12,7 +12,8 @@ use super::{Mirror, MirrorKind};
 use crate::watched::Watched;
 
 /// The caches of the mirror objects: Jobs always, JobSets where the worker
-/// serves them.
+/// serves them. A clone reads the same caches.
+#[derive(Clone)]
 pub struct Objects {
     jobs: Watched<Job>,
     jobsets: Option<Watched<JobSet>>,

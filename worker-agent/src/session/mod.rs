@@ -14,16 +14,20 @@ use tonic::transport::Channel;
 use tracing::{info, warn};
 
 mod cut_off;
+mod ended;
 mod welcome;
 
 use crate::dial::{Dial, Redial};
 use crate::epoch::Epochs;
 use crate::fence;
+use crate::logs::Logs;
 use crate::metrics::DesiredSets;
 use crate::mirrors::{Mirrors, Pass, agent_message};
 use crate::room;
 pub use cut_off::Fenced;
 use cut_off::fence_due;
+pub use ended::Ended;
+use ended::chain;
 
 /// Heartbeats missed before the manager counts as gone.
 const MISSED_HEARTBEATS: u32 = 3;
@@ -67,6 +71,8 @@ pub struct Agent {
     /// The worker's Warning Events about the mirrors, to tell each session;
     /// `None`: not watched (`--worker-events=false`).
     pub worker_events: Option<mpsc::Receiver<AgentMessage>>,
+    /// The logs of the mirrors' Pods, streamed to the session that asks.
+    pub logs: Logs,
 }
 
 impl Agent {
@@ -100,6 +106,8 @@ impl Agent {
                 Some(ended) => ended,
                 None => {
                     self.connected.send_replace(false);
+                    // The session was cut off where it stood.
+                    self.logs.end_session();
                     self.fence_now().await;
                     Ended::Fenced
                 }
@@ -152,6 +160,9 @@ impl Agent {
             Ok(Err(status)) => return Ended::Refused(status),
         };
         info!(inventory, "session open");
+        // Log streams send beside the work, as the heartbeats do; each
+        // queues at most its window of bytes.
+        self.logs.start_session(outbox.clone());
         // Reading and heartbeats run beside the work, so a long pass never
         // makes either side look silent.
         let (heard, last_heard) = watch::channel(Instant::now());
@@ -168,6 +179,7 @@ impl Agent {
             },
         ));
         let ended = self.work(&mut inbox, &outbox, &interval, &last_heard).await;
+        self.logs.end_session();
         beats.abort();
         reader.abort();
         ended
@@ -266,10 +278,34 @@ impl Agent {
                 Err(status) => return Err(Ended::Stream(status)),
             };
             use manager_message::Kind as K;
-            if let K::ApplyMirror(apply) = kind {
-                applies.push(apply);
-                continue;
-            }
+            // Logs wait for no apply, and a credit splits no batch.
+            let kind = match kind {
+                K::ApplyMirror(apply) => {
+                    applies.push(apply);
+                    continue;
+                }
+                // Only a manager that welcomed this session reads the logs.
+                K::LogOpen(open) if !*self.connected.borrow() => {
+                    warn!(
+                        stream = open.stream,
+                        "a log stream asked for before Welcome; ignored"
+                    );
+                    continue;
+                }
+                K::LogOpen(open) => {
+                    self.logs.open(open);
+                    continue;
+                }
+                K::LogCredit(credit) => {
+                    self.logs.credit(credit);
+                    continue;
+                }
+                K::LogClose(close) => {
+                    self.logs.close(close);
+                    continue;
+                }
+                kind => kind,
+            };
             self.mirrors.apply_all(std::mem::take(&mut applies));
             match kind {
                 K::Welcome(welcome) => {
@@ -295,7 +331,9 @@ impl Agent {
                         .set_desired(desired, set.released, set.after_lost);
                 }
                 K::DeleteMirror(delete) => self.mirrors.delete(delete),
-                K::ApplyMirror(_) | K::Heartbeat(_) => {}
+                K::Heartbeat(_) => {}
+                // Taken above.
+                K::ApplyMirror(_) | K::LogOpen(_) | K::LogCredit(_) | K::LogClose(_) => {}
             }
         }
         self.mirrors.apply_all(applies);
@@ -332,58 +370,12 @@ fn send_all(
     Ok(())
 }
 
-/// Why a session ended, or never opened.
-#[derive(Debug, thiserror::Error)]
-pub enum Ended {
-    #[error("{0}")]
-    NoEndpoint(String),
-    #[error("cannot reach the manager: {0}")]
-    Unreachable(String),
-    #[error("no connection within {0:?}")]
-    NoConnection(Duration),
-    #[error("no answer to Hello within {0:?}")]
-    NoAnswer(Duration),
-    #[error("the manager refused the session: {:?}: {}", .0.code(), .0.message())]
-    Refused(tonic::Status),
-    /// This manager may not command the worker: another origin, a stale
-    /// leader, another installation.
-    #[error("{0}")]
-    Unwelcome(String),
-    #[error("the manager closed the session")]
-    Closed,
-    #[error("stream error: {0}")]
-    Stream(tonic::Status),
-    #[error("the session's reader stopped")]
-    ReaderStopped,
-    #[error("the outbound stream closed")]
-    OutboundClosed,
-    #[error("the certificate files changed; reconnecting with them")]
-    CertificatesChanged,
-    #[error("the manager was silent for {0:?}")]
-    Silent(Duration),
-    #[error("no manager heard for fenceAfter; the mirrors are fenced")]
-    Fenced,
-}
-
-/// An error with its sources, which is where TLS and connection errors say
-/// what went wrong.
 /// The next Warning Event to tell; never, where none is watched.
 async fn next_told(events: Option<&mut mpsc::Receiver<AgentMessage>>) -> Option<AgentMessage> {
     match events {
         Some(events) => events.recv().await,
         None => std::future::pending().await,
     }
-}
-
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// What the reader hands over: a message, the end of the stream, or an error.

@@ -21,6 +21,7 @@ use crate::config::{Config, TerminatedPods};
 use crate::deletion_pace::DeletionPace;
 use crate::dial::Dial;
 use crate::error::Error;
+use crate::logs::Logs;
 use crate::metrics::Metrics;
 use crate::mirrors::{BrakeSettings, Mirrors, Pacing};
 use crate::namespaces::NamespacePolicy;
@@ -133,7 +134,7 @@ pub(crate) fn follow_link(
     tasks.spawn(report_readiness(client, link_up, readiness));
 }
 
-/// The agent, holding the mirrors.
+/// The agent, holding the mirrors and serving their Pods' logs.
 pub(crate) fn agent(
     args: &Args,
     dial: Dial,
@@ -154,6 +155,13 @@ pub(crate) fn agent(
             confirm: args.deletion_brake_confirm,
         },
     };
+    let logs = Logs::new(
+        client.clone(),
+        args.cluster.clone(),
+        watched.objects.clone(),
+        watched.pods.clone(),
+        metrics.logs(),
+    );
     let mirrors = Mirrors::new(
         client,
         args.origin.clone(),
@@ -182,6 +190,7 @@ pub(crate) fn agent(
         room: None,
         terminating_pod_timeout: watch::Sender::new(None),
         worker_events: None,
+        logs,
     }
 }
 

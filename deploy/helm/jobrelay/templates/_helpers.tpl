@@ -161,9 +161,10 @@ downward API (`POD_IP`, which `jobrelay.podIPEnv` defines first).
 # Jobs' Pods are created by the worker's Job controller, so the agent never
 # creates Pods itself. Where the worker serves JobSets, the agent mirrors them
 # the same way (their Jobs are the JobSet controller's, their Pods the Job
-# controller's); where it does not, the rule grants nothing. With
-# `agent.workerEvents` it reads Warning Events, to tell the manager those
-# about its mirrors and their Pods.
+# controller's); where it does not, the rule grants nothing. It reads the
+# logs of its mirrors' Pods (`pods/log`, get only) when the manager asks for
+# them on a user's behalf. With `agent.workerEvents` it reads Warning Events,
+# to tell the manager those about its mirrors and their Pods.
 rules:
   - apiGroups: ["batch"]
     resources: ["jobs"]
@@ -177,6 +178,9 @@ rules:
   - apiGroups: [""]
     resources: ["pods"]
     verbs: ["get", "list", "watch", "delete"]
+  - apiGroups: [""]
+    resources: ["pods/log"]
+    verbs: ["get"]
   - apiGroups: ["events.k8s.io"]
     resources: ["events"]
     verbs: ["create", "patch"]

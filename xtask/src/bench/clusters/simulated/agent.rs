@@ -172,7 +172,8 @@ impl Agent {
                     }
                 });
             }
-            K::Heartbeat(_) => {}
+            // A simulated worker runs no containers: it has no logs.
+            K::Heartbeat(_) | K::LogOpen(_) | K::LogCredit(_) | K::LogClose(_) => {}
         }
     }
 
@@ -285,7 +286,9 @@ fn note_wanted(wanted: &Wanted, kind: &manager_message::Kind) {
                 uids.remove(&delete.origin_uid);
             }
         }
-        K::Welcome(_) | K::Heartbeat(_) => return,
+        K::Welcome(_) | K::Heartbeat(_) | K::LogOpen(_) | K::LogCredit(_) | K::LogClose(_) => {
+            return;
+        }
     }
     *received += 1;
 }

@@ -1,4 +1,5 @@
-//! The log streams open through the agents' sessions: each is a LogOpen
+//! The log streams open through the agents' sessions, for the logs API
+//! ([`crate::visibility`]): each is a LogOpen
 //! sent to a cluster's agent, whose LogData the session hands here
 //! ([`LogStreams::deliver`]) and the caller's response body reads
 //! ([`body`]). The body credits the agent with what it took, so no more
@@ -15,8 +16,10 @@ use hyper::body::{Bytes, Frame};
 use jobrelay_proto::v1::{LogClose, LogCredit, LogData, LogEndReason, manager_message::Kind};
 use tokio::sync::mpsc;
 
-use super::limits::{Counts, Refused};
+pub mod limits;
+
 use crate::fleet::{Outbox, message};
+use limits::{Counts, Refused};
 
 /// Bytes of a stream the agent may send before the manager credits them.
 pub const WINDOW: u64 = 256 * 1024;
@@ -59,7 +62,7 @@ impl LogStreams {
     }
 
     /// Opens a stream for `user` through `cluster`'s agent in `session`, if
-    /// the limits allow ([`super::limits`]).
+    /// the limits allow ([`limits`]).
     pub fn open(&self, user: &str, cluster: &str, session: u64) -> Result<Opened, Refused> {
         let mut inner = self.lock();
         inner.counts.open(user, cluster)?;
@@ -235,5 +238,4 @@ fn credit(reader: &Reader, bytes: usize) {
 }
 
 #[cfg(test)]
-#[path = "streams_tests.rs"]
 mod tests;
