@@ -3,12 +3,13 @@
 //! streamed by the worker's agent through its session to the manager's
 //! aggregated API, which the manager cluster's API server reaches through
 //! the chart's APIService (the CA the manager keeps) and front proxy. Read
-//! as `kubectl get --raw` does, by a user whom `view` allows (the chart's
-//! role aggregated into it), once and following until the container ends;
-//! refused to a user without it; and, once the finished Job's mirror is
-//! gone, a 404 that says why.
+//! as `kubectl get --raw` does by a user whom `view` allows (the chart's
+//! role aggregated into it) while the container runs, and followed with
+//! `kubectl jobrelay logs -f` until the container ends; refused to a user
+//! without the permission; and, once the finished Job's mirror is gone, a
+//! 404 that says why. `kubectl jobrelay status`, `describe` and `clusters`
+//! show the Job, its mirror and the fleet from the manager alone.
 
-use futures::AsyncBufReadExt;
 use jobrelay_e2e::deployed::{TIMEOUT, create, finish, namespace};
 use jobrelay_proto::wire::job_log_path;
 use jobrelay_testbed::kit;
@@ -75,11 +76,38 @@ async fn a_relayed_jobs_logs_are_read_on_the_manager_through_the_agent() {
         "read while it runs: {first}"
     );
 
-    // Followed: the stream goes on until the container ends, then ends.
-    let followed = tokio::time::timeout(TIMEOUT, follow(&reader, &format!("{path}?follow=true")))
+    // The plugin, as the manager's admin: where the Job runs and how.
+    let kubeconfig = manager.kubeconfig.display().to_string();
+    let plugin = |args: &[&str]| {
+        let mut all = vec!["--kubeconfig".to_string(), kubeconfig.clone()];
+        all.extend(args.iter().map(|a| a.to_string()));
+        all
+    };
+    let status = run_plugin(plugin(&["status", "talks", "-n", &ns])).await;
+    let row = status.lines().nth(1).unwrap_or_default();
+    assert!(
+        status.starts_with("NAME") && row.starts_with("talks") && row.contains("worker-1"),
+        "{status}"
+    );
+    let described = run_plugin(plugin(&["describe", "job/talks", "-n", &ns])).await;
+    assert!(
+        described.contains("Cluster:  worker-1") && described.contains("Dispatched"),
+        "{described}"
+    );
+    let clusters = run_plugin(plugin(&["clusters"])).await;
+    assert!(
+        clusters
+            .lines()
+            .any(|l| l.starts_with("worker-1") && l.contains("True")),
+        "{clusters}"
+    );
+
+    // Followed with the plugin: the stream goes on until the container
+    // ends, then ends.
+    let follow = run_plugin(plugin(&["logs", "job/talks", "-n", &ns, "-f"]));
+    let followed = tokio::time::timeout(TIMEOUT, follow)
         .await
-        .expect("the followed logs end when the container ends")
-        .expect("following the logs");
+        .expect("the followed logs end when the container ends");
     assert!(
         followed.contains("workload: uid=65532") && followed.contains("workload: exiting with 0"),
         "{followed}"
@@ -145,16 +173,11 @@ async fn get(client: &kube::Client, path: &str) -> Result<String, (u16, String)>
         })
 }
 
-/// Reads the stream at `path` to its end, line by line.
-async fn follow(client: &kube::Client, path: &str) -> Result<String, kube::Error> {
-    let request = http::Request::get(path)
-        .body(Vec::new())
-        .expect("a request");
-    let mut lines = client.request_stream(request).await?.lines();
-    let mut read = String::new();
-    while let Some(line) = futures::StreamExt::next(&mut lines).await {
-        read.push_str(&line.map_err(kube::Error::ReadEvents)?);
-        read.push('\n');
-    }
-    Ok(read)
+/// `kubectl jobrelay <args>`: what it printed; panics with its error.
+async fn run_plugin(args: Vec<String>) -> String {
+    let mut out = Vec::new();
+    kubectl_jobrelay::run(args.clone(), &mut out)
+        .await
+        .unwrap_or_else(|e| panic!("kubectl jobrelay {args:?}: {e:#}"));
+    String::from_utf8(out).expect("UTF-8")
 }
