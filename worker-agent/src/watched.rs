@@ -236,6 +236,21 @@ where
 }
 
 #[cfg(test)]
+/// A cache that listed `objects` once.
+pub(crate) async fn listed<K>(objects: Vec<K>, changes: &Arc<Changes>) -> Watched<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    let events = std::iter::once(Event::Init)
+        .chain(objects.into_iter().map(Event::InitApply))
+        .chain(std::iter::once(Event::InitDone))
+        .map(Ok);
+    let (watched, drive) = Watched::new(futures::stream::iter(events), Arc::clone(changes));
+    drive.await;
+    watched
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Pod;

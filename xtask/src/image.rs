@@ -36,6 +36,10 @@ const IMAGES: [(&str, &str); 2] = [
     ("jobrelay-agent", "jobrelay/agent"),
 ];
 
+/// The kubectl plugin, released beside the images as a binary of its own
+/// (`<out>/kubectl-jobrelay`, for the users' machines, not for a cluster).
+const PLUGIN: &str = "kubectl-jobrelay";
+
 /// How `cargo xtask image` is asked to build.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct Options {
@@ -152,10 +156,47 @@ pub fn build_images(options: &Options) -> anyhow::Result<Vec<BuiltImage>> {
         built.push(image);
     }
 
+    release_plugin(&binaries_dir, &out)?;
     let listing = out.join("images.json");
     fs::write(&listing, serde_json::to_vec_pretty(&built)?)
         .with_context(|| format!("writing {}", listing.display()))?;
     Ok(built)
+}
+
+/// Copies the plugin from `binaries` to `out`, with its SHA-256 beside it
+/// (`sha256sum -c` reads it); says so when `binaries` has none (binaries
+/// taken from elsewhere may hold only the images').
+fn release_plugin(binaries: &Path, out: &Path) -> anyhow::Result<()> {
+    use sha2::Digest;
+    let built = binaries.join(PLUGIN);
+    let Ok(contents) = fs::read(&built) else {
+        log(&format!(
+            "no {PLUGIN} in {}; not released",
+            binaries.display()
+        ));
+        return Ok(());
+    };
+    let released = out.join(PLUGIN);
+    fs::write(&released, &contents).with_context(|| format!("writing {}", released.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&released, fs::Permissions::from_mode(0o755))
+            .with_context(|| format!("making {} executable", released.display()))?;
+    }
+    let digest: String = sha2::Sha256::digest(&contents)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    let sum = out.join(format!("{PLUGIN}.sha256"));
+    fs::write(&sum, format!("{digest}  {PLUGIN}\n"))
+        .with_context(|| format!("writing {}", sum.display()))?;
+    log(&format!(
+        "{PLUGIN}  {:.1} MiB  {}",
+        contents.len() as f64 / (1024.0 * 1024.0),
+        released.display()
+    ));
+    Ok(())
 }
 
 /// Writes `image` as a layout directory and a tarball under `out`.
@@ -270,7 +311,7 @@ fn build_release(root: &Path, revision: &str) -> anyhow::Result<()> {
         .current_dir(root)
         .args(["build", "--release"])
         .env("JOBRELAY_REVISION", revision);
-    for (binary, _) in IMAGES {
+    for binary in IMAGES.map(|(binary, _)| binary).into_iter().chain([PLUGIN]) {
         command.args(["-p", binary]);
     }
     crate::log(&format!("cargo build --release (revision {revision})"));

@@ -10,11 +10,13 @@
 //! 404 that says why. `kubectl jobrelay status`, `describe` and `clusters`
 //! show the Job, its mirror and the fleet from the manager alone.
 
+use futures::{AsyncBufReadExt, StreamExt};
 use jobrelay_e2e::deployed::{TIMEOUT, create, finish, namespace};
 use jobrelay_proto::wire::job_log_path;
 use jobrelay_testbed::kit;
 use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::api::{Api, PostParams};
 
@@ -103,7 +105,13 @@ async fn a_relayed_jobs_logs_are_read_on_the_manager_through_the_agent() {
     );
 
     // Followed with the plugin: the stream goes on until the container
-    // ends, then ends.
+    // ends, then ends. Beside it, the same logs with the runtime's
+    // timestamps, each line's delay from the container to its reader noted
+    // (a figure for the record, not a check).
+    let timed = tokio::spawn(delays(
+        reader.clone(),
+        format!("{path}?follow=true&timestamps=true"),
+    ));
     let follow = run_plugin(plugin(&["logs", "job/talks", "-n", &ns, "-f"]));
     let followed = tokio::time::timeout(TIMEOUT, follow)
         .await
@@ -112,6 +120,11 @@ async fn a_relayed_jobs_logs_are_read_on_the_manager_through_the_agent() {
         followed.contains("workload: uid=65532") && followed.contains("workload: exiting with 0"),
         "{followed}"
     );
+    let delays = tokio::time::timeout(TIMEOUT, timed)
+        .await
+        .expect("the timed stream ends too")
+        .expect("no panic");
+    eprintln!("log lines' delay from the container runtime to the reader: {delays:?}");
 
     // Refused to a user who may not read them.
     let refused = get(&stranger, &path)
@@ -171,6 +184,28 @@ async fn get(client: &kube::Client, path: &str) -> Result<String, (u16, String)>
             kube::Error::Api(status) => (status.code, status.message.clone()),
             other => (0, other.to_string()),
         })
+}
+
+/// Follows `path` as `client`, noting for each line how long after the
+/// runtime's timestamp on it the line arrived.
+async fn delays(client: kube::Client, path: String) -> Vec<SignedDuration> {
+    let request = http::Request::get(&path)
+        .body(Vec::new())
+        .expect("a request");
+    let Ok(read) = client.request_stream(request).await else {
+        return Vec::new();
+    };
+    let mut lines = read.lines();
+    let mut delays = Vec::new();
+    while let Some(Ok(line)) = lines.next().await {
+        let stamped = line
+            .split_once(' ')
+            .and_then(|(at, _)| at.parse::<Timestamp>().ok());
+        if let Some(stamped) = stamped {
+            delays.push(Timestamp::now().duration_since(stamped));
+        }
+    }
+    delays
 }
 
 /// `kubectl jobrelay <args>`: what it printed; panics with its error.

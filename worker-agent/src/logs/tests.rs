@@ -102,7 +102,6 @@ fn a_log_data_message_carries_its_stream_bytes_and_end() {
 async fn serving_train() -> (Logs, LogMetrics) {
     use jobrelay_proto::wire::ORIGIN_UID_LABEL;
     use k8s_openapi::api::batch::v1::Job;
-    use kube::runtime::watcher::Event;
     use std::sync::Arc;
 
     let labels = serde_json::json!({ORIGIN_UID_LABEL: "u1"});
@@ -118,20 +117,8 @@ async fn serving_train() -> (Logs, LogMetrics) {
         .expect("a Pod")
     };
     let changes = Arc::new(crate::watched::Changes::default());
-    async fn listed<K>(objects: Vec<K>, changes: &Arc<crate::watched::Changes>) -> Watched<K>
-    where
-        K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
-    {
-        let events = std::iter::once(Event::Init)
-            .chain(objects.into_iter().map(Event::InitApply))
-            .chain(std::iter::once(Event::InitDone))
-            .map(Ok);
-        let (watched, drive) = Watched::new(futures::stream::iter(events), Arc::clone(changes));
-        drive.await;
-        watched
-    }
-    let jobs = listed(vec![job], &changes).await;
-    let pods = listed(vec![pod("train-a"), pod("train-b")], &changes).await;
+    let jobs = crate::watched::listed(vec![job], &changes).await;
+    let pods = crate::watched::listed(vec![pod("train-a"), pod("train-b")], &changes).await;
     let log = vec![b'x'; 64 * 1024];
     let api = super::read::tests::api_server(&[("train-a", log.clone()), ("train-b", log)]);
     let metrics = LogMetrics::default();

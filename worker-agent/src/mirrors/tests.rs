@@ -1,13 +1,13 @@
 //! Unit tests of the mirrors' passes: what a pass sees and reports.
 
 use super::*;
+use crate::watched::listed;
 use jobrelay_kinds::jobset::JOBSET_UID_LABEL;
 use jobrelay_proto::v1::{DeleteMirror, DeleteReason, MirrorPhase};
 use jobrelay_proto::wire::{
     MANAGER_INSTANCE_LABEL, ORIGIN_LABEL, ORIGIN_UID_LABEL, REVISION_ANNOTATION,
 };
 use k8s_openapi::api::batch::v1::Job;
-use kube::runtime::watcher::Event;
 
 /// A mirror of origin UID `uid`, finished or running.
 fn mirror(uid: &str, finished: bool) -> Job {
@@ -24,20 +24,6 @@ fn mirror(uid: &str, finished: bool) -> Job {
         "status": status,
     }))
     .unwrap()
-}
-
-/// A cache that listed `objects` once.
-async fn listed<K>(objects: Vec<K>, changes: &Arc<Changes>) -> Watched<K>
-where
-    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
-{
-    let events = std::iter::once(Event::Init)
-        .chain(objects.into_iter().map(Event::InitApply))
-        .chain(std::iter::once(Event::InitDone))
-        .map(Ok);
-    let (watched, drive) = Watched::new(futures::stream::iter(events), Arc::clone(changes));
-    drive.await;
-    watched
 }
 
 /// The mirrors of caches that listed `jobs` and no Pod, whose every request
