@@ -16,7 +16,7 @@ use jobrelay_testbed::kit;
 use jobrelay_testbed::objects::fixtures::TestJob;
 use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::ResourceQuota;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, ResourceQuota};
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -97,6 +97,38 @@ async fn why_pods_wait_or_failed_on_a_worker_and_its_warnings_are_shown_on_the_m
             && told.contains("exceeded quota: no-pods"),
         "{told}"
     );
+    // The worker's Job controller says it again as it retries; the manager
+    // Job is told once.
+    let on_worker: Api<CoreEvent> =
+        Api::namespaced(kit::client(worker(installed, "worker-2")).await, &ns);
+    wait::until("worker-2 saying FailedCreate twice", TIMEOUT, || async {
+        let said: i32 = on_worker
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some("FailedCreate"))
+            .filter(|e| e.involved_object.name.as_deref() == Some("over-quota"))
+            .map(|e| e.count.unwrap_or(1))
+            .sum();
+        match said {
+            2.. => Seen::Ready(()),
+            said => Seen::Waiting(format!("{said} times")),
+        }
+    })
+    .await;
+    let copies: Vec<Event> = events
+        .list(&ListParams::default())
+        .await
+        .expect("listing the manager's Events")
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("WorkerWarning"))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("over-quota"))
+        .collect();
+    assert_eq!(copies.len(), 1, "{copies:?}");
+    assert!(copies[0].series.is_none(), "told once: {copies:?}");
     finish(installed, &ns, &jobs).await;
     quotas
         .delete("no-pods", &DeleteParams::default())
