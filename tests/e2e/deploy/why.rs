@@ -5,7 +5,8 @@
 //! retried. Each manager Job's `jobrelay.dev/pods` annotation says the
 //! cluster, the Pods by phase and the kubelet's reason, container and exit
 //! code, and a warning Event (`PodsWaiting`, `PodsFailed`) tells it in
-//! `kubectl describe job`. And the worker's own Warning Event about a mirror
+//! `kubectl describe job`; one whose Pod no node of the worker matches
+//! shows the worker scheduler's `Unschedulable` and its message. And the worker's own Warning Event about a mirror
 //! — its Job controller's `FailedCreate` under a quota of no Pods — reaches
 //! the manager Job as a `WorkerWarning` naming the worker.
 
@@ -51,6 +52,20 @@ async fn why_pods_wait_or_failed_on_a_worker_and_its_warnings_are_shown_on_the_m
     );
     let exits = wait_annotation(&jobs, "exits", "failed Error (container work, exit code 3)").await;
     assert!(exits.starts_with("cluster worker-1 ("), "{exits}");
+    // Pinned to worker-1 (so placed without asking for room), its Pod
+    // selects a node the worker does not have: its scheduler's word.
+    let mut nowhere = on_real_node(&ns, "nowhere", WORKLOAD_IMAGE, &[], 0);
+    let spec = nowhere.spec.as_mut().and_then(|s| s.template.spec.as_mut());
+    spec.expect("a pod spec")
+        .node_selector
+        .get_or_insert_default()
+        .insert("jobrelay.test/absent".into(), "true".into());
+    create(&jobs, nowhere).await;
+    let unscheduled = wait_annotation(&jobs, "nowhere", "1 Pod wait Unschedulable").await;
+    assert!(
+        unscheduled.contains("didn't match Pod's node affinity/selector"),
+        "the scheduler's message: {unscheduled}"
+    );
 
     let events: Api<Event> = Api::namespaced(jobs.clone().into_client(), &ns);
     let waiting = wait_warning(&events, "unpulled", "PodsWaiting").await;

@@ -159,8 +159,8 @@ async fn manager_replicas_elect_a_leader_on_a_lease_and_spread_over_nodes() {
     }
 
     // The Lease, the label on its own Pod, the placement key and the
-    // webhook's own certificate, in its namespace only; of Secrets, it reads
-    // those two alone.
+    // webhook's and logs API's own certificates, in its namespace only; of
+    // Secrets, it reads those three alone.
     let role: Role = object(&objects, "Role", "jobrelay-manager-leader-election");
     let rules: Vec<(Vec<String>, Vec<String>, Vec<String>)> = role
         .rules
@@ -189,6 +189,11 @@ async fn manager_replicas_elect_a_leader_on_a_lease_and_spread_over_nodes() {
             (
                 strings(&["secrets"]),
                 strings(&["jobrelay-manager-webhook-certs"]),
+                strings(&["get", "update"])
+            ),
+            (
+                strings(&["secrets"]),
+                strings(&["jobrelay-manager-visibility-certs"]),
                 strings(&["get", "update"])
             ),
             (strings(&["secrets"]), vec![], strings(&["create"])),
