@@ -54,16 +54,15 @@ impl Fleet {
     }
 
     /// The cluster whose worker holds a mirror of `uid`, as its agent last
-    /// showed it — the one the mirror is wanted on first, then any that
-    /// still holds one (a finished Job's kept mirror, one being deleted).
+    /// showed it, and not told to delete it — the one the mirror is wanted
+    /// on first, then any that keeps one (a finished Job's, retained).
     pub fn holding(&self, uid: &str) -> Option<String> {
         let clusters = self.lock();
         let held = clusters.iter().filter_map(|(cluster, state)| {
             let mirror = state.mirrors.get(uid)?;
-            mirror
-                .state
-                .held()
-                .map(|_| (mirror.state.wanted(), cluster.clone()))
+            let deleting = matches!(mirror.state, State::Deleting { .. });
+            (mirror.state.held().is_some() && !deleting)
+                .then(|| (mirror.state.wanted(), cluster.clone()))
         });
         held.max_by_key(|(wanted, _)| *wanted)
             .map(|(_, cluster)| cluster)

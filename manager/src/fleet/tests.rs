@@ -139,6 +139,21 @@ fn cleanup_waits_for_gone_and_resends_the_delete_in_a_new_session() {
 }
 
 #[test]
+fn a_mirror_holds_logs_while_its_worker_holds_it_and_no_deletion_began() {
+    let (fleet, _) = fleet();
+    let (tx, _rx) = outbox();
+    fleet.connect("w1", "test", &[], vec![], vec![], tx);
+    fleet.ensure_applied("w1", "u1", &key("a"), 1, Vec::new);
+    assert_eq!(fleet.holding("u1"), None, "sent, not yet held");
+    fleet
+        .record_status("w1", "u1", Held::new(1, MirrorPhase::Succeeded, None))
+        .unwrap();
+    assert_eq!(fleet.holding("u1").as_deref(), Some("w1"));
+    fleet.cleanup("w1", "u1", &key("a"), DeleteReason::RetentionExpired);
+    assert_eq!(fleet.holding("u1"), None, "being deleted with its Pods");
+}
+
+#[test]
 fn a_resumed_job_is_applied_only_after_its_old_mirror_is_gone() {
     let (fleet, _) = fleet();
     let (tx, mut rx) = outbox();

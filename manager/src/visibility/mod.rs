@@ -235,7 +235,12 @@ impl LogsApi {
         let uid = job.metadata.uid.clone().unwrap_or_default();
         let fleet = &self.sessions.fleet;
         let cluster = fleet.holding(&uid).ok_or_else(|| {
-            Refusal::not_found(reply::no_mirror(namespace, name, job.is_finished()))
+            let stands = match (job.metadata.deletion_timestamp.is_some(), job.is_finished()) {
+                (true, _) => reply::Stands::Deleted,
+                (false, true) => reply::Stands::Finished,
+                (false, false) => reply::Stands::Waiting,
+            };
+            Refusal::not_found(reply::no_mirror(namespace, name, stands))
         })?;
         let (session, outbox) = fleet.session_of(&cluster).ok_or_else(|| {
             Refusal::unavailable(format!(

@@ -103,14 +103,29 @@ pub fn not_relayed(namespace: &str, name: &str) -> String {
     )
 }
 
-/// Why a relayed Job has no logs to read: no worker holds its mirror.
-pub fn no_mirror(namespace: &str, name: &str, finished: bool) -> String {
-    match finished {
-        true => format!(
-            "Job {namespace}/{name} finished and no worker cluster holds its mirror any more: its Pods and their logs were deleted with it (retention.remoteAfterFinished keeps them for a while)"
+/// Where a relayed Job stands when no worker holds a mirror of it that is
+/// not being deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stands {
+    /// It waits to be admitted or placed (or for its mirror).
+    Waiting,
+    Finished,
+    /// The manager Job is being deleted.
+    Deleted,
+}
+
+/// Why a relayed Job has no logs to read: no worker holds its mirror, or
+/// its mirror is being deleted with its Pods.
+pub fn no_mirror(namespace: &str, name: &str, stands: Stands) -> String {
+    match stands {
+        Stands::Finished => format!(
+            "Job {namespace}/{name} finished and its mirror is deleted, or being deleted, with its Pods and their logs (retention.remoteAfterFinished keeps them for a while)"
         ),
-        false => format!(
-            "Job {namespace}/{name} has no mirror on a worker cluster yet: it waits to be admitted or placed (kubectl describe job {name} -n {namespace} says why)"
+        Stands::Deleted => format!(
+            "Job {namespace}/{name} is being deleted, and its mirror with its Pods and their logs"
+        ),
+        Stands::Waiting => format!(
+            "Job {namespace}/{name} has no mirror on a worker cluster now: it waits to be admitted or placed, or its mirror is being replaced (kubectl describe job {name} -n {namespace} says why)"
         ),
     }
 }
@@ -176,8 +191,17 @@ mod tests {
         );
         assert!(forbidden("bob", "ml", "train", "no rule").ends_with(": no rule"));
         assert!(not_relayed("ml", "train").contains("ml/train"));
-        assert!(no_mirror("ml", "train", true).contains("retention.remoteAfterFinished"));
-        assert!(no_mirror("ml", "train", false).contains("kubectl describe job train -n ml"));
+        let finished = no_mirror("ml", "train", Stands::Finished);
+        assert!(
+            finished.contains("finished") && finished.contains("retention.remoteAfterFinished")
+        );
+        let deleted = no_mirror("ml", "train", Stands::Deleted);
+        assert!(deleted.contains("is being deleted"), "{deleted}");
+        let waiting = no_mirror("ml", "train", Stands::Waiting);
+        assert!(
+            waiting.contains("kubectl describe job train -n ml"),
+            "{waiting}"
+        );
     }
 
     #[test]

@@ -144,12 +144,12 @@ async fn a_relayed_jobs_logs_are_read_on_the_manager_through_the_agent() {
     // there are no logs to read, and the answer says why.
     let gone = wait::until("talks's logs gone with its mirror", TIMEOUT, || async {
         match get(&reader, &path).await {
-            Err((404, text)) => Seen::Ready(text),
+            Err((404, text)) if text.contains("finished") => Seen::Ready(text),
             other => Seen::Waiting(format!("{other:?}")),
         }
     })
     .await;
-    assert!(gone.contains("finished"), "{gone}");
+    assert!(gone.contains("retention.remoteAfterFinished"), "{gone}");
     finish(installed, &ns, &jobs).await;
 }
 
