@@ -6,19 +6,24 @@
 //! as `kubectl get --raw` does by a user whom `view` allows (the chart's
 //! role aggregated into it) while the container runs, and followed with
 //! `kubectl jobrelay logs -f` until the container ends; refused to a user
-//! without the permission; and, once the finished Job's mirror is gone, a
+//! without the permission, by the API server and by jobrelay's own review
+//! (asked straight, as the front proxy asks), and to any caller without the
+//! front proxy's certificate; and, once the finished Job's mirror is gone, a
 //! 404 that says why. `kubectl jobrelay status`, `describe` and `clusters`
 //! show the Job, its mirror and the fleet from the manager alone.
 
 use futures::{AsyncBufReadExt, StreamExt};
 use jobrelay_e2e::deployed::{TIMEOUT, create, finish, namespace};
+use jobrelay_proto::wire::LEADER_LABEL;
 use jobrelay_proto::wire::job_log_path;
+use jobrelay_testbed::deploy::{Installed, NAMESPACE};
 use jobrelay_testbed::kit;
 use jobrelay_testbed::wait::{self, Seen};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 
 use super::installed;
 use super::why::on_real_node;
@@ -133,6 +138,28 @@ async fn a_relayed_jobs_logs_are_read_on_the_manager_through_the_agent() {
     assert_eq!(refused.0, 403, "{}", refused.1);
     assert!(refused.1.contains("jobs/log"), "{}", refused.1);
 
+    // jobrelay's own review, asked as the front proxy asks (its client
+    // certificate, the caller in headers) straight at the leader: the
+    // stranger is refused by jobrelay, in the API server's words; and
+    // without that certificate no header is believed, not even a reader's.
+    let proxied = straight_to_the_leader(installed, "stranger", true).await;
+    let refused = get(&proxied, &path)
+        .await
+        .expect_err("jobrelay refuses the stranger");
+    assert_eq!(refused.0, 403, "{}", refused.1);
+    assert!(
+        refused
+            .1
+            .contains(r#"User "stranger" cannot get resource "jobs/log" in API group "visibility.jobrelay.dev""#),
+        "{}",
+        refused.1
+    );
+    let unproxied = straight_to_the_leader(installed, "reader", false).await;
+    let refused = get(&unproxied, &path)
+        .await
+        .expect_err("no front proxy, no caller");
+    assert_eq!(refused.0, 401, "{}", refused.1);
+
     // Bad parameters are named.
     let bad = get(&reader, &format!("{path}?tailLines=-1"))
         .await
@@ -169,6 +196,55 @@ async fn wait_available(client: &kube::Client) {
         }
     })
     .await;
+}
+
+/// A client of the leader's logs API itself, not through the API server:
+/// `user` (in `system:authenticated`) named in the front proxy's headers,
+/// on a connection with the front proxy's client certificate if
+/// `certificate`. The API's own certificate is not checked here: the
+/// APIService's is, by the API server.
+async fn straight_to_the_leader(
+    installed: &Installed,
+    user: &str,
+    certificate: bool,
+) -> kube::Client {
+    let manager = installed.clusters.manager();
+    let pods: Api<Pod> = Api::namespaced(kit::client(manager).await, NAMESPACE);
+    let leaders = pods
+        .list(&ListParams::default().labels(&format!("{LEADER_LABEL}=true")))
+        .await
+        .expect("listing the manager's Pods");
+    let address = leaders
+        .items
+        .iter()
+        .find_map(|pod| pod.status.as_ref()?.pod_ip.clone())
+        .expect("the leader's address");
+    let port = installed
+        .manager_values
+        .iter()
+        .find_map(|value| value.strip_prefix("manager.visibility.port="))
+        .expect("the logs API's port");
+    let url = format!("https://{address}:{port}").parse().expect("a URL");
+    let mut config = kube::Config::new(url);
+    config.accept_invalid_certs = true;
+    if certificate {
+        let pki = installed.clusters.set().state_dir.join("pki");
+        config.auth_info.client_certificate =
+            Some(pki.join("front-proxy-client.crt").display().to_string());
+        config.auth_info.client_key =
+            Some(pki.join("front-proxy-client.key").display().to_string());
+    }
+    config.headers = vec![
+        (
+            http::HeaderName::from_static("x-remote-user"),
+            http::HeaderValue::from_str(user).expect("a header"),
+        ),
+        (
+            http::HeaderName::from_static("x-remote-group"),
+            http::HeaderValue::from_static("system:authenticated"),
+        ),
+    ];
+    kube::Client::try_from(config).expect("a client of the logs API")
 }
 
 /// `kubectl get --raw path` as `client`: the body, or the status code and
