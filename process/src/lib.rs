@@ -52,7 +52,7 @@ pub use files::{Pem, PemFiles};
 pub use flags::{CertificateFlags, ProcessFlags};
 pub use kube_client::KubeApiFlags;
 pub use peer_certificate::PeerCertificate;
-pub use rate::{RateLimit, TokenBucket};
+pub use rate::{RateLimit, SharedBucket, TokenBucket};
 pub use server::{ConnectionLimits, Peer, RefusedConnection, ServerTls};
 pub use serving::{ServingFiles, ServingTls};
 pub use shutdown::Shutdown;

@@ -1,8 +1,10 @@
 //! The one rate limiter of jobrelay: a token bucket. The Kubernetes client
 //! waits on it for every request (`kube_client`), the agent's deletion budget
-//! and the manager's retention pace draw on it too.
+//! and log pace (a [`SharedBucket`] each) and the manager's retention pace
+//! draw on it too.
 
 use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -95,6 +97,44 @@ impl TokenBucket {
     }
 }
 
+/// A [`TokenBucket`] several tasks draw on together: clones share it.
+#[derive(Clone, Debug)]
+pub struct SharedBucket(Arc<Mutex<TokenBucket>>);
+
+impl SharedBucket {
+    pub fn new(limit: RateLimit, now: Instant) -> Self {
+        SharedBucket(Arc::new(Mutex::new(TokenBucket::new(limit, now))))
+    }
+
+    /// Takes `n` tokens (at least one) at `now`, each owed in turn; how
+    /// long until the last of them is paid.
+    pub fn take_n(&self, n: usize, now: Instant) -> Duration {
+        let mut bucket = self.bucket();
+        (0..n.max(1))
+            .map(|_| bucket.take(now))
+            .last()
+            .unwrap_or_default()
+    }
+
+    /// [`TokenBucket::try_take`] of the shared bucket.
+    pub fn try_take(&self, n: usize, now: Instant) -> bool {
+        self.bucket().try_take(n, now)
+    }
+
+    /// Waits until `n` tokens taken now are paid.
+    pub async fn wait_for(&self, n: usize) {
+        let wait = self.take_n(n, Instant::now());
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    fn bucket(&self) -> MutexGuard<'_, TokenBucket> {
+        // Only numbers inside, consistent between any two statements.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,5 +215,29 @@ mod tests {
         for _ in 0..100_000 {
             assert_eq!(bucket.take(start), Duration::ZERO);
         }
+    }
+}
+
+#[cfg(test)]
+mod shared_tests {
+    use super::*;
+
+    #[test]
+    fn clones_draw_on_one_bucket_and_each_token_taken_is_owed_in_turn() {
+        let start = Instant::now();
+        let limit = RateLimit::PerSecond {
+            qps: 10.0,
+            burst: 2,
+        };
+        let bucket = SharedBucket::new(limit, start);
+        let other = bucket.clone();
+        assert_eq!(bucket.take_n(2, start), Duration::ZERO, "the burst");
+        assert_eq!(other.take_n(3, start), Duration::from_millis(300));
+        assert!(!bucket.try_take(1, start), "the other's debt is this one's");
+        assert_eq!(
+            other.take_n(0, start),
+            Duration::from_millis(400),
+            "at least one"
+        );
     }
 }

@@ -4,14 +4,12 @@
 //! thousands is worked off steadily instead of flooding the worker's API
 //! server.
 
-use std::sync::{Arc, Mutex, PoisonError};
-
-use jobrelay_process::{RateLimit, TokenBucket};
+use jobrelay_process::{RateLimit, SharedBucket};
 use tokio::time::Instant;
 
 /// At most one second's worth is saved up. Clones share the pace.
 #[derive(Clone, Debug)]
-pub struct DeletionPace(Arc<Mutex<TokenBucket>>);
+pub struct DeletionPace(SharedBucket);
 
 impl DeletionPace {
     pub fn per_second(per_second: u32) -> Self {
@@ -24,7 +22,7 @@ impl DeletionPace {
             qps: f64::from(per_second),
             burst: per_second,
         };
-        DeletionPace(Arc::new(Mutex::new(TokenBucket::new(limit, now))))
+        DeletionPace(SharedBucket::new(limit, now))
     }
 
     /// Takes `n` deletions from the pace if that many are left; else
@@ -35,19 +33,11 @@ impl DeletionPace {
 
     /// Waits for one deletion's turn (for a caller with nothing else to do).
     pub async fn take(&self) {
-        let wait = self.bucket().take(Instant::now());
-        if !wait.is_zero() {
-            tokio::time::sleep(wait).await;
-        }
+        self.0.wait_for(1).await;
     }
 
     fn take_at(&self, now: Instant, n: usize) -> bool {
-        self.bucket().try_take(n, now)
-    }
-
-    fn bucket(&self) -> std::sync::MutexGuard<'_, TokenBucket> {
-        // Only numbers inside, consistent between any two statements.
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.0.try_take(n, now)
     }
 }
 

@@ -4,10 +4,7 @@
 //! logs take a quarter of it at most, so statuses and deletions of a busy
 //! worker are never held back behind someone's `--follow`.
 
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
-
-use jobrelay_process::{RateLimit, TokenBucket};
+use jobrelay_process::{RateLimit, SharedBucket};
 use tokio::time::Instant;
 
 /// Log bytes the agent sends a second at most, over all its streams.
@@ -19,7 +16,7 @@ const BURST: u32 = BYTES_PER_SECOND / TOKEN_BYTES as u32 / 4;
 
 /// Clones share the pace.
 #[derive(Clone, Debug)]
-pub struct LogPace(Arc<Mutex<TokenBucket>>);
+pub struct LogPace(SharedBucket);
 
 impl Default for LogPace {
     fn default() -> Self {
@@ -33,32 +30,25 @@ impl LogPace {
             qps: f64::from(BYTES_PER_SECOND) / TOKEN_BYTES as f64,
             burst: BURST,
         };
-        LogPace(Arc::new(Mutex::new(TokenBucket::new(limit, now))))
+        LogPace(SharedBucket::new(limit, now))
     }
 
     /// Waits for the turn of a message of `bytes`.
     pub async fn take(&self, bytes: usize) {
-        let wait = self.wait_for(bytes, Instant::now());
-        if !wait.is_zero() {
-            tokio::time::sleep(wait).await;
-        }
+        self.0.wait_for(bytes.div_ceil(TOKEN_BYTES)).await;
     }
 
     /// Takes the tokens of `bytes` at `now`; how long until they are paid.
-    fn wait_for(&self, bytes: usize, now: Instant) -> Duration {
-        // Only numbers inside, consistent between any two statements.
-        let mut bucket = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        // Each token taken is owed in turn; the last one's wait pays for all.
-        (0..bytes.div_ceil(TOKEN_BYTES).max(1))
-            .map(|_| bucket.take(now))
-            .last()
-            .unwrap_or_default()
+    #[cfg(test)]
+    fn wait_for(&self, bytes: usize, now: Instant) -> std::time::Duration {
+        self.0.take_n(bytes.div_ceil(TOKEN_BYTES), now)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn a_quarter_seconds_worth_goes_at_once_then_bytes_wait_their_turn() {
