@@ -55,7 +55,8 @@ pub fn images() -> anyhow::Result<Images> {
 fn build() -> anyhow::Result<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = std::env::temp_dir().join(format!("jobrelay-images-{}", std::process::id()));
+    // The place `cargo xtask test` builds them too: one copy, overwritten.
+    let out = root.join("target").join("image");
     let status = Command::new(cargo)
         .current_dir(&root)
         .args(["run", "-q", "-p", "xtask", "--", "image", "--out"])
