@@ -30,6 +30,7 @@ use crate::kit::{self, Clusters};
 use helm::{chart, helm};
 use images::{Image, Images};
 
+pub mod guide;
 pub mod helm;
 pub mod images;
 
@@ -303,8 +304,8 @@ impl Installed {
     }
 }
 
-/// Imports `image` into the cluster's real node.
-fn load(cluster: &ClusterInfo, image: &Image) -> anyhow::Result<()> {
+/// Imports `image` into the cluster's real nodes.
+pub fn load(cluster: &ClusterInfo, image: &Image) -> anyhow::Result<()> {
     anyhow::ensure!(
         !cluster.real_nodes.is_empty(),
         "{} has no real node",

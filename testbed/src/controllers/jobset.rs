@@ -71,7 +71,7 @@ impl JobSetController {
             cluster,
             state_dir,
             command,
-            health_port,
+            (health_port, "/readyz"),
             START_TIMEOUT,
         )
         .await?;

@@ -114,7 +114,7 @@ impl Kueue {
             cluster,
             state_dir,
             command,
-            health_port,
+            (health_port, "/readyz"),
             START_TIMEOUT,
         )
         .await?;

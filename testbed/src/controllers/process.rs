@@ -1,6 +1,6 @@
 //! A released controller run as a process against one test cluster: its
-//! log in the state folder's `logs`, ready once its health endpoint's
-//! `/readyz` answers 200, killed by [`ControllerProcess::kill`] or with the
+//! log in the state folder's `logs`, ready once an endpoint it serves on
+//! loopback (its health check's `/readyz`, or its metrics) answers 200, killed by [`ControllerProcess::kill`] or with the
 //! test process.
 
 use std::path::Path;
@@ -20,14 +20,14 @@ pub struct ControllerProcess {
 
 impl ControllerProcess {
     /// Starts `command` (its log `logs/<name>-<cluster>.log`) against
-    /// `cluster` and waits up to `timeout` until `/readyz` on loopback
-    /// `health_port` answers 200.
+    /// `cluster` and waits up to `timeout` until `path` on loopback `port`
+    /// answers 200.
     pub async fn start(
         (what, name): (&str, &str),
         cluster: &ClusterInfo,
         state_dir: &Path,
         mut command: Command,
-        health_port: u16,
+        (port, path): (u16, &str),
         timeout: Duration,
     ) -> anyhow::Result<ControllerProcess> {
         command.env("KUBECONFIG", &cluster.kubeconfig);
@@ -40,13 +40,13 @@ impl ControllerProcess {
         };
         wait::try_until(
             format!(
-                "{what} ready on {} (http://127.0.0.1:{health_port}/readyz; log {})",
+                "{what} ready on {} (http://127.0.0.1:{port}{path}; log {})",
                 cluster.name,
                 log.display()
             ),
             timeout,
             || async {
-                match http_get(&format!("127.0.0.1:{health_port}"), "/readyz").await {
+                match http_get(&format!("127.0.0.1:{port}"), path).await {
                     Ok((200, _)) => Seen::Ready(()),
                     Ok((code, body)) => Seen::Waiting(format!("HTTP {code}: {body}")),
                     Err(e) => Seen::Waiting(e.to_string()),

@@ -2,7 +2,7 @@
 //! `tests/controlplane/jobset/go.mod` and built as a [`GoRelease`].
 
 use crate::go::controlplane::Error;
-use crate::go::release::{BuiltRelease, GoRelease};
+use crate::go::release::{BuiltRelease, GoRelease, KUBEBUILDER_CRDS, KUBEBUILDER_WEBHOOKS};
 
 /// The JobSet release the JobSet tests run.
 pub const JOBSET_VERSION: &str = "v0.11.1";
@@ -15,6 +15,8 @@ pub const JOBSET: GoRelease = GoRelease {
     module: "sigs.k8s.io/jobset",
     package: "sigs.k8s.io/jobset",
     version_variable: "sigs.k8s.io/jobset/pkg/version.GitVersion",
+    crds: KUBEBUILDER_CRDS,
+    webhooks: Some(KUBEBUILDER_WEBHOOKS),
 };
 
 /// A built JobSet.

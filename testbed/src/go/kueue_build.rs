@@ -3,7 +3,7 @@
 //! [`GoRelease`].
 
 use crate::go::controlplane::Error;
-use crate::go::release::{BuiltRelease, GoRelease};
+use crate::go::release::{BuiltRelease, GoRelease, KUBEBUILDER_CRDS, KUBEBUILDER_WEBHOOKS};
 
 pub use crate::go::controlplane::KUEUE_VERSION;
 
@@ -15,6 +15,8 @@ pub const KUEUE: GoRelease = GoRelease {
     module: "sigs.k8s.io/kueue",
     package: "sigs.k8s.io/kueue/cmd/kueue",
     version_variable: "sigs.k8s.io/kueue/pkg/version.GitVersion",
+    crds: KUBEBUILDER_CRDS,
+    webhooks: Some(KUBEBUILDER_WEBHOOKS),
 };
 
 /// A built Kueue.

@@ -1,4 +1,5 @@
-//! The Go controllers the tests run beside Kubernetes (Kueue, JobSet): each
+//! The Go controllers the tests run beside Kubernetes (Kueue, JobSet,
+//! cert-manager): each
 //! a pinned release (a wrapper module in `tests/controlplane/<folder>/go.mod`
 //! with its `go.sum`) built into a cache folder of its own, with the
 //! release's CRDs and webhook configurations copied beside the binary.
@@ -31,7 +32,15 @@ pub struct GoRelease {
     /// The string variable the release reports its version from, set to
     /// [`GoRelease::version`] at link time.
     pub version_variable: &'static str,
+    /// The folder of the module's CRDs (its `.yaml` files are copied).
+    pub crds: &'static str,
+    /// The module's webhook configurations, if the tests register them.
+    pub webhooks: Option<&'static str>,
 }
+
+/// Where the kubebuilder layout keeps CRDs and webhook configurations.
+pub const KUBEBUILDER_CRDS: &str = "config/components/crd/bases";
+pub const KUBEBUILDER_WEBHOOKS: &str = "config/components/webhook/manifests.yaml";
 
 /// A built release: its binary and the manifests of the same release that
 /// install it (CRDs, webhook configurations).
@@ -47,12 +56,12 @@ impl BuiltRelease {
         self.dir.join("bin").join(self.binary)
     }
 
-    /// The folder of its CRDs (`config/components/crd/bases`).
+    /// The folder of its CRDs.
     pub fn crds(&self) -> PathBuf {
         self.dir.join("crd")
     }
 
-    /// Its webhook configurations (`config/components/webhook/manifests.yaml`).
+    /// Its webhook configurations, where the release has them.
     pub fn webhooks(&self) -> PathBuf {
         self.dir.join("webhooks.yaml")
     }
@@ -125,24 +134,23 @@ impl GoRelease {
             seconds(started.elapsed())
         ));
 
-        let components = cache_root()
+        let module = cache_root()
             .join("go")
             .join("mod")
-            .join(format!("{}@{}", self.module, self.version))
-            .join("config")
-            .join("components");
+            .join(format!("{}@{}", self.module, self.version));
         let crds = partial.join("crd");
         std::fs::create_dir_all(&crds).map_err(|e| Error::Io(crds.display().to_string(), e))?;
-        let bases = components.join("crd").join("bases");
+        let bases = module.join(self.crds);
         let entries =
             std::fs::read_dir(&bases).map_err(|e| Error::Io(bases.display().to_string(), e))?;
         for entry in entries.flatten() {
-            copy(&entry.path(), &crds.join(entry.file_name()))?;
+            if entry.path().extension().is_some_and(|e| e == "yaml") {
+                copy(&entry.path(), &crds.join(entry.file_name()))?;
+            }
         }
-        copy(
-            &components.join("webhook").join("manifests.yaml"),
-            &partial.join("webhooks.yaml"),
-        )?;
+        if let Some(webhooks) = self.webhooks {
+            copy(&module.join(webhooks), &partial.join("webhooks.yaml"))?;
+        }
         std::fs::write(partial.join(STAMP), self.version)
             .map_err(|e| Error::Io("writing stamp".into(), e))?;
         let _ = std::fs::remove_dir_all(&dir);
@@ -176,6 +184,8 @@ mod tests {
             module: "example.com/x",
             package,
             version_variable: "example.com/x/version.V",
+            crds: KUBEBUILDER_CRDS,
+            webhooks: None,
         };
         let built = release("example.com/x/cmd/xd").at(PathBuf::from("/c"));
         assert_eq!(built.binary(), Path::new("/c/bin/xd"));

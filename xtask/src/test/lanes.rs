@@ -17,7 +17,7 @@ use crate::{log, workspace_root};
 /// Each target's usual duration on the CI machine, in seconds, longest
 /// first; a target runs earlier the longer it takes, so the lanes end
 /// together.
-const SECONDS: [(&str, u32); 20] = [
+const SECONDS: [(&str, u32); 21] = [
     ("kueue", 240),
     ("cronjob", 160),
     ("restarts", 145),
@@ -27,6 +27,7 @@ const SECONDS: [(&str, u32); 20] = [
     ("relay", 65),
     ("placement", 60),
     ("deploy", 60),
+    ("deploy_guide", 90),
     ("jobset", 50),
     ("ha", 50),
     ("jobset_kit", 50),
@@ -42,7 +43,7 @@ const SECONDS: [(&str, u32); 20] = [
 
 /// Targets that run real nodes on the host, which share its network and
 /// cgroups: one after the other, never beside each other.
-const REAL_NODES: [&str; 2] = ["deploy", "real_node"];
+const REAL_NODES: [&str; 3] = ["deploy", "deploy_guide", "real_node"];
 
 /// The names of the test targets a Cargo manifest lists (`[[test]]`).
 pub fn targets(manifest: &str) -> Vec<String> {

@@ -104,6 +104,33 @@ configMap:
 {{- end -}}
 {{- end }}
 
+{{- define "jobrelay.managerCADir" -}}/etc/jobrelay/manager-ca{{- end }}
+
+{{/*
+The agent's bundle of the manager's CA: agent.managerCA's Secret or
+ConfigMap (the source, as a volume); none, the TLS Secret's ca.crt.
+*/}}
+{{- define "jobrelay.managerCAVolume" -}}
+{{- $ca := .Values.agent.managerCA -}}
+{{- if and $ca.secretName $ca.configMapName -}}
+{{- fail "agent.managerCA: name a secretName or a configMapName, not both" -}}
+{{- else if $ca.secretName -}}
+secret:
+  secretName: {{ $ca.secretName }}
+  defaultMode: 288
+{{- else if $ca.configMapName -}}
+configMap:
+  name: {{ $ca.configMapName }}
+{{- end -}}
+{{- end }}
+{{- define "jobrelay.managerCAFile" -}}
+{{- if include "jobrelay.managerCAVolume" . -}}
+{{ include "jobrelay.managerCADir" . }}/{{ required "agent.managerCA.key is required" .Values.agent.managerCA.key }}
+{{- else -}}
+{{ include "jobrelay.tlsDir" . }}/ca.crt
+{{- end -}}
+{{- end }}
+
 {{/*
 The API server address for clients in the Pod, when set: it wins over the
 `kubernetes` Service's ClusterIP that Kubernetes injects (for clusters where

@@ -1,0 +1,205 @@
+//! `docs/install.md`, run as written: every block it marks as a command a
+//! user runs, in order, through bash, on a manager and a worker with real
+//! nodes and cert-manager (both clusters' own, from the pinned release),
+//! each block failing the test if it fails or if what the guide says it
+//! prints does not appear. The test gives only what the guide declares as
+//! placeholders (the registry, the address agents dial) and the values
+//! files the guide leaves to the reader's clusters (`local/<cluster>.yaml`:
+//! where Pods run, the host's network, the API server's address); the
+//! kubeconfig contexts are the guide's names. Blocks the guide says a test
+//! cannot run are listed on the test's output.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use jobrelay_testbed::cluster::ClusterInfo;
+use jobrelay_testbed::cluster::node::{REAL_NODE_LABEL, REAL_NODE_TAINT};
+use jobrelay_testbed::controllers::certmanager::CertManager;
+use jobrelay_testbed::deploy::guide::{self, Step};
+use jobrelay_testbed::deploy::helm::run;
+use jobrelay_testbed::deploy::images::images;
+use jobrelay_testbed::go::{controlplane, helm_build};
+use jobrelay_testbed::host::ports::free_port;
+use jobrelay_testbed::kit::{self, ClusterOptions};
+use serde_json::{Value, json};
+
+/// The worker's name in the guide, and so its kubeconfig context.
+const WORKER: &str = "worker-a";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_install_guide_runs_as_written() {
+    let clusters = kit::clusters_with(ClusterOptions {
+        workers: 1,
+        real_nodes: ["manager", "worker-1"].map(String::from).to_vec(),
+    });
+    let (manager, worker) = (clusters.manager(), &clusters.workers()[0]);
+    let state = &clusters.set().state_dir;
+    let _cert_managers = (
+        CertManager::start(manager, state)
+            .await
+            .expect("cert-manager on the manager"),
+        CertManager::start(worker, state)
+            .await
+            .expect("cert-manager on the worker"),
+    );
+    // The registry: none here, so the images go straight into each node's
+    // containerd under the name the guide pushes them as (`docker.io` is
+    // what an unqualified name means to containerd).
+    let images = images().unwrap_or_else(|e| panic!("jobrelay's images: {e:#}"));
+    jobrelay_testbed::deploy::load(manager, &images.manager).expect("the manager's image");
+    jobrelay_testbed::deploy::load(worker, &images.agent).expect("the agent's image");
+
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let local = root.join("local");
+    let _ = std::fs::remove_dir_all(&local);
+    std::fs::create_dir_all(&local).expect("local/");
+    let relay_port = free_port().expect("a port");
+    write_values(
+        &local.join("manager.yaml"),
+        &manager_values(manager, relay_port),
+    );
+    write_values(&local.join(format!("{WORKER}.yaml")), &agent_values(worker));
+    let kubeconfig = contexts(state, manager, worker);
+
+    let text = std::fs::read_to_string(root.join("docs/install.md")).expect("docs/install.md");
+    let read = guide::parse(&text).unwrap_or_else(|e| panic!("docs/install.md: {e}"));
+    // The manager listens on every address of the host's network, so the
+    // agents dial it on loopback, by a name its certificate can hold.
+    let given: BTreeMap<String, String> = [
+        ("registry.example.com", "docker.io".to_string()),
+        (
+            "jobrelay.example.com:8443",
+            format!("localhost:{relay_port}"),
+        ),
+        ("jobrelay.example.com", "localhost".to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let steps = guide::substitute(&read, &given).unwrap_or_else(|e| panic!("docs/install.md: {e}"));
+    for (line, why) in &read.not_run {
+        eprintln!("docs/install.md:{line}: not run: {why}");
+    }
+    for step in &steps {
+        run_step(&root, &kubeconfig, step).await;
+    }
+}
+
+/// Runs one block with bash, as a reader's shell would, and checks what it
+/// printed.
+async fn run_step(root: &Path, kubeconfig: &str, step: &Step) {
+    let started = Instant::now();
+    let mut command = tokio::process::Command::new("bash");
+    command
+        .args(["-euo", "pipefail", "-c", &step.script])
+        .current_dir(root)
+        .env("KUBECONFIG", kubeconfig)
+        .env("PATH", path())
+        .env("HELM_CONFIG_HOME", helm_home().join("config"))
+        .env("HELM_CACHE_HOME", helm_home().join("cache"))
+        .env("HELM_DATA_HOME", helm_home().join("data"));
+    let ran = run(command, None).await;
+    let printed = format!("{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.success,
+        "docs/install.md:{} failed:\n{}\n--- it printed:\n{printed}",
+        step.line, step.script
+    );
+    let missing = guide::missing(&printed, &step.see);
+    assert!(
+        missing.is_empty(),
+        "docs/install.md:{}: the guide says it shows {missing:?}; it printed:\n{printed}",
+        step.line
+    );
+    eprintln!(
+        "docs/install.md:{}: ran in {:.1} s",
+        step.line,
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// The pinned kubectl and helm first, then the host's tools (bash, openssl,
+/// cargo).
+fn path() -> String {
+    let kubectl = controlplane::cached()
+        .expect("the control plane")
+        .path("kubectl");
+    let helm = helm_build::helm().expect("helm");
+    let dirs = [kubectl.parent(), helm.parent()]
+        .into_iter()
+        .flatten()
+        .map(|d| d.display().to_string());
+    dirs.chain(std::env::var("PATH").ok())
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+fn helm_home() -> PathBuf {
+    std::env::temp_dir().join("jobrelay-helm-home")
+}
+
+/// The clusters' admin kubeconfigs, and a context named as the guide names
+/// the worker.
+fn contexts(state: &Path, manager: &ClusterInfo, worker: &ClusterInfo) -> String {
+    let alias = state.join("guide-contexts.yaml");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\ncontexts:\n- name: {WORKER}\n  context: {{cluster: {name}, user: {name}-admin}}\n",
+        name = worker.name
+    );
+    std::fs::write(&alias, text).expect("writing the contexts");
+    [&manager.kubeconfig, &worker.kubeconfig, &alias]
+        .map(|p| p.display().to_string())
+        .join(":")
+}
+
+fn write_values(path: &Path, values: &Value) {
+    // JSON is YAML.
+    std::fs::write(path, values.to_string())
+        .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+}
+
+/// What a cluster with real nodes on one host needs: the Pods on the real
+/// node, on the host's network, reaching their API server on loopback.
+fn on_the_real_node(cluster: &ClusterInfo) -> (Value, Value, Value) {
+    let port = cluster
+        .server
+        .rsplit_once(':')
+        .map(|(_, port)| port.to_string())
+        .expect("a port in the server address");
+    (
+        json!({REAL_NODE_LABEL: "true"}),
+        json!([{"key": REAL_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}]),
+        json!({"k8sServiceHost": "127.0.0.1", "k8sServicePort": port}),
+    )
+}
+
+/// One replica (one real node), listening on every address of the host so
+/// that loopback reaches it, on ports of its own.
+fn manager_values(cluster: &ClusterInfo, relay_port: u16) -> Value {
+    let (selector, tolerations, mut values) = on_the_real_node(cluster);
+    let port = || free_port().expect("a port");
+    values["manager"] = json!({
+        "replicas": 1,
+        "hostNetwork": true,
+        "listenOnPodIP": false,
+        "nodeSelector": selector,
+        "tolerations": tolerations,
+        "ports": {"relay": relay_port, "health": port(), "metrics": port()},
+        "webhook": {"port": port()},
+        "visibility": {"port": port()},
+    });
+    values
+}
+
+fn agent_values(cluster: &ClusterInfo) -> Value {
+    let (selector, tolerations, mut values) = on_the_real_node(cluster);
+    let port = || free_port().expect("a port");
+    values["agent"] = json!({
+        "hostNetwork": true,
+        "nodeSelector": selector,
+        "tolerations": tolerations,
+        "ports": {"health": port(), "metrics": port()},
+    });
+    values
+}
