@@ -24,30 +24,54 @@ async fn agent_with(more: &[&str]) -> Deployment {
     object(&objects, "Deployment", "jobrelay-agent")
 }
 
-/// The volume mounted at the manager's client CA folder, if any.
-fn client_ca_volume(deployment: &Deployment) -> Option<k8s_openapi::api::core::v1::Volume> {
-    bundle_volume(deployment, "manager", CLIENT_CA_DIR)
+/// One side's CA bundle: its container, the variable naming the file it
+/// reads, and the folder a bundle of its own is mounted at.
+struct Side {
+    container: &'static str,
+    variable: &'static str,
+    dir: &'static str,
 }
 
-/// The volume `name`'s container mounts at `dir`, if any.
-fn bundle_volume(
-    deployment: &Deployment,
-    name: &str,
-    dir: &str,
-) -> Option<k8s_openapi::api::core::v1::Volume> {
-    let mount = container(deployment, name)
+const MANAGER: Side = Side {
+    container: "manager",
+    variable: "JOBRELAY_CLIENT_CA",
+    dir: CLIENT_CA_DIR,
+};
+const AGENT: Side = Side {
+    container: "agent",
+    variable: "JOBRELAY_MANAGER_CA",
+    dir: MANAGER_CA_DIR,
+};
+
+/// The file `side` reads its bundle from, and where a volume of the
+/// bundle's own comes from (`secret` or `configMap`, and its name), if one
+/// is mounted; a mount is read-only and a folder.
+fn trusted(deployment: &Deployment, side: &Side) -> (String, Option<(&'static str, String)>) {
+    let container = container(deployment, side.container);
+    let file = env(container, side.variable).to_string();
+    let Some(mount) = container
         .volume_mounts
         .iter()
         .flatten()
-        .find(|m| m.mount_path == dir)?;
+        .find(|m| m.mount_path == side.dir)
+    else {
+        return (file, None);
+    };
     assert_eq!(mount.read_only, Some(true), "mounted read-only");
     assert!(mount.sub_path.is_none(), "mounted as a folder");
-    pod_spec(deployment)
+    let volume = pod_spec(deployment)
         .volumes
         .iter()
         .flatten()
         .find(|v| v.name == mount.name)
         .cloned()
+        .expect("the mount's volume");
+    let source = match (volume.secret, volume.config_map) {
+        (Some(secret), _) => ("secret", secret.secret_name.unwrap_or_default()),
+        (_, Some(config_map)) => ("configMap", config_map.name),
+        other => panic!("a bundle from neither a Secret nor a ConfigMap: {other:?}"),
+    };
+    (file, Some(source))
 }
 
 #[tokio::test]
@@ -60,21 +84,18 @@ async fn the_client_ca_is_a_bundle_of_its_own_or_said_outright_the_serving_secre
     ])
     .await;
     assert_eq!(
-        env(container(&serving, "manager"), "JOBRELAY_CLIENT_CA"),
-        format!("{TLS_DIR}/ca.crt")
+        trusted(&serving, &MANAGER),
+        (format!("{TLS_DIR}/ca.crt"), None)
     );
-    assert!(client_ca_volume(&serving).is_none());
 
     // MANAGER_VALUES name a Secret of its own.
     let from_secret = manager_with(&[]).await;
     assert_eq!(
-        env(container(&from_secret, "manager"), "JOBRELAY_CLIENT_CA"),
-        format!("{CLIENT_CA_DIR}/ca.crt")
-    );
-    let volume = client_ca_volume(&from_secret).expect("the bundle's volume");
-    assert_eq!(
-        volume.secret.and_then(|s| s.secret_name).as_deref(),
-        Some("agents-ca")
+        trusted(&from_secret, &MANAGER),
+        (
+            format!("{CLIENT_CA_DIR}/ca.crt"),
+            Some(("secret", "agents-ca".into()))
+        )
     );
 
     let from_config_map = manager_with(&[
@@ -87,13 +108,11 @@ async fn the_client_ca_is_a_bundle_of_its_own_or_said_outright_the_serving_secre
     ])
     .await;
     assert_eq!(
-        env(container(&from_config_map, "manager"), "JOBRELAY_CLIENT_CA"),
-        format!("{CLIENT_CA_DIR}/bundle.pem")
-    );
-    let volume = client_ca_volume(&from_config_map).expect("the bundle's volume");
-    assert_eq!(
-        volume.config_map.map(|c| c.name).as_deref(),
-        Some("agents-ca")
+        trusted(&from_config_map, &MANAGER),
+        (
+            format!("{CLIENT_CA_DIR}/bundle.pem"),
+            Some(("configMap", "agents-ca".into()))
+        )
     );
 }
 
@@ -101,21 +120,17 @@ async fn the_client_ca_is_a_bundle_of_its_own_or_said_outright_the_serving_secre
 async fn the_agent_trusts_its_tls_secrets_ca_or_a_bundle_of_the_managers_ca_of_its_own() {
     let default = agent_with(&[]).await;
     assert_eq!(
-        env(container(&default, "agent"), "JOBRELAY_MANAGER_CA"),
-        format!("{TLS_DIR}/ca.crt")
+        trusted(&default, &AGENT),
+        (format!("{TLS_DIR}/ca.crt"), None)
     );
-    assert!(bundle_volume(&default, "agent", MANAGER_CA_DIR).is_none());
 
     let from_config_map = agent_with(&["--set", "agent.managerCA.configMapName=jobrelay-ca"]).await;
     assert_eq!(
-        env(container(&from_config_map, "agent"), "JOBRELAY_MANAGER_CA"),
-        format!("{MANAGER_CA_DIR}/ca.crt")
-    );
-    let volume =
-        bundle_volume(&from_config_map, "agent", MANAGER_CA_DIR).expect("the bundle's volume");
-    assert_eq!(
-        volume.config_map.map(|c| c.name).as_deref(),
-        Some("jobrelay-ca")
+        trusted(&from_config_map, &AGENT),
+        (
+            format!("{MANAGER_CA_DIR}/ca.crt"),
+            Some(("configMap", "jobrelay-ca".into()))
+        )
     );
 
     let from_secret = agent_with(&[
@@ -126,12 +141,10 @@ async fn the_agent_trusts_its_tls_secrets_ca_or_a_bundle_of_the_managers_ca_of_i
     ])
     .await;
     assert_eq!(
-        env(container(&from_secret, "agent"), "JOBRELAY_MANAGER_CA"),
-        format!("{MANAGER_CA_DIR}/bundle.pem")
-    );
-    let volume = bundle_volume(&from_secret, "agent", MANAGER_CA_DIR).expect("the bundle's volume");
-    assert_eq!(
-        volume.secret.and_then(|s| s.secret_name).as_deref(),
-        Some("manager-ca")
+        trusted(&from_secret, &AGENT),
+        (
+            format!("{MANAGER_CA_DIR}/bundle.pem"),
+            Some(("secret", "manager-ca".into()))
+        )
     );
 }
