@@ -90,7 +90,7 @@ struct Rendered {
 
 /// `helm template` of the chart into `namespace`; panics with helm's message
 /// if it fails.
-async fn render(namespace: &str, values: &[&str], include_crds: bool) -> Rendered {
+async fn render(namespace: &str, values: &[&str]) -> Rendered {
     let chart = chart();
     let origin = format!("origin={ORIGIN}");
     let mut args = vec![
@@ -102,9 +102,6 @@ async fn render(namespace: &str, values: &[&str], include_crds: bool) -> Rendere
         "--set",
         &origin,
     ];
-    if include_crds {
-        args.push("--include-crds");
-    }
     args.extend_from_slice(values);
     let out = helm(None, &args).await;
     assert!(out.success, "helm {args:?} failed:\n{}", out.stderr);
@@ -232,7 +229,7 @@ async fn chart_lints_clean() {
 async fn manager_objects_are_accepted_by_the_api_server() {
     let client = kit::client(clusters(0).manager()).await;
     let namespace = kit::namespace(&client, "helm-manager").await;
-    let rendered = render(&namespace, MANAGER_VALUES, true).await;
+    let rendered = render(&namespace, MANAGER_VALUES).await;
     let objects = &rendered.objects;
 
     let kinds: BTreeSet<&str> = objects.iter().map(kind).collect();
@@ -261,7 +258,7 @@ async fn manager_objects_are_accepted_by_the_api_server() {
             objects
                 .iter()
                 .any(|o| kind(o) == "CustomResourceDefinition" && name(o) == crd),
-            "the chart ships the {crd} CRD (crds/): {:?}",
+            "the chart ships the {crd} CRD (files/crds/): {:?}",
             summary(objects)
         );
     }
@@ -277,7 +274,7 @@ async fn manager_objects_are_accepted_by_the_api_server() {
 async fn agent_objects_are_accepted_by_the_api_server() {
     let client = kit::client(clusters(0).manager()).await;
     let namespace = kit::namespace(&client, "helm-agent").await;
-    let rendered = render(&namespace, AGENT_VALUES, false).await;
+    let rendered = render(&namespace, AGENT_VALUES).await;
     let objects = &rendered.objects;
 
     let kinds: BTreeSet<&str> = objects.iter().map(kind).collect();
@@ -310,7 +307,7 @@ async fn agent_objects_are_accepted_by_the_api_server() {
         "--set-json",
         &scoped,
     ]);
-    let rendered = render(&namespace, &values, false).await;
+    let rendered = render(&namespace, &values).await;
     let kinds: BTreeSet<&str> = rendered.objects.iter().map(kind).collect();
     let cluster_roles: Vec<&str> = rendered
         .objects
@@ -407,4 +404,40 @@ async fn missing_or_malformed_values_are_refused_by_name() {
             out.stderr
         );
     }
+}
+
+/// The CRDs a release renders: (name, kept on uninstall).
+fn crds_of(objects: &[Value]) -> Vec<(String, bool)> {
+    objects
+        .iter()
+        .filter(|o| kind(o) == "CustomResourceDefinition")
+        .map(|o| {
+            let kept = o["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep";
+            (name(o).to_string(), kept)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_crds_are_templates_of_the_managers_release_kept_on_uninstall() {
+    let both = |kept| {
+        vec![
+            (CRD_NAME.to_string(), kept),
+            (SET_CRD_NAME.to_string(), kept),
+        ]
+    };
+    let manager = render("jobrelay-system", MANAGER_VALUES).await;
+    assert_eq!(crds_of(&manager.objects), both(true));
+    let unkept = [MANAGER_VALUES, &["--set", "crds.keep=false"]].concat();
+    let unkept = render("jobrelay-system", &unkept).await;
+    assert_eq!(crds_of(&unkept.objects), both(false));
+    let off = [MANAGER_VALUES, &["--set", "crds.enabled=false"]].concat();
+    assert!(crds_of(&render("jobrelay-system", &off).await.objects).is_empty());
+    // An agent's release needs none; a release of neither part is the CRDs
+    // alone.
+    assert!(crds_of(&render("jobrelay-system", AGENT_VALUES).await.objects).is_empty());
+    assert_eq!(
+        crds_of(&render("jobrelay-system", &[]).await.objects),
+        both(true)
+    );
 }

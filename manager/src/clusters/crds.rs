@@ -1,6 +1,7 @@
 //! The CustomResourceDefinitions jobrelay ships, generated from the Rust
-//! types: what `jobrelay-manager crd` prints and the chart's `crds/` folder
-//! holds (checked by the tests below).
+//! types: what `jobrelay-manager crd` prints and the chart's `files/crds/`
+//! folder holds (checked by the tests below), which its `crds.yaml` template
+//! renders.
 
 use kube::CustomResourceExt;
 
@@ -28,7 +29,7 @@ mod tests {
 
     fn assert_checked_in(file: &str, generated: String) {
         let path = format!(
-            "{}/../deploy/helm/jobrelay/crds/{file}",
+            "{}/../deploy/helm/jobrelay/files/crds/{file}",
             env!("CARGO_MANIFEST_DIR")
         );
         let checked_in = std::fs::read_to_string(&path).unwrap_or_default();

@@ -6,7 +6,7 @@ use super::*;
 
 #[tokio::test]
 async fn agent_deployment_is_probed_over_grpc_and_mounts_its_certificates() {
-    let objects = render("jobrelay-system", AGENT_VALUES, false).await.objects;
+    let objects = render("jobrelay-system", AGENT_VALUES).await.objects;
     let deployment: Deployment = object(&objects, "Deployment", "jobrelay-agent");
     let agent = container(&deployment, "agent");
 
@@ -30,7 +30,7 @@ async fn agent_deployment_is_probed_over_grpc_and_mounts_its_certificates() {
 
 #[tokio::test]
 async fn agent_may_touch_only_jobs_jobsets_pods_and_events() {
-    let objects = render("jobrelay-system", AGENT_VALUES, false).await.objects;
+    let objects = render("jobrelay-system", AGENT_VALUES).await.objects;
     let role: ClusterRole = object(&objects, "ClusterRole", "jobrelay-agent");
     let granted = grants(&role);
     let resources: BTreeSet<&str> = granted.iter().map(|(_, r)| r.as_str()).collect();
@@ -115,9 +115,7 @@ async fn agent_may_touch_only_jobs_jobsets_pods_and_events() {
     assert_eq!(subjects, [("ServiceAccount".to_string(), account)]);
 
     // And the manager's role names no wildcard either.
-    let manager = render("jobrelay-system", MANAGER_VALUES, false)
-        .await
-        .objects;
+    let manager = render("jobrelay-system", MANAGER_VALUES).await.objects;
     grants(&object::<ClusterRole>(
         &manager,
         "ClusterRole",
@@ -127,7 +125,7 @@ async fn agent_may_touch_only_jobs_jobsets_pods_and_events() {
 
 #[tokio::test]
 async fn agent_reads_nodes_and_pods_for_its_room_only_while_room_reports_are_on() {
-    let objects = render("jobrelay-system", AGENT_VALUES, false).await.objects;
+    let objects = render("jobrelay-system", AGENT_VALUES).await.objects;
     let role: ClusterRole = object(&objects, "ClusterRole", "jobrelay-agent-room");
     assert_eq!(
         rules_of(&role),
@@ -147,7 +145,7 @@ async fn agent_reads_nodes_and_pods_for_its_room_only_while_room_reports_are_on(
 
     let mut values = AGENT_VALUES.to_vec();
     values.extend(["--set", "agent.room.kueue=true"]);
-    let objects = render("jobrelay-system", &values, false).await.objects;
+    let objects = render("jobrelay-system", &values).await.objects;
     let role: ClusterRole = object(&objects, "ClusterRole", "jobrelay-agent-room");
     assert_eq!(
         rules_of(&role),
@@ -167,7 +165,7 @@ async fn agent_reads_nodes_and_pods_for_its_room_only_while_room_reports_are_on(
 
     let mut values = AGENT_VALUES.to_vec();
     values.extend(["--set", "agent.room.enabled=false"]);
-    let objects = render("jobrelay-system", &values, false).await.objects;
+    let objects = render("jobrelay-system", &values).await.objects;
     assert!(
         !objects.iter().any(|o| name(o) == "jobrelay-agent-room"),
         "no room, no grant: {:?}",
@@ -182,7 +180,7 @@ async fn agent_reads_nodes_and_pods_for_its_room_only_while_room_reports_are_on(
 
 #[tokio::test]
 async fn agent_reads_the_workers_warning_events_only_while_it_tells_them() {
-    let objects = render("jobrelay-system", AGENT_VALUES, false).await.objects;
+    let objects = render("jobrelay-system", AGENT_VALUES).await.objects;
     let role: ClusterRole = object(&objects, "ClusterRole", "jobrelay-agent");
     assert!(
         rules_of(&role).contains(&read("", "events", &["list", "watch"])),
@@ -197,7 +195,7 @@ async fn agent_reads_the_workers_warning_events_only_while_it_tells_them() {
 
     let mut values = AGENT_VALUES.to_vec();
     values.extend(["--set", "agent.workerEvents=false"]);
-    let objects = render("jobrelay-system", &values, false).await.objects;
+    let objects = render("jobrelay-system", &values).await.objects;
     let role: ClusterRole = object(&objects, "ClusterRole", "jobrelay-agent");
     assert!(
         !rules_of(&role)
@@ -244,7 +242,7 @@ async fn by_default_the_agent_opens_no_namespace_and_is_granted_nothing_on_mirro
         .copied()
         .filter(|v| *v != "--set-json" && !v.starts_with("agent.config="))
         .collect();
-    let objects = render("jobrelay-system", &values, false).await.objects;
+    let objects = render("jobrelay-system", &values).await.objects;
     let deployment: Deployment = object(&objects, "Deployment", "jobrelay-agent");
     assert_config_file(
         &objects,
@@ -291,7 +289,7 @@ async fn network_policies_let_in_only_each_components_own_ports() {
         );
         found[0].clone()
     };
-    let agent = render("jobrelay-system", AGENT_VALUES, false).await.objects;
+    let agent = render("jobrelay-system", AGENT_VALUES).await.objects;
     let agent = policy(&agent, "jobrelay-agent");
     assert_eq!(
         ports(&agent),
@@ -302,7 +300,7 @@ async fn network_policies_let_in_only_each_components_own_ports() {
     let mut values = MANAGER_VALUES.to_vec();
     let from = r#"manager.networkPolicy.relayFrom=[{"ipBlock":{"cidr":"192.0.2.0/24"}}]"#;
     values.extend(["--set-json", from]);
-    let manager = render("jobrelay-system", &values, false).await.objects;
+    let manager = render("jobrelay-system", &values).await.objects;
     let manager = policy(&manager, "jobrelay-manager");
     assert_eq!(
         ports(&manager),
@@ -321,7 +319,7 @@ async fn network_policies_let_in_only_each_components_own_ports() {
 
     let mut values = AGENT_VALUES.to_vec();
     values.extend(["--set", "agent.networkPolicy.enabled=false"]);
-    let objects = render("jobrelay-system", &values, false).await.objects;
+    let objects = render("jobrelay-system", &values).await.objects;
     assert!(
         !objects.iter().any(|o| kind(o) == "NetworkPolicy"),
         "switched off: none"

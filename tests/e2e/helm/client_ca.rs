@@ -14,13 +14,13 @@ const MANAGER_CA_DIR: &str = "/etc/jobrelay/manager-ca";
 
 async fn manager_with(more: &[&str]) -> Deployment {
     let values = [MANAGER_VALUES, more].concat();
-    let objects = render("jobrelay-system", &values, false).await.objects;
+    let objects = render("jobrelay-system", &values).await.objects;
     object(&objects, "Deployment", "jobrelay-manager")
 }
 
 async fn agent_with(more: &[&str]) -> Deployment {
     let values = [AGENT_VALUES, more].concat();
-    let objects = render("jobrelay-system", &values, false).await.objects;
+    let objects = render("jobrelay-system", &values).await.objects;
     object(&objects, "Deployment", "jobrelay-agent")
 }
 

@@ -5,9 +5,7 @@ use super::*;
 
 #[tokio::test]
 async fn manager_deployment_is_probed_over_grpc_and_mounts_its_certificates() {
-    let objects = render("jobrelay-system", MANAGER_VALUES, false)
-        .await
-        .objects;
+    let objects = render("jobrelay-system", MANAGER_VALUES).await.objects;
     let deployment: Deployment = object(&objects, "Deployment", "jobrelay-manager");
     let manager = container(&deployment, "manager");
 
@@ -89,9 +87,7 @@ fn assert_selects(
 
 #[tokio::test]
 async fn manager_replicas_elect_a_leader_on_a_lease_and_spread_over_nodes() {
-    let objects = render("jobrelay-system", MANAGER_VALUES, false)
-        .await
-        .objects;
+    let objects = render("jobrelay-system", MANAGER_VALUES).await.objects;
     let deployment: Deployment = object(&objects, "Deployment", "jobrelay-manager");
     let spec = deployment.spec.as_ref().expect("Deployment spec");
     assert_eq!(spec.replicas, Some(2), "two replicas by default");
@@ -211,7 +207,7 @@ async fn manager_replicas_elect_a_leader_on_a_lease_and_spread_over_nodes() {
     );
 
     let single = [MANAGER_VALUES, &["--set", "manager.replicas=1"]].concat();
-    let objects = render("jobrelay-system", &single, false).await.objects;
+    let objects = render("jobrelay-system", &single).await.objects;
     assert!(
         !objects.iter().any(|o| kind(o) == "PodDisruptionBudget"),
         "one replica has no budget to keep: {:?}",
@@ -230,7 +226,7 @@ async fn an_image_digest_pins_each_image_and_a_malformed_one_is_refused() {
         &["--set", &manager_digest, "--set", &agent_digest],
     ]
     .concat();
-    let objects = render("jobrelay-system", &values, false).await.objects;
+    let objects = render("jobrelay-system", &values).await.objects;
     for (name, container_, repository) in [
         ("jobrelay-manager", "manager", "jobrelay/manager"),
         ("jobrelay-agent", "agent", "jobrelay/agent"),

@@ -22,7 +22,7 @@ async fn rendered_with(extra: &[&str]) -> Rendered {
     let mut values = MANAGER_VALUES.to_vec();
     values.extend_from_slice(AGENT_VALUES);
     values.extend_from_slice(extra);
-    render("jobrelay-system", &values, false).await
+    render("jobrelay-system", &values).await
 }
 
 #[tokio::test]

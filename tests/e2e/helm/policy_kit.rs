@@ -50,7 +50,7 @@ pub(super) async fn install(prefix: &str, values: &[&str]) -> Worker {
     let mut all = AGENT_VALUES.to_vec();
     all.extend_from_slice(&["--set", &origin_value]);
     all.extend_from_slice(values);
-    let objects = render(&release_namespace, &all, false).await.objects;
+    let objects = render(&release_namespace, &all).await.objects;
     let names = apply_policies(&admin, &objects).await;
     assert_eq!(
         names.len(),

@@ -49,9 +49,7 @@ async fn only_the_manager_changes_jobrelays_record_on_a_job() {
     let admin = kit::client(cluster).await;
     jobset_crds(&admin).await;
     let release_namespace = kit::namespace(&admin, "rp-release").await;
-    let objects = render(&release_namespace, MANAGER_VALUES, false)
-        .await
-        .objects;
+    let objects = render(&release_namespace, MANAGER_VALUES).await.objects;
     let names = apply_policies(&admin, &objects).await;
     assert_eq!(names.len(), 1, "the record policy: {names:?}");
     let tenants = kit::namespace(&admin, "rp-tenant").await;

@@ -41,7 +41,7 @@ async fn may(client: &kube::Client, user: &str, verb: &str, resource: &str) -> b
 async fn users_bound_to_view_read_worker_clusters() {
     let admin = kit::client(clusters(0).manager()).await;
     let namespace = kit::namespace(&admin, "helm-roles").await;
-    let objects = render(&namespace, MANAGER_VALUES, false).await.objects;
+    let objects = render(&namespace, MANAGER_VALUES).await.objects;
     let role = objects
         .iter()
         .find(|o| kind(o) == "ClusterRole" && name(o).ends_with("-workercluster-viewer"))

@@ -23,7 +23,7 @@ const TLS_DIR: &str = "/etc/jobrelay/webhook-tls";
 
 async fn manager_with(more: &[&str]) -> Vec<Value> {
     let values = [MANAGER_VALUES, more].concat();
-    render("jobrelay-system", &values, false).await.objects
+    render("jobrelay-system", &values).await.objects
 }
 
 /// The Secret the Deployment mounts at the webhook's folder.
@@ -197,7 +197,7 @@ async fn helm_template_renders_the_same_twice() {
 
 async fn render_yaml(more: &[&str]) -> String {
     let values = [MANAGER_VALUES, more].concat();
-    render("jobrelay-system", &values, false).await.yaml
+    render("jobrelay-system", &values).await.yaml
 }
 
 #[tokio::test]
