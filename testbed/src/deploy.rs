@@ -33,6 +33,7 @@ use images::{Image, Images};
 pub mod guide;
 pub mod helm;
 pub mod images;
+pub mod registry;
 
 /// The namespace both releases install into.
 pub const NAMESPACE: &str = "jobrelay-system";
@@ -305,7 +306,7 @@ impl Installed {
 }
 
 /// Imports `image` into the cluster's real nodes.
-pub fn load(cluster: &ClusterInfo, image: &Image) -> anyhow::Result<()> {
+fn load(cluster: &ClusterInfo, image: &Image) -> anyhow::Result<()> {
     anyhow::ensure!(
         !cluster.real_nodes.is_empty(),
         "{} has no real node",

@@ -2,12 +2,14 @@
 //! user runs, in order, through bash, on a manager and a worker with real
 //! nodes and cert-manager (both clusters' own, from the pinned release),
 //! each block failing the test if it fails or if what the guide says it
-//! prints does not appear. The test gives only what the guide declares as
-//! placeholders (the registry, the address agents dial) and the values
-//! files the guide leaves to the reader's clusters (`local/<cluster>.yaml`:
-//! where Pods run, the host's network, the API server's address); the
-//! kubeconfig contexts are the guide's names. Blocks the guide says a test
-//! cannot run are listed on the test's output.
+//! prints does not appear. The guide builds the images, pushes them to a
+//! registry on loopback, and the nodes' containerd pulls them from there.
+//! The test gives only what the guide declares as placeholders (the
+//! registry, the address agents dial) and the values files the guide leaves
+//! to the reader's clusters (`local/<cluster>.yaml`: where Pods run, the
+//! host's network, the API server's address); the kubeconfig contexts are
+//! the guide's names. Blocks the guide says a test cannot run are listed on
+//! the test's output.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,8 +20,8 @@ use jobrelay_testbed::cluster::node::{REAL_NODE_LABEL, REAL_NODE_TAINT};
 use jobrelay_testbed::controllers::certmanager::CertManager;
 use jobrelay_testbed::deploy::guide::{self, Step};
 use jobrelay_testbed::deploy::helm::run;
-use jobrelay_testbed::deploy::images::images;
-use jobrelay_testbed::go::{controlplane, helm_build};
+use jobrelay_testbed::deploy::registry::Registry;
+use jobrelay_testbed::go::{controlplane, helm_build, registry_build};
 use jobrelay_testbed::host::ports::free_port;
 use jobrelay_testbed::kit::{self, ClusterOptions};
 use serde_json::{Value, json};
@@ -43,12 +45,9 @@ async fn the_install_guide_runs_as_written() {
             .await
             .expect("cert-manager on the worker"),
     );
-    // The registry: none here, so the images go straight into each node's
-    // containerd under the name the guide pushes them as (`docker.io` is
-    // what an unqualified name means to containerd).
-    let images = images().unwrap_or_else(|e| panic!("jobrelay's images: {e:#}"));
-    jobrelay_testbed::deploy::load(manager, &images.manager).expect("the manager's image");
-    jobrelay_testbed::deploy::load(worker, &images.agent).expect("the agent's image");
+    let registry = Registry::start(&state.join("registry"))
+        .await
+        .expect("the registry");
 
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let local = root.join("local");
@@ -67,7 +66,7 @@ async fn the_install_guide_runs_as_written() {
     // The manager listens on every address of the host's network, so the
     // agents dial it on loopback, by a name its certificate can hold.
     let given: BTreeMap<String, String> = [
-        ("registry.example.com", "docker.io".to_string()),
+        ("registry.example.com", registry.address.clone()),
         (
             "jobrelay.example.com:8443",
             format!("localhost:{relay_port}"),
@@ -119,14 +118,15 @@ async fn run_step(root: &Path, kubeconfig: &str, step: &Step) {
     );
 }
 
-/// The pinned kubectl and helm first, then the host's tools (bash, openssl,
-/// cargo).
+/// The pinned kubectl, helm and crane first, then the host's tools (bash,
+/// openssl, cargo).
 fn path() -> String {
     let kubectl = controlplane::cached()
         .expect("the control plane")
         .path("kubectl");
     let helm = helm_build::helm().expect("helm");
-    let dirs = [kubectl.parent(), helm.parent()]
+    let crane = registry_build::ensure_registry_built(&mut |_| ()).expect("crane");
+    let dirs = [kubectl.parent(), helm.parent(), Some(crane.as_path())]
         .into_iter()
         .flatten()
         .map(|d| d.display().to_string());

@@ -54,6 +54,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     jobrelay_testbed::go::kueue_build::ensure_kueue_built(&mut log)?;
     jobrelay_testbed::go::jobset_build::ensure_jobset_built(&mut log)?;
     jobrelay_testbed::go::certmanager_build::ensure_cert_manager_built(&mut log)?;
+    jobrelay_testbed::go::registry_build::ensure_registry_built(&mut log)?;
     controlplane::trim_go_build_cache(&mut log)?;
     // The deploy test runs the images users run, built once here.
     let images = crate::image::build_images(&crate::image::Options::default())?;

@@ -27,7 +27,7 @@ const SECONDS: [(&str, u32); 21] = [
     ("relay", 65),
     ("placement", 60),
     ("deploy", 60),
-    ("deploy_guide", 45),
+    ("deploy_guide", 65),
     ("jobset", 50),
     ("ha", 50),
     ("jobset_kit", 50),
