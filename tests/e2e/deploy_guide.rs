@@ -50,9 +50,7 @@ async fn the_install_guide_runs_as_written() {
         .expect("the registry");
 
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let local = root.join("local");
-    let _ = std::fs::remove_dir_all(&local);
-    std::fs::create_dir_all(&local).expect("local/");
+    let local = fresh_local(&root);
     let relay_port = free_port().expect("a port");
     write_values(
         &local.join("manager.yaml"),
@@ -83,6 +81,24 @@ async fn the_install_guide_runs_as_written() {
     for step in &steps {
         run_step(&root, &kubeconfig, step).await;
     }
+}
+
+/// The guide's `local/`, emptied: only if a run of this test wrote it (a
+/// reader's own keys there are never touched).
+fn fresh_local(root: &Path) -> PathBuf {
+    const MARK: &str = ".written-by-deploy-guide";
+    let local = root.join("local");
+    if local.exists() {
+        assert!(
+            local.join(MARK).is_file(),
+            "{} holds files this test did not write (keys of an install?); move them away to run it",
+            local.display()
+        );
+        std::fs::remove_dir_all(&local).expect("emptying local/");
+    }
+    std::fs::create_dir_all(&local).expect("local/");
+    std::fs::write(local.join(MARK), "").expect("marking local/");
+    local
 }
 
 /// Runs one block with bash, as a reader's shell would, and checks what it

@@ -278,7 +278,7 @@ fn source_date_epoch(root: &Path) -> anyhow::Result<u64> {
 }
 
 /// What git prints for `args` in `root`, trimmed; `None` outside git.
-fn git(root: &Path, args: &[&str]) -> Option<String> {
+pub(crate) fn git(root: &Path, args: &[&str]) -> Option<String> {
     let output = Command::new("git")
         .current_dir(root)
         .args(args)
