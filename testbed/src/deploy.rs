@@ -75,7 +75,7 @@ pub struct Installed {
 }
 
 /// The port of a cluster's API server on 127.0.0.1.
-fn api_port(cluster: &ClusterInfo) -> anyhow::Result<String> {
+pub fn api_port(cluster: &ClusterInfo) -> anyhow::Result<String> {
     cluster
         .server
         .rsplit_once(':')
@@ -86,10 +86,7 @@ fn api_port(cluster: &ClusterInfo) -> anyhow::Result<String> {
 /// Values every release takes: the image, run on the real node only, on
 /// the host's network, reaching its API server at 127.0.0.1.
 fn common_values(part: &str, image: &Image, cluster: &ClusterInfo) -> anyhow::Result<Vec<String>> {
-    let selector = serde_json::json!({ REAL_NODE_LABEL: "true" });
-    let tolerations = serde_json::json!([
-        {"key": REAL_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}
-    ]);
+    let (selector, tolerations) = on_real_node();
     Ok(vec![
         "--set".into(),
         format!("origin={ORIGIN}"),
@@ -116,6 +113,17 @@ fn common_values(part: &str, image: &Image, cluster: &ClusterInfo) -> anyhow::Re
         "--set".into(),
         format!("{part}.logLevel=info\\,jobrelay_manager=debug\\,jobrelay_agent=debug"),
     ])
+}
+
+/// A Pod's `nodeSelector` and `tolerations` that put it on a cluster's real
+/// node (and only there).
+pub fn on_real_node() -> (serde_json::Value, serde_json::Value) {
+    (
+        serde_json::json!({ REAL_NODE_LABEL: "true" }),
+        serde_json::json!([
+            {"key": REAL_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}
+        ]),
+    )
 }
 
 /// A `kubernetes.io/tls` Secret as the chart reads it.

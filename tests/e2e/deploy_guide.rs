@@ -16,11 +16,13 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use jobrelay_testbed::cluster::ClusterInfo;
-use jobrelay_testbed::cluster::node::{REAL_NODE_LABEL, REAL_NODE_TAINT};
 use jobrelay_testbed::controllers::certmanager::CertManager;
-use jobrelay_testbed::deploy::guide::{self, Step};
-use jobrelay_testbed::deploy::helm::run;
+use jobrelay_testbed::deploy::helm::{own_home, run};
 use jobrelay_testbed::deploy::registry::Registry;
+use jobrelay_testbed::deploy::{
+    self,
+    guide::{self, Step},
+};
 use jobrelay_testbed::go::{controlplane, helm_build, registry_build};
 use jobrelay_testbed::host::ports::free_port;
 use jobrelay_testbed::kit::{self, ClusterOptions};
@@ -106,14 +108,11 @@ fn fresh_local(root: &Path) -> PathBuf {
 async fn run_step(root: &Path, kubeconfig: &str, step: &Step) {
     let started = Instant::now();
     let mut command = tokio::process::Command::new("bash");
-    command
+    own_home(&mut command)
         .args(["-euo", "pipefail", "-c", &step.script])
         .current_dir(root)
         .env("KUBECONFIG", kubeconfig)
-        .env("PATH", path())
-        .env("HELM_CONFIG_HOME", helm_home().join("config"))
-        .env("HELM_CACHE_HOME", helm_home().join("cache"))
-        .env("HELM_DATA_HOME", helm_home().join("data"));
+        .env("PATH", path());
     let ran = run(command, None).await;
     let printed = format!("{}{}", ran.stdout, ran.stderr);
     assert!(
@@ -151,10 +150,6 @@ fn path() -> String {
         .join(":")
 }
 
-fn helm_home() -> PathBuf {
-    std::env::temp_dir().join("jobrelay-helm-home")
-}
-
 /// The clusters' admin kubeconfigs, and a context named as the guide names
 /// the worker.
 fn contexts(state: &Path, manager: &ClusterInfo, worker: &ClusterInfo) -> String {
@@ -178,14 +173,11 @@ fn write_values(path: &Path, values: &Value) {
 /// What a cluster with real nodes on one host needs: the Pods on the real
 /// node, on the host's network, reaching their API server on loopback.
 fn on_the_real_node(cluster: &ClusterInfo) -> (Value, Value, Value) {
-    let port = cluster
-        .server
-        .rsplit_once(':')
-        .map(|(_, port)| port.to_string())
-        .expect("a port in the server address");
+    let port = deploy::api_port(cluster).expect("the API server's port");
+    let (selector, tolerations) = deploy::on_real_node();
     (
-        json!({REAL_NODE_LABEL: "true"}),
-        json!([{"key": REAL_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}]),
+        selector,
+        tolerations,
         json!({"k8sServiceHost": "127.0.0.1", "k8sServicePort": port}),
     )
 }

@@ -61,21 +61,25 @@ pub async fn run(mut command: tokio::process::Command, stdin: Option<&str>) -> R
     }
 }
 
+/// Gives helm, run by `command` or by a script it runs, a home of its own
+/// (an empty configuration, never the user's).
+pub fn own_home(command: &mut tokio::process::Command) -> &mut tokio::process::Command {
+    let home = std::env::temp_dir().join("jobrelay-helm-home");
+    command
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_DATA_HOME", home.join("data"))
+}
+
 /// Runs the pinned helm with its own (empty) configuration, against the
 /// cluster of `kubeconfig`, or none.
 pub async fn helm(kubeconfig: Option<&Path>, args: &[&str]) -> Ran {
     let binary = helm_build::helm().unwrap_or_else(|e| panic!("{e}"));
-    let home = std::env::temp_dir().join("jobrelay-helm-home");
     let mut command = tokio::process::Command::new(binary);
-    command
-        .args(args)
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_DATA_HOME", home.join("data"))
-        .env(
-            "KUBECONFIG",
-            kubeconfig.unwrap_or_else(|| Path::new("/dev/null")),
-        );
+    own_home(&mut command).args(args).env(
+        "KUBECONFIG",
+        kubeconfig.unwrap_or_else(|| Path::new("/dev/null")),
+    );
     run(command, None).await
 }
 

@@ -243,10 +243,7 @@ pub(crate) fn build(log: &mut dyn FnMut(&str)) -> Result<Binaries, Error> {
     check_version(&partial, "kube-apiserver", KUBERNETES_VERSION)?;
     check_version(&partial, "kubectl", KUBERNETES_VERSION)?;
     check_version(&partial, "etcd", ETCD_VERSION.trim_start_matches('v'))?;
-    std::fs::write(partial.join(STAMP), cache_key()?)
-        .map_err(|e| Error::Io("writing stamp".into(), e))?;
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::rename(&partial, &dir).map_err(|e| Error::Io(dir.display().to_string(), e))?;
+    complete(&partial, &dir, &cache_key()?)?;
     log(&format!(
         "control plane {KUBERNETES_VERSION} cached in {}",
         dir.display()
@@ -277,6 +274,15 @@ pub(crate) fn kubernetes_minor() -> &'static str {
         .split('.')
         .nth(1)
         .unwrap_or("0")
+}
+
+/// Marks the finished build in `partial` complete (its stamp says
+/// `stamp`) and moves it into place at `dir`, replacing what was there: a
+/// cache folder is either whole or absent.
+pub(crate) fn complete(partial: &Path, dir: &Path, stamp: &str) -> Result<(), Error> {
+    std::fs::write(partial.join(STAMP), stamp).map_err(|e| Error::Io("writing stamp".into(), e))?;
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::rename(partial, dir).map_err(|e| Error::Io(dir.display().to_string(), e))
 }
 
 pub(crate) fn go_build_args(out: &str, ldflags: &str, packages: &[&str]) -> Vec<String> {

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::go::controlplane::{
-    Error, HELM_VERSION, STAMP, cache_root, check_version, digest, go_build_args, go_command,
-    kubernetes_minor, run, seconds, source_dir,
+    Error, HELM_VERSION, STAMP, cache_root, check_version, complete, digest, go_build_args,
+    go_command, kubernetes_minor, run, seconds, source_dir,
 };
 
 /// The cached helm binary of the current pin, if it was built before.
@@ -70,10 +70,7 @@ fn build_helm(log: &mut dyn FnMut(&str)) -> Result<PathBuf, Error> {
     log(&format!("built helm in {}", seconds(started.elapsed())));
 
     check_version(&partial, "helm", HELM_VERSION)?;
-    std::fs::write(partial.join(STAMP), HELM_VERSION)
-        .map_err(|e| Error::Io("writing stamp".into(), e))?;
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::rename(&partial, &dir).map_err(|e| Error::Io(dir.display().to_string(), e))?;
+    complete(&partial, &dir, HELM_VERSION)?;
     log(&format!("helm {HELM_VERSION} cached in {}", dir.display()));
     Ok(dir.join("helm"))
 }

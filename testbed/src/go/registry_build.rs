@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::go::controlplane::{
-    Error, STAMP, cache_root, digest, go_build_args, go_command, run, seconds, source_dir,
+    Error, STAMP, cache_root, complete, digest, go_build_args, go_command, run, seconds, source_dir,
 };
 
 /// The distribution registry's release.
@@ -48,9 +48,6 @@ pub fn ensure_registry_built(log: &mut dyn FnMut(&str)) -> Result<PathBuf, Error
         "built the registry and crane in {}",
         seconds(started.elapsed())
     ));
-    std::fs::write(partial.join(STAMP), DISTRIBUTION_VERSION)
-        .map_err(|e| Error::Io("writing stamp".into(), e))?;
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::rename(&partial, &dir).map_err(|e| Error::Io(dir.display().to_string(), e))?;
+    complete(&partial, &dir, DISTRIBUTION_VERSION)?;
     Ok(dir)
 }

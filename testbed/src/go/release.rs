@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::go::controlplane::{
-    Error, STAMP, cache_root, digest, go_build_args, go_command, run, seconds, source_dir,
+    Error, STAMP, cache_root, complete, digest, go_build_args, go_command, run, seconds, source_dir,
 };
 
 /// One pinned release of a Go controller and how its binary is built.
@@ -151,10 +151,7 @@ impl GoRelease {
         if let Some(webhooks) = self.webhooks {
             copy(&module.join(webhooks), &partial.join("webhooks.yaml"))?;
         }
-        std::fs::write(partial.join(STAMP), self.version)
-            .map_err(|e| Error::Io("writing stamp".into(), e))?;
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::rename(&partial, &dir).map_err(|e| Error::Io(dir.display().to_string(), e))?;
+        complete(&partial, &dir, self.version)?;
         log(&format!(
             "{} {} cached in {}",
             self.name,
