@@ -60,6 +60,7 @@ pub const LOST: &str = "Lost";
     printcolumn = r#"{"name":"Connected","type":"string","jsonPath":".status.conditions[?(@.type==\"Connected\")].status"}"#,
     printcolumn = r#"{"name":"Mirrors","type":"integer","jsonPath":".status.activeMirrors"}"#,
     printcolumn = r#"{"name":"Last-Heartbeat","type":"date","jsonPath":".status.lastHeartbeatTime"}"#,
+    printcolumn = r#"{"name":"Agent-Version","type":"string","priority":1,"jsonPath":".status.agentVersion"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]

@@ -34,7 +34,25 @@ fn the_crd_is_cluster_scoped_with_a_short_name_status_and_columns() {
         .flatten()
         .map(|c| c.name.to_uppercase())
         .collect();
-    assert_eq!(columns, ["CONNECTED", "MIRRORS", "LAST-HEARTBEAT", "AGE"]);
+    assert_eq!(
+        columns,
+        [
+            "CONNECTED",
+            "MIRRORS",
+            "LAST-HEARTBEAT",
+            "AGENT-VERSION",
+            "AGE"
+        ]
+    );
+    // The agent's version only with `-o wide`.
+    let wide: Vec<&str> = version
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .filter(|c| c.priority.is_some_and(|p| p > 0))
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(wide, ["Agent-Version"]);
 }
 
 #[test]

@@ -234,7 +234,7 @@ async fn an_image_digest_pins_each_image_and_a_malformed_one_is_refused() {
         let deployment: Deployment = object(&objects, "Deployment", name);
         assert_eq!(
             container(&deployment, container_).image.as_deref(),
-            Some(format!("{repository}:0.1.0@{digest}").as_str())
+            Some(format!("{repository}:{}@{digest}", env!("CARGO_PKG_VERSION")).as_str())
         );
     }
     let malformed = [MANAGER_VALUES, &["--set", "manager.image.digest=latest"]].concat();
