@@ -15,7 +15,7 @@
 //! the agents list every manager node's address and find the leader there.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::Path;
 
 use anyhow::Context;
 use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
@@ -27,13 +27,16 @@ use crate::cluster::ClusterInfo;
 use crate::cluster::node::{REAL_NODE_LABEL, REAL_NODE_TAINT};
 use crate::host::ports::free_port;
 use crate::kit::{self, Clusters};
-use helm::{chart, helm};
-use images::{Image, Images};
+use helm::helm;
+use images::Image;
+use release::Release;
 
 pub mod guide;
 pub mod helm;
 pub mod images;
 pub mod registry;
+pub mod release;
+pub mod shell;
 
 /// The namespace both releases install into.
 pub const NAMESPACE: &str = "jobrelay-system";
@@ -45,7 +48,7 @@ pub const ORIGIN: &str = "deploy-e2e";
 /// the agents are installed: worker-2's agent is open to these alone (its
 /// namespace policy names them, so it holds Roles in them and no
 /// ClusterRole).
-pub const NAMESPACES: [&str; 9] = [
+pub const NAMESPACES: [&str; 10] = [
     "deploy-basic",
     "deploy-real",
     "deploy-kueue",
@@ -55,6 +58,7 @@ pub const NAMESPACES: [&str; 9] = [
     "deploy-policy",
     "deploy-why",
     "deploy-visibility",
+    "deploy-upgrade",
 ];
 /// A namespace on every cluster that worker-2's policy does not name.
 pub const OUTSIDE: &str = "deploy-outside";
@@ -66,12 +70,16 @@ pub const SCOPED_WORKER: &str = "worker-2";
 /// A relay installed by the chart on clusters with real nodes.
 pub struct Installed {
     pub clusters: &'static Clusters,
-    pub images: Images,
+    /// The release installed first.
+    pub release: Release,
     /// The manager's Relay port on its nodes (its Pods run on the host's
     /// network).
     pub relay_port: u16,
-    /// The values the manager's release was installed with, for upgrades.
+    /// The values the manager's release was installed with, but its image,
+    /// for upgrades ([`Installed::manager_args`]).
     pub manager_values: Vec<String>,
+    /// Each worker's agent's values, but its image.
+    agent_values: BTreeMap<String, Vec<String>>,
 }
 
 /// The port of a cluster's API server on 127.0.0.1.
@@ -83,21 +91,28 @@ pub fn api_port(cluster: &ClusterInfo) -> anyhow::Result<String> {
         .with_context(|| format!("no port in {}", cluster.server))
 }
 
-/// Values every release takes: the image, run on the real node only, on
-/// the host's network, reaching its API server at 127.0.0.1.
-fn common_values(part: &str, image: &Image, cluster: &ClusterInfo) -> anyhow::Result<Vec<String>> {
-    let (selector, tolerations) = on_real_node();
-    Ok(vec![
-        "--set".into(),
-        format!("origin={ORIGIN}"),
-        "--set".into(),
-        format!("{part}.enabled=true"),
+/// The values that choose a release's image (loaded on the nodes, never
+/// pulled).
+fn image_values(part: &str, image: &Image) -> Vec<String> {
+    vec![
         "--set".into(),
         format!("{part}.image.repository={}", image.repository()),
         "--set".into(),
         format!("{part}.image.tag={}", image.tag()),
         "--set".into(),
         format!("{part}.image.pullPolicy=Never"),
+    ]
+}
+
+/// Values every release takes: run on the real node only, on the host's
+/// network, reaching its API server at 127.0.0.1.
+fn common_values(part: &str, cluster: &ClusterInfo) -> anyhow::Result<Vec<String>> {
+    let (selector, tolerations) = on_real_node();
+    Ok(vec![
+        "--set".into(),
+        format!("origin={ORIGIN}"),
+        "--set".into(),
+        format!("{part}.enabled=true"),
         "--set".into(),
         format!("{part}.hostNetwork=true"),
         "--set".into(),
@@ -179,10 +194,9 @@ pub async fn kubectl_in(cluster: &ClusterInfo, args: &[&str]) -> anyhow::Result<
     Ok(ran.stdout)
 }
 
-/// `helm install` (or `upgrade`) of the chart with `values`, waiting until
+/// `helm install` (or `upgrade`) of `chart` with `values`, waiting until
 /// its Deployments are available.
-pub fn release_args(verb: &str, values: &[String]) -> Vec<String> {
-    let chart: PathBuf = chart();
+pub fn release_args(verb: &str, chart: &Path, values: &[String]) -> Vec<String> {
     let mut args: Vec<String> = vec![
         verb.into(),
         RELEASE.into(),
@@ -201,13 +215,13 @@ impl Installed {
     /// Loads the images, writes the certificates, installs the manager's
     /// release (with its CRDs), registers the workers, and installs an
     /// agent's release in each; returns once every `helm --wait` did.
-    pub async fn install(clusters: &'static Clusters, images: Images) -> anyhow::Result<Self> {
+    pub async fn install(clusters: &'static Clusters, release: Release) -> anyhow::Result<Self> {
         // Two CAs, as the chart requires: the manager's, and the agents' own,
         // which the manager trusts for agents and nothing else.
         let ca = RelayCa::new("jobrelay-deploy-ca")?;
         let agents_ca = RelayCa::new("jobrelay-deploy-agents-ca")?;
         let manager = clusters.manager();
-        load(manager, &images.manager)?;
+        load(clusters, &release)?;
         kit::create_namespace(&manager.client().await?, NAMESPACE).await;
         let addresses: Vec<String> = manager.real_nodes.iter().map(|n| n.address()).collect();
         tls_secret(
@@ -228,7 +242,7 @@ impl Installed {
             .iter()
             .map(|address| format!("https://{address}:{relay_port}"))
             .collect();
-        let mut manager_values = common_values("manager", &images.manager, manager)?;
+        let mut manager_values = common_values("manager", manager)?;
         manager_values.extend([
             "--set".into(),
             "manager.tls.secretName=manager-tls".into(),
@@ -245,7 +259,18 @@ impl Installed {
             "--set".into(),
             format!("manager.visibility.port={}", free_port()?),
         ]);
-        helm_in(manager, &release_args("install", &manager_values)).await?;
+        let mut installed = Installed {
+            clusters,
+            release,
+            relay_port,
+            manager_values,
+            agent_values: BTreeMap::new(),
+        };
+        helm_in(
+            manager,
+            &installed.manager_args("install", &installed.release, &[]),
+        )
+        .await?;
         register(manager, clusters.workers()).await?;
         for cluster in std::iter::once(manager).chain(clusters.workers()) {
             let client = cluster.client().await?;
@@ -254,11 +279,10 @@ impl Installed {
             }
         }
         for worker in clusters.workers() {
-            load(worker, &images.agent)?;
             kit::create_namespace(&worker.client().await?, NAMESPACE).await;
             let issued = agents_ca.client(&worker.name)?;
             tls_secret(worker, "agent-tls", &issued, &ca.ca_pem).await?;
-            let mut values = common_values("agent", &images.agent, worker)?;
+            let mut values = common_values("agent", worker)?;
             values.extend([
                 "--set".into(),
                 "agent.tls.secretName=agent-tls".into(),
@@ -281,14 +305,35 @@ impl Installed {
                 false => serde_json::json!({"namespaces": {"all": true}}),
             };
             values.extend(["--set-json".into(), format!("agent.config={policy}")]);
-            helm_in(worker, &release_args("install", &values)).await?;
+            installed.agent_values.insert(worker.name.clone(), values);
+            let args = installed.agent_args(&worker.name, "install", &installed.release, &[]);
+            helm_in(worker, &args).await?;
         }
-        Ok(Installed {
-            clusters,
-            images,
-            relay_port,
-            manager_values,
-        })
+        Ok(installed)
+    }
+
+    /// `helm <verb>` of the manager's release of `release`, with the values
+    /// it was installed with and `more`.
+    pub fn manager_args(&self, verb: &str, release: &Release, more: &[String]) -> Vec<String> {
+        let mut values = self.manager_values.clone();
+        values.extend(image_values("manager", &release.images.manager));
+        values.extend(more.iter().cloned());
+        release_args(verb, &release.chart, &values)
+    }
+
+    /// `helm <verb>` of `worker`'s agent's release of `release`, with the
+    /// values it was installed with.
+    pub fn agent_args(
+        &self,
+        worker: &str,
+        verb: &str,
+        release: &Release,
+        more: &[String],
+    ) -> Vec<String> {
+        let mut values = self.agent_values.get(worker).cloned().unwrap_or_default();
+        values.extend(image_values("agent", &release.images.agent));
+        values.extend(more.iter().cloned());
+        release_args(verb, &release.chart, &values)
     }
 
     /// The lines of every jobrelay container's log on the clusters' real
@@ -313,8 +358,18 @@ impl Installed {
     }
 }
 
+/// Imports `release`'s images into the real nodes: the manager's on the
+/// manager cluster's, the agent's on every worker's.
+pub fn load(clusters: &Clusters, release: &Release) -> anyhow::Result<()> {
+    load_image(clusters.manager(), &release.images.manager)?;
+    for worker in clusters.workers() {
+        load_image(worker, &release.images.agent)?;
+    }
+    Ok(())
+}
+
 /// Imports `image` into the cluster's real nodes.
-fn load(cluster: &ClusterInfo, image: &Image) -> anyhow::Result<()> {
+fn load_image(cluster: &ClusterInfo, image: &Image) -> anyhow::Result<()> {
     anyhow::ensure!(
         !cluster.real_nodes.is_empty(),
         "{} has no real node",

@@ -31,7 +31,7 @@ use jobrelay_e2e::scenario::{has_condition, wait_given_managed_by};
 use jobrelay_proto::wire::{CLUSTER_KEY, MANAGED_BY, ORIGIN_UID_LABEL, QUEUE_NAME_LABEL};
 use jobrelay_testbed::cluster::node::WORKLOAD_IMAGE;
 use jobrelay_testbed::controllers::kueue::{Kueue, Settings};
-use jobrelay_testbed::deploy::images::images;
+use jobrelay_testbed::deploy::release;
 use jobrelay_testbed::deploy::{Installed, NAMESPACE};
 use jobrelay_testbed::kit::{self, ClusterOptions};
 use jobrelay_testbed::objects::fixtures::TestJob;
@@ -73,8 +73,8 @@ async fn installed() -> &'static Installed {
                     .unwrap_or_else(|e| panic!("starting Kueue: {e:#}"))
                 })
                 .await;
-            let images = images().unwrap_or_else(|e| panic!("jobrelay's images: {e:#}"));
-            let installed = Installed::install(clusters, images)
+            let release = release::current().unwrap_or_else(|e| panic!("jobrelay's images: {e:#}"));
+            let installed = Installed::install(clusters, release)
                 .await
                 .unwrap_or_else(|e| panic!("installing the chart: {e:#}"));
             wait_connected(clusters).await;
@@ -310,15 +310,17 @@ async fn a_mirror_lost_behind_jobrelays_back_is_run_again() {
 async fn the_chart_runs_the_images_with_its_own_identities() {
     let installed = installed().await;
     // The Pods are the Deployments' own, on the real nodes, from the images.
-    for (cluster, image) in
-        std::iter::once((installed.clusters.manager(), &installed.images.manager)).chain(
-            installed
-                .clusters
-                .workers()
-                .iter()
-                .map(|w| (w, &installed.images.agent)),
-        )
-    {
+    for (cluster, image) in std::iter::once((
+        installed.clusters.manager(),
+        &installed.release.images.manager,
+    ))
+    .chain(
+        installed
+            .clusters
+            .workers()
+            .iter()
+            .map(|w| (w, &installed.release.images.agent)),
+    ) {
         let pods: Api<Pod> = Api::namespaced(kit::client(cluster).await, NAMESPACE);
         // A Ready Pod of the Deployment's (the manager's replicas may be
         // rolling meanwhile, see `ha`).

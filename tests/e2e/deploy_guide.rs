@@ -13,23 +13,15 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use jobrelay_testbed::cluster::ClusterInfo;
 use jobrelay_testbed::controllers::certmanager::CertManager;
-use jobrelay_testbed::deploy::helm::{own_home, run};
 use jobrelay_testbed::deploy::registry::Registry;
-use jobrelay_testbed::deploy::{
-    self,
-    guide::{self, Step},
-};
-use jobrelay_testbed::go::{controlplane, helm_build, registry_build};
+use jobrelay_testbed::deploy::shell::{GUIDE_WORKER, Shell};
+use jobrelay_testbed::deploy::{self, guide};
 use jobrelay_testbed::host::ports::free_port;
 use jobrelay_testbed::kit::{self, ClusterOptions};
 use serde_json::{Value, json};
-
-/// The worker's name in the guide, and so its kubeconfig context.
-const WORKER: &str = "worker-a";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_install_guide_runs_as_written() {
@@ -51,17 +43,20 @@ async fn the_install_guide_runs_as_written() {
         .await
         .expect("the registry");
 
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let local = fresh_local(&root);
+    let shell = Shell::new(state, manager, worker);
+    let local = fresh_local(shell.root());
     let relay_port = free_port().expect("a port");
     write_values(
         &local.join("manager.yaml"),
         &manager_values(manager, relay_port),
     );
-    write_values(&local.join(format!("{WORKER}.yaml")), &agent_values(worker));
-    let kubeconfig = contexts(state, manager, worker);
+    write_values(
+        &local.join(format!("{GUIDE_WORKER}.yaml")),
+        &agent_values(worker),
+    );
 
-    let text = std::fs::read_to_string(root.join("docs/install.md")).expect("docs/install.md");
+    let text =
+        std::fs::read_to_string(shell.root().join("docs/install.md")).expect("docs/install.md");
     let read = guide::parse(&text).unwrap_or_else(|e| panic!("docs/install.md: {e}"));
     // The manager listens on every address of the host's network, so the
     // agents dial it on loopback, by a name its certificate can hold.
@@ -80,8 +75,15 @@ async fn the_install_guide_runs_as_written() {
     for (line, why) in &read.not_run {
         eprintln!("docs/install.md:{line}: not run: {why}");
     }
-    for step in &steps {
-        run_step(&root, &kubeconfig, step).await;
+    for step in steps.iter().filter(|s| s.name.is_some()) {
+        eprintln!(
+            "docs/install.md:{}: `{}`, run by the deploy_upgrade target",
+            step.line,
+            step.name.as_deref().unwrap_or_default()
+        );
+    }
+    for step in guide::install(&steps) {
+        shell.run(step).await;
     }
 }
 
@@ -101,67 +103,6 @@ fn fresh_local(root: &Path) -> PathBuf {
     std::fs::create_dir_all(&local).expect("local/");
     std::fs::write(local.join(MARK), "").expect("marking local/");
     local
-}
-
-/// Runs one block with bash, as a reader's shell would, and checks what it
-/// printed.
-async fn run_step(root: &Path, kubeconfig: &str, step: &Step) {
-    let started = Instant::now();
-    let mut command = tokio::process::Command::new("bash");
-    own_home(&mut command)
-        .args(["-euo", "pipefail", "-c", &step.script])
-        .current_dir(root)
-        .env("KUBECONFIG", kubeconfig)
-        .env("PATH", path());
-    let ran = run(command, None).await;
-    let printed = format!("{}{}", ran.stdout, ran.stderr);
-    assert!(
-        ran.success,
-        "docs/install.md:{} failed:\n{}\n--- it printed:\n{printed}",
-        step.line, step.script
-    );
-    let missing = guide::missing(&printed, &step.see);
-    assert!(
-        missing.is_empty(),
-        "docs/install.md:{}: the guide says it shows {missing:?}; it printed:\n{printed}",
-        step.line
-    );
-    eprintln!(
-        "docs/install.md:{}: ran in {:.1} s",
-        step.line,
-        started.elapsed().as_secs_f64()
-    );
-}
-
-/// The pinned kubectl, helm and crane first, then the host's tools (bash,
-/// openssl, cargo).
-fn path() -> String {
-    let kubectl = controlplane::cached()
-        .expect("the control plane")
-        .path("kubectl");
-    let helm = helm_build::helm().expect("helm");
-    let crane = registry_build::ensure_registry_built(&mut |_| ()).expect("crane");
-    let dirs = [kubectl.parent(), helm.parent(), Some(crane.as_path())]
-        .into_iter()
-        .flatten()
-        .map(|d| d.display().to_string());
-    dirs.chain(std::env::var("PATH").ok())
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
-/// The clusters' admin kubeconfigs, and a context named as the guide names
-/// the worker.
-fn contexts(state: &Path, manager: &ClusterInfo, worker: &ClusterInfo) -> String {
-    let alias = state.join("guide-contexts.yaml");
-    let text = format!(
-        "apiVersion: v1\nkind: Config\ncontexts:\n- name: {WORKER}\n  context: {{cluster: {name}, user: {name}-admin}}\n",
-        name = worker.name
-    );
-    std::fs::write(&alias, text).expect("writing the contexts");
-    [&manager.kubeconfig, &worker.kubeconfig, &alias]
-        .map(|p| p.display().to_string())
-        .join(":")
 }
 
 fn write_values(path: &Path, values: &Value) {

@@ -3,10 +3,15 @@
 //! step of each scenario — every Job deleted, the leak audit at zero, and
 //! no authorization refusal in jobrelay's container logs.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use jobrelay_manager::clusters::worker_cluster::WorkerCluster;
+use jobrelay_proto::wire::MANAGED_BY;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
@@ -14,6 +19,7 @@ use crate::scenario::outcome;
 use jobrelay_testbed::cluster::ClusterInfo;
 use jobrelay_testbed::deploy::{Installed, NAMESPACES, ORIGIN};
 use jobrelay_testbed::kit::{self, Clusters};
+use jobrelay_testbed::objects::fixtures::TestJob;
 use jobrelay_testbed::objects::leaks::assert_no_leaks;
 use jobrelay_testbed::wait::{self, Seen};
 
@@ -107,4 +113,70 @@ pub fn worker<'a>(installed: &'a Installed, name: &str) -> &'a ClusterInfo {
         .iter()
         .find(|w| w.name == name)
         .expect("a worker of that name")
+}
+
+/// Creates a short relayed Job (`during-<n>`) every second until `flowing`
+/// turns false; returns their names.
+pub async fn keep_creating(jobs: Api<Job>, ns: String, flowing: Arc<AtomicBool>) -> Vec<String> {
+    let mut names = Vec::new();
+    // Bounded: the steps of a scenario fail long before this many seconds.
+    for index in 0..600 {
+        if !flowing.load(Ordering::SeqCst) {
+            break;
+        }
+        let name = format!("during-{index}");
+        let job = TestJob::new(&ns, &name)
+            .managed_by(MANAGED_BY)
+            .run_for("3s")
+            .build();
+        create(&jobs, job).await;
+        names.push(name);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    names
+}
+
+/// Asserts, from the manager's Events, that each of `names` was dispatched
+/// once and released only after its worker reported its Pods gone.
+pub async fn dispatched_once_and_released_after_their_pods(
+    installed: &Installed,
+    ns: &str,
+    names: &[String],
+) {
+    let reasons = event_counts(installed, ns).await;
+    for name in names {
+        let seen = reasons.get(name.as_str()).cloned().unwrap_or_default();
+        assert_eq!(
+            seen.get("Dispatched"),
+            Some(&1),
+            "{name} dispatched once: {seen:?}"
+        );
+        assert!(
+            seen.contains_key("RemotePodsGone"),
+            "{name} released after its worker reported its Pods gone: {seen:?}"
+        );
+    }
+}
+
+/// How often each reason was recorded on each Job of `ns` (an Event's
+/// series counts its repeats).
+async fn event_counts(installed: &Installed, ns: &str) -> BTreeMap<String, BTreeMap<String, i32>> {
+    let events: Api<Event> = Api::namespaced(kit::client(installed.clusters.manager()).await, ns);
+    let mut counts: BTreeMap<String, BTreeMap<String, i32>> = BTreeMap::new();
+    for event in events
+        .list(&ListParams::default())
+        .await
+        .expect("listing Events")
+    {
+        let Some(name) = event.regarding.as_ref().and_then(|r| r.name.clone()) else {
+            continue;
+        };
+        let times = event.series.as_ref().map_or(1, |s| s.count);
+        *counts
+            .entry(name)
+            .or_default()
+            .entry(event.reason.unwrap_or_default())
+            .or_default() += times;
+    }
+    counts
 }

@@ -12,6 +12,7 @@
 //! docs/images.md.
 
 mod archive;
+pub(crate) mod earlier;
 mod oci;
 mod rootfs;
 mod sbom;
@@ -53,6 +54,11 @@ pub struct Options {
     /// The images' tag [default: the workspace version].
     #[arg(long, env = "JOBRELAY_IMAGE_TAG")]
     pub tag: Option<String>,
+    /// Build an earlier commit's release instead (its images and its chart),
+    /// into the release cache, reusing this tree's dependency build; prints
+    /// where. Built once per commit.
+    #[arg(long, value_name = "COMMIT", conflicts_with_all = ["binaries_from", "out", "tag"])]
+    pub commit: Option<String>,
 }
 
 /// One image `build_images` wrote.
@@ -79,6 +85,11 @@ pub struct BuiltImage {
 /// `cargo xtask image`: builds the images, says what they are on standard
 /// error, and prints them as one JSON line on standard output.
 pub fn run(options: Options) -> anyhow::Result<()> {
+    if let Some(commit) = &options.commit {
+        let dir = earlier::release(commit)?;
+        println!("{}", dir.display());
+        return Ok(());
+    }
     let started = Instant::now();
     let images = build_images(&options)?;
     for image in &images {
@@ -101,16 +112,57 @@ pub fn run(options: Options) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The sources images are built from: this checkout, or an earlier
+/// commit's tree (which builds into this checkout's target folder).
+struct Source {
+    root: PathBuf,
+    /// The commit, for the images' labels and the binaries' build info.
+    revision: String,
+    /// The commit's time, unless `SOURCE_DATE_EPOCH` says otherwise.
+    epoch: u64,
+    /// Where cargo builds, if not the tree's own target folder.
+    target_dir: Option<PathBuf>,
+    /// Whether the kubectl plugin is built and released beside the images.
+    plugin: bool,
+}
+
+impl Source {
+    fn checkout() -> Self {
+        let root = workspace_root();
+        Source {
+            revision: git(&root, &["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".to_owned()),
+            epoch: commit_time(&root, "HEAD"),
+            root,
+            target_dir: None,
+            plugin: true,
+        }
+    }
+
+    /// cargo, run in the tree, building into its target folder.
+    fn cargo(&self) -> Command {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut command = Command::new(cargo);
+        command.current_dir(&self.root);
+        if let Some(dir) = &self.target_dir {
+            command.env("CARGO_TARGET_DIR", dir);
+        }
+        command
+    }
+}
+
 /// Builds the release binaries (unless `binaries_from` has them) and writes
 /// an image of each; also writes `images.json` listing them.
 pub fn build_images(options: &Options) -> anyhow::Result<Vec<BuiltImage>> {
-    let root = workspace_root();
-    let workspace = Workspace::read(&root)?;
-    let revision = git(&root, &["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".to_owned());
+    build_images_from(&Source::checkout(), options)
+}
+
+fn build_images_from(source: &Source, options: &Options) -> anyhow::Result<Vec<BuiltImage>> {
+    let workspace = Workspace::read(source)?;
+    let revision = source.revision.clone();
     let binaries_dir = match &options.binaries_from {
         Some(dir) => dir.clone(),
         None => {
-            build_release(&root, &revision)?;
+            build_release(source)?;
             workspace.target_dir.join("release")
         }
     };
@@ -121,8 +173,8 @@ pub fn build_images(options: &Options) -> anyhow::Result<Vec<BuiltImage>> {
             .unwrap_or_else(|| workspace.target_dir.join("image")),
     )?;
     fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    let epoch = source_date_epoch(&root)?;
-    let bill = Bill::read(&root)?;
+    let epoch = source_date_epoch(source.epoch)?;
+    let bill = Bill::read(source)?;
 
     let mut built = Vec::new();
     for (binary, repository) in IMAGES {
@@ -156,7 +208,9 @@ pub fn build_images(options: &Options) -> anyhow::Result<Vec<BuiltImage>> {
         built.push(image);
     }
 
-    release_plugin(&binaries_dir, &out)?;
+    if source.plugin {
+        release_plugin(&binaries_dir, &out)?;
+    }
     let listing = out.join("images.json");
     fs::write(&listing, serde_json::to_vec_pretty(&built)?)
         .with_context(|| format!("writing {}", listing.display()))?;
@@ -265,16 +319,21 @@ fn host_libraries(binary: &Path) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
 }
 
 /// Every mtime and the images' `created` time: `SOURCE_DATE_EPOCH` if set,
-/// else the time of the HEAD commit, else 0.
-fn source_date_epoch(root: &Path) -> anyhow::Result<u64> {
+/// else the time of the source's commit.
+fn source_date_epoch(commit_time: u64) -> anyhow::Result<u64> {
     match std::env::var("SOURCE_DATE_EPOCH") {
         Ok(value) if !value.trim().is_empty() => value.trim().parse().with_context(|| {
             format!("SOURCE_DATE_EPOCH={value:?} is not a whole number of seconds")
         }),
-        _ => Ok(git(root, &["log", "-1", "--format=%ct"])
-            .and_then(|time| time.parse().ok())
-            .unwrap_or(0)),
+        _ => Ok(commit_time),
     }
+}
+
+/// The time of `commit` in the repository at `root`; 0 outside git.
+fn commit_time(root: &Path, commit: &str) -> u64 {
+    git(root, &["log", "-1", "--format=%ct", commit])
+        .and_then(|time| time.parse().ok())
+        .unwrap_or(0)
 }
 
 /// What git prints for `args` in `root`, trimmed; `None` outside git.
@@ -304,14 +363,14 @@ struct Package {
 
 /// Builds the release binaries, telling them the source revision
 /// (`jobrelay_build_info`).
-fn build_release(root: &Path, revision: &str) -> anyhow::Result<()> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(cargo);
+fn build_release(source: &Source) -> anyhow::Result<()> {
+    let revision = &source.revision;
+    let mut command = source.cargo();
     command
-        .current_dir(root)
-        .args(["build", "--release"])
+        .args(["build", "--release", "--locked"])
         .env("JOBRELAY_REVISION", revision);
-    for binary in IMAGES.map(|(binary, _)| binary).into_iter().chain([PLUGIN]) {
+    let plugin = source.plugin.then_some(PLUGIN);
+    for binary in IMAGES.map(|(binary, _)| binary).into_iter().chain(plugin) {
         command.args(["-p", binary]);
     }
     crate::log(&format!("cargo build --release (revision {revision})"));
@@ -321,11 +380,10 @@ fn build_release(root: &Path, revision: &str) -> anyhow::Result<()> {
 }
 
 /// What `cargo metadata --format-version 1` with `args` prints, run in
-/// `root`.
-fn cargo_metadata(root: &Path, args: &[&str]) -> anyhow::Result<Vec<u8>> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let output = Command::new(cargo)
-        .current_dir(root)
+/// the source tree.
+fn cargo_metadata(source: &Source, args: &[&str]) -> anyhow::Result<Vec<u8>> {
+    let output = source
+        .cargo()
         .args(["metadata", "--format-version", "1"])
         .args(args)
         .output()
@@ -347,7 +405,7 @@ struct Bill {
 }
 
 impl Bill {
-    fn read(root: &Path) -> anyhow::Result<Self> {
+    fn read(source: &Source) -> anyhow::Result<Self> {
         let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
         let version = Command::new(rustc)
             .arg("-vV")
@@ -358,8 +416,9 @@ impl Bill {
             .lines()
             .find_map(|line| line.strip_prefix("host: "))
             .context("rustc -vV names no host")?;
-        let metadata = cargo_metadata(root, &["--locked", "--filter-platform", host])?;
-        let lock = fs::read_to_string(root.join("Cargo.lock")).context("reading Cargo.lock")?;
+        let metadata = cargo_metadata(source, &["--locked", "--filter-platform", host])?;
+        let lock =
+            fs::read_to_string(source.root.join("Cargo.lock")).context("reading Cargo.lock")?;
         Ok(Bill {
             metadata: serde_json::from_slice(&metadata).context("reading cargo metadata")?,
             checksums: sbom::lock_checksums(&lock),
@@ -368,13 +427,13 @@ impl Bill {
 }
 
 impl Workspace {
-    fn read(root: &Path) -> anyhow::Result<Self> {
+    fn read(source: &Source) -> anyhow::Result<Self> {
         #[derive(serde::Deserialize)]
         struct Metadata {
             target_directory: PathBuf,
             packages: Vec<Package>,
         }
-        let metadata = cargo_metadata(root, &["--no-deps"])?;
+        let metadata = cargo_metadata(source, &["--no-deps"])?;
         let metadata: Metadata =
             serde_json::from_slice(&metadata).context("reading cargo metadata's output")?;
         Ok(Workspace {

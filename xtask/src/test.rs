@@ -56,14 +56,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     jobrelay_testbed::go::certmanager_build::ensure_cert_manager_built(&mut log)?;
     jobrelay_testbed::go::registry_build::ensure_registry_built(&mut log)?;
     controlplane::trim_go_build_cache(&mut log)?;
-    // How much history the checkout holds: what an earlier release can be
-    // built from.
-    let git = |args: &[&str]| crate::image::git(&workspace_root(), args);
-    log(&format!(
-        "checkout: {} commit(s) of history, shallow: {}",
-        git(&["rev-list", "--count", "HEAD"]).unwrap_or_else(|| "no git".into()),
-        git(&["rev-parse", "--is-shallow-repository"]).unwrap_or_else(|| "unknown".into())
-    ));
+    // The upgrade proof installs the previous release first: built once
+    // per commit, before this tree's, whose binaries cargo then puts back
+    // in place.
+    crate::image::earlier::release(jobrelay_testbed::deploy::release::PREVIOUS)?;
     // The deploy test runs the images users run, built once here.
     let images = crate::image::build_images(&crate::image::Options::default())?;
     let listed = images

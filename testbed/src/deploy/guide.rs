@@ -9,6 +9,10 @@
 //! - `<!-- guide: see -->` before a fenced block — lines the run block
 //!   before it prints, each as words in order on one printed line (`…`
 //!   stands for any words);
+//! - `<!-- guide: step NAME -->` before a fenced block — a `sh` script a
+//!   user runs at one moment of a procedure other than the install (an
+//!   upgrade, a rollback); the test that walks that procedure runs it by
+//!   its name, the install's test does not;
 //! - `<!-- guide: not-run REASON -->` before a fenced block — a command a
 //!   user runs that the test cannot, and why; the test reports each.
 //!
@@ -32,6 +36,8 @@ pub struct Guide {
 pub struct Step {
     /// The line of the guide the block starts on (1-based), for messages.
     pub line: usize,
+    /// The name of a procedure's step (`step NAME`); none for the install.
+    pub name: Option<String>,
     pub script: String,
     /// Lines the guide says the block prints.
     pub see: Vec<String>,
@@ -44,12 +50,14 @@ pub enum GuideError {
     NoBlock(usize),
     #[error("line {0}: the fenced block is never closed")]
     Unclosed(usize),
-    #[error("line {0}: unknown mark `{1}` (placeholders, run, see or not-run)")]
+    #[error("line {0}: unknown mark `{1}` (placeholders, run, step, see or not-run)")]
     UnknownMark(usize, String),
     #[error("line {0}: `see` follows no `run` block")]
     SeeWithoutRun(usize),
     #[error("line {0}: `not-run` must say why")]
     NoReason(usize),
+    #[error("line {0}: `step` must be named, once")]
+    StepName(usize),
     #[error("the test gives `{0}`, which the guide does not declare as a placeholder")]
     Undeclared(String),
     #[error("the guide declares `{0}`, for which the test gives nothing")]
@@ -58,7 +66,7 @@ pub enum GuideError {
 
 enum Mark {
     Placeholders(Vec<String>),
-    Run,
+    Run(Option<String>),
     See,
     NotRun(String),
 }
@@ -73,7 +81,11 @@ fn mark(line_no: usize, line: &str) -> Result<Option<Mark>, GuideError> {
     };
     let mut words = inner.split_whitespace();
     match words.next() {
-        Some("run") => Ok(Some(Mark::Run)),
+        Some("run") => Ok(Some(Mark::Run(None))),
+        Some("step") => match words.collect::<Vec<_>>()[..] {
+            [name] => Ok(Some(Mark::Run(Some(name.to_string())))),
+            _ => Err(GuideError::StepName(line_no)),
+        },
         Some("see") => Ok(Some(Mark::See)),
         Some("placeholders") => Ok(Some(Mark::Placeholders(
             words.map(str::to_string).collect(),
@@ -131,11 +143,20 @@ pub fn parse(markdown: &str) -> Result<Guide, GuideError> {
         }
         let (text, next) = block(&lines, fence)?;
         match found {
-            Mark::Run => guide.steps.push(Step {
-                line: fence + 1,
-                script: text,
-                see: Vec::new(),
-            }),
+            Mark::Run(name) => {
+                if name
+                    .as_ref()
+                    .is_some_and(|n| guide.steps.iter().any(|s| s.name.as_ref() == Some(n)))
+                {
+                    return Err(GuideError::StepName(i + 1));
+                }
+                guide.steps.push(Step {
+                    line: fence + 1,
+                    name,
+                    script: text,
+                    see: Vec::new(),
+                })
+            }
             Mark::See => {
                 let step = guide
                     .steps
@@ -181,10 +202,25 @@ pub fn substitute(
         .iter()
         .map(|step| Step {
             line: step.line,
+            name: step.name.clone(),
             script: replace(&step.script),
             see: step.see.iter().map(|l| replace(l)).collect(),
         })
         .collect())
+}
+
+/// The steps of the upgrade and rollback that `docs/install.md` names and
+/// the upgrade proof runs, in its order.
+pub const UPGRADE_STEPS: [&str; 3] = ["crds-to-the-release", "rollback-agents", "rollback-manager"];
+
+/// The install's steps: the blocks that belong to no named procedure step.
+pub fn install(steps: &[Step]) -> impl Iterator<Item = &Step> {
+    steps.iter().filter(|step| step.name.is_none())
+}
+
+/// The step named `name`.
+pub fn named<'a>(steps: &'a [Step], name: &str) -> Option<&'a Step> {
+    steps.iter().find(|step| step.name.as_deref() == Some(name))
 }
 
 /// Whether some line of `output` holds the words of `expected` in order

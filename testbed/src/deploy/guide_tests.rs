@@ -91,6 +91,31 @@ fn a_mark_without_a_block_or_an_unknown_mark_or_an_unclosed_block_is_refused() {
 }
 
 #[test]
+fn a_named_step_is_a_procedures_not_the_installs_and_is_found_by_its_name() {
+    let text = format!(
+        "{GUIDE}\n<!-- guide: step rollback-agents -->\n```sh\nhelm rollback jobrelay\n```\n\n<!-- guide: see -->\n```text\nRollback was a success\n```\n"
+    );
+    let guide = parse(&text).expect("a guide");
+    assert_eq!(install(&guide.steps).count(), 2, "{guide:?}");
+    let step = named(&guide.steps, "rollback-agents").expect("the named step");
+    assert_eq!(step.script, "helm rollback jobrelay\n");
+    assert_eq!(step.see, ["Rollback was a success"]);
+    assert_eq!(named(&guide.steps, "rollback-manager"), None);
+    assert_eq!(
+        parse("<!-- guide: step -->\n```sh\nls\n```\n"),
+        Err(GuideError::StepName(1))
+    );
+    assert_eq!(
+        parse("<!-- guide: step a b -->\n```sh\nls\n```\n"),
+        Err(GuideError::StepName(1))
+    );
+    assert_eq!(
+        parse("<!-- guide: step a -->\n```sh\nls\n```\n<!-- guide: step a -->\n```sh\nls\n```\n"),
+        Err(GuideError::StepName(5))
+    );
+}
+
+#[test]
 fn only_declared_placeholders_are_replaced_and_each_must_be_given() {
     let guide = parse(GUIDE).expect("a guide");
     let given = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
@@ -151,10 +176,17 @@ fn the_install_guide_reads_as_a_script() {
     .expect("reading docs/install.md");
     let guide = parse(&text).unwrap_or_else(|e| panic!("docs/install.md: {e}"));
     assert!(
-        guide.steps.len() >= 10,
+        install(&guide.steps).count() >= 10,
         "the guide's runnable blocks are marked: {} found",
         guide.steps.len()
     );
+    // The upgrade proof runs these by name.
+    for name in UPGRADE_STEPS {
+        assert!(
+            named(&guide.steps, name).is_some(),
+            "docs/install.md marks no `step {name}`"
+        );
+    }
     for step in &guide.steps {
         assert!(
             !step.script.trim().is_empty(),

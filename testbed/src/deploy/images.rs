@@ -67,11 +67,20 @@ fn build() -> anyhow::Result<PathBuf> {
     Ok(out.join("images.json"))
 }
 
-fn read(listed: &Path) -> anyhow::Result<Images> {
+/// The images an `images.json` lists; their tarballs are found beside it
+/// (where `cargo xtask image` writes them), so a listing moved with its
+/// tarballs still reads.
+pub fn read(listed: &Path) -> anyhow::Result<Images> {
     let text =
         std::fs::read_to_string(listed).with_context(|| format!("reading {}", listed.display()))?;
-    let all: Vec<Image> =
+    let mut all: Vec<Image> =
         serde_json::from_str(&text).with_context(|| format!("reading {}", listed.display()))?;
+    let dir = listed.parent().unwrap_or(Path::new("."));
+    for image in &mut all {
+        if let Some(name) = image.tar.file_name() {
+            image.tar = dir.join(name);
+        }
+    }
     let find = |binary: &str| {
         all.iter()
             .find(|image| image.binary == binary)

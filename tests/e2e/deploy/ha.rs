@@ -7,23 +7,21 @@
 //! Service; in the end every Job ran, was dispatched once, and was released
 //! only after its worker reported its Pods gone.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
-use jobrelay_e2e::deployed::{TIMEOUT, create, finish, namespace, wait_outcome};
-use jobrelay_proto::wire::{LEADER_LABEL, MANAGED_BY};
-use jobrelay_testbed::deploy::{Installed, NAMESPACE, helm_in, kubectl_in, release_args};
+use jobrelay_e2e::deployed::{
+    TIMEOUT, dispatched_once_and_released_after_their_pods, finish, keep_creating, namespace,
+    wait_outcome,
+};
+use jobrelay_proto::wire::LEADER_LABEL;
+use jobrelay_testbed::deploy::{Installed, NAMESPACE, helm_in, kubectl_in};
 use jobrelay_testbed::kit;
-use jobrelay_testbed::objects::fixtures::TestJob;
 use jobrelay_testbed::wait::{self, Seen};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
@@ -54,12 +52,12 @@ async fn the_managers_roll_and_drain_while_jobs_run_and_none_is_lost_or_dispatch
     let flow = tokio::spawn(keep_creating(jobs.clone(), ns.clone(), flowing.clone()));
 
     // A change to the Pod template rolls both replicas.
-    let mut values = installed.manager_values.clone();
-    values.extend([
+    let annotated = [
         "--set-string".into(),
         "manager.podAnnotations.rolled=once".into(),
-    ]);
-    helm_in(manager, &release_args("upgrade", &values))
+    ];
+    let args = installed.manager_args("upgrade", &installed.release, &annotated);
+    helm_in(manager, &args)
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     kubectl_in(
@@ -117,19 +115,7 @@ async fn the_managers_roll_and_drain_while_jobs_run_and_none_is_lost_or_dispatch
         wait_outcome(&jobs, name, "Complete").await;
     }
     finish(installed, &ns, &jobs).await;
-    let reasons = event_counts(installed, &ns).await;
-    for name in &names {
-        let seen = reasons.get(name.as_str()).cloned().unwrap_or_default();
-        assert_eq!(
-            seen.get("Dispatched"),
-            Some(&1),
-            "{name} dispatched once: {seen:?}"
-        );
-        assert!(
-            seen.contains_key("RemotePodsGone"),
-            "{name} released after its worker reported its Pods gone: {seen:?}"
-        );
-    }
+    dispatched_once_and_released_after_their_pods(installed, &ns, &names).await;
     eprintln!(
         "leaders: {} → rollout → {} → drain of {} → {}; {} Jobs",
         first.pod,
@@ -138,27 +124,6 @@ async fn the_managers_roll_and_drain_while_jobs_run_and_none_is_lost_or_dispatch
         drained.pod,
         names.len()
     );
-}
-
-/// Creates a short relayed Job every second until `flowing` turns false;
-/// returns their names.
-async fn keep_creating(jobs: Api<Job>, ns: String, flowing: Arc<AtomicBool>) -> Vec<String> {
-    let mut names = Vec::new();
-    // Bounded: the steps above fail long before this many seconds.
-    for index in 0..600 {
-        if !flowing.load(Ordering::SeqCst) {
-            break;
-        }
-        let name = format!("during-{index}");
-        let job = TestJob::new(&ns, &name)
-            .managed_by(MANAGED_BY)
-            .run_for("3s")
-            .build();
-        create(&jobs, job).await;
-        names.push(name);
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    names
 }
 
 async fn manager_pods(installed: &Installed) -> Vec<Pod> {
@@ -256,27 +221,4 @@ async fn wait_single_leader(installed: &Installed, not: Option<&str>) -> Leader 
         },
     )
     .await
-}
-
-/// How often each reason was recorded on each Job of `ns` (an Event's
-/// series counts its repeats).
-async fn event_counts(installed: &Installed, ns: &str) -> BTreeMap<String, BTreeMap<String, i32>> {
-    let events: Api<Event> = Api::namespaced(kit::client(installed.clusters.manager()).await, ns);
-    let mut counts: BTreeMap<String, BTreeMap<String, i32>> = BTreeMap::new();
-    for event in events
-        .list(&ListParams::default())
-        .await
-        .expect("listing Events")
-    {
-        let Some(name) = event.regarding.as_ref().and_then(|r| r.name.clone()) else {
-            continue;
-        };
-        let times = event.series.as_ref().map_or(1, |s| s.count);
-        *counts
-            .entry(name)
-            .or_default()
-            .entry(event.reason.unwrap_or_default())
-            .or_default() += times;
-    }
-    counts
 }

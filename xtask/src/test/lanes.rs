@@ -17,9 +17,10 @@ use crate::{log, workspace_root};
 /// Each target's usual duration on the CI machine, in seconds, longest
 /// first; a target runs earlier the longer it takes, so the lanes end
 /// together.
-const SECONDS: [(&str, u32); 21] = [
+const SECONDS: [(&str, u32); 22] = [
     ("kueue", 240),
     ("cronjob", 160),
+    ("deploy_upgrade", 150),
     ("restarts", 145),
     ("security", 140),
     ("chaos", 140),
@@ -43,7 +44,7 @@ const SECONDS: [(&str, u32); 21] = [
 
 /// Targets that run real nodes on the host, which share its network and
 /// cgroups: one after the other, never beside each other.
-const REAL_NODES: [&str; 3] = ["deploy", "deploy_guide", "real_node"];
+const REAL_NODES: [&str; 4] = ["deploy", "deploy_guide", "deploy_upgrade", "real_node"];
 
 /// The names of the test targets a Cargo manifest lists (`[[test]]`).
 pub fn targets(manifest: &str) -> Vec<String> {
