@@ -27,7 +27,7 @@ use crate::cluster::ClusterInfo;
 use crate::cluster::node::{REAL_NODE_LABEL, REAL_NODE_TAINT};
 use crate::host::ports::free_port;
 use crate::kit::{self, Clusters};
-use helm::helm;
+pub use helm::{helm_in, kubectl_in};
 use images::Image;
 use release::Release;
 
@@ -158,42 +158,6 @@ async fn tls_secret(
     Ok(())
 }
 
-/// Runs helm against `cluster`; fails with its output unless it succeeds.
-pub async fn helm_in(cluster: &ClusterInfo, args: &[String]) -> anyhow::Result<String> {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let ran = helm(Some(&cluster.kubeconfig), &args).await;
-    anyhow::ensure!(
-        ran.success,
-        "helm {} in {} failed:\n{}\n{}",
-        args.join(" "),
-        cluster.name,
-        ran.stdout,
-        ran.stderr
-    );
-    Ok(ran.stdout)
-}
-
-/// Runs the pinned kubectl against `cluster`; fails with its output unless
-/// it succeeds.
-pub async fn kubectl_in(cluster: &ClusterInfo, args: &[&str]) -> anyhow::Result<String> {
-    let kubectl = crate::go::controlplane::cached()?.path("kubectl");
-    let mut command = tokio::process::Command::new(kubectl);
-    command
-        .args(["--namespace", NAMESPACE])
-        .args(args)
-        .env("KUBECONFIG", &cluster.kubeconfig);
-    let ran = crate::deploy::helm::run(command, None).await;
-    anyhow::ensure!(
-        ran.success,
-        "kubectl {} in {} failed:\n{}\n{}",
-        args.join(" "),
-        cluster.name,
-        ran.stdout,
-        ran.stderr
-    );
-    Ok(ran.stdout)
-}
-
 /// `helm install` (or `upgrade`) of `chart` with `values`, waiting until
 /// its Deployments are available.
 pub fn release_args(verb: &str, chart: &Path, values: &[String]) -> Vec<String> {
@@ -322,7 +286,7 @@ impl Installed {
     }
 
     /// `helm <verb>` of `worker`'s agent's release of `release`, with the
-    /// values it was installed with.
+    /// values it was installed with and `more`.
     pub fn agent_args(
         &self,
         worker: &str,

@@ -16,6 +16,7 @@ pub(crate) mod earlier;
 mod oci;
 mod rootfs;
 mod sbom;
+mod source;
 mod spec;
 #[cfg(test)]
 mod tests;
@@ -29,7 +30,8 @@ use anyhow::Context;
 use jobrelay_testbed::go::controlplane::seconds;
 use serde::Serialize;
 
-use crate::{log, workspace_root};
+use crate::log;
+use source::{Bill, Source, Workspace, build_release, source_date_epoch};
 
 /// The binaries with an image, and the repository each image is named in.
 const IMAGES: [(&str, &str); 2] = [
@@ -110,44 +112,6 @@ pub fn run(options: Options) -> anyhow::Result<()> {
     ));
     println!("{}", serde_json::to_string(&images)?);
     Ok(())
-}
-
-/// The sources images are built from: this checkout, or an earlier
-/// commit's tree (which builds into this checkout's target folder).
-struct Source {
-    root: PathBuf,
-    /// The commit, for the images' labels and the binaries' build info.
-    revision: String,
-    /// The commit's time, unless `SOURCE_DATE_EPOCH` says otherwise.
-    epoch: u64,
-    /// Where cargo builds, if not the tree's own target folder.
-    target_dir: Option<PathBuf>,
-    /// Whether the kubectl plugin is built and released beside the images.
-    plugin: bool,
-}
-
-impl Source {
-    fn checkout() -> Self {
-        let root = workspace_root();
-        Source {
-            revision: git(&root, &["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".to_owned()),
-            epoch: commit_time(&root, "HEAD"),
-            root,
-            target_dir: None,
-            plugin: true,
-        }
-    }
-
-    /// cargo, run in the tree, building into its target folder.
-    fn cargo(&self) -> Command {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut command = Command::new(cargo);
-        command.current_dir(&self.root);
-        if let Some(dir) = &self.target_dir {
-            command.env("CARGO_TARGET_DIR", dir);
-        }
-        command
-    }
 }
 
 /// Builds the release binaries (unless `binaries_from` has them) and writes
@@ -316,136 +280,4 @@ fn host_libraries(binary: &Path) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
             Ok((path.display().to_string(), contents))
         })
         .collect()
-}
-
-/// Every mtime and the images' `created` time: `SOURCE_DATE_EPOCH` if set,
-/// else the time of the source's commit.
-fn source_date_epoch(commit_time: u64) -> anyhow::Result<u64> {
-    match std::env::var("SOURCE_DATE_EPOCH") {
-        Ok(value) if !value.trim().is_empty() => value.trim().parse().with_context(|| {
-            format!("SOURCE_DATE_EPOCH={value:?} is not a whole number of seconds")
-        }),
-        _ => Ok(commit_time),
-    }
-}
-
-/// The time of `commit` in the repository at `root`; 0 outside git.
-fn commit_time(root: &Path, commit: &str) -> u64 {
-    git(root, &["log", "-1", "--format=%ct", commit])
-        .and_then(|time| time.parse().ok())
-        .unwrap_or(0)
-}
-
-/// What git prints for `args` in `root`, trimmed; `None` outside git.
-pub(crate) fn git(root: &Path, args: &[&str]) -> Option<String> {
-    let output = Command::new("git")
-        .current_dir(root)
-        .args(args)
-        .output()
-        .ok()?;
-    let text = String::from_utf8(output.stdout).ok()?;
-    (output.status.success() && !text.trim().is_empty()).then(|| text.trim().to_owned())
-}
-
-/// What `cargo metadata` says about the workspace.
-struct Workspace {
-    target_dir: PathBuf,
-    packages: Vec<Package>,
-}
-
-#[derive(serde::Deserialize)]
-struct Package {
-    name: String,
-    version: String,
-    license: Option<String>,
-    description: Option<String>,
-}
-
-/// Builds the release binaries, telling them the source revision
-/// (`jobrelay_build_info`).
-fn build_release(source: &Source) -> anyhow::Result<()> {
-    let revision = &source.revision;
-    let mut command = source.cargo();
-    command
-        .args(["build", "--release", "--locked"])
-        .env("JOBRELAY_REVISION", revision);
-    let plugin = source.plugin.then_some(PLUGIN);
-    for binary in IMAGES.map(|(binary, _)| binary).into_iter().chain(plugin) {
-        command.args(["-p", binary]);
-    }
-    crate::log(&format!("cargo build --release (revision {revision})"));
-    let status = command.status().context("running cargo build")?;
-    anyhow::ensure!(status.success(), "cargo build --release failed ({status})");
-    Ok(())
-}
-
-/// What `cargo metadata --format-version 1` with `args` prints, run in
-/// the source tree.
-fn cargo_metadata(source: &Source, args: &[&str]) -> anyhow::Result<Vec<u8>> {
-    let output = source
-        .cargo()
-        .args(["metadata", "--format-version", "1"])
-        .args(args)
-        .output()
-        .context("running cargo metadata")?;
-    anyhow::ensure!(
-        output.status.success(),
-        "cargo metadata failed ({}): {}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr).trim()
-    );
-    Ok(output.stdout)
-}
-
-/// What the SBOMs are made from: the resolved dependencies for this
-/// platform, and the checksums `Cargo.lock` records.
-struct Bill {
-    metadata: serde_json::Value,
-    checksums: std::collections::BTreeMap<(String, String), String>,
-}
-
-impl Bill {
-    fn read(source: &Source) -> anyhow::Result<Self> {
-        let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-        let version = Command::new(rustc)
-            .arg("-vV")
-            .output()
-            .context("running rustc -vV")?;
-        let version = String::from_utf8_lossy(&version.stdout).into_owned();
-        let host = version
-            .lines()
-            .find_map(|line| line.strip_prefix("host: "))
-            .context("rustc -vV names no host")?;
-        let metadata = cargo_metadata(source, &["--locked", "--filter-platform", host])?;
-        let lock =
-            fs::read_to_string(source.root.join("Cargo.lock")).context("reading Cargo.lock")?;
-        Ok(Bill {
-            metadata: serde_json::from_slice(&metadata).context("reading cargo metadata")?,
-            checksums: sbom::lock_checksums(&lock),
-        })
-    }
-}
-
-impl Workspace {
-    fn read(source: &Source) -> anyhow::Result<Self> {
-        #[derive(serde::Deserialize)]
-        struct Metadata {
-            target_directory: PathBuf,
-            packages: Vec<Package>,
-        }
-        let metadata = cargo_metadata(source, &["--no-deps"])?;
-        let metadata: Metadata =
-            serde_json::from_slice(&metadata).context("reading cargo metadata's output")?;
-        Ok(Workspace {
-            target_dir: metadata.target_directory,
-            packages: metadata.packages,
-        })
-    }
-
-    fn package(&self, name: &str) -> anyhow::Result<&Package> {
-        self.packages
-            .iter()
-            .find(|package| package.name == name)
-            .with_context(|| format!("the workspace has no package {name}"))
-    }
 }

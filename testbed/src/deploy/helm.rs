@@ -1,6 +1,7 @@
 //! helm as the tests run it: the pinned binary built by `cargo xtask k8s`,
 //! with a home of its own (never the user's configuration), rendering the
-//! chart with no cluster, or installing it into one cluster.
+//! chart with no cluster, or installing it into one cluster; and the pinned
+//! kubectl beside it.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -8,6 +9,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 
+use crate::cluster::ClusterInfo;
 use crate::go::helm_build;
 
 /// Longer than helm or kubectl ever take here, `--wait` included; a command
@@ -81,6 +83,42 @@ pub async fn helm(kubeconfig: Option<&Path>, args: &[&str]) -> Ran {
         kubeconfig.unwrap_or_else(|| Path::new("/dev/null")),
     );
     run(command, None).await
+}
+
+/// Runs helm against `cluster`; fails with its output unless it succeeds.
+pub async fn helm_in(cluster: &ClusterInfo, args: &[String]) -> anyhow::Result<String> {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let ran = helm(Some(&cluster.kubeconfig), &args).await;
+    anyhow::ensure!(
+        ran.success,
+        "helm {} in {} failed:\n{}\n{}",
+        args.join(" "),
+        cluster.name,
+        ran.stdout,
+        ran.stderr
+    );
+    Ok(ran.stdout)
+}
+
+/// Runs the pinned kubectl against `cluster`; fails with its output unless
+/// it succeeds.
+pub async fn kubectl_in(cluster: &ClusterInfo, args: &[&str]) -> anyhow::Result<String> {
+    let kubectl = crate::go::controlplane::cached()?.path("kubectl");
+    let mut command = tokio::process::Command::new(kubectl);
+    command
+        .args(["--namespace", super::NAMESPACE])
+        .args(args)
+        .env("KUBECONFIG", &cluster.kubeconfig);
+    let ran = run(command, None).await;
+    anyhow::ensure!(
+        ran.success,
+        "kubectl {} in {} failed:\n{}\n{}",
+        args.join(" "),
+        cluster.name,
+        ran.stdout,
+        ran.stderr
+    );
+    Ok(ran.stdout)
 }
 
 #[cfg(test)]

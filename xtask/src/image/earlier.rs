@@ -16,7 +16,8 @@ use anyhow::Context;
 use jobrelay_testbed::deploy::release;
 use jobrelay_testbed::go::controlplane::seconds;
 
-use super::{Options, Source, Workspace, build_images_from, commit_time, git};
+use super::source::{Source, Workspace, commit_time, git};
+use super::{Options, build_images_from};
 use crate::{log, workspace_root};
 
 /// The release of `commit`: the cached one, else built now.
@@ -69,17 +70,12 @@ pub fn release(commit: &str) -> anyhow::Result<PathBuf> {
         // The upgrade proof installs the images and the chart only.
         plugin: false,
     };
-    let (version, theirs) = (
-        ours.package("jobrelay-manager")?.version.clone(),
-        Workspace::read(&source)?
-            .package("jobrelay-manager")?
-            .version
-            .clone(),
-    );
-    anyhow::ensure!(
-        version != theirs,
-        "{full} has this tree's version ({version}); built in one target folder, cargo would take one tree's crates for the other's"
-    );
+    let theirs = Workspace::read(&source)?
+        .package("jobrelay-manager")?
+        .version
+        .clone();
+    may_share_a_target(&ours.package("jobrelay-manager")?.version, &theirs)
+        .map_err(|why| anyhow::anyhow!("{full}: {why}"))?;
     log(&format!(
         "release of {} ({theirs}): building in {}",
         &full[..7],
@@ -102,6 +98,19 @@ pub fn release(commit: &str) -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
+/// Whether a tree of version `theirs` may build into the target folder of
+/// this tree, of version `ours`: cargo keys a workspace crate's build by
+/// its name and version, not its folder, so the same version would make
+/// one tree's crates pass for the other's.
+fn may_share_a_target(ours: &str, theirs: &str) -> Result<(), String> {
+    match ours == theirs {
+        true => Err(format!(
+            "it has this tree's version ({ours}); built in one target folder, cargo would take one tree's crates for the other's"
+        )),
+        false => Ok(()),
+    }
+}
+
 /// Copies the folder `from` (files and folders only) to `to`.
 fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
     fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
@@ -116,4 +125,16 @@ fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::may_share_a_target;
+
+    #[test]
+    fn an_earlier_tree_builds_beside_this_one_only_under_another_version() {
+        assert_eq!(may_share_a_target("0.2.0", "0.1.0"), Ok(()));
+        let refused = may_share_a_target("0.2.0", "0.2.0").expect_err("the same version");
+        assert!(refused.contains("0.2.0"), "{refused}");
+    }
 }
