@@ -20,7 +20,6 @@ use crate::{log, workspace_root};
 const SECONDS: [(&str, u32); 22] = [
     ("kueue", 240),
     ("cronjob", 160),
-    ("deploy_upgrade", 150),
     ("restarts", 145),
     ("security", 140),
     ("chaos", 140),
@@ -30,6 +29,7 @@ const SECONDS: [(&str, u32); 22] = [
     ("deploy", 60),
     ("deploy_guide", 65),
     ("jobset", 50),
+    ("deploy_upgrade", 50),
     ("ha", 50),
     ("jobset_kit", 50),
     ("registration", 50),
