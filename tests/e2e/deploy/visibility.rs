@@ -98,9 +98,17 @@ async fn a_relayed_jobs_logs_are_read_on_the_manager_through_the_agent() {
     );
     let described = run_plugin(plugin(&["describe", "job/talks", "-n", &ns])).await;
     assert!(
-        described.contains("Cluster:  worker-1") && described.contains("Dispatched"),
+        described.contains("Cluster:  worker-1")
+            && described.contains("Dispatched")
+            && ["Mirror:", "Pods:", "Events:"]
+                .iter()
+                .all(|section| described.lines().any(|l| l.starts_with(section))),
         "{described}"
     );
+    let as_json = run_plugin(plugin(&["status", "talks", "-n", &ns, "-o", "json"])).await;
+    serde_json::from_str::<serde_json::Value>(&as_json)
+        .unwrap_or_else(|e| panic!("status -o json is JSON ({e}): {as_json}"));
+    eprintln!("kubectl jobrelay status:\n{status}\nkubectl jobrelay describe:\n{described}");
     let clusters = run_plugin(plugin(&["clusters"])).await;
     assert!(
         clusters
