@@ -119,8 +119,10 @@ pub fn worker<'a>(installed: &'a Installed, name: &str) -> &'a ClusterInfo {
 /// turns false; returns their names.
 pub async fn keep_creating(jobs: Api<Job>, ns: String, flowing: Arc<AtomicBool>) -> Vec<String> {
     let mut names = Vec::new();
+    let mut every_second = tokio::time::interval(Duration::from_secs(1));
     // Bounded: the steps of a scenario fail long before this many seconds.
     for index in 0..600 {
+        every_second.tick().await;
         if !flowing.load(Ordering::SeqCst) {
             break;
         }
@@ -131,7 +133,6 @@ pub async fn keep_creating(jobs: Api<Job>, ns: String, flowing: Arc<AtomicBool>)
             .build();
         create(&jobs, job).await;
         names.push(name);
-        tokio::time::sleep(Duration::from_secs(1)).await;
     }
     names
 }

@@ -53,18 +53,33 @@ pub fn images() -> anyhow::Result<Images> {
 }
 
 fn build() -> anyhow::Result<PathBuf> {
+    // The place `cargo xtask test` builds them too: one copy, overwritten.
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/image");
+    xtask_image(&["--out".as_ref(), out.as_os_str()])?;
+    Ok(out.join("images.json"))
+}
+
+/// Runs `cargo xtask image` with `args` from the workspace's root (its
+/// standard output, the listing, not kept); fails unless it succeeds.
+pub(crate) fn xtask_image(args: &[&std::ffi::OsStr]) -> anyhow::Result<()> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    // The place `cargo xtask test` builds them too: one copy, overwritten.
-    let out = root.join("target").join("image");
     let status = Command::new(cargo)
         .current_dir(&root)
-        .args(["run", "-q", "-p", "xtask", "--", "image", "--out"])
-        .arg(&out)
+        .args(["run", "-q", "-p", "xtask", "--", "image"])
+        .args(args)
+        .stdout(std::process::Stdio::null())
         .status()
         .context("running cargo xtask image")?;
-    anyhow::ensure!(status.success(), "cargo xtask image failed ({status})");
-    Ok(out.join("images.json"))
+    anyhow::ensure!(
+        status.success(),
+        "cargo xtask image {} failed ({status})",
+        args.iter()
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    Ok(())
 }
 
 /// The images an `images.json` lists; their tarballs are found beside it

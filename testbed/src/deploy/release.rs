@@ -4,7 +4,6 @@
 //! its commit like the Go parts — which the upgrade proof installs first.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use anyhow::Context;
 
@@ -75,20 +74,7 @@ fn read(dir: &Path, commit: &str) -> anyhow::Result<Release> {
 }
 
 fn build(commit: &str) -> anyhow::Result<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
-        .current_dir(&root)
-        .args([
-            "run", "-q", "-p", "xtask", "--", "image", "--commit", commit,
-        ])
-        .stdout(std::process::Stdio::null())
-        .status()
-        .context("running cargo xtask image --commit")?;
-    anyhow::ensure!(
-        status.success(),
-        "cargo xtask image --commit {commit} failed ({status})"
-    );
+    images::xtask_image(&["--commit".as_ref(), commit.as_ref()])?;
     cached(commit).with_context(|| format!("no release of {commit} in the cache after its build"))
 }
 
