@@ -34,6 +34,7 @@ use release::Release;
 pub mod guide;
 pub mod helm;
 pub mod images;
+pub mod platforms;
 pub mod registry;
 pub mod release;
 pub mod shell;

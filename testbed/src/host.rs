@@ -1,5 +1,6 @@
-//! What the test bed takes from this host: loopback ports for its servers,
+//! What the test bed takes from this host: Debian packages, loopback ports for its servers,
 //! and child processes that never outlive the process that started them.
 
+pub mod debian;
 pub mod ports;
 pub mod processes;

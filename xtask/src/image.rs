@@ -1,15 +1,16 @@
 //! `cargo xtask image`: an OCI image of each jobrelay binary, built without a
-//! container daemon or registry (the way ko and jib do). Each image holds the
-//! release binary, the dynamic loader and shared libraries it needs (copied
-//! from this host, found with `ldd`) and a few files under /etc; no shell.
-//! The same binaries, version, commit and epoch give the same digests.
+//! container daemon or registry (the way ko and jib do), for amd64 and
+//! arm64 under one image index. Each platform's image holds the static
+//! (musl) release binary and two files under /etc; no loader, no libraries,
+//! no shell. The same binaries, version, commit and epoch give the same
+//! digests.
 //!
 //! Written under `target/image/` (or `--out`): `<binary>/`, an OCI image
-//! layout, with the binary's SBOM as an artifact referring to the image;
-//! `<binary>.tar`, that layout as one tarball for `docker load`,
-//! `podman load`, `ctr images import` or `kind load image-archive`;
-//! `<binary>.cdx.json`, the SBOM; and `images.json`, what was built. See
-//! docs/images.md.
+//! layout, with each platform's SBOM as an artifact referring to that
+//! platform's manifest; `<binary>.tar`, that layout as one tarball for
+//! `docker load`, `podman load`, `ctr images import` or `kind load
+//! image-archive`; `<binary>.<arch>.cdx.json`, the SBOMs; and
+//! `images.json`, what was built. See docs/images.md.
 
 mod archive;
 pub(crate) mod earlier;
@@ -20,13 +21,14 @@ mod source;
 mod spec;
 #[cfg(test)]
 mod tests;
+mod toolchain;
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
 use anyhow::Context;
+use jobrelay_testbed::deploy::platforms::{self, PLATFORMS, Platform};
 use jobrelay_testbed::go::controlplane::seconds;
 use serde::Serialize;
 
@@ -46,10 +48,18 @@ const PLUGIN: &str = "kubectl-jobrelay";
 /// How `cargo xtask image` is asked to build.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct Options {
-    /// Take jobrelay-manager and jobrelay-agent from this directory instead of
-    /// building them (they must link against this host's glibc).
+    /// Take jobrelay-manager and jobrelay-agent from this target folder
+    /// (`DIR/<target>/release/`, static) instead of building them.
     #[arg(long, env = "JOBRELAY_IMAGE_BINARIES_FROM", value_name = "DIR")]
     pub binaries_from: Option<PathBuf>,
+    /// The platforms to build for, by OCI architecture [default: amd64,arm64].
+    #[arg(
+        long = "platform",
+        env = "JOBRELAY_IMAGE_PLATFORMS",
+        value_delimiter = ',',
+        value_name = "ARCH"
+    )]
+    pub platforms: Vec<String>,
     /// Where to write the layouts, tarballs and images.json [default: target/image].
     #[arg(long, env = "JOBRELAY_IMAGE_OUT", value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -59,7 +69,7 @@ pub struct Options {
     /// Build an earlier commit's release instead (its images and its chart),
     /// into the release cache, reusing this tree's dependency build; prints
     /// where. Built once per commit.
-    #[arg(long, value_name = "COMMIT", conflicts_with_all = ["binaries_from", "out", "tag"])]
+    #[arg(long, value_name = "COMMIT", conflicts_with_all = ["binaries_from", "out", "tag", "platforms"])]
     pub commit: Option<String>,
 }
 
@@ -70,13 +80,27 @@ pub struct BuiltImage {
     pub binary: String,
     /// e.g. `jobrelay/manager:0.1.0`.
     pub reference: String,
-    /// The manifest digest, `sha256:<hex>`.
+    /// The image index's digest, `sha256:<hex>`: the image on every
+    /// platform.
     pub digest: String,
     /// The OCI layout as one tarball.
     pub tar: PathBuf,
     /// The OCI layout directory.
     pub layout: PathBuf,
     /// The tarball's size in bytes.
+    pub size: u64,
+    /// Each platform's image, in the index's order.
+    pub platforms: Vec<BuiltPlatform>,
+}
+
+/// One platform's image within a [`BuiltImage`].
+#[derive(Clone, Debug, Serialize)]
+pub struct BuiltPlatform {
+    /// OCI's name for it: `amd64`, `arm64`.
+    pub architecture: String,
+    /// The platform's manifest digest.
+    pub digest: String,
+    /// Its layers' size in bytes (the binary, mostly).
     pub size: u64,
     /// The binary's SBOM (CycloneDX JSON), also an artifact in the layout.
     pub sbom: PathBuf,
@@ -94,16 +118,25 @@ pub fn run(options: Options) -> anyhow::Result<()> {
     }
     let started = Instant::now();
     let images = build_images(&options)?;
+    let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
     for image in &images {
         log(&format!(
-            "{}  {}  {:.1} MiB  {}  SBOM: {} crates, {}",
+            "{}  {}  {:.1} MiB  {}",
             image.reference,
             image.digest,
-            image.size as f64 / (1024.0 * 1024.0),
+            mib(image.size),
             image.tar.display(),
-            image.components,
-            image.sbom.display()
         ));
+        for platform in &image.platforms {
+            log(&format!(
+                "  linux/{}  {}  {:.1} MiB  SBOM: {} crates, {}",
+                platform.architecture,
+                platform.digest,
+                mib(platform.size),
+                platform.components,
+                platform.sbom.display()
+            ));
+        }
     }
     log(&format!(
         "{} image(s) in {}",
@@ -121,13 +154,13 @@ pub fn build_images(options: &Options) -> anyhow::Result<Vec<BuiltImage>> {
 }
 
 fn build_images_from(source: &Source, options: &Options) -> anyhow::Result<Vec<BuiltImage>> {
+    let platforms = chosen_platforms(&options.platforms)?;
     let workspace = Workspace::read(source)?;
-    let revision = source.revision.clone();
     let binaries_dir = match &options.binaries_from {
         Some(dir) => dir.clone(),
         None => {
-            build_release(source)?;
-            workspace.target_dir.join("release")
+            build_release(source, &platforms)?;
+            workspace.target_dir.clone()
         }
     };
     let out = std::path::absolute(
@@ -138,47 +171,113 @@ fn build_images_from(source: &Source, options: &Options) -> anyhow::Result<Vec<B
     )?;
     fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let epoch = source_date_epoch(source.epoch)?;
-    let bill = Bill::read(source)?;
+    let bills = platforms
+        .iter()
+        .map(|platform| Bill::read(source, platform.target))
+        .collect::<anyhow::Result<Vec<_>>>()?;
 
     let mut built = Vec::new();
     for (binary, repository) in IMAGES {
         let package = workspace.package(binary)?;
         let tag = options.tag.as_deref().unwrap_or(&package.version);
-        let binary_path = binaries_dir.join(binary);
-        let binary_contents = fs::read(&binary_path)
-            .with_context(|| format!("reading the binary {}", binary_path.display()))?;
-        let inputs = spec::Inputs {
-            binary: binary.to_owned(),
-            reference: oci::Reference::new(repository, tag)?,
-            platform: rootfs::elf_platform(&binary_path.display().to_string(), &binary_contents)?,
-            version: package.version.clone(),
-            revision: revision.clone(),
-            license: package.license.clone(),
-            description: package.description.clone(),
-            epoch,
-            libraries: host_libraries(&binary_path)?,
-            binary_contents,
-        };
-        let listed = sbom::components(&bill.metadata, binary, &bill.checksums)?;
-        let document = sbom::document(&listed, epoch)?;
-        let sbom_path = out.join(format!("{binary}.cdx.json"));
-        fs::write(&sbom_path, &document)
-            .with_context(|| format!("writing {}", sbom_path.display()))?;
-        let image =
-            oci::assemble(&spec::image_spec(&inputs))?.with_artifact(sbom::MEDIA_TYPE, document)?;
-        let mut image = write_image(&out, &inputs, &image)?;
-        image.sbom = sbom_path;
-        image.components = listed.len().saturating_sub(1);
-        built.push(image);
+        let reference = oci::Reference::new(repository, tag)?;
+        let mut manifests = Vec::new();
+        let mut sboms = Vec::new();
+        for (platform, bill) in platforms.iter().zip(&bills) {
+            let path = binaries_dir
+                .join(platform.target)
+                .join("release")
+                .join(binary);
+            let inputs = spec::Inputs {
+                binary: binary.to_owned(),
+                platform: oci::Platform {
+                    architecture: platform.architecture.to_owned(),
+                    os: "linux".to_owned(),
+                },
+                version: package.version.clone(),
+                revision: source.revision.clone(),
+                license: package.license.clone(),
+                description: package.description.clone(),
+                epoch,
+                binary_contents: static_binary(&path, platform)?,
+            };
+            let manifest = oci::assemble(&spec::image_spec(&inputs))?;
+            let listed = sbom::components(&bill.metadata, binary, &bill.checksums)?;
+            let document = sbom::document(&listed, epoch)?;
+            let sbom_path = out.join(format!("{binary}.{}.cdx.json", platform.architecture));
+            fs::write(&sbom_path, &document)
+                .with_context(|| format!("writing {}", sbom_path.display()))?;
+            sboms.push((manifest.digest().to_owned(), document));
+            let entry = BuiltPlatform {
+                architecture: platform.architecture.to_owned(),
+                digest: manifest.digest().to_owned(),
+                size: manifest.layers.iter().map(|l| l.bytes.len() as u64).sum(),
+                sbom: sbom_path,
+                components: listed.len().saturating_sub(1),
+            };
+            manifests.push((manifest, entry));
+        }
+        let (manifests, listed): (Vec<_>, Vec<_>) = manifests.into_iter().unzip();
+        let mut image = oci::index(&reference, manifests)?;
+        for (subject, document) in sboms {
+            image = image.with_artifact(&subject, sbom::MEDIA_TYPE, document)?;
+        }
+        let mut written = write_image(&out, binary, &reference, epoch, &image)?;
+        written.platforms = listed;
+        built.push(written);
     }
 
     if source.plugin {
-        release_plugin(&binaries_dir, &out)?;
+        release_plugin(
+            &binaries_dir.join(PLATFORMS[0].target).join("release"),
+            &out,
+        )?;
     }
     let listing = out.join("images.json");
     fs::write(&listing, serde_json::to_vec_pretty(&built)?)
         .with_context(|| format!("writing {}", listing.display()))?;
     Ok(built)
+}
+
+/// The platforms `--platform` names, in [`PLATFORMS`]' order; all of them
+/// when it names none.
+fn chosen_platforms(named: &[String]) -> anyhow::Result<Vec<Platform>> {
+    for name in named {
+        platforms::platform(name)?;
+    }
+    Ok(PLATFORMS
+        .into_iter()
+        .filter(|p| named.is_empty() || named.iter().any(|name| name == p.architecture))
+        .collect())
+}
+
+/// The binary at `path`, once its ELF header says it is static and built
+/// for `platform`.
+fn static_binary(path: &Path, platform: &Platform) -> anyhow::Result<Vec<u8>> {
+    let contents =
+        fs::read(path).with_context(|| format!("reading the binary {}", path.display()))?;
+    let name = path.display().to_string();
+    fits(&name, &platforms::elf(&name, &contents)?, platform)?;
+    Ok(contents)
+}
+
+/// Whether a binary whose ELF header says `elf` may go into `platform`'s
+/// image: built for it, and static, since the image holds no loader.
+fn fits(name: &str, elf: &platforms::Elf, platform: &Platform) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        elf.architecture == platform.architecture,
+        "{name} is built for {}, not {} ({})",
+        elf.architecture,
+        platform.architecture,
+        platform.target
+    );
+    match &elf.interpreter {
+        Some(loader) => anyhow::bail!(
+            "{name} is linked dynamically (it asks for {loader}); images hold static binaries only: build it for {}",
+            platform.target
+        ),
+        None => Ok(()),
+    }
 }
 
 /// Copies the plugin from `binaries` to `out`, with its SHA-256 beside it
@@ -220,10 +319,12 @@ fn release_plugin(binaries: &Path, out: &Path) -> anyhow::Result<()> {
 /// Writes `image` as a layout directory and a tarball under `out`.
 fn write_image(
     out: &Path,
-    inputs: &spec::Inputs,
+    binary: &str,
+    reference: &oci::Reference,
+    epoch: u64,
     image: &oci::Image,
 ) -> anyhow::Result<BuiltImage> {
-    let layout = out.join(&inputs.binary);
+    let layout = out.join(binary);
     if layout.exists() {
         fs::remove_dir_all(&layout)
             .with_context(|| format!("removing the old layout {}", layout.display()))?;
@@ -236,48 +337,68 @@ fn write_image(
         fs::write(&path, &file.contents).with_context(|| format!("writing {}", path.display()))?;
     }
 
-    let tar = out.join(format!("{}.tar", inputs.binary));
-    let bytes = image.layout_tar(inputs.epoch)?;
+    let tar = out.join(format!("{binary}.tar"));
+    let bytes = image.layout_tar(epoch)?;
     // Written aside and renamed, so a reader never sees half a tarball.
     let partial = tar.with_extension("tar.partial");
     fs::write(&partial, &bytes).with_context(|| format!("writing {}", partial.display()))?;
     fs::rename(&partial, &tar).with_context(|| format!("renaming to {}", tar.display()))?;
 
     Ok(BuiltImage {
-        binary: inputs.binary.clone(),
-        reference: inputs.reference.familiar(),
+        binary: binary.to_owned(),
+        reference: reference.familiar(),
         digest: image.digest().to_owned(),
         tar,
         layout,
         size: bytes.len() as u64,
-        sbom: PathBuf::new(),
-        components: 0,
+        platforms: Vec::new(),
     })
 }
 
-/// The loader and shared libraries `binary` needs, read from this host, by
-/// the path `ldd` found them at (which is where they go in the image).
-fn host_libraries(binary: &Path) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
-    let output = Command::new("ldd")
-        .arg(binary)
-        .output()
-        .with_context(|| format!("running ldd on {}", binary.display()))?;
-    // ldd fails on a static binary, and says so on standard output.
-    let text = String::from_utf8_lossy(&output.stdout);
-    let libraries = rootfs::libraries_from_ldd(&binary.display().to_string(), &text)?;
-    anyhow::ensure!(
-        output.status.success() || text.contains("not a dynamic executable"),
-        "ldd {} failed ({}): {}",
-        binary.display(),
-        output.status,
-        String::from_utf8_lossy(&output.stderr).trim()
-    );
-    libraries
-        .into_iter()
-        .map(|path| {
-            let contents =
-                fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-            Ok((path.display().to_string(), contents))
-        })
-        .collect()
+#[cfg(test)]
+mod fits_tests {
+    use super::*;
+
+    fn elf(architecture: &str, interpreter: Option<&str>) -> platforms::Elf {
+        platforms::Elf {
+            architecture: architecture.to_owned(),
+            interpreter: interpreter.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_static_binary_of_the_platform_fits_its_image() -> anyhow::Result<()> {
+        fits("agent", &elf("arm64", None), &platforms::platform("arm64")?)
+    }
+
+    #[test]
+    fn a_binary_of_another_platform_or_a_dynamic_one_does_not() -> anyhow::Result<()> {
+        let arm64 = platforms::platform("arm64")?;
+        let wrong = fits("agent", &elf("amd64", None), &arm64).unwrap_err();
+        assert!(
+            wrong.to_string().contains("built for amd64, not arm64"),
+            "{wrong}"
+        );
+        let loader = "/lib/ld-linux-aarch64.so.1";
+        let dynamic = fits("agent", &elf("arm64", Some(loader)), &arm64).unwrap_err();
+        assert!(dynamic.to_string().contains(loader), "{dynamic}");
+        assert!(
+            dynamic.to_string().contains("aarch64-unknown-linux-musl"),
+            "{dynamic}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn the_platforms_asked_for_come_in_the_index_order() -> anyhow::Result<()> {
+        let names = |platforms: Vec<Platform>| -> Vec<&str> {
+            platforms.iter().map(|p| p.architecture).collect()
+        };
+        assert_eq!(names(chosen_platforms(&[])?), ["amd64", "arm64"]);
+        let asked = ["arm64".to_owned(), "amd64".to_owned()];
+        assert_eq!(names(chosen_platforms(&asked)?), ["amd64", "arm64"]);
+        assert_eq!(names(chosen_platforms(&asked[1..])?), ["amd64"]);
+        assert!(chosen_platforms(&["s390x".to_owned()]).is_err());
+        Ok(())
+    }
 }

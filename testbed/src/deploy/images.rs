@@ -15,6 +15,8 @@ pub struct Image {
     pub binary: String,
     /// e.g. `jobrelay/manager:0.1.0`
     pub reference: String,
+    /// The image index's digest, `sha256:<hex>`.
+    pub digest: String,
     /// The OCI archive `ctr images import` loads.
     pub tar: PathBuf,
 }
@@ -117,6 +119,7 @@ mod tests {
         let image = Image {
             binary: "jobrelay-agent".into(),
             reference: "jobrelay/agent:0.1.0".into(),
+            digest: String::new(),
             tar: PathBuf::new(),
         };
         assert_eq!(image.repository(), "jobrelay/agent");

@@ -48,7 +48,7 @@ const KUBERNETES_COMMANDS: [&str; 4] = [
 ];
 
 /// Written last into a cache folder; a folder without it is incomplete.
-pub(crate) const STAMP: &str = "complete";
+pub const STAMP: &str = "complete";
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -279,7 +279,7 @@ pub(crate) fn kubernetes_minor() -> &'static str {
 /// Marks the finished build in `partial` complete (its stamp says
 /// `stamp`) and moves it into place at `dir`, replacing what was there: a
 /// cache folder is either whole or absent.
-pub(crate) fn complete(partial: &Path, dir: &Path, stamp: &str) -> Result<(), Error> {
+pub fn complete(partial: &Path, dir: &Path, stamp: &str) -> Result<(), Error> {
     std::fs::write(partial.join(STAMP), stamp).map_err(|e| Error::Io("writing stamp".into(), e))?;
     let _ = std::fs::remove_dir_all(dir);
     std::fs::rename(partial, dir).map_err(|e| Error::Io(dir.display().to_string(), e))

@@ -1,6 +1,6 @@
 //! `cargo xtask image --commit`: an earlier commit's release — the images
-//! of its binaries, made by this tree's image code, and its chart (not its
-//! kubectl plugin) — kept in
+//! of its binaries for this host's platform, made by this tree's image
+//! code, and its chart (not its kubectl plugin) — kept in
 //! the release cache by the commit (`jobrelay_testbed::deploy::release`),
 //! so the upgrade proof installs it before this tree's. The commit's files
 //! are taken from git (`git archive`) and built into this checkout's target
@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
+use jobrelay_testbed::deploy::platforms::PLATFORMS;
 use jobrelay_testbed::deploy::release;
 use jobrelay_testbed::go::controlplane::seconds;
 
@@ -83,6 +84,8 @@ pub fn release(commit: &str) -> anyhow::Result<PathBuf> {
     ));
     let options = Options {
         out: Some(partial.clone()),
+        // The upgrade proof runs on this host's platform only.
+        platforms: vec![PLATFORMS[0].architecture.to_owned()],
         ..Options::default()
     };
     build_images_from(&source, &options)?;

@@ -1,6 +1,7 @@
-//! An OCI image assembled in memory from plain data: layer tars, the config,
-//! the manifest, and the files of an OCI image layout (with a Docker
-//! `manifest.json` beside them so older `docker load` takes it too).
+//! An OCI image assembled in memory from plain data: per platform, layer
+//! tars, the config and the manifest; over them, one image index; and the
+//! files of an OCI image layout (with a Docker `manifest.json` beside them,
+//! for the first platform, so older `docker load` takes it too).
 //!
 //! Nothing here reads the clock, the host or the environment: the same spec
 //! gives the same bytes, hence the same manifest digest.
@@ -77,10 +78,9 @@ pub struct Platform {
     pub os: String,
 }
 
-/// Everything an image is made of.
+/// Everything one platform's image is made of.
 #[derive(Clone, Debug)]
 pub struct ImageSpec {
-    pub reference: Reference,
     pub platform: Platform,
     /// Bottom layer first; each layer is the files it adds.
     pub layers: Vec<Vec<File>>,
@@ -119,25 +119,43 @@ impl Blob {
     }
 }
 
-/// An image assembled in memory.
+/// One platform's image: its layers, config and manifest.
 #[derive(Clone, Debug)]
-pub struct Image {
+pub struct Manifest {
+    pub platform: Platform,
     pub layers: Vec<Blob>,
     pub config: Blob,
     pub manifest: Blob,
-    /// The layout's `index.json`: the one manifest, with its names.
-    pub index: Vec<u8>,
+}
+
+impl Manifest {
+    /// The manifest digest.
+    pub fn digest(&self) -> &str {
+        &self.manifest.digest
+    }
+}
+
+/// An image in memory: an image index over one manifest per platform.
+#[derive(Clone, Debug)]
+pub struct Image {
+    pub manifests: Vec<Manifest>,
+    /// The image index: each platform's manifest, with its platform.
+    pub index: Blob,
+    /// The layout's `index.json`: the image index, with its names, then the
+    /// artifacts that refer to its manifests.
+    pub layout_index: Vec<u8>,
     /// Docker's `manifest.json`, for `docker load` without OCI support.
     pub docker_manifest: Vec<u8>,
-    /// The blobs of artifacts that refer to the image (its SBOM): their
-    /// manifests, configs and contents.
+    /// The blobs of artifacts that refer to the manifests (their SBOMs):
+    /// their manifests, configs and contents.
     pub referrers: Vec<Blob>,
 }
 
 impl Image {
-    /// The manifest digest, by which registries and runtimes know the image.
+    /// The index digest, by which registries and runtimes know the image
+    /// on every platform.
     pub fn digest(&self) -> &str {
-        &self.manifest.digest
+        &self.index.digest
     }
 
     /// The files of the OCI image layout (plus Docker's `manifest.json`),
@@ -145,13 +163,14 @@ impl Image {
     pub fn layout_files(&self) -> Vec<File> {
         let mut files = vec![
             File::new("oci-layout", 0o644, r#"{"imageLayoutVersion":"1.0.0"}"#),
-            File::new("index.json", 0o644, self.index.clone()),
+            File::new("index.json", 0o644, self.layout_index.clone()),
             File::new("manifest.json", 0o644, self.docker_manifest.clone()),
         ];
         let blobs = self
-            .layers
+            .manifests
             .iter()
-            .chain([&self.config, &self.manifest])
+            .flat_map(|m| m.layers.iter().chain([&m.config, &m.manifest]))
+            .chain([&self.index])
             .chain(&self.referrers)
             .map(|blob| File::new(&blob.layout_path(), 0o644, blob.bytes.clone()));
         for blob in blobs {
@@ -163,13 +182,20 @@ impl Image {
     }
 
     /// The image with an artifact of `artifact_type` holding `contents`
-    /// that refers to it (OCI 1.1: its manifest's `subject` is the image's),
-    /// listed in the layout's index beside the image.
+    /// that refers to the manifest `subject` (OCI 1.1: the artifact's
+    /// manifest names it as its `subject`), listed in the layout's index
+    /// after the image.
     pub fn with_artifact(
         mut self,
+        subject: &str,
         artifact_type: &str,
         contents: Vec<u8>,
     ) -> anyhow::Result<Image> {
+        let subject = self
+            .manifests
+            .iter()
+            .find(|m| m.digest() == subject)
+            .ok_or_else(|| anyhow::anyhow!("the image has no manifest {subject}"))?;
         let contents = Blob::new(contents);
         let empty = Blob::new(b"{}".to_vec());
         let mut config = empty.descriptor(EMPTY_MEDIA_TYPE);
@@ -180,17 +206,17 @@ impl Image {
             "artifactType": artifact_type,
             "config": config,
             "layers": [contents.descriptor(artifact_type)],
-            "subject": self.manifest.descriptor(MANIFEST_MEDIA_TYPE),
+            "subject": subject.manifest.descriptor(MANIFEST_MEDIA_TYPE),
         });
         let manifest = Blob::new(serde_json::to_vec(&manifest)?);
         let mut entry = manifest.descriptor(MANIFEST_MEDIA_TYPE);
         entry["artifactType"] = json!(artifact_type);
-        let mut index: serde_json::Value = serde_json::from_slice(&self.index)?;
+        let mut index: serde_json::Value = serde_json::from_slice(&self.layout_index)?;
         index["manifests"]
             .as_array_mut()
-            .ok_or_else(|| anyhow::anyhow!("the index lists no manifests"))?
+            .ok_or_else(|| anyhow::anyhow!("the layout's index lists no manifests"))?
             .push(entry);
-        self.index = serde_json::to_vec(&index)?;
+        self.layout_index = serde_json::to_vec(&index)?;
         self.referrers.extend([manifest, empty, contents]);
         Ok(self)
     }
@@ -202,8 +228,8 @@ impl Image {
     }
 }
 
-/// Builds the layers, config, manifest and index of `spec`.
-pub fn assemble(spec: &ImageSpec) -> anyhow::Result<Image> {
+/// Builds the layers, config and manifest of `spec`.
+pub fn assemble(spec: &ImageSpec) -> anyhow::Result<Manifest> {
     let layers = spec
         .layers
         .iter()
@@ -237,38 +263,73 @@ pub fn assemble(spec: &ImageSpec) -> anyhow::Result<Image> {
         "config": config.descriptor(CONFIG_MEDIA_TYPE),
         "layers": layers.iter().map(|l| l.descriptor(LAYER_MEDIA_TYPE)).collect::<Vec<_>>(),
     });
-    let manifest = Blob::new(serde_json::to_vec(&manifest)?);
+    Ok(Manifest {
+        platform: spec.platform.clone(),
+        manifest: Blob::new(serde_json::to_vec(&manifest)?),
+        layers,
+        config,
+    })
+}
 
-    let mut entry = manifest.descriptor(MANIFEST_MEDIA_TYPE);
+/// The image `reference` names: an image index over `manifests`, one per
+/// platform, the first also in Docker's `manifest.json`.
+pub fn index(reference: &Reference, manifests: Vec<Manifest>) -> anyhow::Result<Image> {
+    let first = manifests
+        .first()
+        .ok_or_else(|| anyhow::anyhow!("{} has no manifest", reference.familiar()))?;
+    for (n, manifest) in manifests.iter().enumerate() {
+        anyhow::ensure!(
+            !manifests[..n]
+                .iter()
+                .any(|m| m.platform == manifest.platform),
+            "{} has two manifests for {}/{}",
+            reference.familiar(),
+            manifest.platform.os,
+            manifest.platform.architecture
+        );
+    }
+    let entries: Vec<_> = manifests
+        .iter()
+        .map(|m| {
+            let mut entry = m.manifest.descriptor(MANIFEST_MEDIA_TYPE);
+            entry["platform"] = json!({
+                "architecture": m.platform.architecture,
+                "os": m.platform.os,
+            });
+            entry
+        })
+        .collect();
+    let index = Blob::new(serde_json::to_vec(&json!({
+        "schemaVersion": 2,
+        "mediaType": INDEX_MEDIA_TYPE,
+        "manifests": entries,
+    }))?);
+
+    let mut entry = index.descriptor(INDEX_MEDIA_TYPE);
     // containerd and Docker name the image from `io.containerd.image.name`;
     // podman from `ref.name`, which must then be the whole reference (a bare
     // tag there makes podman call the image `localhost/<tag>:latest`).
     entry["annotations"] = json!({
-        "io.containerd.image.name": spec.reference.qualified(),
-        "org.opencontainers.image.ref.name": spec.reference.qualified(),
+        "io.containerd.image.name": reference.qualified(),
+        "org.opencontainers.image.ref.name": reference.qualified(),
     });
-    entry["platform"] = json!({
-        "architecture": spec.platform.architecture,
-        "os": spec.platform.os,
-    });
-    let index = json!({
+    let layout_index = json!({
         "schemaVersion": 2,
         "mediaType": INDEX_MEDIA_TYPE,
         "manifests": [entry],
     });
 
     let docker_manifest = json!([{
-        "Config": config.layout_path(),
-        "RepoTags": [spec.reference.familiar()],
-        "Layers": layers.iter().map(Blob::layout_path).collect::<Vec<_>>(),
+        "Config": first.config.layout_path(),
+        "RepoTags": [reference.familiar()],
+        "Layers": first.layers.iter().map(Blob::layout_path).collect::<Vec<_>>(),
     }]);
 
     Ok(Image {
-        index: serde_json::to_vec(&index)?,
+        layout_index: serde_json::to_vec(&layout_index)?,
         docker_manifest: serde_json::to_vec(&docker_manifest)?,
-        layers,
-        config,
-        manifest,
+        index,
+        manifests,
         referrers: Vec::new(),
     })
 }

@@ -8,6 +8,9 @@ use std::process::Command;
 
 use anyhow::Context;
 
+use jobrelay_testbed::deploy::platforms::Platform;
+
+use super::toolchain::Toolchain;
 use super::{IMAGES, PLUGIN, sbom};
 use crate::workspace_root;
 
@@ -39,8 +42,12 @@ impl Source {
 
     /// cargo, run in the tree, building into its target folder.
     pub(super) fn cargo(&self) -> Command {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut command = Command::new(cargo);
+        self.command(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+    }
+
+    /// `program` run in the tree, building into its target folder.
+    pub(super) fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut command = Command::new(program);
         command.current_dir(&self.root);
         if let Some(dir) = &self.target_dir {
             command.env("CARGO_TARGET_DIR", dir);
@@ -92,21 +99,40 @@ pub(super) struct Package {
     pub(super) description: Option<String>,
 }
 
-/// Builds the release binaries, telling them the source revision
-/// (`jobrelay_build_info`).
-pub(super) fn build_release(source: &Source) -> anyhow::Result<()> {
+/// Builds the images' release binaries for every platform, static against
+/// musl, and the plugin (if asked) for the first, telling them the source
+/// revision (`jobrelay_build_info`).
+pub(super) fn build_release(source: &Source, platforms: &[Platform]) -> anyhow::Result<()> {
+    let targets: Vec<&str> = platforms.iter().map(|p| p.target).collect();
+    let toolchain = Toolchain::ensure(&targets)?;
     let revision = &source.revision;
-    let mut command = source.cargo();
-    command
-        .args(["build", "--release", "--locked"])
-        .env("JOBRELAY_REVISION", revision);
-    let plugin = source.plugin.then_some(PLUGIN);
-    for binary in IMAGES.map(|(binary, _)| binary).into_iter().chain(plugin) {
-        command.args(["-p", binary]);
+    let build = |targets: &[&str], binaries: &[&str]| -> anyhow::Result<()> {
+        let mut command = toolchain.zigbuild(|program| source.command(program))?;
+        command
+            .args(["--release", "--locked"])
+            .env("JOBRELAY_REVISION", revision);
+        for target in targets {
+            command.args(["--target", target]);
+        }
+        for binary in binaries {
+            command.args(["-p", binary]);
+        }
+        crate::log(&format!(
+            "cargo zigbuild --release {} for {} (revision {revision})",
+            binaries.join(" "),
+            targets.join(" ")
+        ));
+        let status = command.status().context("running cargo zigbuild")?;
+        anyhow::ensure!(
+            status.success(),
+            "cargo zigbuild --release failed ({status})"
+        );
+        Ok(())
+    };
+    build(&targets, &IMAGES.map(|(binary, _)| binary))?;
+    if source.plugin {
+        build(&targets[..1], &[PLUGIN])?;
     }
-    crate::log(&format!("cargo build --release (revision {revision})"));
-    let status = command.status().context("running cargo build")?;
-    anyhow::ensure!(status.success(), "cargo build --release failed ({status})");
     Ok(())
 }
 
@@ -128,26 +154,16 @@ pub(super) fn cargo_metadata(source: &Source, args: &[&str]) -> anyhow::Result<V
     Ok(output.stdout)
 }
 
-/// What the SBOMs are made from: the resolved dependencies for this
-/// platform, and the checksums `Cargo.lock` records.
+/// What a platform's SBOMs are made from: the dependencies resolved for
+/// its target, and the checksums `Cargo.lock` records.
 pub(super) struct Bill {
     pub(super) metadata: serde_json::Value,
     pub(super) checksums: std::collections::BTreeMap<(String, String), String>,
 }
 
 impl Bill {
-    pub(super) fn read(source: &Source) -> anyhow::Result<Self> {
-        let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-        let version = Command::new(rustc)
-            .arg("-vV")
-            .output()
-            .context("running rustc -vV")?;
-        let version = String::from_utf8_lossy(&version.stdout).into_owned();
-        let host = version
-            .lines()
-            .find_map(|line| line.strip_prefix("host: "))
-            .context("rustc -vV names no host")?;
-        let metadata = cargo_metadata(source, &["--locked", "--filter-platform", host])?;
+    pub(super) fn read(source: &Source, target: &str) -> anyhow::Result<Self> {
+        let metadata = cargo_metadata(source, &["--locked", "--filter-platform", target])?;
         let lock =
             fs::read_to_string(source.root.join("Cargo.lock")).context("reading Cargo.lock")?;
         Ok(Bill {

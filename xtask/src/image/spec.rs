@@ -1,12 +1,12 @@
-//! What a jobrelay image is, given its binary, the libraries it needs and the
-//! workspace's facts: two layers (the /etc files, loader and libraries, which
-//! both images share when their binaries need the same libraries; then the
-//! binary), run as `nonroot`, labelled for where it came from.
+//! What a jobrelay image is on one platform, given its static binary and
+//! the workspace's facts: two layers (the /etc files, which every image and
+//! platform share; then the binary), run as `nonroot`, labelled for where
+//! it came from.
 
 use std::collections::BTreeMap;
 
 use super::archive::File;
-use super::oci::{ImageSpec, Platform, Reference};
+use super::oci::{ImageSpec, Platform};
 use super::rootfs::{self, NONROOT_ID};
 
 /// The repository URL in the images' `org.opencontainers.image.source` label.
@@ -15,12 +15,12 @@ pub const SOURCE_URL: &str = "https://github.com/jobrelay/jobrelay";
 /// Where a binary goes in its image.
 const BIN_DIR: &str = "/usr/local/bin";
 
-/// Everything one image is built from; all of it read before building.
+/// Everything one platform's image is built from; all of it read before
+/// building.
 #[derive(Clone, Debug)]
 pub struct Inputs {
     /// The binary's name, e.g. `jobrelay-manager`.
     pub binary: String,
-    pub reference: Reference,
     pub platform: Platform,
     /// The package version, for the version label.
     pub version: String,
@@ -31,21 +31,14 @@ pub struct Inputs {
     pub description: Option<String>,
     /// Seconds since the epoch: every mtime and the `created` time.
     pub epoch: u64,
+    /// The static binary.
     pub binary_contents: Vec<u8>,
-    /// Absolute path on the host and in the image, and contents.
-    pub libraries: Vec<(String, Vec<u8>)>,
 }
 
 /// The image spec for `inputs`.
 pub fn image_spec(inputs: &Inputs) -> ImageSpec {
     let binary_path = format!("{BIN_DIR}/{}", inputs.binary);
-    let mut base = rootfs::etc_files();
-    base.extend(
-        inputs
-            .libraries
-            .iter()
-            .map(|(path, contents)| File::new(path, 0o755, contents.clone())),
-    );
+    let base = rootfs::etc_files();
     let app = vec![File::new(
         &binary_path,
         0o755,
@@ -68,7 +61,6 @@ pub fn image_spec(inputs: &Inputs) -> ImageSpec {
     }
 
     ImageSpec {
-        reference: inputs.reference.clone(),
         platform: inputs.platform.clone(),
         layers: vec![base, app],
         user: format!("{NONROOT_ID}:{NONROOT_ID}"),

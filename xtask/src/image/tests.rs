@@ -1,5 +1,6 @@
 //! Whole images built from small fake inputs: reproducible digests, the
-//! config a Pod runs with, and a layout whose every reference resolves.
+//! config a Pod runs with, an index over the platforms, and a layout whose
+//! every reference resolves.
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -11,7 +12,6 @@ use super::spec::{Inputs, image_spec};
 fn inputs() -> anyhow::Result<Inputs> {
     Ok(Inputs {
         binary: "jobrelay-agent".to_owned(),
-        reference: Reference::new("jobrelay/agent", "0.1.0")?,
         platform: Platform {
             architecture: "amd64".to_owned(),
             os: "linux".to_owned(),
@@ -22,21 +22,32 @@ fn inputs() -> anyhow::Result<Inputs> {
         description: None,
         epoch: 1_700_000_000,
         binary_contents: b"\x7fELF fake agent".to_vec(),
-        libraries: vec![
-            (
-                "/lib/x86_64-linux-gnu/libc.so.6".to_owned(),
-                b"fake libc".to_vec(),
-            ),
-            (
-                "/lib64/ld-linux-x86-64.so.2".to_owned(),
-                b"fake loader".to_vec(),
-            ),
-        ],
     })
 }
 
+/// The same inputs for arm64, with that platform's binary.
+fn arm64() -> anyhow::Result<Inputs> {
+    let mut inputs = inputs()?;
+    inputs.platform.architecture = "arm64".to_owned();
+    inputs.binary_contents = b"\x7fELF fake arm64 agent".to_vec();
+    Ok(inputs)
+}
+
+fn reference() -> anyhow::Result<Reference> {
+    Reference::new("jobrelay/agent", "0.1.0")
+}
+
+/// An image of `platforms`' inputs, in that order.
+fn build_all(platforms: &[Inputs]) -> anyhow::Result<Image> {
+    let manifests = platforms
+        .iter()
+        .map(|inputs| oci::assemble(&image_spec(inputs)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    oci::index(&reference()?, manifests)
+}
+
 fn build(inputs: &Inputs) -> anyhow::Result<Image> {
-    oci::assemble(&image_spec(inputs))
+    build_all(std::slice::from_ref(inputs))
 }
 
 fn json(bytes: &[u8]) -> anyhow::Result<Value> {
@@ -59,9 +70,8 @@ fn same_inputs_give_the_same_digest_and_bytes() -> anyhow::Result<()> {
 fn each_input_changes_the_digest() -> anyhow::Result<()> {
     let original = build(&inputs()?)?;
     type Change = (&'static str, fn(&mut Inputs));
-    let changes: [Change; 4] = [
+    let changes: [Change; 3] = [
         ("binary", |i| i.binary_contents.push(0)),
-        ("library", |i| i.libraries[0].1.push(0)),
         ("revision", |i| i.revision = "unknown".to_owned()),
         ("epoch", |i| i.epoch += 1),
     ];
@@ -71,16 +81,21 @@ fn each_input_changes_the_digest() -> anyhow::Result<()> {
         assert_ne!(build(&changed)?.digest(), original.digest(), "{what}");
     }
     // The tag names the image; it is not part of what the digest covers.
-    let mut retagged = inputs()?;
-    retagged.reference = Reference::new("jobrelay/agent", "dev")?;
-    assert_eq!(build(&retagged)?.digest(), original.digest());
+    let manifest = oci::assemble(&image_spec(&inputs()?))?;
+    let retagged = oci::index(&Reference::new("jobrelay/agent", "dev")?, vec![manifest])?;
+    assert_eq!(retagged.digest(), original.digest());
+    // Each platform's manifest is part of it.
+    assert_ne!(
+        build_all(&[inputs()?, arm64()?])?.digest(),
+        original.digest()
+    );
     Ok(())
 }
 
 #[test]
 fn config_runs_the_binary_as_nonroot_with_labels() -> anyhow::Result<()> {
     let image = build(&inputs()?)?;
-    let config = json(&image.config.bytes)?;
+    let config = json(&image.manifests[0].config.bytes)?;
     assert_eq!(config["architecture"], "amd64");
     assert_eq!(config["os"], "linux");
     assert_eq!(config["created"], "2023-11-14T22:13:20Z");
@@ -134,8 +149,11 @@ fn layout_references_resolve_to_blobs() -> anyhow::Result<()> {
     let layout = json(&layout.map(|f| f.contents.clone()).unwrap_or_default())?;
     assert_eq!(layout["imageLayoutVersion"], "1.0.0");
 
-    let index = json(&image.index)?;
-    let entries = index["manifests"].as_array().cloned().unwrap_or_default();
+    let layout_index = json(&image.layout_index)?;
+    let entries = layout_index["manifests"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     assert_eq!(entries.len(), 1);
     let entry = &entries[0];
     let annotations = &entry["annotations"];
@@ -147,9 +165,16 @@ fn layout_references_resolve_to_blobs() -> anyhow::Result<()> {
         annotations["org.opencontainers.image.ref.name"],
         "docker.io/jobrelay/agent:0.1.0"
     );
-    assert_eq!(entry["platform"]["architecture"], "amd64");
-    let manifest = json(&check(entry, "application/vnd.oci.image.manifest.v1+json")?)?;
+    let index = json(&check(entry, "application/vnd.oci.image.index.v1+json")?)?;
     assert_eq!(entry["digest"], image.digest());
+    let platforms = index["manifests"].as_array().cloned().unwrap_or_default();
+    assert_eq!(platforms.len(), 1);
+    assert_eq!(platforms[0]["platform"]["architecture"], "amd64");
+    assert_eq!(platforms[0]["platform"]["os"], "linux");
+    let manifest = json(&check(
+        &platforms[0],
+        "application/vnd.oci.image.manifest.v1+json",
+    )?)?;
 
     let config = json(&check(
         &manifest["config"],
@@ -178,13 +203,7 @@ fn layout_references_resolve_to_blobs() -> anyhow::Result<()> {
             .map(|e| (e.path.clone(), e.mode))
             .collect::<Vec<_>>()
     };
-    let expected_base = [
-        ("etc/group", 0o644),
-        ("etc/nsswitch.conf", 0o644),
-        ("etc/passwd", 0o644),
-        ("lib/x86_64-linux-gnu/libc.so.6", 0o755),
-        ("lib64/ld-linux-x86-64.so.2", 0o755),
-    ];
+    let expected_base = [("etc/group", 0o644), ("etc/passwd", 0o644)];
     let expected_base: Vec<_> = expected_base.map(|(p, m)| (p.to_owned(), m)).into();
     assert_eq!(files_of(&base), expected_base);
     let expected_app = vec![("usr/local/bin/jobrelay-agent".to_owned(), 0o755)];
@@ -218,10 +237,11 @@ fn layout_tarball_holds_the_layout_files() -> anyhow::Result<()> {
     let entries = listing(&image.layout_tar(1_700_000_000)?)?;
     let paths: Vec<&str> = entries.iter().map(|e| e.path.as_str()).collect();
     let mut expected = vec!["blobs/", "blobs/sha256/"];
-    let blobs: Vec<String> = image
+    let manifest = &image.manifests[0];
+    let blobs: Vec<String> = manifest
         .layers
         .iter()
-        .chain([&image.config, &image.manifest])
+        .chain([&manifest.config, &manifest.manifest, &image.index])
         .map(oci::Blob::layout_path)
         .collect();
     let mut blobs: Vec<&str> = blobs.iter().map(String::as_str).collect();
@@ -269,11 +289,21 @@ fn rfc3339_dates() {
 #[test]
 fn an_sbom_refers_to_the_image_and_leaves_its_digest_alone() -> anyhow::Result<()> {
     let image = build(&inputs()?)?;
-    let digest = image.digest().to_owned();
+    let digest = image.manifests[0].digest().to_owned();
     let document = br#"{"bomFormat":"CycloneDX"}"#.to_vec();
-    let with = image.with_artifact("application/vnd.cyclonedx+json", document.clone())?;
-    assert_eq!(with.digest(), digest, "the image is the same image");
-    let index = json(&with.index)?;
+    let with =
+        image
+            .clone()
+            .with_artifact(&digest, "application/vnd.cyclonedx+json", document.clone())?;
+    assert_eq!(with.digest(), image.digest(), "the image is the same image");
+    assert!(
+        image
+            .clone()
+            .with_artifact("sha256:none", "text/plain", Vec::new())
+            .is_err(),
+        "an artifact refers to one of the image's manifests"
+    );
+    let index = json(&with.layout_index)?;
     let entries = index["manifests"].as_array().cloned().unwrap_or_default();
     assert_eq!(entries.len(), 2, "the image, then its SBOM: {index}");
     assert!(entries[0]["annotations"]["io.containerd.image.name"].is_string());
@@ -303,5 +333,39 @@ fn an_sbom_refers_to_the_image_and_leaves_its_digest_alone() -> anyhow::Result<(
     );
     let layer = manifest["layers"][0]["digest"].as_str().unwrap_or_default();
     assert_eq!(blob(layer), Some(document), "the SBOM is in the layout");
+    Ok(())
+}
+
+#[test]
+fn an_index_lists_each_platform_and_they_share_the_base_layer() -> anyhow::Result<()> {
+    let image = build_all(&[inputs()?, arm64()?])?;
+    let index = json(&image.index.bytes)?;
+    let platforms: Vec<_> = index["manifests"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|m| (m["platform"]["architecture"].clone(), m["digest"].clone()))
+        .collect();
+    assert_eq!(
+        platforms,
+        [
+            ("amd64".into(), image.manifests[0].digest().into()),
+            ("arm64".into(), image.manifests[1].digest().into()),
+        ]
+    );
+    let arm64_config = json(&image.manifests[1].config.bytes)?;
+    assert_eq!(arm64_config["architecture"], "arm64");
+    let [amd64, arm64] = [&image.manifests[0], &image.manifests[1]];
+    assert_eq!(amd64.layers[0], arm64.layers[0], "/etc is the same layer");
+    assert_ne!(amd64.layers[1], arm64.layers[1], "each has its binary");
+    // Docker's manifest.json names the first platform's image only.
+    let docker = json(&image.docker_manifest)?;
+    assert_eq!(
+        docker[0]["Config"].as_str(),
+        Some(amd64.config.layout_path().as_str())
+    );
+    let twice = build_all(&[inputs()?, inputs()?]).map(|_| ()).unwrap_err();
+    assert!(twice.to_string().contains("linux/amd64"), "{twice}");
     Ok(())
 }

@@ -17,7 +17,7 @@ use crate::{log, workspace_root};
 /// Each target's usual duration on the CI machine, in seconds, longest
 /// first; a target runs earlier the longer it takes, so the lanes end
 /// together.
-const SECONDS: [(&str, u32); 22] = [
+const SECONDS: [(&str, u32); 23] = [
     ("kueue", 240),
     ("cronjob", 160),
     ("restarts", 145),
@@ -40,6 +40,7 @@ const SECONDS: [(&str, u32); 22] = [
     ("terminated_pods", 12),
     ("helm", 11),
     ("policy_narrowed", 6),
+    ("images", 5),
 ];
 
 /// Targets that run real nodes on the host, which share its network and

@@ -7,6 +7,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use crate::go::controlplane::{Error, go_command, run, seconds, source_dir};
+use crate::host::debian::{self, find_file};
 
 use super::{RUNC_VERSION, build_args};
 
@@ -64,38 +65,13 @@ pub(super) fn build_runc(partial: &Path, log: &mut dyn FnMut(&str)) -> Result<()
     Ok(())
 }
 
-/// Unpacks Debian's `libseccomp-dev` into `dir` (downloading it with
-/// `apt-get download`, after `apt-get update` if the first try fails) and
-/// returns a `PKG_CONFIG_PATH` whose `libseccomp.pc` points there.
+/// Unpacks Debian's `libseccomp-dev` into `dir` and returns a
+/// `PKG_CONFIG_PATH` whose `libseccomp.pc` points there.
 fn fetch_libseccomp(dir: &Path, log: &mut dyn FnMut(&str)) -> Result<PathBuf, Error> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::Io(dir.display().to_string(), e))?;
-    log("fetching libseccomp-dev (apt-get download)");
-    let download = || {
-        run(Command::new("apt-get")
-            .args(["download", "libseccomp-dev"])
-            .current_dir(dir))
-    };
-    if download().is_err() {
-        log("apt-get download failed; running apt-get update and trying again");
-        run(Command::new("apt-get").args(["update", "-q"]))?;
-        download()?;
-    }
-    let entries = std::fs::read_dir(dir).map_err(|e| Error::Io(dir.display().to_string(), e))?;
-    let deb = entries
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "deb"))
-        .ok_or_else(|| {
-            Error::Io(
-                format!("the libseccomp-dev package in {}", dir.display()),
-                std::io::ErrorKind::NotFound.into(),
-            )
-        })?;
-    let root = dir.join("root");
-    run(Command::new("dpkg").arg("-x").arg(&deb).arg(&root))?;
+    let (root, deb) = debian::unpack("libseccomp-dev", dir, log)?;
     let found = find_file(&root, "libseccomp.pc").ok_or_else(|| {
         Error::Io(
-            format!("libseccomp.pc in {}", deb.display()),
+            format!("libseccomp.pc in {deb}"),
             std::io::ErrorKind::NotFound.into(),
         )
     })?;
@@ -120,20 +96,6 @@ fn relocate_pc(text: &str, root: &Path) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
-    for entry in std::fs::read_dir(dir).ok()?.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            if let Some(found) = find_file(&path, name) {
-                return Some(found);
-            }
-        } else if entry.file_name() == name {
-            return Some(path);
-        }
-    }
-    None
 }
 
 fn on_path(binary: &str) -> Option<PathBuf> {
