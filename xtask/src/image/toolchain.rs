@@ -19,7 +19,7 @@ const ZIG_VERSION: &str = "0.17.1";
 /// The cargo-zigbuild release.
 const CARGO_ZIGBUILD_VERSION: &str = "0.24.1";
 /// How long one `rustup target add` may take before it is tried again.
-const RUSTUP_TIMEOUT: &str = "300";
+const RUSTUP_TIMEOUT: &str = "180";
 
 /// zig and cargo-zigbuild, ready to build.
 pub(super) struct Toolchain {
@@ -86,12 +86,16 @@ fn add_rust_targets(targets: &[&str]) -> anyhow::Result<()> {
             "rustup target add {} (attempt {attempt})",
             missing.join(" ")
         ));
-        let status = Command::new("timeout")
+        let mut command = Command::new("timeout");
+        command
             .arg(RUSTUP_TIMEOUT)
             .args(["rustup", "target", "add"])
-            .args(&missing)
-            .status()
-            .context("running rustup target add")?;
+            .args(&missing);
+        if attempt > 1 {
+            // rustup's other download backend, for when the first stalls.
+            command.env("RUSTUP_USE_CURL", "1");
+        }
+        let status = command.status().context("running rustup target add")?;
         if status.success() {
             return Ok(());
         }
