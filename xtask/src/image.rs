@@ -15,6 +15,7 @@
 mod archive;
 pub(crate) mod earlier;
 mod oci;
+mod platform;
 mod rootfs;
 mod sbom;
 mod source;
@@ -28,12 +29,12 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
-use jobrelay_testbed::deploy::platforms::{self, PLATFORMS, Platform};
+use jobrelay_testbed::deploy::platforms::{PLATFORMS, Platform};
 use jobrelay_testbed::go::controlplane::seconds;
 use serde::Serialize;
 
 use crate::log;
-use source::{Bill, Source, Workspace, build_release, source_date_epoch};
+use source::{Bill, Package, Source, Workspace, build_release, source_date_epoch};
 
 /// The binaries with an image, and the repository each image is named in.
 const IMAGES: [(&str, &str); 2] = [
@@ -154,7 +155,7 @@ pub fn build_images(options: &Options) -> anyhow::Result<Vec<BuiltImage>> {
 }
 
 fn build_images_from(source: &Source, options: &Options) -> anyhow::Result<Vec<BuiltImage>> {
-    let platforms = chosen_platforms(&options.platforms)?;
+    let platforms = platform::chosen(&options.platforms)?;
     let workspace = Workspace::read(source)?;
     let binaries_dir = match &options.binaries_from {
         Some(dir) => dir.clone(),
@@ -176,48 +177,26 @@ fn build_images_from(source: &Source, options: &Options) -> anyhow::Result<Vec<B
         .map(|platform| Bill::read(source, platform.target))
         .collect::<anyhow::Result<Vec<_>>>()?;
 
+    let build = Build {
+        source,
+        binaries: binaries_dir.clone(),
+        out: out.clone(),
+        epoch,
+    };
     let mut built = Vec::new();
     for (binary, repository) in IMAGES {
         let package = workspace.package(binary)?;
         let tag = options.tag.as_deref().unwrap_or(&package.version);
         let reference = oci::Reference::new(repository, tag)?;
         let mut manifests = Vec::new();
+        let mut listed = Vec::new();
         let mut sboms = Vec::new();
         for (platform, bill) in platforms.iter().zip(&bills) {
-            let path = binaries_dir
-                .join(platform.target)
-                .join("release")
-                .join(binary);
-            let inputs = spec::Inputs {
-                binary: binary.to_owned(),
-                platform: oci::Platform {
-                    architecture: platform.architecture.to_owned(),
-                    os: "linux".to_owned(),
-                },
-                version: package.version.clone(),
-                revision: source.revision.clone(),
-                license: package.license.clone(),
-                description: package.description.clone(),
-                epoch,
-                binary_contents: static_binary(&path, platform)?,
-            };
-            let manifest = oci::assemble(&spec::image_spec(&inputs))?;
-            let listed = sbom::components(&bill.metadata, binary, &bill.checksums)?;
-            let document = sbom::document(&listed, epoch)?;
-            let sbom_path = out.join(format!("{binary}.{}.cdx.json", platform.architecture));
-            fs::write(&sbom_path, &document)
-                .with_context(|| format!("writing {}", sbom_path.display()))?;
+            let (manifest, entry, document) = build.platform(package, platform, bill)?;
             sboms.push((manifest.digest().to_owned(), document));
-            let entry = BuiltPlatform {
-                architecture: platform.architecture.to_owned(),
-                digest: manifest.digest().to_owned(),
-                size: manifest.layers.iter().map(|l| l.bytes.len() as u64).sum(),
-                sbom: sbom_path,
-                components: listed.len().saturating_sub(1),
-            };
-            manifests.push((manifest, entry));
+            manifests.push(manifest);
+            listed.push(entry);
         }
-        let (manifests, listed): (Vec<_>, Vec<_>) = manifests.into_iter().unzip();
         let mut image = oci::index(&reference, manifests)?;
         for (subject, document) in sboms {
             image = image.with_artifact(&subject, sbom::MEDIA_TYPE, document)?;
@@ -239,44 +218,58 @@ fn build_images_from(source: &Source, options: &Options) -> anyhow::Result<Vec<B
     Ok(built)
 }
 
-/// The platforms `--platform` names, in [`PLATFORMS`]' order; all of them
-/// when it names none.
-fn chosen_platforms(named: &[String]) -> anyhow::Result<Vec<Platform>> {
-    for name in named {
-        platforms::platform(name)?;
-    }
-    Ok(PLATFORMS
-        .into_iter()
-        .filter(|p| named.is_empty() || named.iter().any(|name| name == p.architecture))
-        .collect())
+/// What the images of one build share.
+struct Build<'a> {
+    source: &'a Source,
+    /// The target folder holding `<target>/release/<binary>`.
+    binaries: PathBuf,
+    out: PathBuf,
+    epoch: u64,
 }
 
-/// The binary at `path`, once its ELF header says it is static and built
-/// for `platform`.
-fn static_binary(path: &Path, platform: &Platform) -> anyhow::Result<Vec<u8>> {
-    let contents =
-        fs::read(path).with_context(|| format!("reading the binary {}", path.display()))?;
-    let name = path.display().to_string();
-    fits(&name, &platforms::elf(&name, &contents)?, platform)?;
-    Ok(contents)
-}
-
-/// Whether a binary whose ELF header says `elf` may go into `platform`'s
-/// image: built for it, and static, since the image holds no loader.
-fn fits(name: &str, elf: &platforms::Elf, platform: &Platform) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        elf.architecture == platform.architecture,
-        "{name} is built for {}, not {} ({})",
-        elf.architecture,
-        platform.architecture,
-        platform.target
-    );
-    match &elf.interpreter {
-        Some(loader) => anyhow::bail!(
-            "{name} is linked dynamically (it asks for {loader}); images hold static binaries only: build it for {}",
-            platform.target
-        ),
-        None => Ok(()),
+impl Build<'_> {
+    /// `package`'s image for `platform`: its manifest, what `images.json`
+    /// says of it, and its SBOM (also written beside the tarball).
+    fn platform(
+        &self,
+        package: &Package,
+        platform: &Platform,
+        bill: &Bill,
+    ) -> anyhow::Result<(oci::Manifest, BuiltPlatform, Vec<u8>)> {
+        let binary = package.name.as_str();
+        let path = self
+            .binaries
+            .join(platform.target)
+            .join("release")
+            .join(binary);
+        let inputs = spec::Inputs {
+            binary: binary.to_owned(),
+            platform: oci::Platform {
+                architecture: platform.architecture.to_owned(),
+                os: "linux".to_owned(),
+            },
+            version: package.version.clone(),
+            revision: self.source.revision.clone(),
+            license: package.license.clone(),
+            description: package.description.clone(),
+            epoch: self.epoch,
+            binary_contents: platform::static_binary(&path, platform)?,
+        };
+        let manifest = oci::assemble(&spec::image_spec(&inputs))?;
+        let listed = sbom::components(&bill.metadata, binary, &bill.checksums)?;
+        let document = sbom::document(&listed, self.epoch)?;
+        let sbom = self
+            .out
+            .join(format!("{binary}.{}.cdx.json", platform.architecture));
+        fs::write(&sbom, &document).with_context(|| format!("writing {}", sbom.display()))?;
+        let entry = BuiltPlatform {
+            architecture: platform.architecture.to_owned(),
+            digest: manifest.digest().to_owned(),
+            size: manifest.layers.iter().map(|l| l.bytes.len() as u64).sum(),
+            sbom,
+            components: listed.len().saturating_sub(1),
+        };
+        Ok((manifest, entry, document))
     }
 }
 
@@ -353,52 +346,4 @@ fn write_image(
         size: bytes.len() as u64,
         platforms: Vec::new(),
     })
-}
-
-#[cfg(test)]
-mod fits_tests {
-    use super::*;
-
-    fn elf(architecture: &str, interpreter: Option<&str>) -> platforms::Elf {
-        platforms::Elf {
-            architecture: architecture.to_owned(),
-            interpreter: interpreter.map(str::to_owned),
-        }
-    }
-
-    #[test]
-    fn a_static_binary_of_the_platform_fits_its_image() -> anyhow::Result<()> {
-        fits("agent", &elf("arm64", None), &platforms::platform("arm64")?)
-    }
-
-    #[test]
-    fn a_binary_of_another_platform_or_a_dynamic_one_does_not() -> anyhow::Result<()> {
-        let arm64 = platforms::platform("arm64")?;
-        let wrong = fits("agent", &elf("amd64", None), &arm64).unwrap_err();
-        assert!(
-            wrong.to_string().contains("built for amd64, not arm64"),
-            "{wrong}"
-        );
-        let loader = "/lib/ld-linux-aarch64.so.1";
-        let dynamic = fits("agent", &elf("arm64", Some(loader)), &arm64).unwrap_err();
-        assert!(dynamic.to_string().contains(loader), "{dynamic}");
-        assert!(
-            dynamic.to_string().contains("aarch64-unknown-linux-musl"),
-            "{dynamic}"
-        );
-        Ok(())
-    }
-
-    #[test]
-    fn the_platforms_asked_for_come_in_the_index_order() -> anyhow::Result<()> {
-        let names = |platforms: Vec<Platform>| -> Vec<&str> {
-            platforms.iter().map(|p| p.architecture).collect()
-        };
-        assert_eq!(names(chosen_platforms(&[])?), ["amd64", "arm64"]);
-        let asked = ["arm64".to_owned(), "amd64".to_owned()];
-        assert_eq!(names(chosen_platforms(&asked)?), ["amd64", "arm64"]);
-        assert_eq!(names(chosen_platforms(&asked[1..])?), ["amd64"]);
-        assert!(chosen_platforms(&["s390x".to_owned()]).is_err());
-        Ok(())
-    }
 }
