@@ -119,6 +119,20 @@ pub fn run(options: Options) -> anyhow::Result<()> {
     }
     let started = Instant::now();
     let images = build_images(&options)?;
+    log(&format!(
+        "{} image(s) in {}",
+        images.len(),
+        seconds(started.elapsed())
+    ));
+    println!("{}", serde_json::to_string(&images)?);
+    Ok(())
+}
+
+/// Builds the release binaries (unless `binaries_from` has them) and writes
+/// an image of each; also writes `images.json` listing them, and says
+/// what they are on standard error.
+pub fn build_images(options: &Options) -> anyhow::Result<Vec<BuiltImage>> {
+    let images = build_images_from(&Source::checkout(), options)?;
     let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
     for image in &images {
         log(&format!(
@@ -139,19 +153,7 @@ pub fn run(options: Options) -> anyhow::Result<()> {
             ));
         }
     }
-    log(&format!(
-        "{} image(s) in {}",
-        images.len(),
-        seconds(started.elapsed())
-    ));
-    println!("{}", serde_json::to_string(&images)?);
-    Ok(())
-}
-
-/// Builds the release binaries (unless `binaries_from` has them) and writes
-/// an image of each; also writes `images.json` listing them.
-pub fn build_images(options: &Options) -> anyhow::Result<Vec<BuiltImage>> {
-    build_images_from(&Source::checkout(), options)
+    Ok(images)
 }
 
 fn build_images_from(source: &Source, options: &Options) -> anyhow::Result<Vec<BuiltImage>> {
