@@ -8,7 +8,7 @@ use std::process::Command;
 
 use anyhow::Context;
 
-use jobrelay_testbed::deploy::platforms::Platform;
+use jobrelay_testbed::deploy::platforms::{PLATFORMS, Platform};
 
 use super::toolchain::Toolchain;
 use super::{IMAGES, PLUGIN, sbom};
@@ -99,12 +99,18 @@ pub(super) struct Package {
     pub(super) description: Option<String>,
 }
 
-/// Builds the images' release binaries for every platform, static against
-/// musl, and the plugin (if asked) for the first, telling them the source
-/// revision (`jobrelay_build_info`).
+/// Builds the images' release binaries for `platforms`, static against
+/// musl, and the plugin (if asked) for the first of [`PLATFORMS`],
+/// telling them the source revision (`jobrelay_build_info`).
 pub(super) fn build_release(source: &Source, platforms: &[Platform]) -> anyhow::Result<()> {
     let targets: Vec<&str> = platforms.iter().map(|p| p.target).collect();
-    let toolchain = Toolchain::ensure(&targets)?;
+    // The plugin is built for the first platform, whichever the images are.
+    let plugin = PLATFORMS[0].target;
+    let mut needed = targets.clone();
+    if source.plugin && !needed.contains(&plugin) {
+        needed.push(plugin);
+    }
+    let toolchain = Toolchain::ensure(&needed)?;
     let revision = &source.revision;
     let build = |targets: &[&str], binaries: &[&str]| -> anyhow::Result<()> {
         let mut command = toolchain.zigbuild(|program| source.command(program))?;
@@ -131,7 +137,7 @@ pub(super) fn build_release(source: &Source, platforms: &[Platform]) -> anyhow::
     };
     build(&targets, &IMAGES.map(|(binary, _)| binary))?;
     if source.plugin {
-        build(&targets[..1], &[PLUGIN])?;
+        build(&[plugin], &[PLUGIN])?;
     }
     Ok(())
 }
