@@ -113,11 +113,11 @@ fn check(image: &Image) -> anyhow::Result<()> {
         image.reference
     );
 
-    let sboms: BTreeMap<&str, &Value> = entries
+    let sboms = entries
         .iter()
         .filter(|e| e["artifactType"] == SBOM)
-        .map(|e| (digest(e), e))
-        .collect();
+        .map(|e| layout.json(digest(e)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     for (entry, (_, architecture)) in manifests.iter().zip(&listed) {
         let manifest = layout.json(digest(entry))?;
         let config = layout.json(digest(&manifest["config"]))?;
@@ -155,10 +155,7 @@ fn check(image: &Image) -> anyhow::Result<()> {
         );
 
         let sbom = sboms
-            .values()
-            .map(|e| layout.json(digest(e)))
-            .collect::<anyhow::Result<Vec<_>>>()?
-            .into_iter()
+            .iter()
             .find(|artifact| digest(&artifact["subject"]) == digest(entry))
             .ok_or_else(|| anyhow::anyhow!("{} {architecture}: no SBOM", image.reference))?;
         let document: Value = serde_json::from_slice(layout.blob(digest(&sbom["layers"][0]))?)?;

@@ -181,8 +181,8 @@ fn build_images_from(source: &Source, options: &Options) -> anyhow::Result<Vec<B
 
     let build = Build {
         source,
-        binaries: binaries_dir.clone(),
-        out: out.clone(),
+        binaries: binaries_dir,
+        out,
         epoch,
     };
     let mut built = Vec::new();
@@ -203,18 +203,15 @@ fn build_images_from(source: &Source, options: &Options) -> anyhow::Result<Vec<B
         for (subject, document) in sboms {
             image = image.with_artifact(&subject, sbom::MEDIA_TYPE, document)?;
         }
-        let mut written = write_image(&out, binary, &reference, epoch, &image)?;
+        let mut written = write_image(&build.out, binary, &reference, epoch, &image)?;
         written.platforms = listed;
         built.push(written);
     }
 
     if source.plugin {
-        release_plugin(
-            &binaries_dir.join(PLATFORMS[0].target).join("release"),
-            &out,
-        )?;
+        release_plugin(&build.release_dir(&PLATFORMS[0]), &build.out)?;
     }
-    let listing = out.join("images.json");
+    let listing = build.out.join("images.json");
     fs::write(&listing, serde_json::to_vec_pretty(&built)?)
         .with_context(|| format!("writing {}", listing.display()))?;
     Ok(built)
@@ -230,6 +227,11 @@ struct Build<'a> {
 }
 
 impl Build<'_> {
+    /// Where cargo put `platform`'s release binaries.
+    fn release_dir(&self, platform: &Platform) -> PathBuf {
+        self.binaries.join(platform.target).join("release")
+    }
+
     /// `package`'s image for `platform`: its manifest, what `images.json`
     /// says of it, and its SBOM (also written beside the tarball).
     fn platform(
@@ -239,11 +241,7 @@ impl Build<'_> {
         bill: &Bill,
     ) -> anyhow::Result<(oci::Manifest, BuiltPlatform, Vec<u8>)> {
         let binary = package.name.as_str();
-        let path = self
-            .binaries
-            .join(platform.target)
-            .join("release")
-            .join(binary);
+        let path = self.release_dir(platform).join(binary);
         let inputs = spec::Inputs {
             binary: binary.to_owned(),
             platform: oci::Platform {

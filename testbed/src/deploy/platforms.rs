@@ -114,8 +114,8 @@ pub fn command(
 /// version).
 pub fn qemu_aarch64(log: &mut dyn FnMut(&str)) -> anyhow::Result<PathBuf> {
     let dir = cache_root().join("qemu-user-static");
-    let binary = dir.join("root/usr/bin/qemu-aarch64-static");
-    if dir.join(STAMP).is_file() && binary.is_file() {
+    let binary = dir.join("qemu-aarch64-static");
+    if dir.join(STAMP).is_file() {
         return Ok(binary);
     }
     let partial = dir.with_extension("partial");
@@ -127,11 +127,8 @@ pub fn qemu_aarch64(log: &mut dyn FnMut(&str)) -> anyhow::Result<PathBuf> {
         emulator.is_file(),
         "{package} holds no usr/bin/qemu-aarch64-static"
     );
-    let kept = partial.join("qemu-aarch64-static");
-    std::fs::rename(&emulator, &kept)?;
+    std::fs::rename(&emulator, partial.join("qemu-aarch64-static"))?;
     std::fs::remove_dir_all(&root)?;
-    std::fs::create_dir_all(root.join("usr/bin"))?;
-    std::fs::rename(&kept, root.join("usr/bin/qemu-aarch64-static"))?;
     complete(&partial, &dir, &package)?;
     log(&format!("{package} unpacked into {}", dir.display()));
     Ok(binary)

@@ -321,7 +321,7 @@ pub(crate) fn check_version(dir: &Path, binary: &str, expected: &str) -> Result<
     }
 }
 
-pub(crate) fn run(cmd: &mut Command) -> Result<(), Error> {
+pub fn run(cmd: &mut Command) -> Result<(), Error> {
     let described = format!("{cmd:?}");
     let out = cmd.output().map_err(|e| Error::Io(described.clone(), e))?;
     if out.status.success() {

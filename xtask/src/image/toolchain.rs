@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::Context;
-use jobrelay_testbed::go::controlplane::{STAMP, cache_root, complete};
+use jobrelay_testbed::go::controlplane::{STAMP, cache_root, complete, run};
 
 use crate::log;
 
@@ -135,7 +135,7 @@ fn zig() -> anyhow::Result<PathBuf> {
         .arg(&partial))?;
     std::fs::remove_file(&wheel)?;
     make_executable(&partial.join("ziglang/zig"))?;
-    keep(&partial, &dir, ZIG_VERSION)?;
+    complete(&partial, &dir, ZIG_VERSION)?;
     Ok(zig_dir)
 }
 
@@ -158,26 +158,14 @@ fn cargo_zigbuild() -> anyhow::Result<PathBuf> {
         .args(["install", "--quiet", "--locked", "cargo-zigbuild"])
         .args(["--version", CARGO_ZIGBUILD_VERSION, "--root"])
         .arg(&partial))?;
-    keep(&partial, &dir, CARGO_ZIGBUILD_VERSION)?;
+    complete(&partial, &dir, CARGO_ZIGBUILD_VERSION)?;
     Ok(binary)
-}
-
-fn keep(partial: &Path, dir: &Path, version: &str) -> anyhow::Result<()> {
-    complete(partial, dir, version).with_context(|| format!("caching {}", dir.display()))
 }
 
 fn make_executable(path: &Path) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
         .with_context(|| format!("making {} executable", path.display()))
-}
-
-fn run(command: &mut Command) -> anyhow::Result<()> {
-    let status = command
-        .status()
-        .with_context(|| format!("running {command:?}"))?;
-    anyhow::ensure!(status.success(), "{command:?} failed ({status})");
-    Ok(())
 }
 
 #[cfg(test)]
