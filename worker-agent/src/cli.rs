@@ -131,7 +131,7 @@ pub struct Args {
 
     /// The least time between two room reports on a session: a room that
     /// changes more often is sent as it is when the interval is up; a room
-    /// that grew (Jobs may wait for it), when a quarter of it is up.
+    /// that grew (Jobs may wait for it), when a tenth of it is up.
     #[arg(long, env = "JOBRELAY_ROOM_INTERVAL", default_value = "2s", value_parser = jobrelay_proto::duration::parse)]
     pub room_interval: Duration,
 

@@ -44,7 +44,7 @@ pub const BOUND_AND_LIVE: &str = "spec.nodeName!=,status.phase!=Succeeded,status
 
 /// How long changes gather before the room is summed again: a burst of
 /// Pods starting is one recount, not one each.
-const GATHER: Duration = Duration::from_millis(250);
+const GATHER: Duration = Duration::from_millis(100);
 
 /// Starts the room's watches among `tasks`, those of the worker's Kueue
 /// with `kueue`; the room they publish (`None` until Nodes and Pods have

@@ -1,6 +1,6 @@
 //! Sending the room on a session: once the session's DesiredSet was taken,
 //! then whenever the room changed, no more often than the interval
-//! (`--room-interval`) — or a quarter of it where the room grew, for Jobs
+//! (`--room-interval`) — or a tenth of it where the room grew, for Jobs
 //! may be waiting on the manager for that room. Whether to send now is
 //! [`due`], a plain function; [`Reports`] waits on the room, the DesiredSet
 //! and the clock to ask it.
@@ -32,7 +32,7 @@ pub struct Sent {
 }
 
 /// How much sooner than the interval a room that grew is sent.
-const GREW_SOONER: u32 = 4;
+const GREW_SOONER: u32 = 10;
 
 /// Whether to send `room` now, given what this session sent last, whether
 /// its DesiredSet was taken, and the least time between two sends (a

@@ -45,9 +45,9 @@ fn whether_to_send_the_room() {
         ("less, interval passed",     Some(1), ago(2, 2000), true,  Expect::Now),
         ("less, too soon",            Some(1), ago(2, 0),    true,  Expect::In(ms(2000))),
         ("less, half way",            Some(1), ago(2, 1000), true,  Expect::In(ms(1000))),
-        ("grew, a quarter passed",    Some(2), ago(1, 500),  true,  Expect::Now),
-        ("grew, too soon",            Some(2), ago(1, 0),    true,  Expect::In(ms(500))),
-        ("grew, half way",            Some(2), ago(1, 250),  true,  Expect::In(ms(250))),
+        ("grew, a tenth passed",      Some(2), ago(1, 200),  true,  Expect::Now),
+        ("grew, too soon",            Some(2), ago(1, 0),    true,  Expect::In(ms(200))),
+        ("grew, half way",            Some(2), ago(1, 100),  true,  Expect::In(ms(100))),
     ];
     for (case, known, sent, taken, expect) in cases {
         let known = known.map(room);
