@@ -1,6 +1,8 @@
 //! The fleet as the store of each mirror's [`State`]: every request and
-//! every report becomes an [`Event`], [`transition`] decides, and what it
-//! says to send goes into the cluster's outbox here.
+//! every report is decided by [`transition`] — by name of its arm
+//! (`mirror::apply`, `cleanup`, `reported`, `gone`) where the caller needs
+//! that event's typed answer — and what it says to send goes into the
+//! cluster's outbox here.
 //!
 //! Each cluster's mirrors are a [`MirrorMap`], which keeps the counts
 //! placement and the cluster's status read as the mirrors change: every
