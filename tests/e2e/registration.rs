@@ -28,6 +28,10 @@ use tonic_health::pb::health_check_response::ServingStatus;
 
 #[path = "registration/durations.rs"]
 mod durations;
+#[path = "registration/identity.rs"]
+mod identity;
+#[path = "registration/lost.rs"]
+mod lost;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 const WORKER_A: &str = "worker-1";
@@ -95,48 +99,6 @@ async fn wait_health(addr: &str, service: &str, expected: ServingStatus) {
         },
     )
     .await
-}
-
-/// Opens a session the way an agent does, with `identity`'s certificate,
-/// saying Hello as `cluster`; returns the manager's answer.
-async fn hello(
-    relay: &Relay,
-    identity: Option<&Issued>,
-    cluster: &str,
-) -> Result<(), tonic::Status> {
-    let ca = std::fs::read(relay.ca_path()).expect("read the relay CA");
-    let mut endpoint = Endpoint::from_shared(relay.manager_url.clone())
-        .expect("manager URL")
-        .connect_timeout(Duration::from_secs(5));
-    let tls = match identity {
-        Some(identity) => jobrelay_process::client::client_config(&Pem {
-            cert: identity.cert.clone().into_bytes(),
-            key: identity.key.clone().into_bytes(),
-            ca,
-        }),
-        None => tonic::transport::ClientTlsConfig::new()
-            .ca_certificate(tonic::transport::Certificate::from_pem(ca)),
-    };
-    endpoint = endpoint.tls_config(tls).expect("TLS configuration");
-    let channel = endpoint
-        .connect()
-        .await
-        .map_err(|e| tonic::Status::unavailable(format!("connect: {e:?}")))?;
-    let hello = AgentMessage {
-        kind: Some(agent_message::Kind::Hello(Hello {
-            cluster: cluster.into(),
-            agent_version: env!("CARGO_PKG_VERSION").into(),
-            inventory: Vec::new(),
-            ..Hello::default()
-        })),
-    };
-    let mut stream = RelayClient::new(channel)
-        .connect(futures::stream::iter([hello]).chain(futures::stream::pending()))
-        .await?
-        .into_inner();
-    // Accepted: the manager's Welcome arrives.
-    stream.message().await?;
-    Ok(())
 }
 
 async fn refused_count(relay: &Relay, reason: &str) -> f64 {
@@ -225,127 +187,6 @@ async fn worker_clusters_show_their_agents_and_a_killed_agent_shows_disconnected
     relay.wait_sessions(WORKER_A, sessions + 1).await.unwrap();
     wait_condition(&registrations, WORKER_A, "Connected", "True").await;
 }
-
-/// What is presented, as which cluster, the gRPC status it gets (none when
-/// the handshake refuses it), and the reason it is counted under.
-type RefusalCase = (
-    &'static str,
-    Result<Issued, jobrelay_testbed::certs::Error>,
-    &'static str,
-    Option<Code>,
-    &'static str,
-);
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn connections_without_a_valid_identity_are_refused_and_change_nothing() {
-    let _exclusive = EXCLUSIVE.lock().await;
-    let (_clusters, relay, registrations) = setup().await;
-    let sessions_before = relay.sessions_opened(WORKER_A);
-
-    // A certificate the CA did not vouch for, or not made for a client,
-    // fails the TLS handshake itself: the peer never reaches the Relay
-    // service, and gets no gRPC status from it.
-    let handshake = None;
-    let cases: [RefusalCase; 5] = [
-        (
-            "a certificate naming no registered cluster",
-            relay.ca().client("ghost"),
-            "ghost",
-            Some(Code::PermissionDenied),
-            "unknown_cluster",
-        ),
-        (
-            "a certificate from another CA",
-            RelayCa::new("another CA").and_then(|ca| ca.client(WORKER_A)),
-            WORKER_A,
-            handshake,
-            "certificate_untrusted",
-        ),
-        (
-            "an expired certificate",
-            relay.ca().expired_client(WORKER_A),
-            WORKER_A,
-            handshake,
-            "certificate_expired",
-        ),
-        (
-            "a certificate without the clientAuth usage",
-            relay.ca().server_usage_client(WORKER_A),
-            WORKER_A,
-            handshake,
-            "certificate_without_client_auth",
-        ),
-        (
-            "a Hello claiming another cluster than the certificate",
-            relay.ca().client(WORKER_B),
-            WORKER_A,
-            Some(Code::PermissionDenied),
-            "cluster_mismatch",
-        ),
-    ];
-    for (what, identity, claimed, code, reason) in cases {
-        let counted = refused_count(relay, reason).await;
-        let identity = identity.unwrap();
-        let refused = hello(relay, Some(&identity), claimed)
-            .await
-            .expect_err(what);
-        match code {
-            Some(code) => assert_eq!(refused.code(), code, "{what}: {refused:?}"),
-            None => assert!(
-                matches!(
-                    refused.code(),
-                    Code::Cancelled | Code::Unavailable | Code::Unknown
-                ),
-                "{what}: refused at the handshake, not by the service: {refused:?}"
-            ),
-        }
-        println!(
-            "{what}: refused with {:?}: {}",
-            refused.code(),
-            refused.message()
-        );
-        wait_refused(relay, reason, counted).await;
-        // A refused handshake breaks the client's connection, which its
-        // transport may dial again once: each dial is counted.
-        if code.is_some() {
-            assert_eq!(
-                refused_count(relay, reason).await,
-                counted + 1.0,
-                "{what} is counted once"
-            );
-        }
-        assert!(
-            relay
-                .manager_log()
-                .contains(&format!("reason=\"{reason}\"")),
-            "{what} is logged with its reason"
-        );
-    }
-
-    // No client certificate at all: the handshake itself fails.
-    let counted = refused_count(relay, "tls_handshake_failed").await;
-    let refused = hello(relay, None, WORKER_A)
-        .await
-        .expect_err("no certificate");
-    println!(
-        "no client certificate: {:?}: {}",
-        refused.code(),
-        refused.message()
-    );
-    wait_refused(relay, "tls_handshake_failed", counted).await;
-
-    // The real agent of worker-1 kept its session: nothing was replaced.
-    assert_eq!(relay.sessions_opened(WORKER_A), sessions_before);
-    assert_eq!(
-        condition(&registrations, WORKER_A, "Connected").await,
-        "True"
-    );
-    assert!(
-        registrations.get_opt("ghost").await.unwrap().is_none(),
-        "a refused identity registers nothing"
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn health_follows_readiness_and_every_agent_rejoins_a_restarted_manager() {
     let _exclusive = EXCLUSIVE.lock().await;
@@ -379,66 +220,6 @@ async fn health_follows_readiness_and_every_agent_rejoins_a_restarted_manager() 
     wait_health(&agent, RELAY, ServingStatus::Serving).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn certificates_are_rotated_without_a_restart() {
-    let _exclusive = EXCLUSIVE.lock().await;
-    let (_clusters, relay, registrations) = setup().await;
-    let (cert, key) = relay.agent_certificate_files(WORKER_A).unwrap();
-    let original = (
-        std::fs::read_to_string(cert).unwrap(),
-        std::fs::read_to_string(key).unwrap(),
-    );
-    let ca_bundle = std::fs::read_to_string(relay.ca_path()).unwrap();
-
-    // The agent gets a certificate of a CA the manager does not trust yet:
-    // it picks the files up, reconnects, and is refused.
-    let next_ca = RelayCa::new("next relay CA").unwrap();
-    let untrusted = refused_count(relay, "certificate_untrusted").await;
-    next_ca
-        .client(WORKER_A)
-        .unwrap()
-        .write(cert.parent().unwrap(), WORKER_A)
-        .unwrap();
-    wait_refused(relay, "certificate_untrusted", untrusted).await;
-    wait_condition(&registrations, WORKER_A, "Connected", "False").await;
-
-    // The manager's CA bundle gains the new CA: the agent gets in.
-    let sessions = relay.sessions_opened(WORKER_A);
-    jobrelay_testbed::certs::write_atomically(
-        relay.ca_path(),
-        &format!("{ca_bundle}{}", next_ca.ca_pem),
-    )
-    .unwrap();
-    relay.wait_sessions(WORKER_A, sessions + 1).await.unwrap();
-    wait_condition(&registrations, WORKER_A, "Connected", "True").await;
-
-    // Back to the original files.
-    let sessions = relay.sessions_opened(WORKER_A);
-    jobrelay_testbed::certs::write_atomically(relay.ca_path(), &ca_bundle).unwrap();
-    jobrelay_testbed::certs::write_atomically(key, &original.1).unwrap();
-    jobrelay_testbed::certs::write_atomically(cert, &original.0).unwrap();
-    relay.wait_sessions(WORKER_A, sessions + 1).await.unwrap();
-    wait_condition(&registrations, WORKER_A, "Connected", "True").await;
-}
-
-/// The mirror Job of `uid` on a worker, with its Pods.
-async fn mirror_objects(worker: &kube::Client, ns: &str, uid: &str) -> (usize, usize) {
-    let selector = ListParams::default().labels(&format!("{ORIGIN_UID_LABEL}={uid}"));
-    let jobs: Api<Job> = Api::namespaced(worker.clone(), ns);
-    let pods: Api<Pod> = Api::namespaced(worker.clone(), ns);
-    let jobs = jobs
-        .list(&selector)
-        .await
-        .map(|l| l.items.len())
-        .unwrap_or(usize::MAX);
-    let pods = pods
-        .list(&selector)
-        .await
-        .map(|l| l.items.len())
-        .unwrap_or(usize::MAX);
-    (jobs, pods)
-}
-
 async fn events_with_reason(manager: &kube::Client, ns: &str, name: &str, reason: &str) -> usize {
     let events: Api<Event> = Api::namespaced(manager.clone(), ns);
     events
@@ -454,132 +235,6 @@ async fn events_with_reason(manager: &kube::Client, ns: &str, name: &str, reason
                 .count()
         })
         .unwrap_or(0)
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_lost_cluster_releases_deleted_jobs_and_its_returning_agent_cleans_up() {
-    let _exclusive = EXCLUSIVE.lock().await;
-    let (clusters, relay, registrations) = setup().await;
-    let scenario = Scenario::new(clusters, relay, "lost").await;
-    let (ns, jobs) = (scenario.ns.clone(), scenario.jobs.clone());
-    let manager = kit::client(clusters.manager()).await;
-    let worker_a = clusters
-        .workers()
-        .iter()
-        .find(|w| w.name == WORKER_A)
-        .unwrap();
-    let worker_a_client = kit::client(worker_a).await;
-
-    // A long Job running on worker-1.
-    let job = scenario
-        .job("stranded")
-        .label(CLUSTER_KEY, WORKER_A)
-        .run_for("600s")
-        .build();
-    let uid = jobs
-        .create(&PostParams::default(), &job)
-        .await
-        .unwrap()
-        .uid()
-        .unwrap();
-    wait::until("the mirror's Pod on worker-1", TIMEOUT, || async {
-        match mirror_objects(&worker_a_client, &ns, &uid).await {
-            (1, pods) if pods >= 1 && pods != usize::MAX => Seen::Ready(()),
-            seen => Seen::Waiting(format!("{seen:?} (Jobs, Pods)")),
-        }
-    })
-    .await;
-
-    // The agent goes away; the Job is deleted while it is away.
-    set_spec(
-        &registrations,
-        WORKER_A,
-        serde_json::json!({"lostAfter": "20s"}),
-    )
-    .await;
-    relay.kill_agent(WORKER_A);
-    jobs.delete("stranded", &DeleteParams::default())
-        .await
-        .unwrap();
-    let lost = wait_condition(&registrations, WORKER_A, "Lost", "True").await;
-    println!("worker-1 Lost {lost:?} after the agent was killed (lostAfter 20s)");
-
-    // The finalizer is released so the namespace could go, with a warning.
-    wait::until("the manager Job released and gone", TIMEOUT, || async {
-        match jobs.get_opt("stranded").await {
-            Ok(None) => Seen::Ready(()),
-            Ok(Some(job)) => Seen::Waiting(format!("finalizers {:?}", job.finalizers())),
-            Err(e) => Seen::Waiting(e.to_string()),
-        }
-    })
-    .await;
-    assert!(events_with_reason(&manager, &ns, "stranded", "ClusterLost").await >= 1);
-    let (left_jobs, _) = mirror_objects(&worker_a_client, &ns, &uid).await;
-    assert_eq!(
-        left_jobs, 1,
-        "with its agent away, the mirror is still on worker-1"
-    );
-
-    // While worker-1 is Lost, an unpinned Job goes elsewhere and a Job
-    // pinned to it is deactivated.
-    let elsewhere = scenario.job("elsewhere").run_for("1s").build();
-    jobs.create(&PostParams::default(), &elsewhere)
-        .await
-        .unwrap();
-    let pinned = scenario
-        .job("pinned-to-lost")
-        .label(CLUSTER_KEY, WORKER_A)
-        .build();
-    jobs.create(&PostParams::default(), &pinned).await.unwrap();
-    wait::until("placement around the Lost cluster", TIMEOUT, || async {
-        let elsewhere = jobs.get("elsewhere").await.ok();
-        let pinned = jobs.get("pinned-to-lost").await.ok();
-        let placed = elsewhere
-            .as_ref()
-            .and_then(|j| j.annotations().get(CLUSTER_KEY).cloned());
-        let deactivated = pinned
-            .as_ref()
-            .is_some_and(|j| j.annotations().contains_key(DEACTIVATED_ANNOTATION));
-        if placed.as_deref() == Some(WORKER_B) && deactivated {
-            Seen::Ready(())
-        } else {
-            Seen::Waiting(format!(
-                "elsewhere on {placed:?}, pinned deactivated {deactivated}"
-            ))
-        }
-    })
-    .await;
-    let pinned = jobs.get("pinned-to-lost").await.unwrap();
-    assert!(
-        pinned.annotations().get(CLUSTER_KEY).is_none(),
-        "nothing was sent to the Lost cluster"
-    );
-
-    // The agent returns: its DesiredSet no longer lists the mirror, and the
-    // sweep deletes it and its Pods.
-    let sessions = relay.sessions_opened(WORKER_A);
-    relay.start_agent(WORKER_A).unwrap();
-    relay.wait_sessions(WORKER_A, sessions + 1).await.unwrap();
-    wait_condition(&registrations, WORKER_A, "Lost", "False").await;
-    wait::until(
-        "the stranded mirror and its Pods gone from worker-1",
-        TIMEOUT,
-        || async {
-            match mirror_objects(&worker_a_client, &ns, &uid).await {
-                (0, 0) => Seen::Ready(()),
-                seen => Seen::Waiting(format!("{seen:?} (Jobs, Pods)")),
-            }
-        },
-    )
-    .await;
-    set_spec(
-        &registrations,
-        WORKER_A,
-        serde_json::json!({"lostAfter": null}),
-    )
-    .await;
-
-    scenario.finish(TIMEOUT).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
