@@ -8,6 +8,7 @@ use jobrelay_proto::kinds;
 use super::Fleet;
 use crate::job::placement::{Choice, Offer, Wants, choose_cluster};
 use crate::kinds::Key;
+use crate::kinds::demands::NoRoom;
 
 impl Fleet {
     /// Chooses the cluster for a Job that has none yet — the pinned one,
@@ -68,7 +69,7 @@ impl Fleet {
 
     /// Why no cluster has room for the Job `uid`, while it waits for some,
     /// and how long ago placement last found so.
-    pub fn awaiting_room(&self, uid: &str) -> Option<(String, std::time::Duration)> {
+    pub fn awaiting_room(&self, uid: &str) -> Option<(NoRoom, std::time::Duration)> {
         self.demands.waiting_for(uid)
     }
 
@@ -110,13 +111,7 @@ impl Fleet {
 
     fn wait_for_room(&self, uid: &str, key: &Key, choice: &Choice) {
         let why = match choice {
-            Choice::NoRoom(short) => Some(
-                short
-                    .iter()
-                    .map(|(cluster, shortfall)| format!("{cluster}: {shortfall}"))
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            ),
+            Choice::NoRoom(short) => Some(NoRoom::of(short)),
             _ => None,
         };
         self.demands.set_waiting(uid, why.map(|why| (key, why)));

@@ -7,6 +7,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use jobrelay_kinds::room::PodGroup;
+use jobrelay_kinds::room::fit::Shortfall;
 
 use super::{Key, RelayedKind};
 
@@ -25,11 +26,45 @@ struct Inner {
     turns: u64,
 }
 
+/// Why an object waits for room.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NoRoom {
+    /// Each cluster that would take it, and what is short there, in words.
+    pub why: String,
+    /// The same without the counts: which clusters, and on each whether no
+    /// pool admits its Pods or what runs short (room or a queue's quota, and
+    /// of which resources). A waiting object is told again only when this
+    /// changes; the counts change with every Pod that starts or ends.
+    pub short: String,
+}
+
+impl NoRoom {
+    /// Why, from what is short on each cluster that would take the object.
+    pub fn of(short: &[(String, Shortfall)]) -> NoRoom {
+        let join = |each: &dyn Fn(&String, &Shortfall) -> String| {
+            let parts: Vec<String> = short.iter().map(|(c, s)| each(c, s)).collect();
+            parts.join("; ")
+        };
+        NoRoom {
+            why: join(&|cluster, shortfall| format!("{cluster}: {shortfall}")),
+            short: join(&|cluster, shortfall| match shortfall {
+                Shortfall::NoPoolAdmits => format!("{cluster}: no pool"),
+                Shortfall::Room { short_of, .. } => {
+                    format!("{cluster}: room [{}]", short_of.join(","))
+                }
+                Shortfall::Quota { queue, short_of } => {
+                    format!("{cluster}: quota of {queue} [{}]", short_of.join(","))
+                }
+            }),
+        }
+    }
+}
+
 /// An object that waits for room.
 #[derive(Debug)]
 struct Waiting {
     key: Key,
-    why: String,
+    why: NoRoom,
     /// Its turn among the waiting: the earlier it was first found to wait,
     /// the lower.
     turn: u64,
@@ -60,7 +95,7 @@ impl Demands {
     }
 
     /// The object `uid` waits for room, for `why` (or waits no more).
-    pub fn set_waiting(&self, uid: &str, waiting: Option<(&Key, String)>) {
+    pub fn set_waiting(&self, uid: &str, waiting: Option<(&Key, NoRoom)>) {
         let mut inner = self.lock();
         let Some((key, why)) = waiting else {
             inner.waiting.remove(uid);
@@ -84,7 +119,7 @@ impl Demands {
 
     /// Why the object `uid` waits for room, if it does, and how long ago
     /// that was last found.
-    pub fn waiting_for(&self, uid: &str) -> Option<(String, Duration)> {
+    pub fn waiting_for(&self, uid: &str) -> Option<(NoRoom, Duration)> {
         let inner = self.lock();
         let waiting = inner.waiting.get(uid)?;
         Some((waiting.why.clone(), waiting.last.elapsed()))
@@ -112,6 +147,70 @@ mod tests {
 
     use super::*;
 
+    fn no_room(why: &str) -> NoRoom {
+        NoRoom {
+            why: why.into(),
+            short: why.into(),
+        }
+    }
+
+    /// A case: what is short on each cluster; the words, and without the
+    /// counts.
+    type Case = (
+        &'static str,
+        Vec<(&'static str, Shortfall)>,
+        &'static str,
+        &'static str,
+    );
+
+    /// What is short on each cluster, in words and without the counts.
+    #[test]
+    fn why_a_job_waits_and_what_tells_it_again() {
+        let room = |fit, short_of: &[&str]| Shortfall::Room {
+            fit,
+            wanted: 4,
+            short_of: short_of.iter().map(|r| r.to_string()).collect(),
+        };
+        let quota = Shortfall::Quota {
+            queue: "q".into(),
+            short_of: vec!["cpu".into()],
+        };
+        let on = |pairs: Vec<(&str, Shortfall)>| {
+            let pairs: Vec<(String, Shortfall)> =
+                pairs.into_iter().map(|(c, s)| (c.to_string(), s)).collect();
+            NoRoom::of(&pairs)
+        };
+        #[rustfmt::skip]
+        let cases: [Case; 4] = [
+            ("room short",     vec![("w1", room(2, &[]))],
+                               "w1: room for 2 of 4 Pods", "w1: room []"),
+            ("short of cpu",   vec![("w1", room(0, &["cpu"])), ("w2", Shortfall::NoPoolAdmits)],
+                               "w1: room for 0 of 4 Pods; short of cpu; w2: no schedulable node matches its node selector, affinity and tolerations",
+                               "w1: room [cpu]; w2: no pool"),
+            ("a queue",        vec![("w1", quota)],
+                               "w1: its Kueue's ClusterQueue q has too little quota free; short of cpu",
+                               "w1: quota of q [cpu]"),
+            ("nowhere",        vec![], "", ""),
+        ];
+        for (case, pairs, why, short) in cases {
+            let no_room = on(pairs);
+            assert_eq!(
+                (no_room.why.as_str(), no_room.short.as_str()),
+                (why, short),
+                "{case}"
+            );
+        }
+        let (before, after) = (
+            on(vec![("w1", room(1, &[]))]),
+            on(vec![("w1", room(3, &[]))]),
+        );
+        assert_ne!(before.why, after.why, "the counts are in the words");
+        assert_eq!(
+            before.short, after.short,
+            "but do not tell a waiting Job again"
+        );
+    }
+
     #[test]
     fn what_a_whole_job_asks_is_kept_until_it_is_gone() {
         let demands = Demands::default();
@@ -128,9 +227,9 @@ mod tests {
         demands.record(&job);
         assert_eq!(demands.of("u1")[0].pods, 3, "a cached copy changes nothing");
         let key = Key::from_obj(&job);
-        demands.set_waiting("u1", Some((&key, "no room".into())));
+        demands.set_waiting("u1", Some((&key, no_room("no room"))));
         let (why, _) = demands.waiting_for("u1").expect("waiting");
-        assert_eq!(why, "no room");
+        assert_eq!(why.why, "no room");
         assert_eq!(demands.waiting(), [key]);
         demands.forget("u1");
         assert!(demands.of("u1").is_empty() && demands.waiting().is_empty());
@@ -143,12 +242,12 @@ mod tests {
             Key::of(&kube::runtime::reflector::ObjectRef::<Job>::new(name).within("ns"))
         };
         for name in ["c", "a", "b"] {
-            demands.set_waiting(name, Some((&key(name), "no room".into())));
+            demands.set_waiting(name, Some((&key(name), no_room("no room"))));
         }
-        demands.set_waiting("c", Some((&key("c"), "still no room".into())));
+        demands.set_waiting("c", Some((&key("c"), no_room("still no room"))));
         assert_eq!(demands.waiting(), [key("c"), key("a"), key("b")]);
         demands.set_waiting("c", None);
-        demands.set_waiting("c", Some((&key("c"), "no room again".into())));
+        demands.set_waiting("c", Some((&key("c"), no_room("no room again"))));
         assert_eq!(demands.waiting(), [key("a"), key("b"), key("c")]);
     }
 }

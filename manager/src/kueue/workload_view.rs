@@ -161,7 +161,7 @@ impl View {
                 .fleet
                 .awaiting_room(&job_uid)
                 .filter(|(_, ago)| *ago <= ctx.reservations.held_for(&job_uid))
-                .map(|(why, _)| why),
+                .map(|(no_room, _)| no_room.why),
             namespace_admitted_nowhere: admitted_nowhere.then(|| namespace.clone()),
         };
         Some(View {

@@ -151,7 +151,7 @@ impl<K: Dispatched> Reconciling<'_, K> {
             fill: reservation.as_ref().and_then(|r| r.allowed.fill()),
             queued_in: queue.is_some().then_some(&queued_in as &QueuedIn),
         };
-        let waited = ctx.fleet.awaiting_room(&self.uid).map(|(why, _)| why);
+        let waited = ctx.fleet.awaiting_room(&self.uid).map(|(why, _)| why.short);
         let (uid, key) = (&self.uid, &self.fleet_key);
         let choice = match ctx.fleet.place(uid, key, wants, preferred) {
             Choice::On(cluster) => Choice::On(cluster),
@@ -162,13 +162,16 @@ impl<K: Dispatched> Reconciling<'_, K> {
             Choice::NoRoom(_) => {
                 let why = ctx.fleet.awaiting_room(&self.uid).unwrap_or_default().0;
                 let note = format!(
-                    "no worker cluster has room for the Job's Pods now; it waits here and is placed once one has ({why})"
+                    "no worker cluster has room for the Job's Pods now; it waits here and is placed once one has ({})",
+                    why.why
                 );
                 debug!(%note, "waiting for room");
-                // Said once, and again only when what is short changes: a
-                // waiting Job is looked at on every room report.
-                if waited.as_ref() != Some(&why) {
-                    self.publish(Reason::NoRoom, note);
+                // Said once, and again only when what is short changes, not
+                // its counts: a waiting Job is looked at on every room
+                // report. Each change is an Event of its own, so the Job
+                // shows what is short now.
+                if waited.as_ref() != Some(&why.short) {
+                    self.publish_on(Reason::NoRoom, &why.short, note);
                 }
                 return Ok(Proceed::Wait(Action::requeue(AWAIT_CLUSTER)));
             }

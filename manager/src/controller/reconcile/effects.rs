@@ -122,9 +122,14 @@ impl<K: Dispatched> Reconciling<'_, K> {
 
     /// Records an Event on the Job, and logs it.
     pub(super) fn publish(&self, reason: Reason, note: String) {
+        self.publish_on(reason, "", note);
+    }
+
+    /// Publishes `reason` in a series of its own per `topic`.
+    pub(super) fn publish_on(&self, reason: Reason, topic: &str, note: String) {
         info!(reason = reason.as_str(), %note, "event");
         self.ctx
             .events
-            .publish(&self.job.object_ref(&()), reason, note);
+            .publish_on(&self.job.object_ref(&()), reason, topic, note);
     }
 }
