@@ -84,6 +84,15 @@ pub struct Args {
     /// Jobs in the fleet mix.
     #[arg(long, default_value_t = 60, requires = "fleet")]
     fleet_jobs: usize,
+    /// The systems the fleet mix runs with, in this order.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "standalone,kueue,multikueue",
+        value_parser = fleet::SYSTEM_NAMES,
+        requires = "fleet"
+    )]
+    fleet_systems: Vec<String>,
     /// Which Events the manager records on Jobs (its `--job-events`).
     #[arg(long, default_value = "steps", value_parser = ["steps", "problems"])]
     job_events: String,
@@ -94,7 +103,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         return clusters::run(&args.clusters, args.cluster_jobs).await;
     }
     if args.fleet {
-        return fleet::run(args.fleet_jobs).await;
+        return fleet::run(args.fleet_jobs, &args.fleet_systems).await;
     }
     if args.vs_multikueue {
         return vs_multikueue::run(&args.jobs).await;

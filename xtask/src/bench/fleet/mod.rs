@@ -42,18 +42,24 @@ use mix::JobSpec;
 use report::{Measured, Ran, Report};
 use usage::Spans;
 
-/// The systems compared, in the order they run.
-const SYSTEMS: [System; 3] = [
-    System::Standalone,
-    System::JobrelayKueue,
-    System::MultiKueue,
+/// The systems that may be compared, by the name `--fleet-systems` gives.
+const SYSTEMS: [(&str, System); 3] = [
+    ("standalone", System::Standalone),
+    ("kueue", System::JobrelayKueue),
+    ("multikueue", System::MultiKueue),
 ];
+/// The names `--fleet-systems` takes.
+pub const SYSTEM_NAMES: [&str; 3] = [SYSTEMS[0].0, SYSTEMS[1].0, SYSTEMS[2].0];
 /// The mix's seed: every run draws the same Jobs.
 const SEED: u64 = 49;
 /// How long the workers' room may take to show on the manager.
 const ROOM_SHOWN: Duration = Duration::from_secs(60);
 
-pub async fn run(n: usize) -> anyhow::Result<()> {
+pub async fn run(n: usize, names: &[String]) -> anyhow::Result<()> {
+    let systems: Vec<System> = names
+        .iter()
+        .filter_map(|name| SYSTEMS.iter().find(|(n, _)| n == name).map(|(_, s)| *s))
+        .collect();
     let clusters = setup::WithKueue::start("bench-fleet").await?;
     let set = &clusters.set;
     let pools = mix::pools();
@@ -72,7 +78,7 @@ pub async fn run(n: usize) -> anyhow::Result<()> {
     ));
     let run = Run::start(n);
     let mut measured = Vec::new();
-    for system in SYSTEMS {
+    for system in systems {
         log(&format!("{}: {n} Jobs", system.name()));
         measured.push(measure_system(set, system, &jobs, &cpus, ideal).await?);
     }
