@@ -75,6 +75,8 @@ impl From<&Room> for jobrelay_proto::v1::Room {
         jobrelay_proto::v1::Room {
             pools: room.pools.iter().map(Into::into).collect(),
             queues: room.queues.iter().map(Into::into).collect(),
+            // The agent adds the mirrors it counts; the room alone names none.
+            counted: Default::default(),
         }
     }
 }

@@ -3,8 +3,10 @@
 //! started yet — so Jobs placed together do not all land where the room of
 //! one of them was.
 //!
-//! A promise is made when a Job is placed, is marked started when the
-//! mirror reports a Pod ready, and is dropped by the second report after
+//! A promise is made when a Job is placed and dropped by the first report
+//! that counts all of its Pods (the report names the mirrors it counts
+//! more Pods of). From an agent that names none, it is marked started when
+//! the mirror reports a Pod ready, and dropped by the second report after
 //! that: reports come on the same stream as the status, but the first may
 //! have been summed before the agent saw the Pods bound; the second was
 //! summed after the first was sent. It is dropped at once when the mirror
@@ -42,6 +44,13 @@ struct Promise {
     started: Option<u64>,
 }
 
+impl Promise {
+    /// The Pods promised room, in all.
+    fn pods(&self) -> i64 {
+        self.groups.iter().map(|group| group.pods).sum()
+    }
+}
+
 impl Ledger {
     /// What the agent last reported, if it reported room.
     pub fn reported(&self) -> Option<&Room> {
@@ -65,17 +74,22 @@ impl Ledger {
         self.left.queue_of(local_queue)
     }
 
-    /// Takes in a report: drops the promises of Jobs whose Pods started
-    /// before the last report (this one counts them) and takes the others
-    /// out of it again. Says whether more is left anywhere than before —
-    /// the report shows more room, or a promise it now counts was dropped —
-    /// for only then may a waiting Job fit now.
-    pub fn report(&mut self, room: Room) -> bool {
+    /// Takes in a report and the Pods it counts of each mirror it names
+    /// (`counted`, by origin UID): drops the promises of Jobs all of whose
+    /// Pods it counts, and of those whose Pods started before the last
+    /// report, and takes the others out of it again. Says whether more is
+    /// left anywhere than before — the report shows more room, or a promise
+    /// it now counts was dropped — for only then may a waiting Job fit now.
+    pub fn report(&mut self, room: Room, counted: &HashMap<String, u32>) -> bool {
         let first = self.reported.is_none();
         self.reports += 1;
         let reports = self.reports;
-        self.promises
-            .retain(|_, promise| promise.started.is_none_or(|at| reports < at + 2));
+        self.promises.retain(|uid, promise| {
+            let all_counted = counted
+                .get(uid)
+                .is_some_and(|pods| i64::from(*pods) >= promise.pods());
+            !all_counted && promise.started.is_none_or(|at| reports < at + 2)
+        });
         self.reported = Some(room);
         let before = self.recount();
         first || self.left.more_than(&before)
@@ -179,14 +193,14 @@ mod tests {
         let mut ledger = Ledger::default();
         assert!(ledger.left().is_none());
         ledger.promise("a", job(1, 1000), None);
-        ledger.report(pools(4000));
+        ledger.report(pools(4000), &HashMap::new());
         assert_eq!(cpu_left(&ledger), 3000, "the earlier promise counts");
     }
 
     #[test]
     fn a_promise_holds_room_until_its_pods_start_and_a_report_counts_them() {
         let mut ledger = Ledger::default();
-        ledger.report(pools(4000));
+        ledger.report(pools(4000), &HashMap::new());
         ledger.promise("a", job(3, 1000), None);
         assert_eq!(cpu_left(&ledger), 1000);
         let left = ledger.left().expect("reported");
@@ -198,15 +212,15 @@ mod tests {
         assert_eq!(cpu_left(&ledger), 1000, "promised once");
         ledger.started("a");
         assert_eq!(cpu_left(&ledger), 1000, "held until a report counts them");
-        ledger.report(pools(4000));
+        ledger.report(pools(4000), &HashMap::new());
         assert_eq!(
             cpu_left(&ledger),
             1000,
             "the first report may have been summed before the Pods were bound"
         );
-        ledger.report(pools(1000));
+        ledger.report(pools(1000), &HashMap::new());
         assert_eq!(cpu_left(&ledger), 1000, "the second report counts the Pods");
-        ledger.report(pools(3000));
+        ledger.report(pools(3000), &HashMap::new());
         assert_eq!(cpu_left(&ledger), 3000, "and the promise is gone");
         assert!(!ledger.release("a"), "nothing is given back twice");
         assert_eq!(cpu_left(&ledger), 3000);
@@ -215,26 +229,63 @@ mod tests {
     #[test]
     fn only_a_report_that_leaves_more_room_somewhere_says_it_grew() {
         let mut ledger = Ledger::default();
-        assert!(ledger.report(pools(4000)), "the first report");
-        assert!(!ledger.report(pools(4000)), "the same");
-        assert!(!ledger.report(pools(3000)), "less");
-        assert!(ledger.report(pools(3500)), "more again");
+        assert!(
+            ledger.report(pools(4000), &HashMap::new()),
+            "the first report"
+        );
+        assert!(!ledger.report(pools(4000), &HashMap::new()), "the same");
+        assert!(!ledger.report(pools(3000), &HashMap::new()), "less");
+        assert!(ledger.report(pools(3500), &HashMap::new()), "more again");
         let mut other = pools(1000);
         other.pools[0].labels.insert("pool".into(), "gpu".into());
-        assert!(ledger.report(other), "a new pool");
+        assert!(ledger.report(other, &HashMap::new()), "a new pool");
+    }
+
+    /// The report that counts all of a Job's Pods ends its promise at once;
+    /// one that counts some of them, or another mirror's, does not.
+    #[test]
+    fn a_promise_ends_with_the_report_that_counts_all_its_pods() {
+        let counted = |pairs: &[(&str, u32)]| -> HashMap<String, u32> {
+            pairs
+                .iter()
+                .map(|(uid, pods)| (uid.to_string(), *pods))
+                .collect()
+        };
+        let mut ledger = Ledger::default();
+        ledger.report(pools(4000), &HashMap::new());
+        ledger.promise("a", job(2, 1000), None);
+        assert_eq!(cpu_left(&ledger), 2000);
+        ledger.report(pools(3000), &counted(&[("a", 1), ("b", 2)]));
+        assert_eq!(
+            cpu_left(&ledger),
+            1000,
+            "one Pod counted: the promise holds"
+        );
+        assert!(
+            ledger.report(pools(2000), &counted(&[("a", 2)])),
+            "both counted: more left than the report alone would show held"
+        );
+        assert_eq!(cpu_left(&ledger), 2000, "the room is not taken twice");
+        assert!(!ledger.release("a"), "nothing left to give back");
     }
 
     #[test]
     fn a_started_promise_dropped_leaves_more_room_though_the_report_shows_none() {
         let mut ledger = Ledger::default();
-        ledger.report(pools(4000));
+        ledger.report(pools(4000), &HashMap::new());
         ledger.promise("a", job(2, 1000), None);
         ledger.started("a");
-        assert!(!ledger.report(pools(2000)), "the Pods counted and promised");
+        assert!(
+            !ledger.report(pools(2000), &HashMap::new()),
+            "the Pods counted and promised"
+        );
         assert_eq!(cpu_left(&ledger), 0);
-        assert!(ledger.report(pools(2000)), "the promise dropped");
+        assert!(
+            ledger.report(pools(2000), &HashMap::new()),
+            "the promise dropped"
+        );
         assert_eq!(cpu_left(&ledger), 2000);
-        assert!(!ledger.report(pools(2000)), "nothing more");
+        assert!(!ledger.report(pools(2000), &HashMap::new()), "nothing more");
     }
 
     #[test]
@@ -250,20 +301,23 @@ mod tests {
             queues: Vec::new(),
         };
         let mut ledger = Ledger::default();
-        ledger.report(nodes(1000));
+        ledger.report(nodes(1000), &HashMap::new());
         ledger.promise("a", job(2, 1000), None);
         assert_eq!(cpu_left(&ledger), 1000, "it found no room");
-        assert!(!ledger.report(nodes(2000)), "the promise takes what grew");
+        assert!(
+            !ledger.report(nodes(2000), &HashMap::new()),
+            "the promise takes what grew"
+        );
         assert_eq!(cpu_left(&ledger), 0);
     }
 
     #[test]
     fn a_finished_mirror_gives_its_room_back_without_waiting_for_a_report() {
         let mut ledger = Ledger::default();
-        ledger.report(pools(4000));
+        ledger.report(pools(4000), &HashMap::new());
         ledger.promise("a", job(2, 1000), None);
         ledger.started("a");
-        ledger.report(pools(2000));
+        ledger.report(pools(2000), &HashMap::new());
         assert_eq!(cpu_left(&ledger), 0, "its Pods counted and still promised");
         // Nothing runs any more, and no report need come: the room the
         // last report shows is left at once.
@@ -275,7 +329,7 @@ mod tests {
     #[test]
     fn a_mirror_deleted_before_it_started_gives_its_room_back() {
         let mut ledger = Ledger::default();
-        ledger.report(pools(4000));
+        ledger.report(pools(4000), &HashMap::new());
         ledger.promise("a", job(2, 1000), None);
         ledger.release("a");
         assert_eq!(cpu_left(&ledger), 4000);
@@ -284,10 +338,10 @@ mod tests {
     #[test]
     fn a_report_with_less_room_keeps_promises_that_still_fit() {
         let mut ledger = Ledger::default();
-        ledger.report(pools(4000));
+        ledger.report(pools(4000), &HashMap::new());
         ledger.promise("a", job(2, 1000), None);
         ledger.promise("b", job(2, 1000), None);
-        ledger.report(pools(3000));
+        ledger.report(pools(3000), &HashMap::new());
         assert_eq!(
             cpu_left(&ledger),
             1000,
@@ -307,20 +361,23 @@ mod tests {
             local_queues: vec!["ns/lq".into()],
             free: Resources::from([("cpu", 4000)]),
         }];
-        ledger.report(room.clone());
+        ledger.report(room.clone(), &HashMap::new());
         let quota = |ledger: &Ledger| ledger.queue_left("ns/lq").map(|q| q.free.get("cpu"));
         ledger.promise("a", job(3, 1000), Some("ns/lq".into()));
         assert_eq!(quota(&ledger), Some(1000));
         assert_eq!(cpu_left(&ledger), 61000);
         ledger.promise("b", job(1, 1000), None);
         assert_eq!(quota(&ledger), Some(1000), "not queued there");
-        ledger.report(room.clone());
+        ledger.report(room.clone(), &HashMap::new());
         assert_eq!(quota(&ledger), Some(1000), "promised until its Pods start");
         assert!(ledger.release("a"), "given back");
         assert_eq!(quota(&ledger), Some(4000));
         assert_eq!(ledger.queue_left("other/lq"), None);
         let mut freer = room;
         freer.queues[0].free = Resources::from([("cpu", 5000)]);
-        assert!(ledger.report(freer), "more quota free is more room");
+        assert!(
+            ledger.report(freer, &HashMap::new()),
+            "more quota free is more room"
+        );
     }
 }

@@ -2,6 +2,8 @@
 //! the choice between clusters ([`choose_cluster`]), and the Jobs that wait
 //! for room, woken when room may have appeared.
 
+use std::collections::HashMap;
+
 use jobrelay_kinds::room::Room;
 use jobrelay_proto::kinds;
 
@@ -73,15 +75,16 @@ impl Fleet {
         self.demands.waiting_for(uid)
     }
 
-    /// Takes in the room the agent of `cluster` reports, and wakes the
-    /// Jobs that wait for room if it shows more than before.
-    pub fn set_room(&self, cluster: &str, room: Room) {
+    /// Takes in the room the agent of `cluster` reports, with the Pods it
+    /// counts of the mirrors it names, and wakes the Jobs that wait for
+    /// room if it shows more than before.
+    pub fn set_room(&self, cluster: &str, room: Room, counted: &HashMap<String, u32>) {
         let mut clusters = self.lock();
         let grew = clusters
             .entry(cluster.to_string())
             .or_default()
             .room
-            .report(room);
+            .report(room, counted);
         drop(clusters);
         if grew {
             self.wake_awaiting_room();

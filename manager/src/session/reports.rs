@@ -42,7 +42,10 @@ impl Sessions {
             K::MirrorGone(gone) => self.mirror_gone(cluster, gone),
             K::MirrorLost(lost) => self.mirror_lost(cluster, lost),
             K::ApplyRejected(rejected) => self.apply_rejected(cluster, rejected),
-            K::Room(room) => self.fleet.set_room(cluster, Room::from(room)),
+            K::Room(mut room) => {
+                let counted = std::mem::take(&mut room.counted);
+                self.fleet.set_room(cluster, Room::from(room), &counted)
+            }
             K::PodsHeld(held) => self.pods_held(cluster, held),
             K::WorkerEvents(told) => self.worker_events(cluster, told),
             K::LogData(data) => self.logs.deliver(cluster, data),

@@ -5,7 +5,8 @@
 //! non-terminal Pods of every namespace, and ClusterQueues and LocalQueues
 //! — trimmed to what room is summed from ([`seen`], [`queues`]); each
 //! change is summed again after a short pause and the latest room
-//! published, for every session to send ([`reports`]).
+//! published, with how many Pods of each mirror it counts, for every
+//! session to send ([`reports`]).
 //!
 //! Where the agent may not read Nodes or Pods, the room stays unknown and no
 //! Room is sent; where it may not read Kueue's queues, the Room names none
@@ -16,7 +17,9 @@ mod queues;
 mod reports;
 mod seen;
 
+use std::collections::HashMap;
 use std::pin::pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::BoxStream;
@@ -46,6 +49,14 @@ pub const BOUND_AND_LIVE: &str = "spec.nodeName!=,status.phase!=Succeeded,status
 /// Pods starting is one recount, not one each.
 const GATHER: Duration = Duration::from_millis(100);
 
+/// The room as summed, and how many Pods of each mirror (by origin UID)
+/// it counts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summed {
+    pub room: Room,
+    pub counted: Arc<HashMap<String, u32>>,
+}
+
 /// Starts the room's watches among `tasks`, those of the worker's Kueue
 /// with `kueue`; the room they publish (`None` until Nodes and Pods have
 /// listed, and while either is refused).
@@ -54,7 +65,7 @@ pub fn watch(
     metrics: &RoomMetrics,
     kueue: bool,
     tasks: &Tasks,
-) -> watch::Receiver<Option<Room>> {
+) -> watch::Receiver<Option<Summed>> {
     let (published, room) = watch::channel(None);
     let every = Config::default().timeout(jobrelay_process::WATCH_TIMEOUT_SECS);
     let nodes = initial_list::watch(Api::<Node>::all(client.clone()), every.clone());
@@ -98,7 +109,7 @@ struct Summing {
     access: [Access; Read::ALL.len()],
     /// Whether the room was known when last published.
     known: bool,
-    published: watch::Sender<Option<Room>>,
+    published: watch::Sender<Option<Summed>>,
     metrics: RoomMetrics,
     /// Watch events taken, in [`Read::ALL`]'s order.
     events: [Counter; Read::ALL.len()],
@@ -231,6 +242,10 @@ impl Summing {
             .pools()
             .filter(|_| readable)
             .map(|pools| Room { pools, queues });
+        let summed = room.as_ref().map(|room| Summed {
+            room: room.clone(),
+            counted: Arc::new(self.seen.counted().clone()),
+        });
         let pools = room.as_ref().map_or(0, |room| room.pools.len());
         self.metrics
             .pools
@@ -246,9 +261,9 @@ impl Summing {
         }
         self.known = room.is_some();
         self.published.send_if_modified(|latest| {
-            let changed = *latest != room;
+            let changed = *latest != summed;
             if changed {
-                *latest = room;
+                *latest = summed;
             }
             changed
         });

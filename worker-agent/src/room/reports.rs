@@ -3,8 +3,13 @@
 //! (`--room-interval`) — or a tenth of it where the room grew, for Jobs
 //! may be waiting on the manager for that room. Whether to send now is
 //! [`due`], a plain function; [`Reports`] waits on the room, the DesiredSet
-//! and the clock to ask it.
+//! and the clock to ask it. Each report names the mirrors it counts more
+//! Pods of than the last on the session did ([`newly_counted`]), so the
+//! manager stops holding room for them as soon as the room shows their
+//! Pods.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jobrelay_kinds::room::Room;
@@ -12,6 +17,8 @@ use jobrelay_proto::v1::{AgentMessage, Holding, agent_message};
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::watch;
 use tokio::time::Instant;
+
+use super::Summed;
 
 /// Whether the session sends the room.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,11 +42,14 @@ pub struct Sent {
 const GREW_SOONER: u32 = 10;
 
 /// Whether to send `room` now, given what this session sent last, whether
-/// its DesiredSet was taken, and the least time between two sends (a
-/// [`GREW_SOONER`]th of it where the room has more of something).
+/// `room` counts more Pods of some mirror than that did, whether its
+/// DesiredSet was taken, and the least time between two sends (a
+/// [`GREW_SOONER`]th of it where the room has more of something, or counts
+/// a mirror's Pods the manager still holds room for).
 pub fn due(
     room: Option<&Room>,
     sent: Option<&Sent>,
+    counts_more: bool,
     desired_taken: bool,
     interval: Duration,
     now: Instant,
@@ -54,7 +64,7 @@ pub fn due(
         None => Due::Now,
         Some(sent) if sent.room == *room => Due::Not,
         Some(sent) => {
-            let wait = match room.more_than(&sent.room) {
+            let wait = match counts_more || room.more_than(&sent.room) {
                 true => interval / GREW_SOONER,
                 false => interval,
             };
@@ -64,12 +74,35 @@ pub fn due(
     }
 }
 
+/// The mirrors `now` counts more Pods of than `sent` did, with how many
+/// it counts: each origin UID whose Pods a report shows for the first time
+/// or more of.
+pub fn newly_counted(
+    now: &HashMap<String, u32>,
+    sent: &HashMap<String, u32>,
+) -> HashMap<String, u32> {
+    now.iter()
+        .filter(|(uid, pods)| more_than_sent(uid, **pods, sent))
+        .map(|(uid, pods)| (uid.clone(), *pods))
+        .collect()
+}
+
+/// Whether `now` counts more Pods of some mirror than `sent` did.
+fn counts_more(now: &HashMap<String, u32>, sent: &HashMap<String, u32>) -> bool {
+    now.iter()
+        .any(|(uid, pods)| more_than_sent(uid, *pods, sent))
+}
+
+fn more_than_sent(uid: &str, pods: u32, sent: &HashMap<String, u32>) -> bool {
+    sent.get(uid).is_none_or(|was| *was < pods)
+}
+
 /// What every session's room reports are made from: the room as the
 /// watches publish it (`None` while unknown or not readable), the least
 /// time between two sends, and the count of those sent.
 #[derive(Clone)]
 pub struct Feed {
-    pub room: watch::Receiver<Option<Room>>,
+    pub room: watch::Receiver<Option<Summed>>,
     pub interval: Duration,
     pub sent: Counter,
 }
@@ -82,6 +115,7 @@ impl Feed {
             feed: self.clone(),
             holding,
             sent: None,
+            counted: Arc::default(),
         }
     }
 }
@@ -91,6 +125,8 @@ pub struct Reports {
     feed: Feed,
     holding: watch::Receiver<Option<Holding>>,
     sent: Option<Sent>,
+    /// The Pods of each mirror the last report sent counted.
+    counted: Arc<HashMap<String, u32>>,
 }
 
 impl Reports {
@@ -99,21 +135,25 @@ impl Reports {
     pub async fn next(&mut self) -> AgentMessage {
         loop {
             let now = Instant::now();
-            let (decision, room) = {
-                let room = self.feed.room.borrow_and_update();
+            let (decision, summed) = {
+                let summed = self.feed.room.borrow_and_update();
                 let taken = self.holding.borrow_and_update().is_some();
+                let counts_more = summed
+                    .as_ref()
+                    .is_some_and(|summed| counts_more(&summed.counted, &self.counted));
                 let decision = due(
-                    room.as_ref(),
+                    summed.as_ref().map(|summed| &summed.room),
                     self.sent.as_ref(),
+                    counts_more,
                     taken,
                     self.feed.interval,
                     now,
                 );
-                let room = (decision == Due::Now).then(|| room.clone()).flatten();
-                (decision, room)
+                let summed = (decision == Due::Now).then(|| summed.clone()).flatten();
+                (decision, summed)
             };
-            if let Some(room) = room {
-                return self.sending(room, now);
+            if let Some(summed) = summed {
+                return self.sending(summed, now);
             }
             let clock = async {
                 match decision {
@@ -129,9 +169,14 @@ impl Reports {
         }
     }
 
-    fn sending(&mut self, room: Room, now: Instant) -> AgentMessage {
-        let message = (&room).into();
-        self.sent = Some(Sent { room, at: now });
+    fn sending(&mut self, summed: Summed, now: Instant) -> AgentMessage {
+        let mut message: jobrelay_proto::v1::Room = (&summed.room).into();
+        message.counted = newly_counted(&summed.counted, &self.counted);
+        self.counted = summed.counted;
+        self.sent = Some(Sent {
+            room: summed.room,
+            at: now,
+        });
         self.feed.sent.inc();
         AgentMessage {
             kind: Some(agent_message::Kind::Room(message)),

@@ -1,7 +1,8 @@
 //! What the room watches keep of Nodes and Pods: only what room is summed
 //! from. A Node is kept as its name, labels, whether it is cordoned, its
 //! taints, what it has allocatable and whether it is Ready; a Pod as the
-//! node it is bound to and what it requests, never its spec. Each watch
+//! node it is bound to, what it requests and the mirror it is of, never its
+//! spec. Each watch
 //! event says whether what is kept changed, so a Pod's status updates and a
 //! Node's heartbeats cost no recount.
 
@@ -126,6 +127,8 @@ impl<V: PartialEq> Listing<V> {
 pub struct BoundPod {
     pub node: String,
     pub requests: Resources,
+    /// The origin UID of the mirror it is of, if it is one's.
+    pub origin: Option<String>,
 }
 
 /// The Nodes and the bound, non-terminal Pods the watches saw, and what
@@ -137,6 +140,9 @@ pub struct Seen {
     /// By node name: what its Pods request, summed; a node no Pod is
     /// bound to has no entry.
     used: HashMap<String, Resources>,
+    /// By origin UID: how many of a mirror's Pods are counted; a mirror
+    /// none of whose Pods is has no entry.
+    counted: HashMap<String, u32>,
 }
 
 impl Seen {
@@ -154,34 +160,49 @@ impl Seen {
             Taken::Nothing => false,
             Taken::Relisted => {
                 self.used = HashMap::new();
-                for pod in self.pods.values() {
-                    self.used
-                        .entry(pod.node.clone())
-                        .or_default()
-                        .add(&pod.requests, 1);
+                self.counted = HashMap::new();
+                let pods: Vec<BoundPod> = self.pods.values().cloned().collect();
+                for pod in &pods {
+                    self.count(pod, 1);
                 }
                 true
             }
             Taken::Changed { key, was } => {
                 if let Some(was) = was {
-                    let emptied = self.used.get_mut(&was.node).is_some_and(|used| {
-                        used.add(&was.requests, -1);
-                        // Every Pod takes one `pods`: none left, none used.
-                        used.get(PODS) == 0
-                    });
-                    if emptied {
-                        self.used.remove(&was.node);
-                    }
+                    self.count(&was, -1);
                 }
-                if let Some(now) = self.pods.get(&key) {
-                    self.used
-                        .entry(now.node.clone())
-                        .or_default()
-                        .add(&now.requests, 1);
+                if let Some(now) = self.pods.get(&key).cloned() {
+                    self.count(&now, 1);
                 }
                 true
             }
         }
+    }
+
+    /// Counts `pod` once more (`times` 1) or once less (-1): what its node
+    /// has in use, and the Pods of its mirror.
+    fn count(&mut self, pod: &BoundPod, times: i64) {
+        let used = self.used.entry(pod.node.clone()).or_default();
+        used.add(&pod.requests, times);
+        // Every Pod takes one `pods`: none left, none used.
+        if used.get(PODS) == 0 {
+            self.used.remove(&pod.node);
+        }
+        if let Some(origin) = &pod.origin {
+            let pods = self.counted.entry(origin.clone()).or_default();
+            *pods = match times > 0 {
+                true => pods.saturating_add(1),
+                false => pods.saturating_sub(1),
+            };
+            if *pods == 0 {
+                self.counted.remove(origin);
+            }
+        }
+    }
+
+    /// How many Pods of each mirror the room counts, by origin UID.
+    pub fn counted(&self) -> &HashMap<String, u32> {
+        &self.counted
     }
 
     /// The room by pool, once both watches have listed.
@@ -223,6 +244,7 @@ pub fn bound(pod: Pod) -> Option<BoundPod> {
     Some(BoundPod {
         node,
         requests: demand::requests(&spec),
+        origin: crate::watched::origin_uid(&pod.metadata),
     })
 }
 

@@ -85,6 +85,66 @@ fn pods_take_from_their_node_as_they_come_and_go() {
     assert_eq!(seen.counts(), (2, 1));
 }
 
+/// A Pod of the mirror of `origin`.
+fn mirror_pod(uid: &str, node: &str, origin: &str) -> Pod {
+    let mut pod = pod(uid, Some(node), "1");
+    pod.metadata.labels = Some(
+        [(
+            jobrelay_proto::wire::ORIGIN_UID_LABEL.to_string(),
+            origin.to_string(),
+        )]
+        .into(),
+    );
+    pod
+}
+
+#[test]
+fn the_pods_of_each_mirror_are_counted_as_they_come_and_go() {
+    let mut seen = Seen::default();
+    listed(
+        &mut seen,
+        vec![node("a", "4", "01")],
+        vec![mirror_pod("p1", "a", "o1"), pod("other", Some("a"), "1")],
+    );
+    let counted = |seen: &Seen| {
+        let mut counted: Vec<(String, u32)> = seen
+            .counted()
+            .iter()
+            .map(|(o, n)| (o.clone(), *n))
+            .collect();
+        counted.sort();
+        counted
+    };
+    assert_eq!(
+        counted(&seen),
+        [("o1".to_string(), 1)],
+        "a Pod of no mirror is not named"
+    );
+    seen.pod(Event::Apply(mirror_pod("p2", "a", "o1")));
+    seen.pod(Event::Apply(mirror_pod("p3", "a", "o2")));
+    assert_eq!(
+        counted(&seen),
+        [("o1".to_string(), 2), ("o2".to_string(), 1)]
+    );
+    seen.pod(Event::Delete(mirror_pod("p3", "a", "o2")));
+    seen.pod(Event::Delete(mirror_pod("p1", "a", "o1")));
+    assert_eq!(
+        counted(&seen),
+        [("o1".to_string(), 1)],
+        "a mirror with no Pod left is not kept"
+    );
+    listed(
+        &mut seen,
+        vec![node("a", "4", "01")],
+        vec![mirror_pod("p9", "a", "o9")],
+    );
+    assert_eq!(
+        counted(&seen),
+        [("o9".to_string(), 1)],
+        "a relist counts afresh"
+    );
+}
+
 #[test]
 fn a_pods_status_update_or_a_nodes_heartbeat_changes_nothing_kept() {
     let mut seen = Seen::default();
