@@ -74,15 +74,22 @@ pub fn due(
     }
 }
 
+/// Mirrors one report names at most: some 350 KiB, well within the
+/// manager's limit for a Room. A mirror left out is one the manager holds
+/// room for a little longer (until its second report after the Pods
+/// started), as for an agent that names none.
+pub const NAMED_AT_MOST: usize = 8192;
+
 /// The mirrors `now` counts more Pods of than `sent` did, with how many
 /// it counts: each origin UID whose Pods a report shows for the first time
-/// or more of.
+/// or more of, [`NAMED_AT_MOST`] of them at most.
 pub fn newly_counted(
     now: &HashMap<String, u32>,
     sent: &HashMap<String, u32>,
 ) -> HashMap<String, u32> {
     now.iter()
         .filter(|(uid, pods)| more_than_sent(uid, **pods, sent))
+        .take(NAMED_AT_MOST)
         .map(|(uid, pods)| (uid.clone(), *pods))
         .collect()
 }

@@ -138,6 +138,18 @@ fn which_mirrors_a_report_names() {
     for (case, now, sent, named) in cases {
         assert_eq!(newly_counted(&map(now), &map(sent)), map(named), "{case}");
     }
+    let many: HashMap<String, u32> = (0..NAMED_AT_MOST + 10)
+        .map(|i| (format!("{i:036}"), 1))
+        .collect();
+    let named = newly_counted(&many, &HashMap::new());
+    assert_eq!(named.len(), NAMED_AT_MOST, "a report names so many at most");
+    let mut message: jobrelay_proto::v1::Room = (&room(1)).into();
+    message.counted = named;
+    let size = prost::Message::encoded_len(&message);
+    assert!(
+        size < 512 * 1024,
+        "{size} bytes, within the manager's Room limit"
+    );
 }
 
 #[tokio::test(start_paused = true)]
