@@ -2,9 +2,8 @@
 //! from. A Node is kept as its name, labels, whether it is cordoned, its
 //! taints, what it has allocatable and whether it is Ready; a Pod as the
 //! node it is bound to, what it requests and the mirror it is of, never its
-//! spec. Each watch
-//! event says whether what is kept changed, so a Pod's status updates and a
-//! Node's heartbeats cost no recount.
+//! spec. Each watch event says whether what is kept changed, so a Pod's
+//! status updates and a Node's heartbeats cost no recount.
 
 use std::collections::HashMap;
 
